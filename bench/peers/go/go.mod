@@ -1,0 +1,3 @@
+module weftbench/peers/go
+
+go 1.21

@@ -1,0 +1,81 @@
+#pragma once
+
+#include <coroutine>
+
+#include "weft/core/detail/work_deque.hpp"
+#include "weft/core/stop.hpp"
+
+namespace weft::detail {
+
+/// What core needs from whatever runs tasks on this thread: a deque for forks and spawns, the
+/// root stop_state for detached tasks, and a way in for other threads. Implemented by the
+/// inline executor (core) and by the runtime's workers (sched).
+class worker_base {
+public:
+    /// Operations a task may perform per turn before a runtime-owned await yields (tokio: 128).
+    static constexpr int budget_per_turn = 128;
+
+    worker_base(const worker_base&) = delete;
+    auto operator=(const worker_base&) -> worker_base& = delete;
+
+    /// Owner thread: queue `h` to run on this worker (or, when stealable, on a thief).
+    void push(std::coroutine_handle<> h) {
+        if (!deque_.push(h.address())) {
+            overflow(h);
+        } else if (stealable_) {
+            on_push();
+        }
+    }
+
+    /// Owner thread: the most recently pushed handle, or nullptr.
+    auto pop() noexcept -> void* { return stealable_ ? deque_.pop() : deque_.pop_unshared(); }
+
+    /// Owner thread: pops `h` if it is the bottom element (a fork's parent that nobody stole).
+    auto pop_if(void* h) noexcept -> bool {
+        if (deque_.peek_bottom() != h) {
+            return false;
+        }
+        if (!stealable_) {
+            (void)deque_.pop_unshared();
+            return true;
+        }
+        void* got = deque_.pop();
+        if (got == h) {
+            return true;
+        }
+        if (got != nullptr) {  // cannot happen (only thieves shrink it), but never lose work
+            push(std::coroutine_handle<>::from_address(got));
+        }
+        return false;
+    }
+
+    /// Any thread: run `h` on this worker's executor soon.
+    virtual void schedule_remote(std::coroutine_handle<> h) noexcept = 0;
+
+    [[nodiscard]] auto root_stop() const noexcept -> stop_state* { return root_stop_; }
+
+    /// Charges one operation to the running task; true when its turn is used up and the caller
+    /// should yield instead of continuing (the hot task gives others a chance).
+    auto consume_budget() noexcept -> bool { return --budget_ < 0; }
+    void reset_budget() noexcept { budget_ = budget_per_turn; }
+
+protected:
+    worker_base(bool stealable, stop_state* root) noexcept
+        : stealable_(stealable), root_stop_(root) {}
+    ~worker_base() = default;
+
+    virtual void on_push() noexcept {}
+    virtual void overflow(std::coroutine_handle<> h) = 0;
+
+    work_deque deque_;
+    bool stealable_;
+    stop_state* root_stop_;
+    int budget_ = budget_per_turn;
+};
+
+/// The worker running on this thread, or nullptr on a thread that runs no weft executor.
+/// NOTE: a coroutine may resume on another thread after any suspension: read this afresh after
+/// every co_await, never cache it across one.
+extern constinit thread_local worker_base* tl_worker;
+
+}  // namespace weft::detail

@@ -1,0 +1,30 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+namespace weft {
+
+/// How an idle worker sleeps. The runtime has exactly one place where a worker waits: it calls
+/// `park(timeout)` when it has nothing to run, and other threads call `unpark()` when they give
+/// it work. The default is a futex; weft::io supplies a reactor (io_uring / epoll wait with the
+/// next timer as the timeout, woken through an eventfd or a ring message) so that sleeping and
+/// waiting for IO are the same wait.
+///
+/// Thread contract: `park` is called only by the owning worker; `unpark` by any thread, any
+/// number of times. An `unpark` that comes before `park` makes that `park` return at once (the
+/// wake-up is never lost).
+class park_driver {
+public:
+    virtual ~park_driver() = default;
+
+    /// Sleeps until unparked or, if given, until `timeout_ns` nanoseconds have passed.
+    virtual void park(std::optional<std::int64_t> timeout_ns) = 0;
+    virtual void unpark() noexcept = 0;
+};
+
+/// A park_driver on a Linux futex (no file descriptors, no system call when not sleeping).
+[[nodiscard]] auto make_futex_driver() -> std::unique_ptr<park_driver>;
+
+}  // namespace weft

@@ -1,0 +1,135 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+
+#include "weft/core/join_handle.hpp"
+#include "weft/core/stop.hpp"
+#include "weft/core/task.hpp"
+#include "weft/sched/detail/context.hpp"
+#include "weft/sched/driver.hpp"
+
+namespace weft {
+
+struct runtime_options {
+    /// Worker threads; 0 means one per CPU (std::thread::hardware_concurrency()).
+    unsigned workers = 0;
+    /// false: thread-per-core mode. Workers never steal; each runs what was queued on it.
+    bool stealing = true;
+    /// Upper bound on the threads of the blocking pool (spawn_blocking); they start on demand
+    /// and stay until the runtime ends.
+    unsigned max_blocking_threads = 64;
+    /// How worker `i` sleeps when idle. Default: a futex (weft::io installs its reactor here).
+    std::function<std::unique_ptr<park_driver>(unsigned worker)> make_driver = {};
+};
+
+/// The M:N scheduler: N worker threads, each with a bounded work-stealing deque, a timer wheel
+/// and a park driver; a global injector for work from other threads; a bounded pool for
+/// blocking calls.
+///
+/// `block_on` and `spawn` may be called from any thread (block_on not from a worker: it would
+/// wait on the thread that has to do the work). The destructor requests stop on every task it
+/// runs (sleeps, waits and IO end with operation_canceled), waits until all of them have
+/// finished and nothing is left to do, then joins the workers.
+///
+///     weft::runtime rt{{.workers = 2}};
+///     int v = rt.block_on(compute());
+class runtime {
+public:
+    explicit runtime(runtime_options opts = {});
+    runtime(const runtime&) = delete;
+    auto operator=(const runtime&) -> runtime& = delete;
+    ~runtime();
+
+    /// Runs `t` on the workers and blocks the calling thread until it finishes; returns its
+    /// value or rethrows its exception.
+    template <typename T>
+    auto block_on(task<T> t) -> T;
+
+    /// Queues `t` on the runtime; it is cancelled at shutdown like every other task.
+    template <typename T>
+    auto spawn(task<T> t) -> join_handle<T>;
+    /// `rt.spawn([&]() -> weft::task<T> {...})`: the lambda is kept alive with its task.
+    template <detail::task_factory Fn>
+    auto spawn(Fn fn) {
+        return spawn(detail::call_holding(std::move(fn)));
+    }
+
+    [[nodiscard]] auto worker_count() const noexcept -> unsigned;
+    /// The root cancellation of every task on this runtime.
+    [[nodiscard]] auto stop() noexcept -> stop_state&;
+
+private:
+    void inject(std::coroutine_handle<> h);
+    [[noreturn]] static void block_on_from_worker();
+
+    std::unique_ptr<detail::runtime_core> core_;
+};
+
+namespace detail {
+template <typename T>
+auto block_on_root(task<T> t,
+                   std::optional<std::conditional_t<std::is_void_v<T>, bool, T>>& out,
+                   std::exception_ptr& error,
+                   std::atomic<std::uint32_t>& done) -> task<void> {
+    try {
+        if constexpr (std::is_void_v<T>) {
+            co_await std::move(t);
+            out.emplace(true);
+        } else {
+            out.emplace(co_await std::move(t));
+        }
+    } catch (...) {
+        error = std::current_exception();
+    }
+    // release publishes out/error to the blocked caller.
+    done.store(1, std::memory_order_release);
+    // NOTE: the caller may already have returned; notify_one only hands the address to the
+    // kernel and does not read the object.
+    done.notify_one();
+}
+}  // namespace detail
+
+template <typename T>
+auto runtime::block_on(task<T> t) -> T {
+    if (detail::tl_sched_worker != nullptr) {
+        block_on_from_worker();
+    }
+    std::optional<std::conditional_t<std::is_void_v<T>, bool, T>> out;
+    std::exception_ptr error;
+    std::atomic<std::uint32_t> done{0};
+    auto root = detail::block_on_root(std::move(t), out, error, done);
+    detail::set_stop(root, &stop());
+    auto h = root.release();
+    h.promise().mode_ = detail::task_mode::spawned;
+    h.promise().join_.store(detail::join_detached, std::memory_order_relaxed);  // frees itself
+    inject(h);
+    while (done.load(std::memory_order_acquire) == 0) {
+        done.wait(0, std::memory_order_acquire);
+    }
+    if (error) {
+        std::rethrow_exception(error);
+    }
+    if constexpr (!std::is_void_v<T>) {
+        return std::move(*out);
+    }
+}
+
+template <typename T>
+auto runtime::spawn(task<T> t) -> join_handle<T> {
+    auto h = t.release();
+    auto& p = h.promise();
+    p.stop_ = &stop();
+    p.mode_ = detail::task_mode::spawned;
+    inject(h);
+    return join_handle<T>{h};
+}
+
+}  // namespace weft

@@ -1,0 +1,126 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <coroutine>
+#include <exception>
+#include <optional>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+
+#include "weft/core/join_handle.hpp"
+#include "weft/core/result.hpp"
+#include "weft/core/stop.hpp"
+#include "weft/core/task.hpp"
+#include "weft/sched/detail/timer_op.hpp"
+
+namespace weft {
+
+/// `co_await sleep_for(d)` / `sleep_until(t)`: suspends the task on its worker's timer wheel
+/// (1 ms resolution, never early). Yields `operation_canceled` as soon as the task's stop is
+/// requested, and the timer is unlinked at that moment. Needs a runtime worker.
+class [[nodiscard]] sleep_awaiter {
+public:
+    explicit sleep_awaiter(std::chrono::steady_clock::time_point deadline) noexcept
+        : deadline_(deadline) {}
+    sleep_awaiter(const sleep_awaiter&) = delete;
+    auto operator=(const sleep_awaiter&) -> sleep_awaiter& = delete;
+
+    auto await_ready() const noexcept -> bool { return false; }
+    template <typename P>
+    auto await_suspend(std::coroutine_handle<P> h) -> bool {
+        stop_state* stop = nullptr;
+        if constexpr (detail::is_weft_promise<P>) {
+            stop = h.promise().stop_;
+        }
+        return detail::timer_arm(op_, deadline_, stop, h);
+    }
+    auto await_resume() noexcept -> result<void> { return detail::timer_finish(op_); }
+
+private:
+    std::chrono::steady_clock::time_point deadline_;
+    detail::timer_op op_;
+};
+
+[[nodiscard]] inline auto sleep_until(std::chrono::steady_clock::time_point t) noexcept
+    -> sleep_awaiter {
+    return sleep_awaiter{t};
+}
+
+template <typename Rep, typename Period>
+[[nodiscard]] auto sleep_for(std::chrono::duration<Rep, Period> d) noexcept -> sleep_awaiter {
+    return sleep_awaiter{std::chrono::steady_clock::now() +
+                         std::chrono::ceil<std::chrono::steady_clock::duration>(d)};
+}
+
+namespace detail {
+template <typename T>
+struct is_result : std::false_type {};
+template <typename T>
+struct is_result<result<T>> : std::true_type {};
+
+inline auto timeout_timer(std::chrono::steady_clock::time_point deadline,
+                          stop_state& work,
+                          std::atomic<bool>& timed_out) -> task<void> {
+    if (auto r = co_await sleep_until(deadline); r) {
+        timed_out.store(true, std::memory_order_relaxed);
+        work.request_stop();
+    }
+}
+}  // namespace detail
+
+/// Runs `t`; if it has not finished after `d`, cancels it, waits for it to wind down and yields
+/// `timed_out`. A value the task produced anyway (it finished before it saw the cancellation)
+/// is returned, never dropped; a task that reports its own cancellation (a result holding
+/// operation_canceled, or an exception) after the deadline becomes `timed_out`.
+///
+///     auto r = co_await weft::with_timeout(100ms, fetch());   // result<T>
+template <typename T, typename Rep, typename Period>
+auto with_timeout(std::chrono::duration<Rep, Period> d, task<T> t)
+    -> task<result<std::conditional_t<std::is_void_v<T>, void, T>>> {
+    using R = result<std::conditional_t<std::is_void_v<T>, void, T>>;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(d);
+    stop_state* parent = co_await detail::current_stop{};
+    linked_stop_state work_stop(parent);
+    linked_stop_state timer_stop(parent);
+    std::atomic<bool> timed_out{false};
+    auto timer = detail::timeout_timer(deadline, work_stop, timed_out);
+    detail::set_stop(timer, &timer_stop);
+    auto timer_handle = co_await fork(std::move(timer));
+    detail::set_stop(t, &work_stop);
+    std::optional<std::conditional_t<std::is_void_v<T>, bool, T>> value;
+    std::exception_ptr error;
+    try {
+        if constexpr (std::is_void_v<T>) {
+            co_await std::move(t);
+            value.emplace(true);
+        } else {
+            value.emplace(co_await std::move(t));
+        }
+    } catch (...) {
+        error = std::current_exception();
+    }
+    timer_stop.request_stop();
+    co_await std::move(timer_handle);
+    const bool expired = timed_out.load(std::memory_order_relaxed);
+    if (error) {
+        if (expired) {
+            co_return R{std::errc::timed_out};
+        }
+        std::rethrow_exception(error);
+    }
+    if constexpr (detail::is_result<T>::value) {
+        if (expired && !*value && value->error() == std::errc::operation_canceled) {
+            co_return R{std::errc::timed_out};
+        }
+    }
+    if constexpr (std::is_void_v<T>) {
+        co_return R{};
+    } else {
+        co_return R{std::move(*value)};
+    }
+}
+
+}  // namespace weft

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything weft's build, tests and benchmarks need. Idempotent: packages already
+# present are left alone, so a second run takes seconds.
+#   apt:   g++ 12, clang 16 (+ its sanitizer runtimes and clang-format), cmake, ninja,
+#          liburing, GoogleTest, Google Benchmark, oneTBB (the fork-join peer)
+#   pip:   matplotlib (plots in the weft-bench report)
+#   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
+#          fetched by `go build` / `cargo build` through the normal registries.
+set -euo pipefail
+
+apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
+          liburing-dev libgtest-dev libbenchmark-dev libtbb-dev python3)
+missing=()
+for p in "${apt_pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "${WEFT_SETUP_BENCH:-0}" = 1 ]; then
+    python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib
+fi

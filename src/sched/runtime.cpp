@@ -1,0 +1,501 @@
+#include "weft/sched/runtime.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "runtime_core.hpp"
+
+namespace weft {
+namespace detail {
+
+constinit thread_local sched_worker* tl_sched_worker = nullptr;
+
+namespace {
+// How often (in tasks run) a worker looks at the injector and its own oldest task first, so
+// neither remote submissions nor old local work starve behind a LIFO stream (Go and tokio: 61).
+constexpr std::uint32_t fairness_interval = 61;
+// Most tasks taken from the injector or a victim in one go.
+constexpr std::size_t max_batch = 32;
+
+auto xorshift(std::uint64_t& s) noexcept -> std::uint64_t {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+}
+}  // namespace
+
+// ---- runtime_core ---------------------------------------------------------------------------
+
+runtime_core::runtime_core(runtime_options o)
+    : opts(std::move(o)),
+      blocking(opts.max_blocking_threads == 0 ? 1 : opts.max_blocking_threads),
+      epoch_(std::chrono::steady_clock::now()) {
+    unsigned n = opts.workers;
+    if (n == 0) {
+        n = std::max(1U, std::thread::hardware_concurrency());
+    }
+    workers.reserve(n);
+    for (unsigned i = 0; i < n; ++i) {
+        workers.push_back(std::make_unique<sched_worker>(*this, i));
+    }
+    idle.reserve(n);
+}
+
+runtime_core::~runtime_core() = default;
+
+void runtime_core::start() {
+    for (auto& w : workers) {
+        w->start();
+    }
+}
+
+auto runtime_core::quiescent() const noexcept -> bool {
+    if (idle_count.load(std::memory_order_seq_cst) != workers.size()) {
+        return false;
+    }
+    if (!injector_empty() || blocking.in_flight() != 0) {
+        return false;
+    }
+    for (const auto& w : workers) {
+        if (w->queued() != 0 || w->timers().pending.load(std::memory_order_seq_cst) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void runtime_core::shutdown() {
+    shutting_down.store(true, std::memory_order_seq_cst);
+    root.request_stop();  // cancellation callbacks queue every cancelled waiter
+    {
+        std::unique_lock lock(quiet_mu);
+        // Workers notify quiet_cv each time one parks while shutting down; the timeout only
+        // guards against a notification racing the predicate check (it does not drive work).
+        while (!quiescent()) {
+            quiet_cv.wait_for(lock, std::chrono::milliseconds(50));
+        }
+    }
+    terminate.store(true, std::memory_order_seq_cst);
+    for (auto& w : workers) {
+        w->unpark();
+    }
+    for (auto& w : workers) {
+        w->join();
+    }
+    blocking.stop_threads();
+}
+
+void runtime_core::inject(void* h) { inject_batch(&h, 1); }
+
+void runtime_core::inject_batch(void* const* hs, std::size_t n) {
+    {
+        std::lock_guard lock(inject_mu_);
+        injector_.insert(injector_.end(), hs, hs + n);
+        injected_.store(injector_.size(), std::memory_order_seq_cst);
+    }
+    notify_parked();
+}
+
+auto runtime_core::take_injected(std::vector<void*>& out, std::size_t max) -> std::size_t {
+    if (injected_.load(std::memory_order_relaxed) == 0) {
+        return 0;
+    }
+    std::lock_guard lock(inject_mu_);
+    // Take a fair share, so one worker does not drain a burst the others could share.
+    std::size_t n = std::min(max, injector_.size() / workers.size() + 1);
+    n = std::min(n, injector_.size());
+    out.insert(out.end(), injector_.begin(), injector_.begin() + static_cast<std::ptrdiff_t>(n));
+    injector_.erase(injector_.begin(), injector_.begin() + static_cast<std::ptrdiff_t>(n));
+    injected_.store(injector_.size(), std::memory_order_seq_cst);
+    return n;
+}
+
+void runtime_core::notify_parked() noexcept {
+    // seq_cst: orders the caller's publication of work before these loads (see the class
+    // comment; the matching store is the parker's idle_count increment).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (searching.load(std::memory_order_seq_cst) != 0 ||
+        idle_count.load(std::memory_order_seq_cst) == 0) {
+        return;
+    }
+    sched_worker* w = nullptr;
+    {
+        std::lock_guard lock(idle_mu);
+        if (idle.empty() || searching.load(std::memory_order_relaxed) != 0) {
+            return;
+        }
+        w = idle.back();
+        idle.pop_back();
+        w->in_idle_list = false;
+        idle_count.fetch_sub(1, std::memory_order_seq_cst);
+        // The woken worker starts out searching, so that further submissions do not wake more
+        // workers until it found work or gave up.
+        w->searching = true;
+        searching.fetch_add(1, std::memory_order_seq_cst);
+    }
+    w->unpark();
+}
+
+auto runtime_core::has_work_anywhere() const noexcept -> bool {
+    if (!injector_empty()) {
+        return true;
+    }
+    for (const auto& w : workers) {
+        if (w->queued() != 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+auto runtime_core::now_ms() const noexcept -> std::uint64_t {
+    const auto d = std::chrono::steady_clock::now() - epoch_;
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
+auto runtime_core::to_ms_ceil(std::chrono::steady_clock::time_point t) const noexcept
+    -> std::uint64_t {
+    if (t <= epoch_) {
+        return 0;
+    }
+    return static_cast<std::uint64_t>(
+        std::chrono::ceil<std::chrono::milliseconds>(t - epoch_).count());
+}
+
+auto runtime_core::ms_to_ns_from_now(std::uint64_t when_ms) const noexcept -> std::int64_t {
+    const auto target = epoch_ + std::chrono::milliseconds(when_ms);
+    const auto d = target - std::chrono::steady_clock::now();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+void runtime_schedule(runtime_core& rt, std::coroutine_handle<> h) {
+    sched_worker* w = tl_sched_worker;
+    if (w != nullptr && &w->runtime() == &rt) {
+        w->push(h);
+    } else {
+        rt.inject(h.address());
+    }
+}
+
+// ---- sched_worker -------------------------------------------------------------------------
+
+sched_worker::sched_worker(runtime_core& rt, unsigned index)
+    : worker_base(rt.opts.stealing, &rt.root),
+      rt_(rt),
+      index_(index),
+      timers_(*this),
+      driver_(rt.opts.make_driver ? rt.opts.make_driver(index) : make_futex_driver()),
+      rng_(0x9E3779B97F4A7C15ULL * (index + 1)) {}
+
+void sched_worker::start() {
+    thread_ = std::thread([this] { run(); });
+}
+
+void sched_worker::join() {
+    if (thread_.joinable()) {
+        thread_.join();
+    }
+}
+
+void sched_worker::schedule_remote(std::coroutine_handle<> h) noexcept {
+    rt_.inject(h.address());
+}
+
+void sched_worker::on_push() noexcept {
+    // Relaxed pre-check: see runtime_core's class comment.
+    if (rt_.idle_count.load(std::memory_order_relaxed) != 0) {
+        rt_.notify_parked();
+    }
+}
+
+void sched_worker::overflow(std::coroutine_handle<> h) {
+    // Full deque: move the older half to the injector in one batch (thieves and the injector
+    // check share it out), then push.
+    std::vector<void*> moved;
+    moved.reserve(work_deque::capacity / 2);
+    while (moved.size() < static_cast<std::size_t>(work_deque::capacity / 2)) {
+        void* a = deque_.steal();
+        if (a == nullptr) {
+            if (deque_.size() == 0) {
+                break;
+            }
+            continue;
+        }
+        moved.push_back(a);
+    }
+    rt_.inject_batch(moved.data(), moved.size());
+    if (!deque_.push(h.address())) {
+        rt_.inject(h.address());
+    }
+}
+
+auto sched_worker::fire_timers() -> bool {
+    if (timers_.pending.load(std::memory_order_relaxed) == 0) {
+        return false;
+    }
+    std::vector<std::coroutine_handle<>> due;
+    {
+        std::lock_guard lock(timers_.mu);
+        timers_.wheel.advance(rt_.now_ms(), [&](timer_op* op) {
+            op->st = timer_op::state::fired;
+            due.push_back(op->waiter);
+        });
+        timers_.pending.fetch_sub(due.size(), std::memory_order_seq_cst);
+    }
+    for (auto h : due) {
+        push(h);
+    }
+    return !due.empty();
+}
+
+auto sched_worker::take_injected() -> void* {
+    std::vector<void*> batch;
+    if (rt_.take_injected(batch, max_batch) == 0) {
+        return nullptr;
+    }
+    // Run the oldest now; queue the rest (pushed newest-first so the next pops keep FIFO order
+    // among them).
+    for (std::size_t i = batch.size(); i-- > 1;) {
+        push(std::coroutine_handle<>::from_address(batch[i]));
+    }
+    return batch[0];
+}
+
+auto sched_worker::next_task() -> void* {
+    ++tick_;
+    if (tick_ % fairness_interval == 0) {
+        fire_timers();
+        if (void* h = take_injected()) {
+            return h;
+        }
+        if (stealable_) {
+            if (void* h = deque_.steal()) {  // our own oldest task, past the LIFO stream
+                if (deque_.size() != 0) {
+                    on_push();  // work is waiting here: let a parked worker come for it
+                }
+                return h;
+            }
+        }
+    }
+    return pop();
+}
+
+auto sched_worker::steal_work() -> void* {
+    const auto n = static_cast<unsigned>(rt_.workers.size());
+    if (!stealable_ || n < 2) {
+        return nullptr;
+    }
+    if (!searching) {
+        // At most half of the workers search at once: more only burn CPU contending.
+        if (2 * rt_.searching.load(std::memory_order_seq_cst) >= n) {
+            return nullptr;
+        }
+        searching = true;
+        rt_.searching.fetch_add(1, std::memory_order_seq_cst);
+    }
+    const auto start = static_cast<unsigned>(xorshift(rng_) % n);
+    for (unsigned k = 0; k < n; ++k) {
+        sched_worker& victim = *rt_.workers[(start + k) % n];
+        if (&victim == this) {
+            continue;
+        }
+        // Take half of the victim's queue (at most max_batch): the first runs now.
+        std::int64_t want = (victim.queued() + 1) / 2;
+        want = std::min<std::int64_t>(want, static_cast<std::int64_t>(max_batch));
+        void* first = nullptr;
+        for (std::int64_t i = 0; i < want; ++i) {
+            void* a = victim.steal_one();
+            if (a == nullptr) {
+                break;
+            }
+            if (first == nullptr) {
+                first = a;
+            } else {
+                push(std::coroutine_handle<>::from_address(a));
+            }
+        }
+        if (first != nullptr) {
+            return first;
+        }
+    }
+    return take_injected();
+}
+
+void sched_worker::park() {
+    if (searching) {
+        searching = false;
+        rt_.searching.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    {
+        std::lock_guard lock(rt_.idle_mu);
+        rt_.idle.push_back(this);
+        in_idle_list = true;
+        rt_.idle_count.fetch_add(1, std::memory_order_seq_cst);
+    }
+    auto unlist = [this] {
+        std::lock_guard lock(rt_.idle_mu);
+        if (in_idle_list) {
+            auto& v = rt_.idle;
+            v.erase(std::find(v.begin(), v.end(), this));
+            in_idle_list = false;
+            rt_.idle_count.fetch_sub(1, std::memory_order_seq_cst);
+        }
+    };
+    if (rt_.has_work_anywhere() || rt_.terminate.load(std::memory_order_seq_cst)) {
+        unlist();
+        return;
+    }
+    std::optional<std::int64_t> timeout;
+    {
+        std::lock_guard lock(timers_.mu);
+        if (auto d = timers_.wheel.next_deadline()) {
+            timeout = rt_.ms_to_ns_from_now(*d);
+        }
+    }
+    if (rt_.shutting_down.load(std::memory_order_seq_cst)) {
+        std::lock_guard lock(rt_.quiet_mu);
+        rt_.quiet_cv.notify_all();
+    }
+    if (!timeout || *timeout > 0) {
+        driver_->park(timeout);
+    }
+    unlist();
+}
+
+void sched_worker::run() {
+    tl_worker = this;
+    tl_sched_worker = this;
+    while (!rt_.terminate.load(std::memory_order_relaxed)) {
+        void* h = next_task();
+        if (h == nullptr && fire_timers()) {
+            h = pop();
+        }
+        if (h == nullptr) {
+            h = take_injected();
+        }
+        if (h == nullptr) {
+            h = steal_work();
+        }
+        if (h != nullptr) {
+            if (searching) {
+                searching = false;
+                // The last searcher to find work wakes another, so bursts fan out.
+                if (rt_.searching.fetch_sub(1, std::memory_order_seq_cst) == 1) {
+                    rt_.notify_parked();
+                }
+            }
+            reset_budget();
+            std::coroutine_handle<>::from_address(h).resume();
+            continue;
+        }
+        park();
+    }
+    tl_sched_worker = nullptr;
+    tl_worker = nullptr;
+}
+
+// ---- timers -----------------------------------------------------------------------------
+
+auto timer_arm(timer_op& op,
+               std::chrono::steady_clock::time_point deadline,
+               stop_state* stop,
+               std::coroutine_handle<> waiter) -> bool {
+    sched_worker* w = tl_sched_worker;
+    if (w == nullptr) {
+        throw std::logic_error("weft::sleep_for/sleep_until: not on a weft::runtime worker");
+    }
+    op.stop = stop;
+    op.waiter = waiter;
+    if (stop != nullptr && stop->stop_requested()) {
+        op.st = timer_op::state::cancelled;
+        return false;
+    }
+    runtime_core& rt = w->runtime();
+    const std::uint64_t when = rt.to_ms_ceil(deadline);
+    if (when <= rt.now_ms() && std::chrono::steady_clock::now() >= deadline) {
+        if (w->consume_budget()) {
+            w->schedule_remote(waiter);  // turn used up: let the others run first
+            return true;
+        }
+        return false;
+    }
+    timer_queue& q = w->timers();
+    op.owner = &q;
+    if (stop != nullptr) {
+        if (!stop->try_add(&op)) {
+            op.st = timer_op::state::cancelled;
+            return false;
+        }
+        op.registered = true;
+    }
+    std::lock_guard lock(q.mu);
+    if (op.st == timer_op::state::cancelled) {  // stop arrived between try_add and here
+        return false;
+    }
+    op.when_ms = when;
+    op.st = timer_op::state::armed;
+    q.wheel.insert(&op);
+    q.pending.fetch_add(1, std::memory_order_seq_cst);
+    return true;
+}
+
+void timer_op::on_stop(stop_callback_node* n) noexcept {
+    auto* op = static_cast<timer_op*>(n);
+    timer_queue* q = op->owner;
+    std::coroutine_handle<> resume;
+    {
+        std::lock_guard lock(q->mu);
+        if (op->st == state::armed) {
+            q->wheel.remove(op);
+            q->pending.fetch_sub(1, std::memory_order_seq_cst);
+            op->st = state::cancelled;
+            resume = op->waiter;
+        } else if (op->st == state::idle) {
+            op->st = state::cancelled;  // timer_arm sees it and does not suspend
+        }
+    }
+    if (resume) {
+        // NOTE: op may be gone once resume runs; touch nothing of it from here on.
+        runtime_schedule(q->owner().runtime(), resume);
+    }
+}
+
+auto timer_finish(timer_op& op) noexcept -> result<void> {
+    if (op.registered) {
+        op.stop->remove(&op);
+        op.registered = false;
+    }
+    if (op.st == timer_op::state::cancelled) {
+        return std::errc::operation_canceled;
+    }
+    return {};
+}
+
+}  // namespace detail
+
+// ---- runtime ------------------------------------------------------------------------------
+
+runtime::runtime(runtime_options opts) : core_(std::make_unique<detail::runtime_core>(std::move(opts))) {
+    core_->start();
+}
+
+runtime::~runtime() { core_->shutdown(); }
+
+auto runtime::worker_count() const noexcept -> unsigned {
+    return static_cast<unsigned>(core_->workers.size());
+}
+
+auto runtime::stop() noexcept -> stop_state& { return core_->root; }
+
+void runtime::inject(std::coroutine_handle<> h) { detail::runtime_schedule(*core_, h); }
+
+void runtime::block_on_from_worker() {
+    throw std::logic_error(
+        "weft::runtime::block_on called on a worker thread (it would wait on the thread that "
+        "has to do the work); co_await the task instead");
+}
+
+}  // namespace weft

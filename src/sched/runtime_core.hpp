@@ -1,0 +1,145 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <coroutine>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "blocking_pool.hpp"
+#include "timer_wheel.hpp"
+#include "weft/core/detail/worker_base.hpp"
+#include "weft/sched/detail/context.hpp"
+#include "weft/sched/runtime.hpp"
+
+namespace weft::detail {
+
+/// A worker's timers: the wheel plus the lock that lets other threads cancel entries in it.
+/// Only the owning worker arms entries and advances the wheel; any thread may cancel.
+class timer_queue {
+public:
+    explicit timer_queue(sched_worker& owner) noexcept : owner_(owner) {}
+    std::mutex mu;
+    timer_wheel wheel;  // guarded by mu
+    [[nodiscard]] auto owner() const noexcept -> sched_worker& { return owner_; }
+    /// Timers armed here and not yet fired or cancelled (read without the lock: a hint).
+    std::atomic<std::size_t> pending{0};
+
+private:
+    sched_worker& owner_;
+};
+
+/// One worker thread. Owns its deque (worker_base), timer wheel and park driver.
+class sched_worker final : public worker_base {
+public:
+    sched_worker(runtime_core& rt, unsigned index);
+    sched_worker(const sched_worker&) = delete;
+    auto operator=(const sched_worker&) -> sched_worker& = delete;
+    ~sched_worker() = default;
+
+    void start();
+    void join();
+    void schedule_remote(std::coroutine_handle<> h) noexcept override;
+
+    [[nodiscard]] auto runtime() noexcept -> runtime_core& { return rt_; }
+    [[nodiscard]] auto timers() noexcept -> timer_queue& { return timers_; }
+    [[nodiscard]] auto index() const noexcept -> unsigned { return index_; }
+    void unpark() noexcept { driver_->unpark(); }
+    [[nodiscard]] auto queued() const noexcept -> std::int64_t { return deque_.size(); }
+    auto steal_one() noexcept -> void* { return deque_.steal(); }
+    /// Handles to resume after timers fired (filled by fire_timers, owner only).
+    auto fire_timers() -> bool;
+
+    // Idle bookkeeping, guarded by runtime_core::idle_mu_.
+    bool in_idle_list = false;
+    // True while this worker counts in runtime_core::searching_ (owner only, except that a
+    // waker sets it for the worker it wakes, under idle_mu_, before unparking it).
+    bool searching = false;
+
+private:
+    void on_push() noexcept override;
+    void overflow(std::coroutine_handle<> h) override;
+    void run();
+    auto next_task() -> void*;
+    auto steal_work() -> void*;
+    auto take_injected() -> void*;
+    void park();
+
+    runtime_core& rt_;
+    unsigned index_;
+    timer_queue timers_;
+    std::unique_ptr<park_driver> driver_;
+    std::thread thread_;
+    std::uint32_t tick_ = 0;
+    std::uint64_t rng_;
+};
+
+/// Shared state of a runtime.
+///
+/// Parking protocol (no lost wake-ups, one wake per submission):
+/// - A submitter publishes work (deque push / injector push), then checks `searching_` and
+///   `idle_count_`: if nobody searches and someone is parked, it pops one parked worker from
+///   `idle_` (under idle_mu_), counts it as searching and unparks it.
+/// - A worker about to park adds itself to `idle_` (under idle_mu_, bumping idle_count_
+///   seq_cst), then re-checks every queue; if it finds work it takes itself off the list again.
+/// Submitter "write work; read idle_count_" and parker "write idle_count_; read queues" are
+/// both seq_cst, so at least one of them sees the other. Local deque pushes check idle_count_
+/// with a relaxed load first (a fence per fork would cost more than the fork): the owner is
+/// awake and will run that work itself, and re-checks every 61 ticks, so nothing is stranded.
+/// - At most half the workers search (steal) at once; the last searcher to find work wakes
+///   another parked worker, so a burst fans out one worker at a time.
+class runtime_core {
+public:
+    explicit runtime_core(runtime_options opts);
+    runtime_core(const runtime_core&) = delete;
+    auto operator=(const runtime_core&) -> runtime_core& = delete;
+    ~runtime_core();
+
+    void start();
+    void shutdown();
+
+    void inject(void* h);
+    void inject_batch(void* const* hs, std::size_t n);
+    auto take_injected(std::vector<void*>& out, std::size_t max) -> std::size_t;
+    [[nodiscard]] auto injector_empty() const noexcept -> bool {
+        return injected_.load(std::memory_order_seq_cst) == 0;
+    }
+
+    void notify_parked() noexcept;
+    [[nodiscard]] auto has_work_anywhere() const noexcept -> bool;
+
+    [[nodiscard]] auto now_ms() const noexcept -> std::uint64_t;
+    [[nodiscard]] auto to_ms_ceil(std::chrono::steady_clock::time_point t) const noexcept
+        -> std::uint64_t;
+    [[nodiscard]] auto ms_to_ns_from_now(std::uint64_t when_ms) const noexcept -> std::int64_t;
+
+    const runtime_options opts;
+    std::vector<std::unique_ptr<sched_worker>> workers;
+    stop_state root;
+    blocking_pool blocking;
+
+    std::mutex idle_mu;
+    std::vector<sched_worker*> idle;        // guarded by idle_mu
+    std::atomic<unsigned> idle_count{0};    // == idle.size(), readable without the lock
+    std::atomic<unsigned> searching{0};
+    std::atomic<bool> shutting_down{false};
+    std::atomic<bool> terminate{false};
+    std::mutex quiet_mu;
+    std::condition_variable quiet_cv;  // a worker parked during shutdown
+
+private:
+    [[nodiscard]] auto quiescent() const noexcept -> bool;
+
+    std::chrono::steady_clock::time_point epoch_;
+    mutable std::mutex inject_mu_;
+    std::deque<void*> injector_;               // guarded by inject_mu_
+    std::atomic<std::size_t> injected_{0};     // == injector_.size()
+};
+
+}  // namespace weft::detail

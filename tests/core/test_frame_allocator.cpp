@@ -1,0 +1,77 @@
+#include "weft/core/frame_allocator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "weft/core/join_handle.hpp"
+#include "weft/core/sync_wait.hpp"
+
+// Counts every global operator new of this binary, so a test can prove a loop allocates nothing.
+namespace {
+thread_local std::uint64_t tl_news = 0;
+}
+// NOLINTBEGIN
+auto operator new(std::size_t n) -> void* {
+    ++tl_news;
+    if (void* p = std::malloc(n == 0 ? 1 : n)) {
+        return p;
+    }
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// NOLINTEND
+
+namespace {
+
+auto leaf(int v) -> weft::task<int> { co_return v + 1; }
+
+auto fork_loop(int n) -> weft::task<long> {
+    long sum = 0;
+    for (int i = 0; i < n; ++i) {
+        auto h = co_await weft::fork(leaf(i));
+        sum += co_await std::move(h);
+    }
+    co_return sum;
+}
+
+TEST(frame_allocator, fork_steady_state_takes_nothing_from_the_system) {
+    // Warm up: the first frames of each size class come from malloc.
+    EXPECT_EQ(weft::sync_wait(fork_loop(1000)), 1000L * 1001 / 2);
+    const auto before = weft::this_thread_frame_stats();
+    const std::uint64_t news_before = tl_news;
+    constexpr int forks = 100'000;
+    auto t = fork_loop(forks);  // this frame is counted: it is the one allocation outside
+    const std::uint64_t news_after_create = tl_news;
+    EXPECT_EQ(weft::sync_wait(std::move(t)), static_cast<long>(forks) * (forks + 1) / 2);
+    const auto after = weft::this_thread_frame_stats();
+    EXPECT_EQ(after.system_allocs - before.system_allocs, 0U);
+    EXPECT_GE(after.recycled - before.recycled, static_cast<std::uint64_t>(forks));
+    EXPECT_EQ(news_after_create, news_before);
+    // sync_wait's own bookkeeping may allocate a few times; the forks none.
+    EXPECT_LT(tl_news - news_before, 8U);
+}
+
+TEST(frame_allocator, recycles_freed_frames) {
+    void* a = weft::detail::frame_alloc(100);
+    weft::detail::frame_free(a, 100);
+    const auto before = weft::this_thread_frame_stats();
+    void* b = weft::detail::frame_alloc(120);  // same 128-byte class
+    EXPECT_EQ(a, b);
+    weft::detail::frame_free(b, 120);
+    EXPECT_EQ(weft::this_thread_frame_stats().recycled, before.recycled + 1);
+}
+
+TEST(frame_allocator, large_frames_go_to_the_system) {
+    const auto before = weft::this_thread_frame_stats();
+    void* p = weft::detail::frame_alloc(weft::detail::max_recycled_frame + 1);
+    weft::detail::frame_free(p, weft::detail::max_recycled_frame + 1);
+    const auto after = weft::this_thread_frame_stats();
+    EXPECT_EQ(after.system_allocs, before.system_allocs + 1);
+    EXPECT_EQ(after.system_frees, before.system_frees + 1);
+}
+
+}  // namespace

@@ -1,0 +1,158 @@
+#include "weft/sched/runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "weft/core/scope.hpp"
+#include "weft/core/when_all.hpp"
+#include "weft/sched/timer.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(runtime, block_on_returns_value_and_rethrows) {
+    weft::runtime rt{{.workers = 2}};
+    EXPECT_EQ(rt.worker_count(), 2U);
+    EXPECT_EQ(rt.block_on([]() -> weft::task<int> { co_return 5; }()), 5);
+    EXPECT_THROW(rt.block_on([]() -> weft::task<void> {
+                     throw std::runtime_error("x");
+                     co_return;
+                 }()),
+                 std::runtime_error);
+}
+
+TEST(runtime, default_worker_count_is_cpu_count) {
+    weft::runtime rt;
+    EXPECT_EQ(rt.worker_count(), std::max(1U, std::thread::hardware_concurrency()));
+}
+
+TEST(runtime, spawn_from_outside_and_join) {
+    weft::runtime rt{{.workers = 2}};
+    auto h = rt.spawn([]() -> weft::task<int> { co_return 8; }());
+    EXPECT_EQ(rt.block_on([](weft::join_handle<int> h) -> weft::task<int> {
+                  co_return co_await std::move(h);
+              }(std::move(h))),
+              8);
+}
+
+// Worker A blocks (busy, no await) until a task it spawned has run: only a second worker that
+// was woken and stole the task can release it. Without wake-up + stealing this hangs (watchdog).
+TEST(runtime, parked_worker_wakes_and_steals) {
+    weft::runtime rt{{.workers = 2}};
+    std::atomic<bool> released{false};
+    std::set<std::thread::id> threads;
+    rt.block_on([&]() -> weft::task<void> {
+        auto first = std::this_thread::get_id();
+        auto h = weft::spawn([&]() -> weft::task<std::thread::id> {
+            released.store(true);
+            co_return std::this_thread::get_id();
+        });
+        while (!released.load()) {
+            std::this_thread::yield();
+        }
+        auto other = co_await std::move(h);
+        threads = {first, other};
+    }());
+    EXPECT_EQ(threads.size(), 2U);
+}
+
+TEST(runtime, block_on_from_worker_is_refused) {
+    weft::runtime rt{{.workers = 1}};
+    EXPECT_THROW(rt.block_on([&]() -> weft::task<void> {
+                     rt.block_on([]() -> weft::task<void> { co_return; }());
+                     co_return;
+                 }()),
+                 std::logic_error);
+}
+
+TEST(runtime, exceptions_cross_threads) {
+    weft::runtime rt{{.workers = 2}};
+    int caught = rt.block_on([]() -> weft::task<int> {
+        std::vector<weft::join_handle<void>> hs;
+        for (int i = 0; i < 200; ++i) {
+            hs.push_back(weft::spawn([](int i) -> weft::task<void> {
+                if (i % 2 == 0) {
+                    throw std::runtime_error("even");
+                }
+                co_return;
+            }(i)));
+        }
+        int n = 0;
+        for (auto& h : hs) {
+            try {
+                co_await std::move(h);
+            } catch (const std::runtime_error&) {
+                ++n;
+            }
+        }
+        co_return n;
+    }());
+    EXPECT_EQ(caught, 100);
+}
+
+TEST(runtime, shutdown_cancels_parked_timers) {
+    std::atomic<int> cancelled{0};
+    {
+        weft::runtime rt{{.workers = 2}};
+        for (int i = 0; i < 100; ++i) {
+            rt.spawn([&]() -> weft::task<void> {
+                  auto r = co_await weft::sleep_for(1h);
+                  if (!r && r.error() == std::errc::operation_canceled) {
+                      cancelled.fetch_add(1);
+                  }
+              })
+                .detach();
+        }
+        rt.block_on([]() -> weft::task<void> {
+            auto r = co_await weft::sleep_for(5ms);  // let the sleepers park
+            r.value();
+        }());
+    }  // ~runtime: cancel, drain, join
+    EXPECT_EQ(cancelled.load(), 100);
+}
+
+TEST(runtime, thread_per_core_mode_runs_everything) {
+    weft::runtime rt{{.workers = 2, .stealing = false}};
+    std::atomic<int> ran{0};
+    rt.block_on([&]() -> weft::task<void> {
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            for (int i = 0; i < 1000; ++i) {
+                s.spawn([&]() -> weft::task<void> {
+                    ran.fetch_add(1, std::memory_order_relaxed);
+                    co_return;
+                });
+            }
+            co_return;
+        });
+    }());
+    EXPECT_EQ(ran.load(), 1000);
+}
+
+auto fib(int n) -> weft::task<long> {
+    if (n < 2) {
+        co_return n;
+    }
+    auto a = co_await weft::fork(fib(n - 1));
+    long b = co_await fib(n - 2);
+    co_return co_await std::move(a) + b;
+}
+
+TEST(runtime, fork_join_fib_on_all_workers) {
+    weft::runtime rt{{.workers = 2}};
+    EXPECT_EQ(rt.block_on(fib(22)), 17711);
+}
+
+TEST(runtime, when_all_runs_on_workers) {
+    weft::runtime rt{{.workers = 2}};
+    auto [a, b] = rt.block_on(weft::when_all(fib(15), fib(16)));
+    EXPECT_EQ(a, 610);
+    EXPECT_EQ(b, 987);
+}
+
+}  // namespace

@@ -1,0 +1,123 @@
+#include "weft/sched/timer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "weft/core/scope.hpp"
+#include "weft/core/sync_wait.hpp"
+#include "weft/core/when_any.hpp"
+#include "weft/sched/runtime.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+TEST(sleep_for, never_wakes_early) {
+    weft::runtime rt{{.workers = 2}};
+    auto slept = rt.block_on([]() -> weft::task<clock_type::duration> {
+        const auto t0 = clock_type::now();
+        auto r = co_await weft::sleep_for(20ms);
+        r.value();
+        co_return clock_type::now() - t0;
+    }());
+    EXPECT_GE(slept, 20ms);
+}
+
+TEST(sleep_until, past_deadline_completes_at_once) {
+    weft::runtime rt{{.workers = 1}};
+    auto ok = rt.block_on([]() -> weft::task<bool> {
+        auto r = co_await weft::sleep_until(clock_type::now() - 1s);
+        co_return r.has_value();
+    }());
+    EXPECT_TRUE(ok);
+}
+
+TEST(sleep_for, cancelled_sleep_returns_operation_canceled) {
+    weft::runtime rt{{.workers = 2}};
+    auto err = rt.block_on([]() -> weft::task<std::error_code> {
+        std::error_code ec;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                auto r = co_await weft::sleep_for(1h);
+                ec = r.error();
+            });
+            auto r = co_await weft::sleep_for(2ms);
+            r.value();
+            s.request_stop();
+        });
+        co_return ec;
+    }());
+    EXPECT_EQ(err, std::errc::operation_canceled);
+}
+
+TEST(sleep_for, already_cancelled_task_does_not_sleep) {
+    weft::runtime rt{{.workers = 1}};
+    auto err = rt.block_on([]() -> weft::task<std::error_code> {
+        std::error_code ec;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.request_stop();
+            auto r = co_await weft::sleep_for(1h);
+            ec = r.error();
+        });
+        co_return ec;
+    }());
+    EXPECT_EQ(err, std::errc::operation_canceled);
+}
+
+TEST(sleep_for, off_runtime_is_an_error) {
+    EXPECT_THROW(weft::sync_wait([]() -> weft::task<void> {
+                     auto r = co_await weft::sleep_for(1ms);
+                     (void)r;
+                 }()),
+                 std::logic_error);
+}
+
+TEST(with_timeout, expired_operation_yields_timed_out) {
+    weft::runtime rt{{.workers = 2}};
+    auto r = rt.block_on(weft::with_timeout(5ms, []() -> weft::task<int> {
+        auto s = co_await weft::sleep_for(1h);
+        if (!s) {
+            throw std::system_error(s.error());
+        }
+        co_return 1;
+    }()));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+}
+
+TEST(with_timeout, result_holding_cancellation_becomes_timed_out) {
+    weft::runtime rt{{.workers = 2}};
+    auto r = rt.block_on(weft::with_timeout(2ms, []() -> weft::task<weft::result<void>> {
+        co_return co_await weft::sleep_for(1h);
+    }()));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+}
+
+TEST(with_timeout, fast_operation_returns_its_value_and_frees_the_timer) {
+    weft::runtime rt{{.workers = 2}};
+    auto r = rt.block_on(weft::with_timeout(1h, []() -> weft::task<int> { co_return 3; }()));
+    ASSERT_TRUE(r);
+    EXPECT_EQ(*r, 3);
+    // The runtime's destructor would wait for an armed 1h timer; it returning proves the
+    // timer was cancelled and unlinked.
+}
+
+TEST(when_any, sleeps_race_and_loser_is_cancelled) {
+    weft::runtime rt{{.workers = 2}};
+    auto r = rt.block_on(weft::when_any(
+        []() -> weft::task<int> {
+            auto s = co_await weft::sleep_for(1h);
+            co_return s ? 1 : -1;
+        }(),
+        []() -> weft::task<int> {
+            auto s = co_await weft::sleep_for(1ms);
+            co_return s ? 2 : -2;
+        }()));
+    EXPECT_EQ(r.index, 1U);
+    EXPECT_EQ(r.value, 2);
+}
+
+}  // namespace

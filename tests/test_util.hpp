@@ -1,0 +1,115 @@
+#pragma once
+
+// Shared by every weft test binary: a watchdog that turns a deadlock into a failure in seconds
+// instead of a hung CI job, and small awaitables for driving cancellation in tests.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <coroutine>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "weft/core/detail/worker_base.hpp"
+#include "weft/core/stop.hpp"
+#include "weft/core/task.hpp"
+
+namespace weft::test {
+
+/// Aborts the process when one test runs longer than WEFT_TEST_WATCHDOG_S (default 120 s;
+/// sanitizer builds are slow), naming the test. Installed for every test by a listener.
+class watchdog_listener : public ::testing::EmptyTestEventListener {
+public:
+    watchdog_listener() {
+        if (const char* s = std::getenv("WEFT_TEST_WATCHDOG_S")) {
+            limit_ = std::chrono::seconds(std::atoi(s));
+        }
+        thread_ = std::thread([this] { watch(); });
+    }
+    ~watchdog_listener() override {
+        {
+            std::lock_guard lock(mu_);
+            quit_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+    void OnTestStart(const ::testing::TestInfo& info) override {
+        std::lock_guard lock(mu_);
+        name_ = std::string(info.test_suite_name()) + "." + info.name();
+        ++generation_;
+        running_ = true;
+        cv_.notify_all();
+    }
+    void OnTestEnd(const ::testing::TestInfo&) override {
+        std::lock_guard lock(mu_);
+        running_ = false;
+        cv_.notify_all();
+    }
+
+private:
+    void watch() {
+        std::unique_lock lock(mu_);
+        while (!quit_) {
+            if (!running_) {
+                cv_.wait(lock);
+                continue;
+            }
+            const auto gen = generation_;
+            if (!cv_.wait_for(lock, limit_, [&] { return quit_ || !running_ || generation_ != gen; })) {
+                std::fprintf(stderr, "\nwatchdog: %s still running after %lds: deadlock? aborting\n",
+                             name_.c_str(), static_cast<long>(limit_.count()));
+                std::fflush(stderr);
+                std::abort();
+            }
+        }
+    }
+
+    std::chrono::seconds limit_{120};
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::string name_;
+    unsigned long generation_ = 0;
+    bool running_ = false;
+    bool quit_ = false;
+    std::thread thread_;
+};
+
+/// Suspends until the awaiting task's stop is requested, then resumes it through its executor
+/// (schedule_remote, so it works on any thread). Returns true when it was stopped. A minimal
+/// stand-in for "some runtime-owned suspension point", for core tests that have no timers.
+class wait_for_stop : private detail::stop_callback_node {
+public:
+    wait_for_stop() noexcept : stop_callback_node(&wait_for_stop::fire) {}
+    auto await_ready() noexcept -> bool { return false; }
+    template <typename P>
+    auto await_suspend(std::coroutine_handle<P> h) -> bool {
+        stop_ = h.promise().stop_;
+        worker_ = detail::tl_worker;
+        h_ = h;
+        if (stop_ == nullptr) {
+            return false;
+        }
+        return stop_->try_add(this);  // false: already stopped, resume at once
+    }
+    auto await_resume() noexcept -> bool {
+        if (stop_ != nullptr) {
+            stop_->remove(this);
+        }
+        return stop_ != nullptr;
+    }
+
+private:
+    static void fire(detail::stop_callback_node* n) noexcept {
+        auto* self = static_cast<wait_for_stop*>(n);
+        self->worker_->schedule_remote(self->h_);
+    }
+    stop_state* stop_ = nullptr;
+    detail::worker_base* worker_ = nullptr;
+    std::coroutine_handle<> h_;
+};
+
+}  // namespace weft::test

@@ -1,0 +1,64 @@
+"""Seed 001 (Coflux, C++20): fork overhead, M:N spawn, pipelines; plus fork-join, parked memory
+and idle CPU. Same parameters as the seed's Google Benchmark runs."""
+from weftbench.suite import Derived, Input, Metric, Scenario, Seed, Suite, System, Target
+
+PEER_BUILD = "bash bench/peers/build.sh {peers}"
+
+SUITE = Suite(
+    name="coflux",
+    title="Coflux (seed 001): fork, M:N spawn, pipeline, fork-join",
+    seed_file="001_331ae9147e265e6d.txt",
+    notes="The seed measured Coflux with Google Benchmark on an AMD Ryzen 9 7940H (8 cores / 16 "
+          "threads), Windows, MSVC release x64; its latencies are 1 / items_per_second.",
+    systems=(
+        System("weft", "{bin}/weft-coflux",
+               build="cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release && "
+                     "cmake --build build/release --target weft-coflux"),
+        System("go", "{peers}/go-coflux", build=PEER_BUILD),
+        System("tokio", "{peers}/tokio-coflux", build=PEER_BUILD),
+        System("tbb", "{peers}/tbb-coflux", build=PEER_BUILD),
+    ),
+    metrics={
+        "ns_per_fork": Metric("ns"),
+        "allocs_per_fork": Metric("allocs"),
+        "ns_per_task": Metric("ns"),
+        "ns_per_pipeline": Metric("ns"),
+        "stage_handoff_ns": Metric("ns"),
+        "bytes_per_parked_task": Metric("bytes"),
+        "idle_cpu_percent": Metric("%"),
+    },
+    scenarios=(
+        # create + co_await + destroy on the inline executor (Coflux: noop_executor + PMR pool)
+        Scenario("fork", {"forks": 100_000}, ("ns_per_fork", "allocs_per_fork"),
+                 seed={"ns_per_fork": Seed(256, "~390万/秒, ~256 纳秒/Fork (noop_executor)")},
+                 targets={"ns_per_fork": Target(at_most=10), "allocs_per_fork": Target(at_most=0)}),
+        # M:N spawn + complete on all cores (Coflux: thread_pool_executor, 10^6 forks)
+        Scenario("spawn", {"tasks": 1_000_000, "workers": 0}, ("ns_per_task",),
+                 seed={"ns_per_task": Seed(513, "~195万/秒, ~513 纳秒/Fork (thread_pool_executor)")},
+                 targets={"ns_per_task": Target(at_most=60, beats=("tokio", "go"))}),
+        # C concurrent chains of D sequential stages
+        Scenario("pipeline", {"C": 8, "D": 5, "iters": 2000, "workers": 0}, ("ns_per_pipeline",),
+                 quick={"iters": 500},
+                 seed={"ns_per_pipeline": Seed(4670, "~214 千/秒, ~4.67 µs/Pipeline")},
+                 targets={"ns_per_pipeline": Target(beats=("go", "tokio"))}),
+        Scenario("pipeline", {"C": 8, "D": 20, "iters": 2000, "workers": 0}, ("ns_per_pipeline",),
+                 quick={"iters": 500}),
+        # fork-join fib(30): one worker (libfork reaches ~13-16 ns here), then all cores
+        Scenario("fib", {"n": 30, "workers": 1}, ("ns_per_task",),
+                 targets={"ns_per_task": Target(at_most=20)}),
+        Scenario("fib", {"n": 30, "workers": 0}, ("ns_per_task",),
+                 targets={"ns_per_task": Target(beats=("tbb",))}),
+        Scenario("parked_memory", {"tasks": 100_000}, ("bytes_per_parked_task",)),
+        Scenario("idle_cpu", {"seconds": 1, "workers": 0}, ("idle_cpu_percent",),
+                 targets={"idle_cpu_percent": Target(at_most=1)}),
+    ),
+    derived=(
+        # the seed's "~1 µs per extra stage": what one more sequential hand-off costs
+        Derived("pipeline", {"C": 8, "D": "20 vs 5"}, "stage_handoff_ns",
+                inputs={"d5": Input("pipeline", {"C": 8, "D": 5}, "ns_per_pipeline"),
+                        "d20": Input("pipeline", {"C": 8, "D": 20}, "ns_per_pipeline")},
+                formula=lambda m: (m["d20"] - m["d5"]) / 15,
+                seed=Seed(1000, "每增加一个阶段约 1000 纳秒 (D=5 → D=20)"),
+                target=Target(at_most=100)),
+    ),
+)

@@ -1,0 +1,52 @@
+"""The report reproduces the seed's rows, compares weft with the best peer, and marks gaps."""
+import tempfile
+import unittest
+from pathlib import Path
+
+from weftbench import report
+from weftbench.suite import Metric, Scenario, Seed, Suite, System, Target
+
+SUITE = Suite(
+    "demo", "Demo suite", "001_x.txt",
+    systems=(System("weft", "w"), System("go", "g"), System("tbb", "t")),
+    metrics={"ns_per_task": Metric("ns")},
+    scenarios=(Scenario("spawn", {"tasks": 10}, ("ns_per_task",),
+                        seed={"ns_per_task": Seed(513, "~513 纳秒")},
+                        targets={"ns_per_task": Target(at_most=60, beats=("go",))}),))
+
+
+def measured(system, value):
+    return {"scenario": "spawn", "params": {"tasks": 10}, "system": system,
+            "metric": "ns_per_task", "unit": "ns", "value": value, "min": value * 0.9,
+            "max": value * 1.1, "runs": 5, "other_cpu_percent": [0.0] * 5, "noisy": False}
+
+
+RESULT = {
+    "suite": "demo", "mode": "quick", "rounds": 5, "seed_file": "001_x.txt", "elapsed_s": 1.0,
+    "machine": {"cpu_model": "test cpu", "date": "today"},
+    "method": {"noise_threshold_percent": 10, "retries": 3},
+    "systems": [{"name": "weft", "status": "ran"}, {"name": "go", "status": "ran"},
+                {"name": "tbb", "status": "not run", "reason": "t not found — run make"}],
+    "failures": [],
+    "rows": [{**measured("seed", 513), "runs": 0, "min": None, "max": None,
+              "seed_note": "~513 纳秒"}, measured("weft", 50), measured("go", 250)],
+}
+
+
+class ReportTest(unittest.TestCase):
+    def test_table(self):
+        with tempfile.TemporaryDirectory() as d:
+            page = report.write_report(Path(d), [SUITE], {"demo": RESULT}).read_text()
+            plots = list(Path(d).glob("*.png"))
+        self.assertIn("~513 纳秒", page)
+        self.assertIn("0.2×", page)  # weft 50 / go 250
+        self.assertIn("≤ 60 ns and beats go", page)
+        self.assertIn('class="yes"', page)
+        self.assertIn("tbb not run: t not found — run make", page)
+        self.assertIn("test cpu", page)
+        if plots:  # matplotlib present
+            self.assertIn('<img src="demo-spawn-ns_per_task.png"', page)
+
+
+if __name__ == "__main__":
+    unittest.main()

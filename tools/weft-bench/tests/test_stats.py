@@ -1,0 +1,113 @@
+import unittest
+
+from weftbench import stats
+from weftbench.suite import HIGHER, LOWER, Derived, Input, Target
+
+
+def row(system, scenario, params, metric, value, runs=5, noisy=False):
+    return {"system": system, "scenario": scenario, "params": params, "metric": metric,
+            "value": value, "runs": runs, "noisy": noisy}
+
+
+class SummaryTest(unittest.TestCase):
+    def test_median_min_max_runs(self):
+        self.assertEqual(stats.summarize([5, 1, 3]), {"value": 3, "min": 1, "max": 5, "runs": 3})
+        self.assertEqual(stats.summarize([4, 1, 3, 2])["value"], 2.5)
+
+    def test_no_runs(self):
+        self.assertEqual(stats.summarize([]), {"value": None, "min": None, "max": None, "runs": 0})
+
+
+class CompareTest(unittest.TestCase):
+    def test_best_follows_direction(self):
+        figures = {"go": 250.0, "tokio": 60.0}
+        self.assertEqual(stats.best_of(figures, LOWER), ("tokio", 60.0))
+        self.assertEqual(stats.best_of(figures, HIGHER), ("go", 250.0))
+        self.assertIsNone(stats.best_of({}, LOWER))
+
+    def test_ratio(self):
+        self.assertAlmostEqual(stats.ratio(30.0, 60.0), 0.5)
+        self.assertIsNone(stats.ratio(None, 60.0))
+        self.assertIsNone(stats.ratio(30.0, None))
+        self.assertIsNone(stats.ratio(30.0, 0.0))
+
+    def test_better(self):
+        self.assertTrue(stats.better(1, 2, LOWER))
+        self.assertTrue(stats.better(2, 1, HIGHER))
+        self.assertFalse(stats.better(2, 2, LOWER))
+
+
+class TargetTest(unittest.TestCase):
+    def test_bound_and_peers(self):
+        t = Target(at_most=60, beats=("tokio", "go"))
+        self.assertEqual(stats.check_target(t, 50, {"tokio": 55, "go": 250}, LOWER), (True, ""))
+        met, why = stats.check_target(t, 70, {"tokio": 55, "go": 250}, LOWER)
+        self.assertFalse(met)
+        self.assertIn("70 > 60", why)
+        self.assertIn("tokio", why)
+
+    def test_missing_peer_is_unknown_not_met(self):
+        met, why = stats.check_target(Target(beats=("tbb",)), 9, {}, LOWER)
+        self.assertIsNone(met)
+        self.assertIn("tbb", why)
+
+    def test_failure_wins_over_unknown(self):
+        met, _ = stats.check_target(Target(at_most=1, beats=("tbb",)), 2, {}, LOWER)
+        self.assertFalse(met)
+
+    def test_higher_is_better(self):
+        t = Target(at_least=1000, beats=("go",))
+        self.assertTrue(stats.check_target(t, 2000, {"go": 1500}, HIGHER)[0])
+        self.assertFalse(stats.check_target(t, 1200, {"go": 1500}, HIGHER)[0])
+
+    def test_no_figure(self):
+        self.assertIsNone(stats.check_target(Target(at_most=1), None, {}, LOWER)[0])
+
+    def test_describe(self):
+        self.assertEqual(stats.describe_target(Target(at_most=60, beats=("tokio", "go")), "ns"),
+                         "≤ 60 ns and beats tokio, go")
+        self.assertEqual(stats.describe_target(Target(at_most=0), "allocs"), "≤ 0 allocs")
+
+
+class DerivedTest(unittest.TestCase):
+    handoff = Derived(
+        "pipeline", {"C": 8, "D": "20 vs 5"}, "stage_handoff_ns",
+        inputs={"d5": Input("pipeline", {"C": 8, "D": 5}, "ns_per_pipeline"),
+                "d20": Input("pipeline", {"C": 8, "D": 20}, "ns_per_pipeline")},
+        formula=lambda m: (m["d20"] - m["d5"]) / 15)
+
+    def test_per_system_from_medians(self):
+        p5 = {"C": 8, "D": 5, "iters": 500}
+        p20 = {"C": 8, "D": 20, "iters": 500}
+        rows = [row("weft", "pipeline", p5, "ns_per_pipeline", 1000, runs=5),
+                row("weft", "pipeline", p20, "ns_per_pipeline", 2500, runs=4, noisy=True),
+                row("go", "pipeline", p5, "ns_per_pipeline", 4000),
+                row("go", "pipeline", p20, "ns_per_pipeline", 8500),
+                row("tokio", "pipeline", p5, "ns_per_pipeline", 2000),  # no D=20: no row
+                row("seed", "pipeline", p5, "ns_per_pipeline", 4670),
+                row("weft", "fork", {"forks": 10}, "ns_per_fork", 8)]
+        out = {r["system"]: r for r in stats.derive(self.handoff, rows)}
+        self.assertEqual(sorted(out), ["go", "weft"])
+        self.assertAlmostEqual(out["weft"]["value"], 100.0)
+        self.assertAlmostEqual(out["go"]["value"], 300.0)
+        self.assertEqual(out["weft"]["runs"], 4)
+        self.assertTrue(out["weft"]["noisy"])
+        self.assertFalse(out["go"]["noisy"])
+        self.assertEqual(out["weft"]["params"], {"C": 8, "D": "20 vs 5"})
+
+    def test_params_match_as_text(self):
+        self.assertTrue(stats.params_contain({"D": "5", "C": 8}, {"D": 5}))
+        self.assertFalse(stats.params_contain({"D": 20}, {"D": 5}))
+
+
+class FormatTest(unittest.TestCase):
+    def test_fmt(self):
+        self.assertEqual(stats.fmt(4670.4), "4,670")
+        self.assertEqual(stats.fmt(12.345), "12.3")
+        self.assertEqual(stats.fmt(0), "0")
+        self.assertEqual(stats.fmt(None), "–")
+        self.assertEqual(stats.format_params({"C": 8, "D": 5}), "C=8 D=5")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,55 @@
+"""Every shipped suite is consistent, and the harness builds the protocol's command lines."""
+import unittest
+from pathlib import Path
+
+from weftbench import runner
+from weftbench.suite import SUBJECT, Scenario, System, load_suites
+
+SUITES = load_suites(Path(__file__).resolve().parent.parent / "suites")
+
+
+class SuiteFilesTest(unittest.TestCase):
+    def test_coflux_is_shipped(self):
+        self.assertIn("coflux", [s.name for s in SUITES])
+
+    def test_declarations_refer_to_known_names(self):
+        for suite in SUITES:
+            systems = {s.name for s in suite.systems}
+            self.assertIn(SUBJECT, systems)
+            scenarios = {s.name for s in suite.scenarios}
+            targets = [t for s in suite.scenarios for t in s.targets.values()]
+            targets += [d.target for d in suite.derived if d.target]
+            for t in targets:
+                self.assertLessEqual(set(t.beats), systems - {SUBJECT}, suite.name)
+            for scn in suite.scenarios:
+                for metric in (*scn.metrics, *scn.seed, *scn.targets):
+                    self.assertIn(metric, suite.metrics, f"{suite.name}/{scn.name}")
+            for d in suite.derived:
+                self.assertIn(d.metric, suite.metrics)
+                for i in d.inputs.values():
+                    self.assertIn(i.scenario, scenarios)
+
+    def test_quick_overrides(self):
+        scn = Scenario("pipeline", {"C": 8, "iters": 2000}, ("m",), quick={"iters": 500})
+        self.assertEqual(scn.params_for("quick"), {"C": 8, "iters": 500})
+        self.assertEqual(scn.params_for("full"), {"C": 8, "iters": 2000})
+
+
+class CommandLineTest(unittest.TestCase):
+    settings = runner.Settings(bin_dir=Path("/b"), peers_dir=Path("/p"))
+
+    def test_argv(self):
+        system = System("go", "{peers}/go-coflux", extra=("port={port}",))
+        self.assertEqual(runner.argv_for(system, "spawn", {"tasks": 10, "workers": 0},
+                                         self.settings, 8080),
+                         ["/p/go-coflux", "spawn", "tasks=10", "workers=0", "port=8080"])
+
+    def test_missing_program_says_how_to_build(self):
+        system = System("go", "{peers}/go-coflux", build="bash bench/peers/build.sh {peers}")
+        self.assertEqual(runner.missing_reason(system, self.settings),
+                         "/p/go-coflux not found — run bash bench/peers/build.sh /p")
+        self.assertIsNone(runner.missing_reason(System("sh", "sh"), self.settings))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,1 @@
+"""weft-bench: scenario harness and report."""

@@ -1,0 +1,87 @@
+"""weft-bench command line: pick suites, run them, write DIR/<suite>.json and DIR/index.html."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from . import report, runner
+from .suite import load_suites
+
+SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
+
+
+def parse_args(argv: list[str], names: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="weft-bench",
+        description="Run the seed scenarios on weft and its peers; write JSON and an HTML report.")
+    p.add_argument("--suite", action="append", choices=names, metavar="NAME",
+                   help=f"suite to run, repeatable (default: all of {', '.join(names)})")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                      help="fewer rounds and iterations (default)")
+    mode.add_argument("--full", dest="mode", action="store_const", const="full",
+                      help="the seed's full parameters, more rounds")
+    p.add_argument("--out", type=Path, default=Path("results"), help="report directory")
+    p.add_argument("--bin", type=Path, default=Path("build/release/bench"),
+                   help="directory of weft's scenario binaries")
+    p.add_argument("--peers", type=Path, default=Path("build/peers"),
+                   help="directory of the peers' binaries")
+    p.add_argument("--rounds", type=int, help="rounds per scenario (overrides the suite's)")
+    p.add_argument("--list", action="store_true", help="list suites and scenarios, run nothing")
+    args = p.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1:
+        p.error("--rounds must be at least 1")
+    args.mode = args.mode or "quick"
+    return args
+
+
+def list_suites(suites, settings: runner.Settings) -> None:
+    for suite in suites:
+        print(f"{suite.name}: {suite.title} ({settings.rounds_for(suite)} rounds)")
+        for scn in suite.scenarios:
+            print(f"    {scn.name} {runner.stats.format_params(scn.params_for(settings.mode))}")
+        for system in suite.systems:
+            reason = runner.missing_reason(system, settings)
+            print(f"    system {system.name}: " + (f"missing, {reason}" if reason else "ready"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    suites = load_suites(SUITES_DIR)
+    args = parse_args(sys.argv[1:] if argv is None else argv, [s.name for s in suites])
+    settings = runner.Settings(mode=args.mode, rounds=args.rounds, bin_dir=args.bin,
+                               peers_dir=args.peers)
+    chosen = [s for s in suites if not args.suite or s.name in args.suite]
+    if args.list:
+        list_suites(chosen, settings)
+        return 0
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    progress = runner.Progress(total=sum(runner.planned_runs(s, settings) for s in chosen))
+    try:
+        run_suites(chosen, settings, progress, args.out)
+    except KeyboardInterrupt:
+        print("weft-bench: interrupted; suites finished so far are saved", file=sys.stderr)
+        return 130
+    index = report.write_report(args.out, suites, load_results(suites, args.out))
+    print(f"report: {index}")
+    return 0
+
+
+def run_suites(chosen, settings: runner.Settings, progress: runner.Progress, out: Path) -> None:
+    for suite in chosen:
+        result = runner.run_suite(suite, settings, progress)
+        path = out / f"{suite.name}.json"
+        path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"{suite.name}: wrote {path}", file=sys.stderr)
+
+
+def load_results(suites, out: Path) -> dict[str, dict]:
+    """Every suite's JSON in DIR, so that suites run separately add up in one report."""
+    results = {}
+    for suite in suites:
+        path = out / f"{suite.name}.json"
+        if path.exists():
+            results[suite.name] = json.loads(path.read_text(encoding="utf-8"))
+    return results

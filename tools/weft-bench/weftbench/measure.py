@@ -1,0 +1,265 @@
+"""One measurement: run a scenario program, read its figures, its CPU and everyone else's CPU.
+
+Other-CPU: /proc/stat's aggregate busy ticks over the run, minus the CPU the measured
+processes used themselves (the child from wait4's rusage, a server from /proc/PID/stat),
+divided by wall time x CPUs. It tells whether something else competed for the cores.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HZ = os.sysconf("SC_CLK_TCK")
+UNSUPPORTED_EXIT = 2
+
+
+def busy_ticks(cpu_line: str) -> int:
+    """Busy ticks of a /proc/stat "cpu" line: user nice system irq softirq steal.
+
+    idle and iowait are not busy; guest time is already inside user. Steal counts as busy:
+    it is CPU another tenant took from us.
+    """
+    f = [int(x) for x in cpu_line.split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = f + [0] * (8 - len(f))
+    return user + nice + system + irq + softirq + steal
+
+
+def read_busy() -> tuple[int, int]:
+    """(aggregate busy ticks, number of CPUs) from /proc/stat."""
+    lines = Path("/proc/stat").read_text().splitlines()
+    ncpu = sum(1 for ln in lines if ln.startswith("cpu") and ln[3:4].isdigit())
+    return busy_ticks(lines[0]), ncpu
+
+
+def other_cpu_percent(busy_delta_ticks: int, own_cpu_s: float, wall_s: float, ncpu: int,
+                      hz: int = HZ) -> float:
+    """Percent of the machine's CPU used by anything but the measured processes."""
+    if wall_s <= 0 or ncpu <= 0:
+        return 0.0
+    other_s = busy_delta_ticks / hz - own_cpu_s
+    return max(0.0, 100.0 * other_s / (wall_s * ncpu))
+
+
+def is_noisy(other_percent: float, wall_s: float, threshold: float, hz: int = HZ) -> bool:
+    """Above threshold by more than /proc/stat's resolution (one tick per CPU over the run).
+
+    Runs shorter than a few ticks cannot be judged: their allowance exceeds any threshold.
+    """
+    allowance = 100.0 / (hz * wall_s) if wall_s > 0 else float("inf")
+    return other_percent - allowance > threshold
+
+
+def parse_metrics(stdout: str) -> list[dict]:
+    """The protocol lines {"metric", "unit", "value"}; other output is ignored."""
+    out = []
+    for line in stdout.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "metric" in obj and isinstance(obj.get("value"), (int, float)):
+            out.append({"metric": str(obj["metric"]), "unit": str(obj.get("unit", "")),
+                        "value": float(obj["value"])})
+    return out
+
+
+def tail(text: str, lines: int = 6, chars: int = 600) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])[-chars:]
+
+
+@dataclass
+class Run:
+    status: str  # "ok" | "unsupported" | "failed"
+    metrics: list[dict] = field(default_factory=list)
+    error: str = ""
+    wall_s: float = 0.0
+    cpu_s: float = 0.0  # the child's user + sys
+    server_cpu_s: float | None = None
+    other_cpu_percent: float = 0.0
+    noisy: bool = False
+    attempts: int = 1
+
+
+def session_cpu_ticks(sid: int) -> int:
+    """utime+stime (and reaped children's) of every process in session sid, in ticks."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            rest = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # exited while we looked
+        if int(rest[3]) == sid:  # fields 6 (session), 14-17 (utime stime cutime cstime)
+            total += sum(int(x) for x in rest[11:15])
+    return total
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kill_session(pid: int, sig: int = signal.SIGKILL) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+class ServerError(Exception):
+    pass
+
+
+def start_server(argv: list[str], port: int, ready_timeout: float,
+                 err_file) -> subprocess.Popen:
+    """Start argv in its own session and wait until 127.0.0.1:port accepts connections."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=err_file, start_new_session=True)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise ServerError(f"server exited with {proc.returncode} before accepting")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return proc
+        except OSError:
+            time.sleep(0.02)
+    stop_server(proc)
+    raise ServerError(f"server not accepting on port {port} after {ready_timeout:g}s")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    kill_session(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        kill_session(proc.pid)
+        proc.wait()
+
+
+def run_once(argv: list[str], timeout: float, threshold: float,
+             server_argv: list[str] | None = None, port: int | None = None,
+             ready_timeout: float = 10.0) -> Run:
+    """Run argv once (with its server around it, if any) and measure it."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.TemporaryFile() as server_err:
+        server = None
+        try:
+            if server_argv:
+                server = start_server(server_argv, port, ready_timeout, server_err)
+            return measure_child(argv, timeout, threshold, out, err, server)
+        except (ServerError, OSError) as e:
+            server_err.seek(0)
+            detail = tail(server_err.read().decode(errors="replace"))
+            return Run("failed", error=f"{e}" + (f"\n{detail}" if detail else ""))
+        finally:
+            if server is not None:
+                stop_server(server)
+
+
+def measure_child(argv, timeout, threshold, out, err, server) -> Run:
+    timed_out = threading.Event()
+
+    def on_timeout(pid: int) -> None:
+        timed_out.set()
+        kill_session(pid)
+
+    server_before = session_cpu_ticks(server.pid) if server else 0
+    busy_before, ncpu = read_busy()
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                            start_new_session=True)
+    timer = threading.Timer(timeout, on_timeout, (proc.pid,))
+    timer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    except BaseException:  # Ctrl-C: the child has its own session, so it did not get SIGINT
+        kill_session(proc.pid)
+        proc.wait()
+        raise
+    finally:
+        timer.cancel()
+    wall = time.monotonic() - start
+    busy_after, _ = read_busy()
+    proc.returncode = code = os.waitstatus_to_exitcode(status)
+    server_cpu = (session_cpu_ticks(server.pid) - server_before) / HZ if server else None
+
+    out.seek(0)
+    err.seek(0)
+    stdout = out.read().decode(errors="replace")
+    stderr = err.read().decode(errors="replace")
+    cpu = usage.ru_utime + usage.ru_stime
+    other = other_cpu_percent(busy_after - busy_before, cpu + (server_cpu or 0.0), wall, ncpu)
+    run = Run("ok", wall_s=wall, cpu_s=cpu, server_cpu_s=server_cpu, other_cpu_percent=other,
+              noisy=is_noisy(other, wall, threshold))
+    if timed_out.is_set():
+        run.status, run.error = "failed", f"timed out after {timeout:g}s\n{tail(stderr)}".strip()
+    elif code == UNSUPPORTED_EXIT:
+        run.status = "unsupported"
+    elif code != 0:
+        why = f"exit {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
+        run.status, run.error = "failed", f"{why}\n{tail(stderr)}".strip()
+    else:
+        run.metrics = parse_metrics(stdout)
+        if not run.metrics:
+            run.status, run.error = "failed", f"printed no metric line\n{tail(stderr)}".strip()
+        elif server_cpu is not None:
+            ops = next((m["value"] for m in run.metrics if m["metric"] == "ops"), None)
+            if ops:
+                run.metrics.append({"metric": "server_cpu_ns_per_op", "unit": "ns",
+                                    "value": server_cpu * 1e9 / ops})
+    return run
+
+
+def measure(argv, timeout, threshold, retries, **server) -> Run:
+    """run_once, repeated up to `retries` times while other processes used > threshold CPU.
+
+    Keeps the first quiet run, else the least disturbed one, marked noisy.
+    """
+    best = None
+    for attempt in range(1, retries + 2):
+        run = run_once(argv, timeout, threshold, **server)
+        run.attempts = attempt
+        if run.status != "ok" or not run.noisy:
+            return run
+        if best is None or run.other_cpu_percent < best.other_cpu_percent:
+            best = run
+    best.attempts = retries + 1
+    return best
+
+
+def machine_facts() -> dict:
+    def first(path: str, key: str, sep: str = ":") -> str:
+        try:
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(key):
+                    return line.split(sep, 1)[1].strip().strip('"')
+        except OSError:
+            pass
+        return "unknown"
+
+    mem_kb = first("/proc/meminfo", "MemTotal").split()[0]
+    memory = f"{int(mem_kb) / 1024 / 1024:.1f} GiB" if mem_kb.isdigit() else "unknown"
+    return {
+        "cpu_model": first("/proc/cpuinfo", "model name"),
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "memory": memory,
+        "os": first("/etc/os-release", "PRETTY_NAME", "="),
+        "python": platform.python_version(),
+        "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    }

@@ -1,0 +1,283 @@
+"""The HTML report: per suite, the seed's table beside weft's and the peers' medians, and plots."""
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+from . import stats
+from .suite import HIGHER, SUBJECT, Suite
+
+METHOD = """Each scenario program runs one measurement per invocation and prints its figures.
+Systems are interleaved: in every round each scenario runs once on every system in turn
+(A B C, A B C, ...), so a slow drift of the machine hits all systems alike. Cells show the
+median over the rounds, with min–max and the number of runs n. During each run the harness
+reads the machine's busy time from /proc/stat and subtracts the measured processes' own CPU
+(rusage of the child, /proc/PID/stat of a server): when the rest of the machine used more than
+{threshold:g}% of the CPU (beyond the one-tick-per-CPU resolution of /proc/stat), the run is
+repeated up to {retries} times and, if it never gets quiet, the least disturbed run is kept and
+marked ⚠ noisy. weft / best peer compares medians; whether lower or higher is better is declared
+per metric. Seed figures are the ones printed in the seed report, measured on other hardware:
+they place the order of magnitude, the peers measured here are the real comparison."""
+
+CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;
+vertical-align:top}th{background:#f3f3f3}td.num{text-align:right;white-space:nowrap}
+small{color:#666}.yes{color:#070;font-weight:bold}.no{color:#b00;font-weight:bold}
+.unknown{color:#a60}.win{color:#070}.lose{color:#b00}.err{background:#fee;border:1px solid #d99;
+padding:.5em 1em}.warn{color:#a60}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
+img{max-width:560px;margin:4px;border:1px solid #eee}dl.facts dt{float:left;width:9em;
+font-weight:bold}dl.facts dd{margin-left:10em}
+"""
+
+
+def esc(x: object) -> str:
+    return html.escape(str(x))
+
+
+def row_key(row: dict) -> tuple[str, str, str]:
+    return row["scenario"], stats.format_params(row["params"]), row["metric"]
+
+
+def table_keys(suite: Suite, result: dict) -> list[tuple]:
+    """Rows of the table in the suite's order: declared metrics, then anything else printed."""
+    present = list(dict.fromkeys(row_key(r) for r in result["rows"]))
+    keys = []
+    for scn in suite.scenarios:
+        p = stats.format_params(scn.params_for(result["mode"]))
+        keys += [(scn.name, p, m) for m in scn.metrics]
+        keys += [k for k in present if k[:2] == (scn.name, p) and k[2] not in scn.metrics]
+    keys += [(d.scenario, stats.format_params(d.params), d.metric) for d in suite.derived]
+    keys += [k for k in present if k not in keys]
+    return list(dict.fromkeys(keys))
+
+
+def targets_by_key(suite: Suite, mode: str) -> dict:
+    out = {}
+    for scn in suite.scenarios:
+        p = stats.format_params(scn.params_for(mode))
+        for metric, target in scn.targets.items():
+            out[scn.name, p, metric] = target
+    for d in suite.derived:
+        if d.target:
+            out[d.scenario, stats.format_params(d.params), d.metric] = d.target
+    return out
+
+
+def figure_cell(row: dict | None, status: str = "", why: str = "") -> str:
+    if row is None:
+        return f'<td class="num" title="{esc(why)}"><small>{esc(status or "–")}</small></td>'
+    spread = ""
+    if row.get("min") is not None:
+        spread = (f"<br><small>{stats.fmt(row['min'])}–{stats.fmt(row['max'])}"
+                  f" · n={row['runs']}</small>")
+    elif row.get("derived_from"):
+        spread = "<br><small>from medians</small>"
+    noisy = ""
+    if row.get("noisy"):
+        why = f"{row['noisy_runs']} noisy run(s)" if "noisy_runs" in row else "a noisy input"
+        noisy = f' <span class="warn" title="{why}">⚠ noisy</span>'
+    return f'<td class="num"><b>{stats.fmt(row["value"])}</b>{noisy}{spread}</td>'
+
+
+def seed_cell(row: dict | None) -> str:
+    if row is None:
+        return '<td class="num"><small>–</small></td>'
+    note = esc(row.get("seed_note", ""))
+    return f'<td class="num">{stats.fmt(row["value"])}<br><small>{note}</small></td>'
+
+
+def target_cells(target, weft: dict | None, peer_figs: dict, unit: str,
+                 direction: str) -> tuple[str, bool | None]:
+    met, why = stats.check_target(target, weft and weft["value"], peer_figs, direction)
+    word, cls = {True: ("yes", "yes"), False: ("no", "no"), None: ("?", "unknown")}[met]
+    why = f"<br><small>{esc(why)}</small>" if why else ""
+    return (f"<td>{esc(stats.describe_target(target, unit))}</td>"
+            f'<td class="{cls}">{word}{why}</td>'), met
+
+
+def section_header(suite: Suite, result: dict) -> list[str]:
+    parts = [f'<h2 id="{esc(suite.name)}">{esc(suite.title)}</h2>',
+             f"<p>Suite <code>{esc(suite.name)}</code> · seed "
+             f"<code>{esc(result.get('seed_file'))}</code> · mode {esc(result['mode'])}, "
+             f"{result['rounds']} rounds · run {esc(result['machine']['date'])}"
+             f" · took {result.get('elapsed_s', '?')} s</p>"]
+    if suite.notes:
+        parts.append(f"<p>{esc(suite.notes)}</p>")
+    if result.get("error"):
+        parts.append(f'<p class="err">Suite not run: {esc(result["error"])}</p>')
+    for s in result["systems"]:
+        if s["status"] == "not run" and not (s["name"] == SUBJECT and result.get("error")):
+            parts.append(f'<p class="warn">{esc(s["name"])} not run: {esc(s["reason"])}</p>')
+    return parts
+
+
+def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
+    rows = {(row_key(r), r["system"]): r for r in result["rows"]}
+    status = {s["name"]: s for s in result["systems"]}
+    peers = [s.name for s in suite.systems if s.name != SUBJECT]
+    failed = {(f["scenario"], stats.format_params(f["params"]), f["system"]): f["error"]
+              for f in result["failures"]}
+    targets = targets_by_key(suite, result["mode"])
+
+    def cell(key, system) -> str:
+        if (key, system) in rows:
+            return figure_cell(rows[key, system])
+        if status.get(system, {}).get("status") == "not run":
+            return figure_cell(None, "not run", status[system]["reason"])
+        if (key[0], key[1], system) in failed:
+            return figure_cell(None, "failed", failed[key[0], key[1], system])
+        return figure_cell(None, "–", "no figure (not supported)")
+
+    parts = section_header(suite, result)
+    verdicts, table_at = [], len(parts)
+    head = "".join(f"<th>{esc(p)}</th>" for p in peers)
+    parts.append("<table><tr><th>scenario</th><th>params</th><th>metric</th><th>seed</th>"
+                 f"<th>weft</th>{head}<th>weft / best peer</th><th>target</th><th>met</th></tr>")
+    for key in table_keys(suite, result):
+        metric = suite.metric(key[2])
+        unit = next((r["unit"] for (k, _), r in rows.items() if k == key), metric.unit)
+        direction = "higher is better" if metric.better == HIGHER else "lower is better"
+        weft = rows.get((key, SUBJECT))
+        peer_figs = {p: rows[key, p]["value"] for p in peers if (key, p) in rows}
+        cells = [f"<td>{esc(key[0])}</td><td><code>{esc(key[1])}</code></td>",
+                 f"<td>{esc(key[2])}<br><small>{esc(unit)}, {direction}</small></td>",
+                 seed_cell(rows.get((key, "seed"))), cell(key, SUBJECT),
+                 *(cell(key, p) for p in peers), ratio_cell(weft, peer_figs, metric.better)]
+        if key in targets:
+            html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)
+            cells.append(html_)
+            verdicts.append(met)
+        else:
+            cells.append("<td><small>report only</small></td><td></td>")
+        parts.append("<tr>" + "".join(cells) + "</tr>")
+    parts.append("</table>")
+    if verdicts:
+        parts.insert(table_at, f"<p><b>Targets: weft meets {verdicts.count(True)} of "
+                     f"{len(verdicts)}</b> ({verdicts.count(False)} missed, "
+                     f"{verdicts.count(None)} not decidable).</p>")
+
+    if result["failures"]:
+        parts.append("<h3>Failures</h3>")
+        for f in result["failures"]:
+            parts.append(f"<p><b>{esc(f['system'])}</b> on {esc(f['scenario'])} "
+                         f"<code>{esc(stats.format_params(f['params']))}</code>"
+                         f" (round {f['round']}):</p><pre>{esc(f['error'])}</pre>")
+    images = plot_suite(suite, result, out_dir)
+    if images:
+        parts.append("<h3>Plots</h3><p><small>Bars: medians; whiskers: min–max over the rounds; "
+                     "grey hatched: the seed's figure; dashed: weft's target.</small></p>")
+        parts += [f'<img src="{esc(name)}" alt="{esc(name)}">' for name in images]
+    return "\n".join(parts)
+
+
+def ratio_cell(weft: dict | None, peer_figs: dict, direction: str) -> str:
+    best = stats.best_of(peer_figs, direction)
+    r = stats.ratio(weft and weft["value"], best and best[1])
+    if r is None:
+        return '<td class="num"><small>–</small></td>'
+    cls = "win" if stats.better(weft["value"], best[1], direction) else "lose"
+    return f'<td class="num {cls}">{r:.3g}×<br><small>vs {esc(best[0])}</small></td>'
+
+
+def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
+    """One grouped bar chart per (scenario, metric): groups = params, bars = systems,
+    whiskers = min-max, dashed line = weft's target."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    systems = ["seed"] + [s.name for s in suite.systems]
+    colors = {"seed": "#bbbbbb", SUBJECT: "#d62728"}
+    palette = iter(["#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"])
+    for s in systems:
+        colors.setdefault(s, next(palette, "#7f7f7f"))
+
+    charts: dict[tuple[str, str], dict] = {}
+    for key in table_keys(suite, result):
+        charts.setdefault((key[0], key[2]), {})[key[1]] = {}
+    for r in result["rows"]:
+        if r.get("value") is not None:
+            charts[r["scenario"], r["metric"]].setdefault(
+                stats.format_params(r["params"]), {})[r["system"]] = r
+    targets = targets_by_key(suite, result["mode"])
+    names = []
+    for (scenario, metric), groups in charts.items():
+        present = [s for s in systems if any(s in g for g in groups.values())]
+        if not any(s != "seed" for s in present):
+            continue
+        fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
+        width = 0.8 / len(present)
+        values = []
+        for j, system in enumerate(present):
+            xs, ys, lo, hi = [], [], [], []
+            for x, rowset in enumerate(groups.values()):
+                row = rowset.get(system)
+                if row is None:
+                    continue
+                v = row["value"]
+                xs.append(x - 0.4 + width * (j + 0.5))
+                ys.append(v)
+                lo.append(v - row["min"] if row.get("min") is not None else 0)
+                hi.append(row["max"] - v if row.get("max") is not None else 0)
+                values += [v, row.get("max") or v]
+            bars = ax.bar(xs, ys, width, label=system, color=colors[system],
+                          hatch="//" if system == "seed" else None,
+                          yerr=[lo, hi] if any(lo) or any(hi) else None, capsize=3)
+            ax.bar_label(bars, [stats.fmt(y) for y in ys], fontsize=7, padding=2)
+        for x, params in enumerate(groups):
+            target = targets.get((scenario, params, metric))
+            for limit in (target.at_most, target.at_least) if target else ():
+                if limit is not None:
+                    ax.hlines(limit, x - 0.45, x + 0.45, colors="black", linestyles="dashed",
+                              label="target")
+                    values.append(limit)
+        if min(values) > 0 and max(values) / min(values) > 10:
+            ax.set_yscale("log")  # figures span decades
+        elif min(values) >= 0:
+            ax.set_ylim(0, max(values) * 1.15 or 1)
+        unit = suite.metric(metric).unit
+        ax.set_xticks(range(len(groups)), list(groups), fontsize=8)
+        ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
+        better = "higher" if suite.metric(metric).better == HIGHER else "lower"
+        ax.set_title(f"{suite.name}: {scenario} — {metric} ({better} is better)", fontsize=10)
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))
+        ax.legend(unique.values(), unique.keys(), fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        fig.tight_layout()
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{suite.name}-{scenario}-{metric}") + ".png"
+        fig.savefig(out_dir / name)
+        plt.close(fig)
+        names.append(name)
+    return names
+
+
+def write_report(out_dir: Path, suites: list[Suite], results: dict[str, dict]) -> Path:
+    """index.html over `results` (suite name -> result JSON) in suite order."""
+    shown = [s for s in suites if s.name in results]
+    first = results[shown[0].name] if shown else {"machine": {}, "method": {}}
+    facts = {k: " ".join(map(str, v)) if isinstance(v, list) else v
+             for k, v in first["machine"].items()}
+    machine = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts.items())
+    method = first.get("method", {})
+    text = METHOD.format(threshold=method.get("noise_threshold_percent", 10),
+                         retries=method.get("retries", 3))
+    toc = " · ".join(f'<a href="#{esc(s.name)}">{esc(s.name)}</a>' for s in shown)
+    body = "\n".join(suite_section(s, results[s.name], out_dir) for s in shown)
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>weft-bench report</title>
+<style>{CSS}</style></head><body>
+<h1>weft-bench report</h1>
+<p>Suites: {toc}</p>
+<h3>Machine</h3><dl class="facts">{machine}</dl>
+<h3>Method</h3><p>{esc(text)}</p>
+{body}
+</body></html>
+"""
+    path = out_dir / "index.html"
+    path.write_text(page, encoding="utf-8")
+    return path

@@ -1,0 +1,207 @@
+"""Runs a suite: systems interleaved round by round, each run measured, rows summarized."""
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import measure, stats
+from .suite import SUBJECT, Suite, System
+
+
+@dataclass
+class Settings:
+    mode: str = "quick"
+    rounds: int | None = None  # None: the suite's count for the mode
+    bin_dir: Path = Path("build/release/bench")
+    peers_dir: Path = Path("build/peers")
+    noise_threshold: float = 10.0  # other-CPU percent above which a run is repeated
+    retries: int = 3
+
+    def rounds_for(self, suite: Suite) -> int:
+        return self.rounds or suite.rounds[self.mode]
+
+
+@dataclass
+class Progress:
+    """One line per run on stderr: overall count, suite, round, scenario, system, figure."""
+    total: int
+    done: int = 0
+    stream: object = field(default=sys.stderr)
+
+    def line(self, text: str, advance: bool = True) -> None:
+        self.done += advance
+        width = len(str(self.total))
+        print(f"[{self.done:>{width}}/{self.total}] {text}", file=self.stream, flush=True)
+
+
+def expand(template: str, settings: Settings, **extra) -> str:
+    return template.format(bin=settings.bin_dir, peers=settings.peers_dir, **extra)
+
+
+def missing_reason(system: System, settings: Settings) -> str | None:
+    """Why `system` cannot run, as one line saying how to build it; None when it can."""
+    programs = [expand(system.program, settings)]
+    if system.server:
+        programs.append(expand(system.server.command[0], settings, port=0, scenario=""))
+    for program in programs:
+        if not shutil.which(program):  # a path is checked as is, a bare name on PATH
+            build = expand(system.build, settings)
+            return f"{program} not found" + (f" — run {build}" if build else "")
+    return None
+
+
+def planned_runs(suite: Suite, settings: Settings) -> int:
+    runnable = [s for s in suite.systems if missing_reason(s, settings) is None]
+    if not any(s.name == SUBJECT for s in runnable):
+        return 0
+    return settings.rounds_for(suite) * len(suite.scenarios) * len(runnable)
+
+
+def argv_for(system: System, scenario: str, params: dict, settings: Settings,
+             port: int | None) -> list[str]:
+    args = [f"{k}={v}" for k, v in params.items()]
+    args += [expand(a, settings, port=port, scenario=scenario, **params) for a in system.extra]
+    return [expand(system.program, settings), scenario, *args]
+
+
+def run_system(system: System, scenario, params: dict, suite: Suite,
+               settings: Settings) -> measure.Run:
+    timeout = scenario.timeout or suite.timeout
+    server = {}
+    port = None
+    if system.server:
+        port = measure.free_port()
+        server = {
+            "server_argv": [expand(a, settings, port=port, scenario=scenario.name, **params)
+                            for a in system.server.command],
+            "port": port, "ready_timeout": system.server.ready_timeout,
+        }
+    argv = argv_for(system, scenario.name, params, settings, port)
+    return measure.measure(argv, timeout, settings.noise_threshold, settings.retries, **server)
+
+
+def describe(run: measure.Run) -> str:
+    if run.status == "unsupported":
+        return "not supported (exit 2), skipped"
+    if run.status == "failed":
+        return "FAILED: " + run.error.splitlines()[0] if run.error else "FAILED"
+    figures = ", ".join(f"{m['metric']}={stats.fmt(m['value'])} {m['unit']}".rstrip()
+                        for m in run.metrics)
+    noise = f"other-CPU {run.other_cpu_percent:.1f}%"
+    if run.noisy:
+        noise = f"NOISY after {run.attempts} tries, {noise}"
+    elif run.attempts > 1:
+        noise += f", {run.attempts} tries"
+    return f"{figures}  ({run.wall_s:.2f} s, {noise})"
+
+
+def check_systems(suite: Suite, settings: Settings, result: dict) -> list[System]:
+    """The systems whose programs exist; the others are reported once, with how to build them.
+
+    Without weft's own program the suite does not run at all (result["error"])."""
+    missing = {s.name: missing_reason(s, settings) for s in suite.systems}
+    if missing[SUBJECT]:
+        result["error"] = f"{SUBJECT}: {missing[SUBJECT]}"
+        print(f"{suite.name}: error, suite not run: {result['error']}", file=sys.stderr)
+        missing = {n: why or f"suite not run ({SUBJECT} missing)" for n, why in missing.items()}
+    runnable = []
+    for system in suite.systems:
+        reason = missing[system.name]
+        if reason:
+            if system.name != SUBJECT and not result.get("error"):
+                print(f"{suite.name}: peer {system.name}: {reason}", file=sys.stderr, flush=True)
+            result["systems"].append({"name": system.name, "status": "not run", "reason": reason})
+        else:
+            runnable.append(system)
+            result["systems"].append({"name": system.name, "status": "ran"})
+    return runnable
+
+
+def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
+    """Every scenario on every runnable system, interleaved round by round -> the suite's JSON."""
+    started = time.monotonic()
+    rounds = settings.rounds_for(suite)
+    result = {
+        "suite": suite.name, "title": suite.title, "mode": settings.mode, "rounds": rounds,
+        "seed_file": suite.seed_file, "machine": measure.machine_facts(),
+        "method": {"noise_threshold_percent": settings.noise_threshold,
+                   "retries": settings.retries, "clock_ticks_per_s": measure.HZ},
+        "systems": [], "failures": [], "rows": [],
+    }
+    runnable = check_systems(suite, settings, result)
+    samples: dict[tuple[int, str, str], dict] = {}
+    stopped: set[tuple[int, str]] = set()  # (scenario, system) that was unsupported or failed
+    plan = [(scn, scn.params_for(settings.mode)) for scn in suite.scenarios]
+    for r in range(1, rounds + 1):
+        for i, (scn, params) in enumerate(plan):
+            label = f"{suite.name} round {r}/{rounds}  {scn.name} {stats.format_params(params)}"
+            for system in runnable:
+                if (i, system.name) in stopped:
+                    progress.done += 1
+                    continue
+                run = run_system(system, scn, params, suite, settings)
+                progress.line(f"{label}  {system.name}: {describe(run)}")
+                if run.status != "ok":
+                    stopped.add((i, system.name))
+                if run.status == "failed":
+                    result["failures"].append({"scenario": scn.name, "params": params,
+                                               "system": system.name, "round": r,
+                                               "error": run.error})
+                elif run.status == "ok":
+                    record(samples, i, system.name, run)
+
+    rows = seed_rows(suite, plan) + measured_rows(suite, plan, samples)
+    for d in suite.derived:
+        rows += stats.derive(d, rows)
+        if d.seed:
+            rows.append(seed_row(suite, d.scenario, dict(d.params), d.metric, d.seed))
+    for row in rows:
+        row.setdefault("unit", suite.metric(row["metric"]).unit)
+        row["better"] = suite.metric(row["metric"]).better
+    result["rows"] = rows
+    result["elapsed_s"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def record(samples: dict, i: int, system: str, run: measure.Run) -> None:
+    for m in run.metrics:
+        s = samples.setdefault((i, system, m["metric"]), {
+            "unit": m["unit"], "values": [], "other_cpu_percent": [], "cpu_s": [],
+            "wall_s": [], "attempts": [], "noisy": []})
+        s["values"].append(m["value"])
+        s["other_cpu_percent"].append(round(run.other_cpu_percent, 2))
+        s["cpu_s"].append(round(run.cpu_s, 4))
+        s["wall_s"].append(round(run.wall_s, 4))
+        s["attempts"].append(run.attempts)
+        s["noisy"].append(run.noisy)
+
+
+def measured_rows(suite: Suite, plan: list, samples: dict) -> list[dict]:
+    rows = []
+    for (i, system, metric), s in samples.items():
+        scn, params = plan[i]
+        declared = suite.metrics.get(metric)
+        printed = {"unit_printed": s["unit"]} if declared and s["unit"] != declared.unit else {}
+        rows.append({
+            "scenario": scn.name, "params": params, "system": system, "metric": metric,
+            "unit": declared.unit if declared else s["unit"], **stats.summarize(s["values"]),
+            "other_cpu_percent": s["other_cpu_percent"], "noisy": any(s["noisy"]),
+            "noisy_runs": sum(s["noisy"]), "values": s["values"], "cpu_s": s["cpu_s"],
+            "wall_s": s["wall_s"], "attempts": s["attempts"], **printed,
+        })
+    return rows
+
+
+def seed_row(suite: Suite, scenario: str, params: dict, metric: str, seed) -> dict:
+    return {"scenario": scenario, "params": params, "system": "seed", "metric": metric,
+            "unit": suite.metric(metric).unit, "value": seed.value, "runs": 0,
+            "min": None, "max": None, "other_cpu_percent": [], "noisy": False,
+            "seed_file": suite.seed_file, "seed_note": seed.note}
+
+
+def seed_rows(suite: Suite, plan: list) -> list[dict]:
+    return [seed_row(suite, scn.name, params, metric, seed)
+            for scn, params in plan for metric, seed in scn.seed.items()]

@@ -1,0 +1,136 @@
+"""The declarative vocabulary a suite file uses, and the loader that finds suite files.
+
+A suite file (suites/<name>.py) defines one module-level `SUITE = Suite(...)`: the systems to
+compare, the scenarios with their parameters, which way each metric is better, the seed report's
+figures and weft's targets. It holds no logic beyond the formula of a derived row.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+LOWER = "lower"
+HIGHER = "higher"
+SUBJECT = "weft"  # the system under test; every other system is a peer
+
+
+@dataclass(frozen=True)
+class Metric:
+    unit: str
+    better: str = LOWER
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A figure printed in the seed report, with the seed's own words for it."""
+    value: float
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What weft must reach on one row. Every given condition must hold."""
+    at_most: float | None = None
+    at_least: float | None = None
+    beats: tuple[str, ...] = ()  # peers whose median weft must beat (in the metric's direction)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One `PROG name key=value...` measurement. `quick` overrides params in quick mode."""
+    name: str
+    params: Mapping[str, object]
+    metrics: tuple[str, ...]  # the rows the report shows even when nothing ran
+    quick: Mapping[str, object] = field(default_factory=dict)
+    seed: Mapping[str, Seed] = field(default_factory=dict)  # metric -> seed figure
+    targets: Mapping[str, Target] = field(default_factory=dict)  # metric -> target
+    timeout: float | None = None  # seconds per run; default Suite.timeout
+
+    def params_for(self, mode: str) -> dict:
+        return {**self.params, **(self.quick if mode == "quick" else {})}
+
+
+@dataclass(frozen=True)
+class Input:
+    """A median a derived row reads: the row of `scenario` whose params contain `params`."""
+    scenario: str
+    params: Mapping[str, object]
+    metric: str
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A row computed per system from the medians of other rows (e.g. cost per extra stage)."""
+    scenario: str  # label of the derived row
+    params: Mapping[str, object]
+    metric: str
+    inputs: Mapping[str, Input]
+    formula: Callable[[Mapping[str, float]], float]
+    seed: Seed | None = None
+    target: Target | None = None
+
+
+@dataclass(frozen=True)
+class Server:
+    """A process the harness starts before each run of the client and stops after it.
+
+    The harness substitutes {port} (a free TCP port it picked), {bin}, {peers}, {scenario} and
+    the scenario's params in `command`, waits until the port accepts connections, and charges
+    the CPU time of the server's whole session (all its processes and threads) to the run: the
+    row `server_cpu_ns_per_op` = server CPU / the `ops` metric the client prints.
+    """
+    command: tuple[str, ...]
+    ready_timeout: float = 10.0
+
+
+@dataclass(frozen=True)
+class System:
+    """A program speaking the scenario protocol (see README). `program` may use {bin} and {peers}.
+
+    `extra` are further key=value templates appended after the scenario's params (e.g.
+    "port={port}" for the client of a server pair). `build` tells the user how to get the
+    program when it is missing.
+    """
+    name: str
+    program: str
+    build: str = ""
+    extra: tuple[str, ...] = ()
+    server: Server | None = None
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    title: str
+    seed_file: str | None
+    systems: tuple[System, ...]
+    metrics: Mapping[str, Metric]
+    scenarios: tuple[Scenario, ...]
+    derived: tuple[Derived, ...] = ()
+    rounds: Mapping[str, int] = field(default_factory=lambda: {"quick": 5, "full": 10})
+    timeout: float = 120.0
+    notes: str = ""
+
+    def metric(self, name: str) -> Metric:
+        """Declared metric, or a lower-is-better one of unknown unit for anything undeclared."""
+        return self.metrics.get(name) or Metric(unit="", better=LOWER)
+
+
+def load_suites(directory: Path) -> list[Suite]:
+    """Every suites/*.py defining SUITE, in seed-report order (suites without a seed last)."""
+    suites = []
+    for path in sorted(directory.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        spec = importlib.util.spec_from_file_location(f"weftbench_suite_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        suite = getattr(module, "SUITE", None)
+        if not isinstance(suite, Suite):
+            raise ValueError(f"{path}: defines no SUITE = Suite(...)")
+        if not any(s.name == SUBJECT for s in suite.systems):
+            raise ValueError(f"{path}: suite {suite.name} has no system named {SUBJECT!r}")
+        suites.append(suite)
+    return sorted(suites, key=lambda s: (s.seed_file is None, s.seed_file or "", s.name))
