@@ -3,7 +3,7 @@
 # present are left alone, so a second run takes seconds.
 #   apt:   g++ 12, clang 16 (+ its sanitizer runtimes and clang-format), cmake, ninja,
 #          liburing, GoogleTest, Google Benchmark, oneTBB (the fork-join peer)
-#   pip:   matplotlib (plots in the weft-bench report)
+#   pip:   matplotlib (plots in the weft-bench report; its tests render one)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -22,6 +22,4 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ "${WEFT_SETUP_BENCH:-0}" = 1 ]; then
-    python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib
-fi
+python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib

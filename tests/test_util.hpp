@@ -59,8 +59,10 @@ private:
                 continue;
             }
             const auto gen = generation_;
-            if (!cv_.wait_for(lock, limit_, [&] { return quit_ || !running_ || generation_ != gen; })) {
-                std::fprintf(stderr, "\nwatchdog: %s still running after %lds: deadlock? aborting\n",
+            if (!cv_.wait_for(lock, limit_,
+                              [&] { return quit_ || !running_ || generation_ != gen; })) {
+                std::fprintf(stderr,
+                             "\nwatchdog: %s still running after %lds: deadlock? aborting\n",
                              name_.c_str(), static_cast<long>(limit_.count()));
                 std::fflush(stderr);
                 std::abort();

@@ -33,9 +33,7 @@ using weft::bench::emit;
 using weft::bench::params;
 using weft::bench::time_ns;
 
-auto workers_of(const params& p) -> unsigned {
-    return static_cast<unsigned>(p.get("workers", 0));
-}
+auto workers_of(const params& p) -> unsigned { return static_cast<unsigned>(p.get("workers", 0)); }
 
 // ---- fork: create + await + destroy on the inline executor -------------------------------
 
@@ -183,7 +181,8 @@ void parked_memory_scenario(const params& p) {
                 parked->fetch_add(1, std::memory_order_relaxed);
                 auto r = co_await weft::sleep_for(std::chrono::hours(1));
                 (void)r;
-            }(&parked)).detach();
+            }(&parked))
+                .detach();
         }
         while (parked.load() != n) {
             co_await weft::yield();

@@ -36,7 +36,8 @@ auto time_ns(Fn&& fn) -> double {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
     const auto t1 = std::chrono::steady_clock::now();
-    return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+    return static_cast<double>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
 }
 
 /// Runs the scenario named argv[1] from `table`; returns the process exit code.

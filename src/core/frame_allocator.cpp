@@ -96,7 +96,8 @@ void frame_free(void* p, std::size_t bytes) noexcept {
             b->next = c.heads[k];
             c.heads[k] = b;
             ++c.count[k];
-            WEFT_POISON(reinterpret_cast<char*>(b) + sizeof(free_block), block - sizeof(free_block));
+            WEFT_POISON(reinterpret_cast<char*>(b) + sizeof(free_block),
+                        block - sizeof(free_block));
             return;
         }
     }

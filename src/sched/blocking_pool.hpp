@@ -12,8 +12,8 @@
 namespace weft::detail {
 
 /// Threads for calls that can only block. Starts a thread when a job arrives and none is idle
-/// (up to `max_threads`); threads then stay until the runtime ends. Jobs are an intrusive FIFO of the
-/// awaiting frames' blocking_job nodes, so submitting never allocates.
+/// (up to `max_threads`); threads then stay until the runtime ends. Jobs are an intrusive FIFO of
+/// the awaiting frames' blocking_job nodes, so submitting never allocates.
 class blocking_pool {
 public:
     explicit blocking_pool(unsigned max_threads) noexcept : max_threads_(max_threads) {}

@@ -153,7 +153,8 @@ auto runtime_core::has_work_anywhere() const noexcept -> bool {
 
 auto runtime_core::now_ms() const noexcept -> std::uint64_t {
     const auto d = std::chrono::steady_clock::now() - epoch_;
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
 
 auto runtime_core::to_ms_ceil(std::chrono::steady_clock::time_point t) const noexcept
@@ -200,9 +201,7 @@ void sched_worker::join() {
     }
 }
 
-void sched_worker::schedule_remote(std::coroutine_handle<> h) noexcept {
-    rt_.inject(h.address());
-}
+void sched_worker::schedule_remote(std::coroutine_handle<> h) noexcept { rt_.inject(h.address()); }
 
 void sched_worker::on_push() noexcept {
     // Relaxed pre-check: see runtime_core's class comment.
@@ -478,7 +477,8 @@ auto timer_finish(timer_op& op) noexcept -> result<void> {
 
 // ---- runtime ------------------------------------------------------------------------------
 
-runtime::runtime(runtime_options opts) : core_(std::make_unique<detail::runtime_core>(std::move(opts))) {
+runtime::runtime(runtime_options opts)
+    : core_(std::make_unique<detail::runtime_core>(std::move(opts))) {
     core_->start();
 }
 

@@ -125,8 +125,8 @@ public:
     blocking_pool blocking;
 
     std::mutex idle_mu;
-    std::vector<sched_worker*> idle;        // guarded by idle_mu
-    std::atomic<unsigned> idle_count{0};    // == idle.size(), readable without the lock
+    std::vector<sched_worker*> idle;      // guarded by idle_mu
+    std::atomic<unsigned> idle_count{0};  // == idle.size(), readable without the lock
     std::atomic<unsigned> searching{0};
     std::atomic<bool> shutting_down{false};
     std::atomic<bool> terminate{false};
@@ -138,8 +138,8 @@ private:
 
     std::chrono::steady_clock::time_point epoch_;
     mutable std::mutex inject_mu_;
-    std::deque<void*> injector_;               // guarded by inject_mu_
-    std::atomic<std::size_t> injected_{0};     // == injector_.size()
+    std::deque<void*> injector_;            // guarded by inject_mu_
+    std::atomic<std::size_t> injected_{0};  // == injector_.size()
 };
 
 }  // namespace weft::detail

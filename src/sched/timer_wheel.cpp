@@ -20,7 +20,8 @@ void timer_wheel::insert(timer_op* op) noexcept {
         op->when_ms = elapsed_;  // already due: file it in the current slot
     }
     const unsigned level = level_for(elapsed_, op->when_ms);
-    const unsigned slot = static_cast<unsigned>((op->when_ms >> (bits_per_level * level)) & slot_mask);
+    const unsigned slot =
+        static_cast<unsigned>((op->when_ms >> (bits_per_level * level)) & slot_mask);
     op->level = static_cast<std::uint8_t>(level);
     op->slot = static_cast<std::uint8_t>(slot);
     op->wheel_prev = nullptr;

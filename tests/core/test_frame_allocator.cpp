@@ -1,11 +1,10 @@
-#include "weft/core/frame_allocator.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <new>
 
+#include "weft/core/frame_allocator.hpp"
 #include "weft/core/join_handle.hpp"
 #include "weft/core/sync_wait.hpp"
 

@@ -1,10 +1,10 @@
-#include "weft/core/generator.hpp"
-
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "weft/core/generator.hpp"
 
 namespace {
 

@@ -1,5 +1,3 @@
-#include "weft/core/join_handle.hpp"
-
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -8,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/core/join_handle.hpp"
 #include "weft/core/sync_wait.hpp"
 
 namespace {
@@ -83,7 +82,8 @@ TEST(spawn, detached_task_runs_and_frees_itself) {
         weft::spawn([](std::shared_ptr<int> t) -> weft::task<void> {
             ++*t;
             co_return;
-        }(token)).detach();
+        }(token))
+            .detach();
         co_return;
     };
     weft::sync_wait(parent());

@@ -1,11 +1,10 @@
-#include "weft/core/scope.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <stdexcept>
 
 #include "test_util.hpp"
+#include "weft/core/scope.hpp"
 #include "weft/core/sync_wait.hpp"
 
 namespace {
@@ -26,16 +25,16 @@ TEST(scope, waits_for_every_child) {
 }
 
 TEST(scope, returns_body_value) {
-    auto r = weft::sync_wait(weft::with_scope([](weft::scope&) -> weft::task<int> { co_return 7; }));
+    auto r =
+        weft::sync_wait(weft::with_scope([](weft::scope&) -> weft::task<int> { co_return 7; }));
     EXPECT_EQ(r, 7);
 }
 
 TEST(scope, first_child_failure_cancels_siblings_and_is_rethrown) {
     bool sibling_saw_stop = false;
     auto body = [&](weft::scope& s) -> weft::task<void> {
-        s.spawn([&]() -> weft::task<void> {
-            sibling_saw_stop = co_await weft::test::wait_for_stop{};
-        });
+        s.spawn(
+            [&]() -> weft::task<void> { sibling_saw_stop = co_await weft::test::wait_for_stop{}; });
         s.spawn([]() -> weft::task<void> {
             throw std::runtime_error("child");
             co_return;
@@ -63,9 +62,7 @@ TEST(scope, body_failure_cancels_children_after_they_finish) {
 TEST(scope, children_see_the_scope_stop_token) {
     bool stopped = false;
     auto body = [&](weft::scope& s) -> weft::task<void> {
-        s.spawn([&]() -> weft::task<void> {
-            stopped = co_await weft::test::wait_for_stop{};
-        });
+        s.spawn([&]() -> weft::task<void> { stopped = co_await weft::test::wait_for_stop{}; });
         s.request_stop();
         co_return;
     };

@@ -1,9 +1,9 @@
-#include "weft/core/stop.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
+
+#include "weft/core/stop.hpp"
 
 namespace {
 
@@ -31,7 +31,9 @@ TEST(stop_state, callback_after_stop_runs_immediately) {
 TEST(stop_state, removed_callback_never_runs) {
     weft::stop_state s;
     int calls = 0;
-    { weft::stop_callback cb(&s, [&] { ++calls; }); }
+    {
+        weft::stop_callback cb(&s, [&] { ++calls; });
+    }
     s.request_stop();
     EXPECT_EQ(calls, 0);
 }
@@ -65,8 +67,8 @@ TEST(stop_state, remove_waits_for_callback_running_on_other_thread) {
     weft::stop_state s;
     std::atomic<int> phase{0};
     std::atomic<bool> finished{false};
-    auto cb = std::make_unique<weft::stop_callback<std::function<void()>>>(
-        &s, std::function<void()>([&] {
+    auto cb =
+        std::make_unique<weft::stop_callback<std::function<void()>>>(&s, std::function<void()>([&] {
             phase.store(1);
             while (phase.load() != 2) {
                 std::this_thread::yield();

@@ -1,11 +1,10 @@
-#include "weft/core/sync_wait.hpp"
-
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 #include <thread>
 
 #include "weft/core/join_handle.hpp"
+#include "weft/core/sync_wait.hpp"
 
 namespace {
 

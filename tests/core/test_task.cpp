@@ -1,5 +1,3 @@
-#include "weft/core/task.hpp"
-
 #include <gtest/gtest.h>
 
 #include <memory_resource>
@@ -7,6 +5,7 @@
 #include <string>
 
 #include "weft/core/sync_wait.hpp"
+#include "weft/core/task.hpp"
 
 namespace {
 

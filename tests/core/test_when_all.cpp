@@ -1,5 +1,3 @@
-#include "weft/core/when_all.hpp"
-
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -8,6 +6,7 @@
 
 #include "test_util.hpp"
 #include "weft/core/sync_wait.hpp"
+#include "weft/core/when_all.hpp"
 
 namespace {
 

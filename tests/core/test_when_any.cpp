@@ -1,5 +1,3 @@
-#include "weft/core/when_any.hpp"
-
 #include <gtest/gtest.h>
 
 #include <stdexcept>
@@ -7,6 +5,7 @@
 
 #include "test_util.hpp"
 #include "weft/core/sync_wait.hpp"
+#include "weft/core/when_any.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
-#include "weft/core/detail/work_deque.hpp"
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
+
+#include "weft/core/detail/work_deque.hpp"
 
 namespace {
 

@@ -1,5 +1,3 @@
-#include "weft/sched/runtime.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,6 +8,7 @@
 
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
+#include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 
 namespace {
@@ -21,9 +20,9 @@ TEST(runtime, block_on_returns_value_and_rethrows) {
     EXPECT_EQ(rt.worker_count(), 2U);
     EXPECT_EQ(rt.block_on([]() -> weft::task<int> { co_return 5; }()), 5);
     EXPECT_THROW(rt.block_on([]() -> weft::task<void> {
-                     throw std::runtime_error("x");
-                     co_return;
-                 }()),
+        throw std::runtime_error("x");
+        co_return;
+    }()),
                  std::runtime_error);
 }
 
@@ -36,8 +35,8 @@ TEST(runtime, spawn_from_outside_and_join) {
     weft::runtime rt{{.workers = 2}};
     auto h = rt.spawn([]() -> weft::task<int> { co_return 8; }());
     EXPECT_EQ(rt.block_on([](weft::join_handle<int> h) -> weft::task<int> {
-                  co_return co_await std::move(h);
-              }(std::move(h))),
+        co_return co_await std::move(h);
+    }(std::move(h))),
               8);
 }
 
@@ -65,9 +64,9 @@ TEST(runtime, parked_worker_wakes_and_steals) {
 TEST(runtime, block_on_from_worker_is_refused) {
     weft::runtime rt{{.workers = 1}};
     EXPECT_THROW(rt.block_on([&]() -> weft::task<void> {
-                     rt.block_on([]() -> weft::task<void> { co_return; }());
-                     co_return;
-                 }()),
+        rt.block_on([]() -> weft::task<void> { co_return; }());
+        co_return;
+    }()),
                  std::logic_error);
 }
 
@@ -106,8 +105,7 @@ TEST(runtime, shutdown_cancels_parked_timers) {
                   if (!r && r.error() == std::errc::operation_canceled) {
                       cancelled.fetch_add(1);
                   }
-              })
-                .detach();
+              }).detach();
         }
         rt.block_on([]() -> weft::task<void> {
             auto r = co_await weft::sleep_for(5ms);  // let the sleepers park

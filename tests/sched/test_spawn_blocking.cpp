@@ -1,5 +1,3 @@
-#include "weft/sched/spawn_blocking.hpp"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,6 +6,7 @@
 
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
+#include "weft/sched/spawn_blocking.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
 
@@ -31,11 +30,9 @@ TEST(spawn_blocking, returns_value_from_another_thread) {
 TEST(spawn_blocking, rethrows_exception) {
     weft::runtime rt{{.workers = 1}};
     EXPECT_THROW(rt.block_on([]() -> weft::task<void> {
-                     auto r = co_await weft::spawn_blocking([]() -> int {
-                         throw std::domain_error("x");
-                     });
-                     (void)r;
-                 }()),
+        auto r = co_await weft::spawn_blocking([]() -> int { throw std::domain_error("x"); });
+        (void)r;
+    }()),
                  std::domain_error);
 }
 

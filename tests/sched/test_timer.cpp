@@ -1,5 +1,3 @@
-#include "weft/sched/timer.hpp"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,6 +6,7 @@
 #include "weft/core/sync_wait.hpp"
 #include "weft/core/when_any.hpp"
 #include "weft/sched/runtime.hpp"
+#include "weft/sched/timer.hpp"
 
 namespace {
 
@@ -89,9 +88,8 @@ TEST(with_timeout, expired_operation_yields_timed_out) {
 
 TEST(with_timeout, result_holding_cancellation_becomes_timed_out) {
     weft::runtime rt{{.workers = 2}};
-    auto r = rt.block_on(weft::with_timeout(2ms, []() -> weft::task<weft::result<void>> {
-        co_return co_await weft::sleep_for(1h);
-    }()));
+    auto r = rt.block_on(weft::with_timeout(
+        2ms, []() -> weft::task<weft::result<void>> { co_return co_await weft::sleep_for(1h); }()));
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error(), std::errc::timed_out);
 }

@@ -1,11 +1,11 @@
-#include "timer_wheel.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <memory>
 #include <random>
 #include <vector>
+
+#include "timer_wheel.hpp"
 
 namespace {
 
@@ -96,8 +96,8 @@ TEST(timer_wheel, matches_reference_under_random_schedule) {
         now += rng() % 5000;
         w.advance(now, [&](timer_op* op) {
             EXPECT_LE(op->when_ms, now);
-            auto it = std::find_if(ops.begin(), ops.end(),
-                                   [&](const auto& p) { return p.get() == op; });
+            auto it =
+                std::find_if(ops.begin(), ops.end(), [&](const auto& p) { return p.get() == op; });
             const auto idx = static_cast<std::size_t>(it - ops.begin());
             EXPECT_TRUE(live[idx]);
             live[idx] = false;

@@ -1,5 +1,3 @@
-#include "weft/sched/yield.hpp"
-
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -7,6 +5,7 @@
 #include "weft/core/join_handle.hpp"
 #include "weft/core/sync_wait.hpp"
 #include "weft/sched/runtime.hpp"
+#include "weft/sched/yield.hpp"
 
 namespace {
 

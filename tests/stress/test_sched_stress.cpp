@@ -37,7 +37,8 @@ TEST(sched_stress, million_spawns_each_counted_exactly_once) {
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             for (int i = 0; i < n; ++i) {
                 s.spawn([&, i]() -> weft::task<void> {
-                    if (seen[static_cast<std::size_t>(i)].exchange(1, std::memory_order_relaxed) != 0) {
+                    if (seen[static_cast<std::size_t>(i)].exchange(1, std::memory_order_relaxed) !=
+                        0) {
                         duplicates.fetch_add(1, std::memory_order_relaxed);
                     }
                     co_return;
@@ -65,8 +66,7 @@ TEST(sched_stress, spawns_from_many_outside_threads) {
                 rt.spawn([&]() -> weft::task<void> {
                       ran.fetch_add(1, std::memory_order_relaxed);
                       co_return;
-                  })
-                    .detach();
+                  }).detach();
             }
         });
     }
@@ -138,7 +138,8 @@ TEST(sched_stress, random_yields_steals_and_cancellations) {
                                     co_return;
                                 }
                             } else if (kind == 2) {
-                                auto h = co_await weft::fork([]() -> weft::task<int> { co_return 1; }());
+                                auto h =
+                                    co_await weft::fork([]() -> weft::task<int> { co_return 1; }());
                                 (void)co_await std::move(h);
                             } else {
                                 auto r = co_await weft::sleep_for(1h);  // only a stop ends it

@@ -39,8 +39,7 @@ public:
             current_ = std::addressof(v);
             return {};
         }
-        auto yield_value(std::remove_reference_t<reference>&& v) noexcept
-            -> std::suspend_always {
+        auto yield_value(std::remove_reference_t<reference>&& v) noexcept -> std::suspend_always {
             current_ = std::addressof(v);
             return {};
         }
@@ -61,7 +60,9 @@ public:
 
         iterator() noexcept = default;
         explicit iterator(std::coroutine_handle<promise_type> h) noexcept : h_(h) {}
-        auto operator*() const noexcept -> reference { return static_cast<reference>(*h_.promise().current_); }
+        auto operator*() const noexcept -> reference {
+            return static_cast<reference>(*h_.promise().current_);
+        }
         auto operator++() -> iterator& {
             h_.resume();
             rethrow_if_failed();

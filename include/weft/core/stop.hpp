@@ -74,7 +74,7 @@ private:
     std::atomic<std::uint32_t> word_{0};
     detail::stop_callback_node* head_ = nullptr;     // guarded by locked_bit
     detail::stop_callback_node* running_ = nullptr;  // guarded by locked_bit
-    std::thread::id running_thread_;                  // guarded by locked_bit
+    std::thread::id running_thread_;                 // guarded by locked_bit
 };
 
 /// A stop_state that also stops when its parent does. Used for every scope-like group.

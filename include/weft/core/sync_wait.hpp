@@ -53,7 +53,8 @@ struct return_to {
 };
 
 template <typename T>
-auto sync_root(task<T> t, std::optional<std::conditional_t<std::is_void_v<T>, bool, T>>& out,
+auto sync_root(task<T> t,
+               std::optional<std::conditional_t<std::is_void_v<T>, bool, T>>& out,
                std::exception_ptr& error,
                std::atomic<bool>& done,
                inline_executor& ex) -> task<void> {

@@ -63,11 +63,9 @@ public:
         return allocate_frame(n, r);
     }
     template <typename Self, typename... Args>
-    static auto operator new(std::size_t n,
-                             Self&,
-                             std::allocator_arg_t,
-                             std::pmr::memory_resource* r,
-                             Args&&...) -> void* {
+    static auto operator new(
+        std::size_t n, Self&, std::allocator_arg_t, std::pmr::memory_resource* r, Args&&...)
+        -> void* {
         return allocate_frame(n, r);
     }
     static void operator delete(void* p, std::size_t n) noexcept { deallocate_frame(p, n); }
@@ -98,7 +96,8 @@ protected:
             case task_mode::awaited:
                 return continuation_ ? continuation_ : std::noop_coroutine();
             case task_mode::forked:
-                if (worker_base* w = tl_worker; w != nullptr && w->pop_if(continuation_.address())) {
+                if (worker_base* w = tl_worker;
+                    w != nullptr && w->pop_if(continuation_.address())) {
                     // Nobody stole the parent, so it has not run since the fork: no other thread
                     // can look at join_ yet.
                     join_.store(join_done, std::memory_order_relaxed);

@@ -80,8 +80,8 @@ template <typename T, typename Rep, typename Period>
 auto with_timeout(std::chrono::duration<Rep, Period> d, task<T> t)
     -> task<result<std::conditional_t<std::is_void_v<T>, void, T>>> {
     using R = result<std::conditional_t<std::is_void_v<T>, void, T>>;
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::steady_clock::duration>(d);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::ceil<std::chrono::steady_clock::duration>(d);
     stop_state* parent = co_await detail::current_stop{};
     linked_stop_state work_stop(parent);
     linked_stop_state timer_stop(parent);

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The main job: builds weft (release) and the peers, runs every weft-bench suite and prints
+# where the report is. Usage: scripts/bench.sh [--full] [weft-bench options...]
+# Default is quick mode (all suites together stay under 10 minutes on 2 cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=OFF \
+    -DWEFT_BUILD_BENCH=ON >/dev/null
+cmake --build build/release
+# A peer whose toolchain is missing is reported by build.sh and by the report; the rest run.
+bash bench/peers/build.sh build/peers || echo "bench: some peers did not build (see above)" >&2
+mode=--quick
+for a in "$@"; do
+    [ "$a" = "--full" ] && mode=""
+done
+exec python3 tools/weft-bench/weft-bench $mode --bin build/release/bench --peers build/peers \
+    --out results "$@"
