@@ -1,109 +1,157 @@
 #include "weft/core/frame_allocator.hpp"
 
 #include <cstdlib>
+#include <mutex>
 #include <new>
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WEFT_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define WEFT_ASAN 1
-#endif
-#ifdef WEFT_ASAN
-#include <sanitizer/asan_interface.h>
-#define WEFT_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define WEFT_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define WEFT_POISON(p, n) ((void)(p), (void)(n))
-#define WEFT_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
-
 namespace weft {
+namespace detail {
+
+constinit thread_local frame_lists tl_frame_lists{};
+
 namespace {
 
-// Size classes of 64 bytes: class k holds blocks of (k + 1) * 64 bytes.
-constexpr std::size_t class_bytes = 64;
-constexpr std::size_t class_count = detail::max_recycled_frame / class_bytes;
-// A thread keeps at most this many bytes per class. Frames often die on another thread than the
-// one that made them (M:N); the cap stops a consumer thread from hoarding what a producer
-// thread then has to malloc again, and bounds the memory a burst leaves behind.
-constexpr std::size_t class_cap_bytes = 256 * 1024;
+// An empty class is refilled by carving a slab of this many bytes into blocks: one malloc
+// instead of one per frame, so a burst of spawns costs a few instructions per frame.
+constexpr std::size_t slab_bytes = 64 * 1024;
 
-struct free_block {
+// Frames of up to max_recycled_frame bytes live in slabs that are never returned to the
+// system: the memory of the peak number of live frames stays pooled for reuse. Frames often die
+// on another thread than the one that made them (M:N: a spawner on one worker, its children
+// finishing on another), so a thread's surplus moves here in batches and a thread that runs dry
+// takes a batch back (one lock per batch, tcmalloc's transfer cache). Frames larger than
+// max_recycled_frame use malloc/free directly.
+//
+// A batch on a transfer stack: its head block carries, after the link word, the next batch and
+// the batch length.
+struct batch_head {
     free_block* next;
+    batch_head* next_batch;
+    std::size_t count;
 };
 
-// Invariant per class k: count[k] == length of the list heads[k], and
-// count[k] * block_size(k) <= class_cap_bytes. Listed blocks are poisoned under ASan except for
-// their first word (the link), so a use of a destroyed frame is reported.
-struct frame_cache {
-    free_block* heads[class_count] = {};
-    std::uint32_t count[class_count] = {};
-    frame_allocator_stats stats;
+struct transfer_stack {
+    std::mutex mu;
+    batch_head* batches = nullptr;  // guarded by mu
+};
 
-    constexpr frame_cache() = default;
-    frame_cache(const frame_cache&) = delete;
-    auto operator=(const frame_cache&) -> frame_cache& = delete;
-    ~frame_cache() {
-        for (std::size_t k = 0; k < class_count; ++k) {
-            while (free_block* b = heads[k]) {
-                WEFT_UNPOISON(b, (k + 1) * class_bytes);
-                heads[k] = b->next;
-                std::free(b);
+transfer_stack g_transfer[frame_class_count];
+
+// Moves the first `n` blocks of class k from this thread's list to the transfer stack.
+void give_back(frame_lists& l, std::size_t k, std::uint32_t n) noexcept {
+    free_block* head = l.heads[k];
+    free_block* last = head;
+    for (std::uint32_t i = 1; i < n; ++i) {
+        last = last->next;  // the link word is never poisoned
+    }
+    l.heads[k] = last->next;
+    last->next = nullptr;
+    l.count[k] -= n;
+    auto* bh = reinterpret_cast<batch_head*>(head);
+    WEFT_UNPOISON(bh, sizeof(batch_head));
+    bh->count = n;
+    transfer_stack& t = g_transfer[k];
+    std::lock_guard lock(t.mu);
+    bh->next_batch = t.batches;
+    t.batches = bh;
+}
+
+// Takes one batch of class k from the transfer stack into this thread's (empty) list.
+auto take_batch(frame_lists& l, std::size_t k) noexcept -> bool {
+    transfer_stack& t = g_transfer[k];
+    batch_head* bh = nullptr;
+    {
+        std::lock_guard lock(t.mu);
+        bh = t.batches;
+        if (bh == nullptr) {
+            return false;
+        }
+        t.batches = bh->next_batch;
+    }
+    l.heads[k] = reinterpret_cast<free_block*>(bh);
+    l.count[k] = static_cast<std::uint32_t>(bh->count);
+    WEFT_POISON(reinterpret_cast<char*>(bh) + sizeof(free_block),
+                sizeof(batch_head) - sizeof(free_block));
+    return true;
+}
+
+void carve(frame_lists& l, std::size_t k) {
+    const std::size_t size = frame_block_size(k);
+    const std::size_t n = slab_bytes / size;
+    auto* slab = static_cast<char*>(std::malloc(n * size));
+    if (slab == nullptr) {
+        throw std::bad_alloc();
+    }
+    ++l.stats.system_allocs;
+    free_block* head = l.heads[k];
+    for (std::size_t i = n; i-- > 0;) {
+        auto* b = reinterpret_cast<free_block*>(slab + i * size);
+        b->next = head;
+        head = b;
+        WEFT_POISON(slab + i * size + sizeof(free_block), size - sizeof(free_block));
+    }
+    l.heads[k] = head;
+    l.count[k] += static_cast<std::uint32_t>(n);
+}
+
+// On thread exit, hands this thread's blocks to the transfer stacks for the threads that remain.
+struct exit_hand_back {
+    exit_hand_back() = default;
+    exit_hand_back(const exit_hand_back&) = delete;
+    auto operator=(const exit_hand_back&) -> exit_hand_back& = delete;
+    ~exit_hand_back() {
+        frame_lists& l = tl_frame_lists;
+        for (std::size_t k = 0; k < frame_class_count; ++k) {
+            if (l.count[k] != 0) {
+                give_back(l, k, l.count[k]);
             }
         }
     }
 };
-
-thread_local frame_cache tl_cache;
+thread_local exit_hand_back tl_exit_hand_back;
 
 }  // namespace
 
-auto this_thread_frame_stats() noexcept -> frame_allocator_stats { return tl_cache.stats; }
-
-namespace detail {
-
-auto frame_alloc(std::size_t bytes) -> void* {
-    frame_cache& c = tl_cache;
-    if (bytes <= max_recycled_frame) {
-        const std::size_t k = (bytes - 1) / class_bytes;
-        if (free_block* b = c.heads[k]) {
-            WEFT_UNPOISON(b, (k + 1) * class_bytes);
-            c.heads[k] = b->next;
-            --c.count[k];
-            ++c.stats.recycled;
-            return b;
+auto frame_alloc_slow(std::size_t bytes) -> void* {
+    frame_lists& l = tl_frame_lists;
+    if (bytes > max_recycled_frame) {
+        ++l.stats.system_allocs;
+        void* p = std::malloc(bytes);
+        if (p == nullptr) {
+            throw std::bad_alloc();
         }
-        bytes = (k + 1) * class_bytes;
+        return p;
     }
-    ++c.stats.system_allocs;
-    void* p = std::malloc(bytes);
-    if (p == nullptr) {
-        throw std::bad_alloc();
+    (void)&tl_exit_hand_back;  // registers the thread-exit hand-back (first use constructs it)
+    const std::size_t k = frame_class_of(bytes);
+    if (!take_batch(l, k)) {
+        carve(l, k);
     }
-    return p;
+    return frame_alloc(bytes);
 }
 
-void frame_free(void* p, std::size_t bytes) noexcept {
-    frame_cache& c = tl_cache;
-    if (bytes <= max_recycled_frame) {
-        const std::size_t k = (bytes - 1) / class_bytes;
-        const std::size_t block = (k + 1) * class_bytes;
-        if ((c.count[k] + 1) * block <= class_cap_bytes) {
-            auto* b = static_cast<free_block*>(p);
-            b->next = c.heads[k];
-            c.heads[k] = b;
-            ++c.count[k];
-            WEFT_POISON(reinterpret_cast<char*>(b) + sizeof(free_block),
-                        block - sizeof(free_block));
-            return;
-        }
+void frame_free_slow(void* p, std::size_t bytes) noexcept {
+    frame_lists& l = tl_frame_lists;
+    if (bytes > max_recycled_frame) {
+        ++l.stats.system_frees;
+        std::free(p);
+        return;
     }
-    ++c.stats.system_frees;
-    std::free(p);
+    (void)&tl_exit_hand_back;
+    const std::size_t k = frame_class_of(bytes);
+    auto* b = static_cast<free_block*>(p);
+    b->next = l.heads[k];
+    l.heads[k] = b;
+    ++l.count[k];
+    WEFT_POISON(static_cast<char*>(p) + sizeof(free_block),
+                frame_block_size(k) - sizeof(free_block));
+    give_back(l, k, l.count[k] / 2);
 }
 
 }  // namespace detail
+
+auto this_thread_frame_stats() noexcept -> frame_allocator_stats {
+    return detail::tl_frame_lists.stats;
+}
+
 }  // namespace weft

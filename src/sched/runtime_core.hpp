@@ -52,7 +52,9 @@ public:
     [[nodiscard]] auto index() const noexcept -> unsigned { return index_; }
     void unpark() noexcept { driver_->unpark(); }
     [[nodiscard]] auto queued() const noexcept -> std::int64_t { return deque_.size(); }
-    auto steal_one() noexcept -> void* { return deque_.steal(); }
+    auto steal_batch(void** out, std::int64_t max) noexcept -> std::int64_t {
+        return deque_.steal_batch(out, max);
+    }
     /// Handles to resume after timers fired (filled by fire_timers, owner only).
     auto fire_timers() -> bool;
 
@@ -67,7 +69,9 @@ private:
     void overflow(std::coroutine_handle<> h) override;
     void run();
     auto next_task() -> void*;
-    auto steal_work() -> void*;
+    auto find_work() -> void*;
+    auto become_searching() noexcept -> bool;
+    auto steal_once() -> void*;
     auto take_injected() -> void*;
     void park();
 
@@ -76,7 +80,7 @@ private:
     timer_queue timers_;
     std::unique_ptr<park_driver> driver_;
     std::thread thread_;
-    std::uint32_t tick_ = 0;
+    std::uint32_t until_fairness_ = 61;  // tasks until the next fairness check
     std::uint64_t rng_;
 };
 
@@ -106,7 +110,7 @@ public:
 
     void inject(void* h);
     void inject_batch(void* const* hs, std::size_t n);
-    auto take_injected(std::vector<void*>& out, std::size_t max) -> std::size_t;
+    auto take_injected(void** out, std::size_t max) -> std::size_t;
     [[nodiscard]] auto injector_empty() const noexcept -> bool {
         return injected_.load(std::memory_order_seq_cst) == 0;
     }

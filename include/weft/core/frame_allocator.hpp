@@ -4,14 +4,31 @@
 #include <cstdint>
 #include <memory_resource>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WEFT_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(WEFT_ASAN)
+#define WEFT_ASAN 1
+#endif
+#ifdef WEFT_ASAN
+#include <sanitizer/asan_interface.h>
+#define WEFT_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define WEFT_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define WEFT_POISON(p, n) ((void)(p), (void)(n))
+#define WEFT_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace weft {
 
 /// Counters of the calling thread's coroutine-frame cache. Tests use them to prove that a
 /// steady-state workload takes no memory from the system allocator.
 struct frame_allocator_stats {
-    std::uint64_t system_allocs = 0;  ///< frames taken from malloc (cache miss or too large)
-    std::uint64_t system_frees = 0;   ///< frames given back to free (cache full or too large)
-    std::uint64_t recycled = 0;       ///< frames served from the cache
+    std::uint64_t system_allocs = 0;  ///< mallocs: a new 64 KiB slab, or one too-large frame
+    std::uint64_t system_frees = 0;   ///< frees (only of too-large frames: slabs stay pooled)
+    std::uint64_t recycled = 0;       ///< frames served from freed frames
 };
 
 /// This thread's counters (they are per thread: frames freed on another thread land there).
@@ -28,9 +45,69 @@ struct alignas(16) frame_header {
 
 /// Frames up to this many bytes (header included) are recycled; larger ones go to malloc.
 inline constexpr std::size_t max_recycled_frame = 2048;
+/// Size classes of 64 bytes: class k holds blocks of (k + 1) * 64 bytes.
+inline constexpr std::size_t frame_class_bytes = 64;
+inline constexpr std::size_t frame_class_count = max_recycled_frame / frame_class_bytes;
+/// A thread keeps at most this many bytes per class; past it, half moves to a shared pool.
+inline constexpr std::size_t frame_class_cap_bytes = 64 * 1024;
 
-[[nodiscard]] auto frame_alloc(std::size_t bytes) -> void*;
-void frame_free(void* p, std::size_t bytes) noexcept;
+struct free_block {
+    free_block* next;
+};
+
+// The per-thread free lists: plain data with a constant initializer, so the fast paths below
+// reach them with one TLS-relative load (no guard, no wrapper call); the slow paths in
+// frame_allocator.cpp register the thread-exit hand-back.
+// Invariant per class k: count[k] == length of heads[k] <= cap_count(k) (except transiently
+// inside frame_free_slow).
+struct frame_lists {
+    free_block* heads[frame_class_count];
+    std::uint32_t count[frame_class_count];
+    frame_allocator_stats stats;
+};
+extern constinit thread_local frame_lists tl_frame_lists;
+
+constexpr auto frame_class_of(std::size_t bytes) noexcept -> std::size_t {
+    return (bytes - 1) / frame_class_bytes;
+}
+constexpr auto frame_block_size(std::size_t k) noexcept -> std::size_t {
+    return (k + 1) * frame_class_bytes;
+}
+
+[[nodiscard]] auto frame_alloc_slow(std::size_t bytes) -> void*;
+void frame_free_slow(void* p, std::size_t bytes) noexcept;
+
+[[nodiscard]] inline auto frame_alloc(std::size_t bytes) -> void* {
+    if (bytes <= max_recycled_frame) {
+        const std::size_t k = frame_class_of(bytes);
+        frame_lists& l = tl_frame_lists;
+        if (free_block* b = l.heads[k]) {
+            WEFT_UNPOISON(b, frame_block_size(k));
+            l.heads[k] = b->next;
+            --l.count[k];
+            ++l.stats.recycled;
+            return b;
+        }
+    }
+    return frame_alloc_slow(bytes);
+}
+
+inline void frame_free(void* p, std::size_t bytes) noexcept {
+    if (bytes <= max_recycled_frame) {
+        const std::size_t k = frame_class_of(bytes);
+        frame_lists& l = tl_frame_lists;
+        if ((l.count[k] + 1) * frame_block_size(k) <= frame_class_cap_bytes) {
+            auto* b = static_cast<free_block*>(p);
+            b->next = l.heads[k];
+            l.heads[k] = b;
+            ++l.count[k];
+            WEFT_POISON(static_cast<char*>(p) + sizeof(free_block),
+                        frame_block_size(k) - sizeof(free_block));
+            return;
+        }
+    }
+    frame_free_slow(p, bytes);
+}
 
 [[nodiscard]] inline auto allocate_frame(std::size_t n, std::pmr::memory_resource* r) -> void* {
     const std::size_t total = n + sizeof(frame_header);

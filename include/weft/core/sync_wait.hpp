@@ -23,7 +23,7 @@ namespace weft {
 /// One per thread at a time; not movable. Use through sync_wait().
 class inline_executor final : public detail::worker_base {
 public:
-    inline_executor() noexcept : worker_base(false, &root_) {}
+    inline_executor() noexcept : worker_base(false, &root_, nullptr) {}
     inline_executor(const inline_executor&) = delete;
     auto operator=(const inline_executor&) -> inline_executor& = delete;
     ~inline_executor() = default;

@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <memory_resource>
+#include <new>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -71,7 +72,10 @@ public:
     static void operator delete(void* p, std::size_t n) noexcept { deallocate_frame(p, n); }
 
     auto initial_suspend() noexcept -> std::suspend_always { return {}; }
-    void unhandled_exception() noexcept { exception_ = std::current_exception(); }
+    void unhandled_exception() noexcept {
+        ::new (static_cast<void*>(exception_storage_)) std::exception_ptr(std::current_exception());
+        has_exception_ = true;
+    }
 
     struct final_awaiter {
         auto await_ready() noexcept -> bool { return false; }
@@ -87,8 +91,27 @@ public:
     std::coroutine_handle<> continuation_;
     std::atomic<std::uintptr_t> join_{join_running};
     scope_base* scope_ = nullptr;
-    std::exception_ptr exception_;
     task_mode mode_ = task_mode::awaited;
+
+    promise_base() noexcept = default;
+    promise_base(const promise_base&) = delete;
+    auto operator=(const promise_base&) -> promise_base& = delete;
+    ~promise_base() {
+        if (has_exception_) {
+            exception_ref().~exception_ptr();
+        }
+    }
+
+    /// Rethrows the stored exception, if the coroutine ended with one.
+    void rethrow_if_failed() {
+        if (has_exception_) {
+            std::rethrow_exception(exception_ref());
+        }
+    }
+    /// The stored exception (moved out), or null.
+    auto take_exception() noexcept -> std::exception_ptr {
+        return has_exception_ ? std::move(exception_ref()) : std::exception_ptr{};
+    }
 
 protected:
     auto complete(std::coroutine_handle<> self) noexcept -> std::coroutine_handle<> {
@@ -111,7 +134,7 @@ protected:
                 return finish_join(self);
             case task_mode::scoped: {
                 scope_base* s = scope_;
-                std::exception_ptr e = std::move(exception_);
+                std::exception_ptr e = take_exception();
                 self.destroy();
                 return s->child_done(std::move(e));
             }
@@ -120,6 +143,15 @@ protected:
     }
 
 private:
+    auto exception_ref() noexcept -> std::exception_ptr& {
+        return *std::launder(reinterpret_cast<std::exception_ptr*>(exception_storage_));
+    }
+
+    // The exception lives in raw storage, constructed only when there is one: std::exception_ptr's
+    // destructor is an out-of-line library call, and every frame would pay it on destruction.
+    alignas(std::exception_ptr) unsigned char exception_storage_[sizeof(std::exception_ptr)];
+    bool has_exception_ = false;
+
     auto finish_join(std::coroutine_handle<> self) noexcept -> std::coroutine_handle<> {
         // acq_rel: release publishes the result to the joiner; acquire sees the joiner's frame
         // (or the handle's detach) before we resume or free.
@@ -148,9 +180,7 @@ public:
         value_.emplace(std::forward<U>(v));
     }
     auto result() -> T {
-        if (exception_) {
-            std::rethrow_exception(exception_);
-        }
+        rethrow_if_failed();
         return std::move(*value_);
     }
 
@@ -164,9 +194,7 @@ public:
     auto get_return_object() noexcept -> task<T&>;
     void return_value(T& v) noexcept { value_ = std::addressof(v); }
     auto result() -> T& {
-        if (exception_) {
-            std::rethrow_exception(exception_);
-        }
+        rethrow_if_failed();
         return *value_;
     }
 
@@ -179,11 +207,7 @@ class task_promise<void> : public promise_base {
 public:
     auto get_return_object() noexcept -> task<void>;
     void return_void() noexcept {}
-    void result() {
-        if (exception_) {
-            std::rethrow_exception(exception_);
-        }
-    }
+    void result() { rethrow_if_failed(); }
 };
 
 template <typename T>

@@ -98,6 +98,31 @@ public:
         return item;
     }
 
+    /// Any thread: takes up to `max` of the oldest items (and at most half of what is there,
+    /// rounded up) with a single CAS; returns how many landed in `out`. 0 when empty or when it
+    /// lost a race. The items are read before the CAS that claims them: the owner never
+    /// overwrites a slot in [top_, bottom_), and a failed CAS discards what was read.
+    auto steal_batch(void** out, std::int64_t max) noexcept -> std::int64_t {
+        std::int64_t t = top_.load(std::memory_order_seq_cst);
+        const std::int64_t b = bottom_.load(std::memory_order_seq_cst);
+        std::int64_t n = b - t;
+        if (n <= 0) {
+            return 0;
+        }
+        n = (n + 1) / 2;
+        if (n > max) {
+            n = max;
+        }
+        for (std::int64_t i = 0; i < n; ++i) {
+            out[i] = slots_[index(t + i)].load(std::memory_order_relaxed);
+        }
+        if (!top_.compare_exchange_strong(t, t + n, std::memory_order_seq_cst,
+                                          std::memory_order_relaxed)) {
+            return 0;
+        }
+        return n;
+    }
+
     /// Approximate, any thread.
     [[nodiscard]] auto size() const noexcept -> std::int64_t {
         const std::int64_t b = bottom_.load(std::memory_order_relaxed);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <coroutine>
 
 #include "weft/core/detail/work_deque.hpp"
@@ -22,8 +23,8 @@ public:
     void push(std::coroutine_handle<> h) {
         if (!deque_.push(h.address())) {
             overflow(h);
-        } else if (stealable_) {
-            on_push();
+        } else if (idle_hint_ != nullptr && idle_hint_->load(std::memory_order_relaxed) != 0) {
+            on_push();  // a worker is parked: let it come and steal
         }
     }
 
@@ -60,8 +61,10 @@ public:
     void reset_budget() noexcept { budget_ = budget_per_turn; }
 
 protected:
-    worker_base(bool stealable, stop_state* root) noexcept
-        : stealable_(stealable), root_stop_(root) {}
+    /// `idle_hint`: a count of parked workers that could steal from this one (nullptr: none
+    /// ever can). Read relaxed on every push; see the parking protocol in sched.
+    worker_base(bool stealable, stop_state* root, const std::atomic<unsigned>* idle_hint) noexcept
+        : stealable_(stealable), root_stop_(root), idle_hint_(stealable ? idle_hint : nullptr) {}
     ~worker_base() = default;
 
     virtual void on_push() noexcept {}
@@ -70,6 +73,7 @@ protected:
     work_deque deque_;
     bool stealable_;
     stop_state* root_stop_;
+    const std::atomic<unsigned>* idle_hint_;
     int budget_ = budget_per_turn;
 };
 
