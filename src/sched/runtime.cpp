@@ -43,12 +43,11 @@ auto xorshift(std::uint64_t& s) noexcept -> std::uint64_t {
 
 runtime_core::runtime_core(runtime_options o)
     : opts(std::move(o)),
+      planned_workers(opts.workers != 0 ? opts.workers
+                                        : std::max(1U, std::thread::hardware_concurrency())),
       blocking(opts.max_blocking_threads == 0 ? 1 : opts.max_blocking_threads),
       epoch_(std::chrono::steady_clock::now()) {
-    unsigned n = opts.workers;
-    if (n == 0) {
-        n = std::max(1U, std::thread::hardware_concurrency());
-    }
+    const unsigned n = planned_workers;
     workers.reserve(n);
     for (unsigned i = 0; i < n; ++i) {
         workers.push_back(std::make_unique<sched_worker>(*this, i));
@@ -196,7 +195,8 @@ void runtime_schedule(runtime_core& rt, std::coroutine_handle<> h) {
 // ---- sched_worker -------------------------------------------------------------------------
 
 sched_worker::sched_worker(runtime_core& rt, unsigned index)
-    : worker_base(rt.opts.stealing, &rt.root, &rt.idle_count),
+    // A lone worker has nobody to steal from it: its deque then runs without fences.
+    : worker_base(rt.opts.stealing && rt.planned_workers > 1, &rt.root, &rt.idle_count),
       rt_(rt),
       index_(index),
       timers_(*this),
@@ -275,13 +275,11 @@ auto sched_worker::next_task() -> void* {
         if (void* h = take_injected()) {
             return h;
         }
-        if (stealable_) {
-            if (void* h = deque_.steal()) {  // our own oldest task, past the LIFO stream
-                if (deque_.size() != 0) {
-                    on_push();  // work is waiting here: let a parked worker come for it
-                }
-                return h;
+        if (void* h = deque_.steal()) {  // our own oldest task, past the LIFO stream
+            if (stealable_ && deque_.size() != 0) {
+                on_push();  // work is waiting here: let a parked worker come for it
             }
+            return h;
         }
     }
     return pop();

@@ -124,6 +124,7 @@ public:
     [[nodiscard]] auto ms_to_ns_from_now(std::uint64_t when_ms) const noexcept -> std::int64_t;
 
     const runtime_options opts;
+    const unsigned planned_workers;  // opts.workers, or the CPU count when that is 0
     std::vector<std::unique_ptr<sched_worker>> workers;
     stop_state root;
     blocking_pool blocking;

@@ -36,3 +36,37 @@ TEST(yield, on_runtime_resumes) {
 }
 
 }  // namespace
+
+namespace {
+
+// A task that only ever joins finished tasks still gives the others a turn: every
+// budget_per_turn ready joins it yields, so a task queued behind it runs before it finishes.
+TEST(budget, ready_joins_yield_when_the_turn_is_spent) {
+    weft::runtime rt{{.workers = 1}};
+    const bool other_ran_first = rt.block_on([]() -> weft::task<bool> {
+        std::vector<weft::join_handle<int>> done;
+        for (int i = 0; i < 4 * weft::detail::worker_base::budget_per_turn; ++i) {
+            done.push_back(weft::spawn([]() -> weft::task<int> { co_return 1; }()));
+        }
+        for (auto& d : done) {
+            while (!d.done()) {
+                co_await weft::yield();
+            }
+        }
+        bool other = false;
+        auto h = weft::spawn([&]() -> weft::task<void> {
+            other = true;
+            co_return;
+        });
+        bool seen_before_end = false;
+        for (auto& d : done) {
+            (void)co_await std::move(d);
+            seen_before_end = seen_before_end || other;
+        }
+        co_await std::move(h);
+        co_return seen_before_end;
+    }());
+    EXPECT_TRUE(other_ran_first);
+}
+
+}  // namespace

@@ -55,15 +55,31 @@ public:
     struct awaiter {
         detail::task_handle<T> h;
         auto await_ready() noexcept -> bool {
-            return h.promise().join_.load(std::memory_order_acquire) == detail::join_done;
+            auto& p = h.promise();
+            if (p.join_.load(std::memory_order_acquire) != detail::join_done) {
+                return false;
+            }
+            // A ready join of a spawned task counts against the turn's budget: a loop that
+            // only ever joins finished tasks still lets the others run (forks skip this: their
+            // join is the fork-join fast path).
+            detail::worker_base* w = detail::tl_worker;
+            return p.mode_ != detail::task_mode::spawned || w == nullptr || !w->consume_budget();
         }
-        auto await_suspend(std::coroutine_handle<> waiter) noexcept -> bool {
+        auto await_suspend(std::coroutine_handle<> waiter) -> bool {
             auto expected = detail::join_running;
             // release publishes the waiter frame to the child; acquire (on failure) sees the
             // result of a child that just finished.
-            return h.promise().join_.compare_exchange_strong(
-                expected, reinterpret_cast<std::uintptr_t>(waiter.address()),
-                std::memory_order_acq_rel, std::memory_order_acquire);
+            if (h.promise().join_.compare_exchange_strong(
+                    expected, reinterpret_cast<std::uintptr_t>(waiter.address()),
+                    std::memory_order_acq_rel, std::memory_order_acquire)) {
+                return true;
+            }
+            // Already finished: we are here because the turn's budget is spent. Yield.
+            if (detail::worker_base* w = detail::tl_worker; w != nullptr) {
+                w->schedule_remote(waiter);
+                return true;
+            }
+            return false;
         }
         auto await_resume() -> T {
             struct free_frame {

@@ -12,7 +12,8 @@ SUITE = Suite(
           "threads), Windows, MSVC release x64; its latencies are 1 / items_per_second.",
     systems=(
         System("weft", "{bin}/weft-coflux",
-               build="cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release && "
+               build="cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release "
+                     "-DCMAKE_CXX_COMPILER=clang++-16 && "
                      "cmake --build build/release --target weft-coflux"),
         System("go", "{peers}/go-coflux", build=PEER_BUILD),
         System("tokio", "{peers}/tokio-coflux", build=PEER_BUILD),
