@@ -32,9 +32,13 @@ public:
     /// Owner only. False when full.
     auto push(void* item) noexcept -> bool {
         const std::int64_t b = bottom_.load(std::memory_order_relaxed);
-        const std::int64_t t = top_.load(std::memory_order_acquire);
-        if (b - t >= capacity) {
-            return false;
+        // top_ only grows, so a stale copy only under-estimates the free room: re-read it (a
+        // cache miss when thieves are active) only when the copy says the deque is full.
+        if (b - top_cache_ >= capacity) {
+            top_cache_ = top_.load(std::memory_order_acquire);
+            if (b - top_cache_ >= capacity) {
+                return false;
+            }
         }
         slots_[index(b)].store(item, std::memory_order_relaxed);
         bottom_.store(b + 1, std::memory_order_release);
@@ -136,6 +140,7 @@ private:
     }
     alignas(64) std::atomic<std::int64_t> top_{0};
     alignas(64) std::atomic<std::int64_t> bottom_{0};
+    std::int64_t top_cache_ = 0;  // owner only: a recent value of top_
     alignas(64) std::array<std::atomic<void*>, capacity> slots_{};
 };
 
