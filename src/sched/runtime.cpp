@@ -61,6 +61,32 @@ void runtime_core::start() {
     for (auto& w : workers) {
         w->start();
     }
+    // Wait until every worker has set up its driver (a reactor creates its ring or epoll there):
+    // a failure is the constructor's, not a crash on a worker thread later.
+    std::unique_lock lock(start_mu_);
+    start_cv_.wait(lock, [&] { return started_ == workers.size(); });
+    if (start_error_) {
+        lock.unlock();
+        terminate.store(true, std::memory_order_seq_cst);
+        for (auto& w : workers) {
+            w->unpark();
+        }
+        for (auto& w : workers) {
+            w->join();
+        }
+        std::rethrow_exception(start_error_);
+    }
+}
+
+void runtime_core::worker_started(std::exception_ptr error) {
+    {
+        std::lock_guard lock(start_mu_);
+        if (error && !start_error_) {
+            start_error_ = std::move(error);
+        }
+        ++started_;
+    }
+    start_cv_.notify_all();
 }
 
 auto runtime_core::quiescent() const noexcept -> bool {
@@ -71,7 +97,8 @@ auto runtime_core::quiescent() const noexcept -> bool {
         return false;
     }
     for (const auto& w : workers) {
-        if (w->queued() != 0 || w->timers().pending.load(std::memory_order_seq_cst) != 0) {
+        if (w->queued() != 0 || w->timers().pending.load(std::memory_order_seq_cst) != 0 ||
+            w->io_pending() != 0 || !w->inbox_empty()) {
             return false;
         }
     }
@@ -254,6 +281,33 @@ auto sched_worker::fire_timers() -> bool {
     return !due.empty();
 }
 
+void sched_worker::post(std::coroutine_handle<> h) {
+    {
+        std::lock_guard lock(inbox_mu_);
+        inbox_.push_back(h.address());
+        inbox_nonempty_.store(true, std::memory_order_seq_cst);
+    }
+    // The worker may be parked: it is not in the idle list's choice (any worker would do for
+    // the injector), so wake this one directly.
+    unpark();
+}
+
+auto sched_worker::take_inbox() -> void* {
+    if (!inbox_nonempty_.load(std::memory_order_relaxed)) {
+        return nullptr;
+    }
+    std::vector<void*> batch;
+    {
+        std::lock_guard lock(inbox_mu_);
+        batch.swap(inbox_);
+        inbox_nonempty_.store(false, std::memory_order_relaxed);
+    }
+    for (std::size_t i = batch.size(); i-- > 1;) {
+        push(std::coroutine_handle<>::from_address(batch[i]));
+    }
+    return batch.empty() ? nullptr : batch[0];
+}
+
 auto sched_worker::take_injected() -> void* {
     void* batch[max_batch];
     const std::size_t n = rt_.take_injected(batch, max_batch);
@@ -272,6 +326,10 @@ auto sched_worker::next_task() -> void* {
     if (--until_fairness_ == 0) {
         until_fairness_ = fairness_interval;
         fire_timers();
+        driver_->poll();
+        if (void* h = take_inbox()) {
+            return h;
+        }
         if (void* h = take_injected()) {
             return h;
         }
@@ -307,21 +365,34 @@ auto sched_worker::steal_once() -> void* {
         if (&victim == this) {
             continue;
         }
-        // Take half of the victim's queue (at most max_batch) in one CAS: the oldest runs now,
-        // the rest queue here, newest-first so our pops keep their order.
-        void* got[max_batch];
-        const std::int64_t n = victim.steal_batch(got, static_cast<std::int64_t>(max_batch));
-        if (n > 0) {
-            for (std::int64_t i = n; i-- > 1;) {
-                push(std::coroutine_handle<>::from_address(got[i]));
+        // Take half of the victim's queue (at most max_batch), one CAS each (see
+        // work_deque::steal_batch for why not in one go): the oldest runs now, the rest queue
+        // here.
+        std::int64_t want = (victim.queued() + 1) / 2;
+        want = std::min<std::int64_t>(want, static_cast<std::int64_t>(max_batch));
+        void* first = nullptr;
+        for (std::int64_t i = 0; i < want; ++i) {
+            void* a = victim.steal_one();
+            if (a == nullptr) {
+                break;
             }
-            return got[0];
+            if (first == nullptr) {
+                first = a;
+            } else {
+                push(std::coroutine_handle<>::from_address(a));
+            }
+        }
+        if (first != nullptr) {
+            return first;
         }
     }
     return nullptr;
 }
 
 auto sched_worker::find_work() -> void* {
+    if (void* h = take_inbox()) {
+        return h;
+    }
     if (void* h = take_injected()) {
         return h;
     }
@@ -335,7 +406,7 @@ auto sched_worker::find_work() -> void* {
         if (void* h = take_injected()) {
             return h;
         }
-        if (fire_timers()) {
+        if (fire_timers() || driver_->poll()) {
             return pop();
         }
         if (rt_.terminate.load(std::memory_order_relaxed)) {
@@ -369,7 +440,8 @@ void sched_worker::park() {
             rt_.idle_count.fetch_sub(1, std::memory_order_seq_cst);
         }
     };
-    if (rt_.has_work_anywhere() || rt_.terminate.load(std::memory_order_seq_cst)) {
+    if (rt_.has_work_anywhere() || !inbox_empty() ||
+        rt_.terminate.load(std::memory_order_seq_cst)) {
         unlist();
         return;
     }
@@ -393,9 +465,17 @@ void sched_worker::park() {
 void sched_worker::run() {
     tl_worker = this;
     tl_sched_worker = this;
-    while (!rt_.terminate.load(std::memory_order_relaxed)) {
+    bool attached = false;
+    try {
+        driver_->attach();
+        attached = true;
+        rt_.worker_started(nullptr);
+    } catch (...) {
+        rt_.worker_started(std::current_exception());
+    }
+    while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
         void* h = next_task();
-        if (h == nullptr && fire_timers()) {
+        if (h == nullptr && (fire_timers() || driver_->poll())) {
             h = pop();
         }
         if (h == nullptr) {
@@ -415,6 +495,7 @@ void sched_worker::run() {
         }
         park();
     }
+    driver_->detach();
     tl_sched_worker = nullptr;
     tl_worker = nullptr;
 }
@@ -514,6 +595,22 @@ auto runtime::worker_count() const noexcept -> unsigned {
 auto runtime::stop() noexcept -> stop_state& { return core_->root; }
 
 void runtime::inject(std::coroutine_handle<> h) { detail::runtime_schedule(*core_, h); }
+
+auto switch_to_worker::await_suspend(std::coroutine_handle<> h) const -> bool {
+    detail::sched_worker* w = detail::tl_sched_worker;
+    if (w == nullptr) {
+        throw std::logic_error("weft::switch_to_worker: not on a weft::runtime worker");
+    }
+    auto& workers = w->runtime().workers;
+    if (index >= workers.size()) {
+        throw std::out_of_range("weft::switch_to_worker: no worker " + std::to_string(index));
+    }
+    if (workers[index].get() == w) {
+        return false;  // already there
+    }
+    workers[index]->post(h);
+    return true;
+}
 
 void runtime::block_on_from_worker() {
     throw std::logic_error(

@@ -6,6 +6,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,10 +52,15 @@ public:
     [[nodiscard]] auto timers() noexcept -> timer_queue& { return timers_; }
     [[nodiscard]] auto index() const noexcept -> unsigned { return index_; }
     void unpark() noexcept { driver_->unpark(); }
-    [[nodiscard]] auto queued() const noexcept -> std::int64_t { return deque_.size(); }
-    auto steal_batch(void** out, std::int64_t max) noexcept -> std::int64_t {
-        return deque_.steal_batch(out, max);
+    /// Any thread: run `h` on this worker (not on any other), soon.
+    void post(std::coroutine_handle<> h);
+    [[nodiscard]] auto inbox_empty() const noexcept -> bool {
+        return !inbox_nonempty_.load(std::memory_order_seq_cst);
     }
+    [[nodiscard]] auto io_pending() const noexcept -> std::size_t { return driver_->pending(); }
+    [[nodiscard]] auto queued() const noexcept -> std::int64_t { return deque_.size(); }
+    /// Thieves: one of this worker's oldest tasks, or nullptr.
+    auto steal_one() noexcept -> void* { return deque_.steal(); }
     /// Handles to resume after timers fired (filled by fire_timers, owner only).
     auto fire_timers() -> bool;
 
@@ -75,8 +81,13 @@ private:
     auto take_injected() -> void*;
     void park();
 
+    auto take_inbox() -> void*;
+
     runtime_core& rt_;
     unsigned index_;
+    std::mutex inbox_mu_;
+    std::vector<void*> inbox_;                 // guarded by inbox_mu_: tasks posted to this worker
+    std::atomic<bool> inbox_nonempty_{false};  // == !inbox_.empty(), readable without the lock
     timer_queue timers_;
     std::unique_ptr<park_driver> driver_;
     std::thread thread_;
@@ -107,6 +118,8 @@ public:
 
     void start();
     void shutdown();
+    /// Worker thread: its driver is attached (or failed to).
+    void worker_started(std::exception_ptr error);
 
     void inject(void* h);
     void inject_batch(void* const* hs, std::size_t n);
@@ -141,6 +154,10 @@ public:
 private:
     [[nodiscard]] auto quiescent() const noexcept -> bool;
 
+    std::mutex start_mu_;
+    std::condition_variable start_cv_;
+    std::size_t started_ = 0;         // guarded by start_mu_
+    std::exception_ptr start_error_;  // guarded by start_mu_
     std::chrono::steady_clock::time_point epoch_;
     mutable std::mutex inject_mu_;
     std::deque<void*> injector_;            // guarded by inject_mu_

@@ -4,6 +4,7 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "weft/core/scope.hpp"
@@ -151,6 +152,58 @@ TEST(runtime, when_all_runs_on_workers) {
     auto [a, b] = rt.block_on(weft::when_all(fib(15), fib(16)));
     EXPECT_EQ(a, 610);
     EXPECT_EQ(b, 987);
+}
+
+}  // namespace
+
+namespace {
+
+// Thread-per-core placement: after switch_to_worker(i), the task and (with stealing off) what it
+// spawns run on worker i's thread; the two workers are different threads.
+TEST(runtime, switch_to_worker_pins_work_in_thread_per_core_mode) {
+    weft::runtime rt{{.workers = 2, .stealing = false}};
+    auto [t0, t1, child_on_1] =
+        rt.block_on([]() -> weft::task<std::tuple<std::thread::id, std::thread::id, bool>> {
+            co_await weft::switch_to_worker(0);
+            const auto t0 = std::this_thread::get_id();
+            co_await weft::switch_to_worker(1);
+            const auto t1 = std::this_thread::get_id();
+            bool all_on_1 = true;
+            for (int i = 0; i < 50; ++i) {
+                auto h = weft::spawn([]() -> weft::task<std::thread::id> {
+                    co_return std::this_thread::get_id();
+                }());
+                all_on_1 = all_on_1 && (co_await std::move(h)) == t1;
+            }
+            co_return std::tuple{t0, t1, all_on_1};
+        }());
+    EXPECT_NE(t0, t1);
+    EXPECT_TRUE(child_on_1);
+    EXPECT_THROW(rt.block_on([]() -> weft::task<void> { co_await weft::switch_to_worker(7); }()),
+                 std::out_of_range);
+}
+
+}  // namespace
+
+namespace {
+
+// A driver that cannot set up (say, no file descriptors left for a ring) fails the runtime's
+// constructor with that error instead of crashing a worker thread later.
+TEST(runtime, driver_setup_failure_is_thrown_by_the_constructor) {
+    struct failing_driver final : weft::park_driver {
+        void attach() override { throw std::system_error(EMFILE, std::system_category(), "ring"); }
+        void park(std::optional<std::int64_t>) override {}
+        void unpark() noexcept override {}
+    };
+    weft::runtime_options o;
+    o.workers = 2;
+    o.make_driver = [](unsigned i) -> std::unique_ptr<weft::park_driver> {
+        if (i == 1) {
+            return std::make_unique<failing_driver>();
+        }
+        return weft::make_futex_driver();
+    };
+    EXPECT_THROW(weft::runtime rt{o}, std::system_error);
 }
 
 }  // namespace

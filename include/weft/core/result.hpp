@@ -42,7 +42,9 @@ public:
     }
     auto operator*() & -> T& { return value(); }
     auto operator*() && -> T&& { return std::move(*this).value(); }
+    auto operator*() const& -> const T& { return value(); }
     auto operator->() -> T* { return &value(); }
+    auto operator->() const -> const T* { return &value(); }
 
 private:
     void check() const {

@@ -102,6 +102,10 @@ private:
 /// Runs `body(scope&)` and then waits for every child it spawned. The first failure (of the
 /// body or of a child) cancels the rest and is rethrown once all have finished. Returns the
 /// body's value.
+///
+/// NOTE: the body's local variables end when the body returns, before the children finish (a
+/// coroutine destroys its locals at co_return). Whatever children share by reference must be
+/// declared outside with_scope, in the enclosing coroutine, which outlives every child.
 template <typename Fn>
 auto with_scope(Fn body) -> task<typename std::invoke_result_t<Fn&, scope&>::value_type> {
     using R = typename std::invoke_result_t<Fn&, scope&>::value_type;

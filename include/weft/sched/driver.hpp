@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,9 +20,24 @@ class park_driver {
 public:
     virtual ~park_driver() = default;
 
-    /// Sleeps until unparked or, if given, until `timeout_ns` nanoseconds have passed.
+    /// Called once, on the worker's own thread, before it runs anything. A reactor sets itself
+    /// up here (io_uring's single-issuer mode ties a ring to the thread that uses it).
+    virtual void attach() {}
+    /// Called on the worker's thread when it stops (after its last task).
+    virtual void detach() noexcept {}
+
+    /// Sleeps until unparked or, if given, until `timeout_ns` nanoseconds have passed. A
+    /// reactor also completes IO here: it queues (detail::tl_worker->push) every task whose
+    /// operation finished.
     virtual void park(std::optional<std::int64_t> timeout_ns) = 0;
     virtual void unpark() noexcept = 0;
+
+    /// Without blocking: submit queued operations and queue the tasks of finished ones. True if
+    /// it queued any. The worker calls it between tasks (every few dozen) and before it looks
+    /// for work elsewhere, so a busy worker still completes IO.
+    virtual auto poll() -> bool { return false; }
+    /// Operations in flight (any thread; shutdown waits until it is 0).
+    [[nodiscard]] virtual auto pending() const noexcept -> std::size_t { return 0; }
 };
 
 /// A park_driver on a Linux futex (no file descriptors, no system call when not sleeping).

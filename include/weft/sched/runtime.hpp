@@ -73,6 +73,16 @@ private:
     std::unique_ptr<detail::runtime_core> core_;
 };
 
+/// `co_await weft::switch_to_worker(i)`: continue on worker `i` of the current runtime. With
+/// stealing off (thread-per-core) everything the task spawns afterwards stays on that worker.
+/// Throws std::out_of_range for a bad index, std::logic_error off a runtime worker.
+struct [[nodiscard]] switch_to_worker {
+    unsigned index;
+    auto await_ready() const noexcept -> bool { return false; }
+    auto await_suspend(std::coroutine_handle<> h) const -> bool;
+    void await_resume() const noexcept {}
+};
+
 namespace detail {
 template <typename T>
 auto block_on_root(task<T> t,

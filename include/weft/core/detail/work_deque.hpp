@@ -102,10 +102,12 @@ public:
         return item;
     }
 
-    /// Any thread: takes up to `max` of the oldest items (and at most half of what is there,
-    /// rounded up) with a single CAS; returns how many landed in `out`. 0 when empty or when it
-    /// lost a race. The items are read before the CAS that claims them: the owner never
-    /// overwrites a slot in [top_, bottom_), and a failed CAS discards what was read.
+    /// OWNER ONLY (it moves half of a full deque to the injector): takes up to `max` of the
+    /// oldest items, at most half of what is there, with a single CAS on top_; returns how many
+    /// landed in `out` (0 if a thief won the race). Thieves must not use it: the owner's pop()
+    /// only races thieves for the last element, so a thief claiming a range could meet the
+    /// owner coming down from the bottom inside it and both would run the same task. Thieves
+    /// take one at a time with steal().
     auto steal_batch(void** out, std::int64_t max) noexcept -> std::int64_t {
         std::int64_t t = top_.load(std::memory_order_seq_cst);
         const std::int64_t b = bottom_.load(std::memory_order_seq_cst);
