@@ -9,7 +9,7 @@
 set -euo pipefail
 
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
-          liburing-dev libgtest-dev libbenchmark-dev libtbb-dev python3)
+          liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

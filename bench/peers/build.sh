@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Builds the Coflux peer programs that weft-bench compares weft against:
-#   $OUT/go-coflux     Go        (bench/peers/go)
-#   $OUT/tokio-coflux  Rust/tokio (bench/peers/tokio)
-#   $OUT/tbb-coflux    C++/oneTBB (bench/peers/tbb)
+# Builds the peer programs that weft-bench compares weft against:
+#   $OUT/go-coflux     $OUT/go-echo     Go         (bench/peers/go)
+#   $OUT/tokio-coflux  $OUT/tokio-echo  Rust/tokio (bench/peers/tokio)
+#   $OUT/tbb-coflux                     C++/oneTBB (bench/peers/tbb)
+#                      $OUT/asio-echo   C++/Asio   (bench/peers/asio)
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
 # Incremental: Go and cargo use their own caches (cargo's target dir is $OUT/tokio-target), CMake
-# builds in $OUT/tbb-build. A peer whose toolchain is missing is reported in one line and
-# skipped; the others are still built. Exit status 0 only if all three were built.
+# builds in $OUT/tbb-build and $OUT/asio-build. A peer whose toolchain is missing is reported in
+# one line and skipped; the others are still built. Exit status 0 only if all six were built.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,7 +18,11 @@ out=$(cd "$out" && pwd)
 
 failed=()
 say() { echo "peers: $*" >&2; }
-skip() { say "SKIP $1: $2"; failed+=("$1"); }
+skip() { # "prog [prog...]" message
+    local -a progs
+    read -ra progs <<<"$1"
+    say "SKIP $1: $2"; failed+=("${progs[@]}")
+}
 
 # Finds a tool: $GO / $CARGO if set (must be executable), else PATH, else the usual install
 # location of its official installer.
@@ -33,62 +38,81 @@ publish() { # src dst
 
 # --- Go -----------------------------------------------------------------------------------------
 if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
-    say "building go-coflux"
-    # GOTOOLCHAIN=local: build with the installed Go, never download another toolchain.
-    if (cd "$here/go" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-coflux" ./cmd/coflux); then
-        say "built $out/go-coflux"
-    else
-        say "FAILED go-coflux"; failed+=(go)
-    fi
+    for prog in coflux echo; do
+        say "building go-$prog"
+        # GOTOOLCHAIN=local: build with the installed Go, never download another toolchain.
+        if (cd "$here/go" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-$prog" "./cmd/$prog"); then
+            say "built $out/go-$prog"
+        else
+            say "FAILED go-$prog"; failed+=("go-$prog")
+        fi
+    done
 else
-    skip go "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
+    skip "go-coflux go-echo" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
 fi
 
 # --- tokio --------------------------------------------------------------------------------------
 if cargo=$(find_tool cargo "${CARGO:-}" "$HOME/.cargo/bin/cargo"); then
-    say "building tokio-coflux"
+    say "building tokio-coflux tokio-echo"
     # --locked: use the committed Cargo.lock. tokio is fetched from crates.io on first build.
+    # One cargo build makes both binaries (src/main.rs -> coflux, src/bin/echo.rs -> echo).
     if CARGO_TARGET_DIR="$out/tokio-target" "$cargo" build --release --locked --quiet \
-            --manifest-path "$here/tokio/Cargo.toml" &&
-       publish "$out/tokio-target/release/coflux" "$out/tokio-coflux"; then
-        say "built $out/tokio-coflux"
+            --manifest-path "$here/tokio/Cargo.toml"; then
+        for prog in coflux echo; do
+            if publish "$out/tokio-target/release/$prog" "$out/tokio-$prog"; then
+                say "built $out/tokio-$prog"
+            else
+                say "FAILED tokio-$prog"; failed+=("tokio-$prog")
+            fi
+        done
     else
-        say "FAILED tokio-coflux"; failed+=(tokio)
+        say "FAILED tokio-coflux tokio-echo"; failed+=(tokio-coflux tokio-echo)
     fi
 else
-    skip tokio "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
+    skip "tokio-coflux tokio-echo" "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
 fi
 
-# --- oneTBB -------------------------------------------------------------------------------------
-tbb_build="$out/tbb-build"
-if ! command -v cmake >/dev/null 2>&1; then
-    skip tbb "'cmake' not found (apt-get install cmake)"
-elif ! command -v "${CXX:-c++}" >/dev/null 2>&1; then
-    skip tbb "C++ compiler '${CXX:-c++}' not found (apt-get install g++)"
-else
-    gen="Unix Makefiles"
+# --- CMake peers (oneTBB, Asio) -----------------------------------------------------------------
+# Configures $here/DIR in $out/DIR-build and copies its target PROG to $out/PROG. If configuring
+# fails because the library's package was not found (CMake cache entry NOTFOUND_VAR-NOTFOUND), says
+# MISSING_MSG in one line instead of dumping the configure log.
+cmake_peer() { # dir prog notfound_var missing_msg
+    local dir=$1 prog=$2 notfound_var=$3 missing_msg=$4
+    local build="$out/$dir-build"
+    if ! command -v cmake >/dev/null 2>&1; then
+        skip "$prog" "'cmake' not found (apt-get install cmake)"; return
+    fi
+    if ! command -v "${CXX:-c++}" >/dev/null 2>&1; then
+        skip "$prog" "C++ compiler '${CXX:-c++}' not found (apt-get install g++)"; return
+    fi
+    local gen="Unix Makefiles"
     command -v ninja >/dev/null 2>&1 && gen=Ninja
     # A build dir configured with another generator cannot be reused: start it afresh.
-    if [ -f "$tbb_build/CMakeCache.txt" ] &&
-       ! grep -qx "CMAKE_GENERATOR:INTERNAL=$gen" "$tbb_build/CMakeCache.txt"; then
-        rm -rf "$tbb_build"
+    if [ -f "$build/CMakeCache.txt" ] &&
+       ! grep -qx "CMAKE_GENERATOR:INTERNAL=$gen" "$build/CMakeCache.txt"; then
+        rm -rf "$build"
     fi
-    say "building tbb-coflux"
-    mkdir -p "$tbb_build"
-    if ! cmake -S "$here/tbb" -B "$tbb_build" -G "$gen" -DCMAKE_BUILD_TYPE=Release \
-            >"$tbb_build/configure.log" 2>&1; then
-        if grep -q 'TBB_DIR-NOTFOUND' "$tbb_build/CMakeCache.txt" 2>/dev/null; then
-            skip tbb "oneTBB CMake package (TBBConfig.cmake) not found (apt-get install libtbb-dev, or put its install prefix in CMAKE_PREFIX_PATH)"
+    say "building $prog"
+    mkdir -p "$build"
+    if ! cmake -S "$here/$dir" -B "$build" -G "$gen" -DCMAKE_BUILD_TYPE=Release \
+            >"$build/configure.log" 2>&1; then
+        if grep -q "$notfound_var-NOTFOUND" "$build/CMakeCache.txt" 2>/dev/null; then
+            skip "$prog" "$missing_msg"
         else
-            cat "$tbb_build/configure.log" >&2
-            say "FAILED tbb-coflux (cmake configure, log above)"; failed+=(tbb)
+            cat "$build/configure.log" >&2
+            say "FAILED $prog (cmake configure, log above)"; failed+=("$prog")
         fi
-    elif cmake --build "$tbb_build" && publish "$tbb_build/tbb-coflux" "$out/tbb-coflux"; then
-        say "built $out/tbb-coflux"
+    elif cmake --build "$build" && publish "$build/$prog" "$out/$prog"; then
+        say "built $out/$prog"
     else
-        say "FAILED tbb-coflux"; failed+=(tbb)
+        say "FAILED $prog"; failed+=("$prog")
     fi
-fi
+}
+
+cmake_peer tbb tbb-coflux TBB_DIR \
+    "oneTBB CMake package (TBBConfig.cmake) not found (apt-get install libtbb-dev, or put its install prefix in CMAKE_PREFIX_PATH)"
+cmake_peer asio asio-echo ASIO_INCLUDE_DIR \
+    "standalone Asio header asio.hpp not found (apt-get install libasio-dev, or pass its include dir via CMAKE_PREFIX_PATH/ASIO_INCLUDE_DIR)"
 
 if [ ${#failed[@]} -gt 0 ]; then
     say "not built: ${failed[*]}"
