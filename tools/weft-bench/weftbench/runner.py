@@ -57,7 +57,9 @@ def planned_runs(suite: Suite, settings: Settings) -> int:
     runnable = [s for s in suite.systems if missing_reason(s, settings) is None]
     if not any(s.name == SUBJECT for s in runnable):
         return 0
-    return settings.rounds_for(suite) * len(suite.scenarios) * len(runnable)
+    return settings.rounds_for(suite) * sum(
+        sum(1 for s in runnable if scn.only is None or s.name in scn.only)
+        for scn in suite.scenarios)
 
 
 def argv_for(system: System, scenario: str, params: dict, settings: Settings,
@@ -139,6 +141,8 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
         for i, (scn, params) in enumerate(plan):
             label = f"{suite.name} round {r}/{rounds}  {scn.name} {stats.format_params(params)}"
             for system in runnable:
+                if scn.only is not None and system.name not in scn.only:
+                    continue
                 if (i, system.name) in stopped:
                     progress.done += 1
                     continue

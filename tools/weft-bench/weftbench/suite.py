@@ -47,6 +47,9 @@ class Scenario:
     seed: Mapping[str, Seed] = field(default_factory=dict)  # metric -> seed figure
     targets: Mapping[str, Target] = field(default_factory=dict)  # metric -> target
     timeout: float | None = None  # seconds per run; default Suite.timeout
+    # Only these systems run it (None: all). For variants of the subject alone, such as weft's
+    # epoll backend, where running the peers again would only repeat their rows.
+    only: tuple[str, ...] | None = None
 
     def params_for(self, mode: str) -> dict:
         return {**self.params, **(self.quick if mode == "quick" else {})}

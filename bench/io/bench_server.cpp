@@ -1,0 +1,164 @@
+// bench_server: weft's echo server for the galay-net suite (seed 003's bench_server).
+//   bench_server [-h HOST] [-p PORT] [-t THREADS] [-b io_uring|epoll] [--tpc]
+//                [-m echo|echo_epoll|echo_tpc]   (weft-bench: the scenario picks the mode)
+// Prints "listening on HOST:PORT" once bound; SIGINT/SIGTERM stop it (exit 0).
+// --tpc: thread-per-core (no stealing; one SO_REUSEPORT listener per worker, each accepting
+// and serving on its own worker).
+
+#include <signal.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "weft/core/scope.hpp"
+#include "weft/io/reactor.hpp"
+#include "weft/io/tcp_listener.hpp"
+#include "weft/sched/runtime.hpp"
+
+namespace {
+
+struct options {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 8080;
+    unsigned threads = 0;
+    weft::io_backend backend = weft::io_backend::automatic;
+    bool tpc = false;
+};
+
+[[noreturn]] void usage(const char* msg) {
+    std::fprintf(stderr,
+                 "bench_server: %s\nusage: bench_server [-h HOST] [-p PORT] [-t THREADS] "
+                 "[-b io_uring|epoll] [--tpc]\n",
+                 msg);
+    std::exit(2);
+}
+
+auto parse(int argc, char** argv) -> options {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                usage(("missing value after " + a).c_str());
+            }
+            return argv[++i];
+        };
+        if (a == "-h") {
+            o.host = next();
+        } else if (a == "-p") {
+            o.port = static_cast<std::uint16_t>(std::stoi(next()));
+        } else if (a == "-t") {
+            o.threads = static_cast<unsigned>(std::stoi(next()));
+        } else if (a == "-b") {
+            const std::string b = next();
+            if (b == "io_uring") {
+                o.backend = weft::io_backend::io_uring;
+            } else if (b == "epoll") {
+                o.backend = weft::io_backend::epoll;
+            } else {
+                usage("-b takes io_uring or epoll");
+            }
+        } else if (a == "--tpc") {
+            o.tpc = true;
+        } else if (a == "-m") {
+            const std::string m = next();
+            if (m == "echo_epoll") {
+                o.backend = weft::io_backend::epoll;
+            } else if (m == "echo_tpc") {
+                o.tpc = true;
+            } else if (m != "echo") {
+                usage("-m takes echo, echo_epoll or echo_tpc");
+            }
+        } else {
+            usage(("unknown option " + a).c_str());
+        }
+    }
+    return o;
+}
+
+auto serve(weft::tcp_stream c) -> weft::task<void> {
+    std::array<std::byte, 4096> buf{};
+    for (;;) {
+        auto n = co_await c.read_some(buf);
+        if (!n) {
+            co_return;  // peer closed, reset or cancelled
+        }
+        if (!co_await c.write_all(std::span<const std::byte>(buf.data(), *n))) {
+            co_return;
+        }
+    }
+}
+
+auto accept_loop(weft::tcp_listener& l) -> weft::task<void> {
+    co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+        for (;;) {
+            auto c = co_await l.accept();
+            if (!c) {
+                if (c.error() == std::errc::operation_canceled) {
+                    co_return;
+                }
+                std::fprintf(stderr, "accept: %s\n", c.error().message().c_str());
+                continue;
+            }
+            s.spawn(serve(std::move(*c)));
+        }
+    });
+}
+
+}  // namespace
+
+auto main(int argc, char** argv) -> int {
+    const options o = parse(argc, argv);
+    // Signals go to a thread of their own, which cancels everything: the accept loops end,
+    // block_on returns, the runtime shuts down.
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+    weft::runtime_options ro = weft::io_runtime_options(o.threads, o.backend);
+    ro.stealing = !o.tpc;
+    weft::runtime rt{ro};
+    const auto addr = weft::socket_address::parse(o.host, o.port);
+    if (!addr) {
+        usage("bad host");
+    }
+    const unsigned listeners = o.tpc ? rt.worker_count() : 1;
+    std::vector<weft::tcp_listener> ls;
+    for (unsigned i = 0; i < listeners; ++i) {
+        auto l = weft::tcp_listener::bind(*addr, {.backlog = 4096, .reuse_port = o.tpc});
+        if (!l) {
+            std::fprintf(stderr, "bench_server: bind %s: %s\n", addr->to_string().c_str(),
+                         l.error().message().c_str());
+            return 1;
+        }
+        ls.push_back(std::move(*l));
+    }
+    std::printf("listening on %s (%s, %u workers%s)\n", addr->to_string().c_str(),
+                std::string(weft::to_string(weft::resolve_io_backend(o.backend))).c_str(),
+                rt.worker_count(), o.tpc ? ", thread-per-core" : "");
+    std::fflush(stdout);
+    std::thread sig([&rt, set] {
+        int s = 0;
+        sigwait(&set, &s);
+        rt.stop().request_stop();
+    });
+    rt.block_on([&]() -> weft::task<void> {
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            for (unsigned i = 0; i < listeners; ++i) {
+                if (o.tpc) {
+                    co_await weft::switch_to_worker(i);  // s.spawn now queues on worker i
+                }
+                s.spawn(accept_loop(ls[i]));
+            }
+            co_return;
+        });
+    }());
+    sig.join();
+    return 0;
+}

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "weft/sched/driver.hpp"
+#include "weft/sched/runtime.hpp"
+
+namespace weft {
+
+/// Which kernel interface a runtime's workers use for IO.
+enum class io_backend {
+    automatic,  ///< io_uring when the kernel allows it (probed at start), else epoll
+    io_uring,
+    epoll,
+};
+
+[[nodiscard]] auto to_string(io_backend b) noexcept -> std::string_view;
+
+/// The backend `automatic` resolves to on this machine: WEFT_IO_BACKEND=io_uring|epoll in the
+/// environment forces one; otherwise io_uring if a ring can be created, else epoll.
+[[nodiscard]] auto resolve_io_backend(io_backend requested = io_backend::automatic) -> io_backend;
+
+/// A runtime_options::make_driver that gives every worker its own reactor (an io_uring ring or
+/// an epoll instance) as the place it sleeps: the worker waits for IO and for its next timer in
+/// one system call, and is woken through the reactor. Throws std::system_error at start-up if
+/// the forced backend is unavailable.
+[[nodiscard]] auto make_reactor_factory(io_backend b = io_backend::automatic)
+    -> std::function<std::unique_ptr<park_driver>(unsigned worker)>;
+
+/// runtime_options with a reactor per worker: `weft::runtime rt{weft::io_runtime_options()}`.
+[[nodiscard]] inline auto io_runtime_options(unsigned workers = 0,
+                                             io_backend b = io_backend::automatic)
+    -> runtime_options {
+    runtime_options o;
+    o.workers = workers;
+    o.make_driver = make_reactor_factory(b);
+    return o;
+}
+
+/// The backend of the reactor running on this thread (throws std::logic_error when this thread
+/// is not a worker of a runtime made with make_reactor_factory).
+[[nodiscard]] auto current_io_backend() -> io_backend;
+
+}  // namespace weft

@@ -1,0 +1,141 @@
+#pragma once
+
+// Private to weft::io: the awaiters every socket operation is built from.
+//   uring_awaiter   - one io_uring operation on the awaiting worker's ring
+//   readiness       - (epoll) wait until the socket may be readable / writable again
+
+#include <cerrno>
+#include <coroutine>
+#include <utility>
+
+#include "reactor.hpp"
+#include "weft/core/task.hpp"
+
+namespace weft::detail {
+
+/// `int res = co_await uring_awaiter{prep}` where prep(io_uring_sqe*) fills the SQE. res is the
+/// CQE result (negative errno; -ECANCELED when the task was cancelled).
+template <typename Prep>
+class uring_awaiter : private uring_op {
+public:
+    explicit uring_awaiter(Prep p) noexcept(std::is_nothrow_move_constructible_v<Prep>)
+        : prep_(std::move(p)) {}
+
+    auto await_ready() const noexcept -> bool { return false; }
+
+    template <typename P>
+    auto await_suspend(std::coroutine_handle<P> h) -> bool {
+        if constexpr (is_weft_promise<P>) {
+            stop = h.promise().stop_;
+        }
+        if (stop != nullptr && stop->stop_requested()) {
+            res = -ECANCELED;
+            return false;
+        }
+        uring_reactor& r = current_uring();
+        owner = &r;
+        waiter = h;
+        io_uring_sqe* sqe = r.get_sqe();
+        prep_(sqe);
+        io_uring_sqe_set_data(sqe, static_cast<uring_op*>(this));
+        r.submitted(*this);
+        // The SQE reaches the kernel only when this worker next polls or parks, and its
+        // completion is reaped on this thread too: nothing can resume us before we return.
+        if (stop != nullptr) {
+            if (stop->try_add(this)) {
+                registered = true;
+            } else {
+                r.request_cancel(*this);
+            }
+        }
+        return true;
+    }
+
+    auto await_resume() noexcept -> int {
+        if (registered) {
+            stop->remove(this);
+            registered = false;
+        }
+        if (owner != nullptr) {
+            owner->forget_cancel(*this);
+        }
+        return res;
+    }
+
+private:
+    Prep prep_;
+};
+
+/// `co_await readiness{handle, write, seq}`: returns at once if an event arrived since `seq`
+/// was read, else when the next one does. Result: false if cancelled.
+class readiness : private readiness_waiter {
+public:
+    readiness(io_handle& h, bool for_write, std::uint32_t seq) noexcept : seq_(seq) {
+        handle = &h;
+        write = for_write;
+    }
+
+    auto await_ready() const noexcept -> bool { return false; }
+
+    template <typename P>
+    auto await_suspend(std::coroutine_handle<P> h) -> bool {
+        if constexpr (is_weft_promise<P>) {
+            stop = h.promise().stop_;
+        }
+        epoll_reactor& r = current_epoll();
+        if (auto ec = r.ensure_registered(*handle); ec) {
+            error_ = ec;
+            return false;
+        }
+        waiter = h;
+        home = tl_worker;
+        // Register for cancellation first, then publish: once published, an event on another
+        // thread may resume us at any moment.
+        if (stop != nullptr) {
+            if (!stop->try_add(this)) {
+                st = state::cancelled;
+                return false;
+            }
+            registered = true;
+        }
+        std::lock_guard lock(handle->mu);
+        if (st == state::cancelled) {
+            return false;
+        }
+        const std::uint32_t now = write ? handle->write_seq : handle->read_seq;
+        if (now != seq_) {
+            return false;  // an event came in since the caller's attempt: try again
+        }
+        st = state::waiting;
+        (write ? handle->writer : handle->reader) = this;
+        handle->owner->waiting_changed(+1);
+        return true;
+    }
+
+    /// ok, operation_canceled, or a registration failure.
+    auto await_resume() noexcept -> std::error_code {
+        if (registered) {
+            stop->remove(this);
+            registered = false;
+        }
+        if (error_) {
+            return error_;
+        }
+        if (st == state::cancelled) {
+            return std::make_error_code(std::errc::operation_canceled);
+        }
+        return {};
+    }
+
+private:
+    std::uint32_t seq_;
+    std::error_code error_;
+};
+
+/// The current readiness sequence of `h` (snapshot before a non-blocking attempt).
+inline auto readiness_seq(io_handle& h, bool for_write) -> std::uint32_t {
+    std::lock_guard lock(h.mu);
+    return for_write ? h.write_seq : h.read_seq;
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,508 @@
+#include "reactor.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "weft/io/error.hpp"
+
+namespace weft {
+
+namespace {
+class io_category_impl final : public std::error_category {
+public:
+    [[nodiscard]] auto name() const noexcept -> const char* override { return "weft.io"; }
+    [[nodiscard]] auto message(int c) const -> std::string override {
+        switch (static_cast<io_errc>(c)) {
+            case io_errc::eof:
+                return "connection closed by peer";
+            case io_errc::backend_unavailable:
+                return "IO backend unavailable on this kernel";
+        }
+        return "unknown weft.io error";
+    }
+};
+}  // namespace
+
+auto io_category() noexcept -> const std::error_category& {
+    static const io_category_impl c;
+    return c;
+}
+
+auto to_string(io_backend b) noexcept -> std::string_view {
+    switch (b) {
+        case io_backend::automatic:
+            return "automatic";
+        case io_backend::io_uring:
+            return "io_uring";
+        case io_backend::epoll:
+            return "epoll";
+    }
+    return "?";
+}
+
+namespace {
+auto uring_works() -> bool {
+    io_uring ring{};
+    if (io_uring_queue_init(8, &ring, 0) != 0) {
+        return false;
+    }
+    io_uring_queue_exit(&ring);
+    return true;
+}
+}  // namespace
+
+auto resolve_io_backend(io_backend requested) -> io_backend {
+    if (requested == io_backend::automatic) {
+        if (const char* env = std::getenv("WEFT_IO_BACKEND"); env != nullptr && *env != '\0') {
+            const std::string_view v = env;
+            if (v == "io_uring") {
+                requested = io_backend::io_uring;
+            } else if (v == "epoll") {
+                requested = io_backend::epoll;
+            } else {
+                throw std::invalid_argument("WEFT_IO_BACKEND must be io_uring or epoll, not '" +
+                                            std::string(v) + "'");
+            }
+        }
+    }
+    if (requested == io_backend::automatic) {
+        return uring_works() ? io_backend::io_uring : io_backend::epoll;
+    }
+    if (requested == io_backend::io_uring && !uring_works()) {
+        throw std::system_error(make_error_code(io_errc::backend_unavailable),
+                                "io_uring requested but io_uring_queue_init fails here");
+    }
+    return requested;
+}
+
+auto make_reactor_factory(io_backend b) -> std::function<std::unique_ptr<park_driver>(unsigned)> {
+    const io_backend chosen = resolve_io_backend(b);
+    return [chosen](unsigned) -> std::unique_ptr<park_driver> {
+        if (chosen == io_backend::io_uring) {
+            return std::make_unique<detail::uring_reactor>();
+        }
+        return std::make_unique<detail::epoll_reactor>();
+    };
+}
+
+auto current_io_backend() -> io_backend {
+    detail::reactor* r = detail::reactor::current();
+    if (r == nullptr) {
+        throw std::logic_error(
+            "weft IO: this thread is not a worker of a runtime with reactors (create it with "
+            "weft::io_runtime_options())");
+    }
+    return r->backend();
+}
+
+namespace detail {
+
+constinit thread_local reactor* reactor::tl_reactor = nullptr;
+
+void reactor::unpark() noexcept {
+    notified_.store(true, std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_seq_cst)) {
+        kick();
+    }
+}
+
+auto reactor::begin_sleep() noexcept -> bool {
+    if (notified_.exchange(false, std::memory_order_acquire)) {
+        return false;
+    }
+    sleeping_.store(true, std::memory_order_seq_cst);
+    if (notified_.exchange(false, std::memory_order_seq_cst)) {
+        sleeping_.store(false, std::memory_order_relaxed);
+        return false;
+    }
+    return true;
+}
+
+void reactor::end_sleep() noexcept {
+    sleeping_.store(false, std::memory_order_relaxed);
+    notified_.store(false, std::memory_order_relaxed);
+}
+
+auto current_uring() -> uring_reactor& {
+    reactor* r = reactor::current();
+    if (r == nullptr || r->backend() != io_backend::io_uring) {
+        throw std::logic_error("weft IO: no io_uring reactor on this thread");
+    }
+    return static_cast<uring_reactor&>(*r);
+}
+
+auto current_epoll() -> epoll_reactor& {
+    reactor* r = reactor::current();
+    if (r == nullptr || r->backend() != io_backend::epoll) {
+        throw std::logic_error("weft IO: no epoll reactor on this thread");
+    }
+    return static_cast<epoll_reactor&>(*r);
+}
+
+namespace {
+auto to_timespec(std::int64_t ns) noexcept -> __kernel_timespec {
+    if (ns < 0) {
+        ns = 0;
+    }
+    __kernel_timespec ts{};
+    ts.tv_sec = ns / 1'000'000'000;
+    ts.tv_nsec = ns % 1'000'000'000;
+    return ts;
+}
+}  // namespace
+
+// ---- io_uring --------------------------------------------------------------------------------
+
+uring_reactor::uring_reactor() : reactor(io_backend::io_uring) {
+    // The wake fd outlives the ring: other threads may kick it until the reactor is destroyed
+    // (after the worker threads are joined). Blocking: io_uring would complete a read of a
+    // non-blocking eventfd at once with -EAGAIN, and the worker would never sleep.
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
+    if (wake_fd_ < 0) {
+        throw std::system_error(errno, std::system_category(), "eventfd");
+    }
+}
+
+uring_reactor::~uring_reactor() {
+    detach();
+    ::close(wake_fd_);
+}
+
+void uring_reactor::attach() {
+    io_uring_params p{};
+    // One thread submits and reaps (the worker): let the kernel skip its cross-thread work.
+    p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+    int rc = io_uring_queue_init_params(4096, &ring_, &p);
+    if (rc == -EINVAL) {  // an older kernel: plain ring
+        p = io_uring_params{};
+        rc = io_uring_queue_init_params(4096, &ring_, &p);
+    }
+    if (rc != 0) {
+        throw std::system_error(-rc, std::system_category(), "io_uring_queue_init");
+    }
+    ring_ok_ = true;
+    arm_wake();
+    tl_reactor = this;
+}
+
+void uring_reactor::detach() noexcept {
+    if (tl_reactor == this) {
+        tl_reactor = nullptr;
+    }
+    if (ring_ok_) {
+        io_uring_queue_exit(&ring_);
+        ring_ok_ = false;
+    }
+}
+
+void uring_reactor::arm_wake() {
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_read(sqe, wake_fd_, &wake_buf_, sizeof(wake_buf_), 0);
+    io_uring_sqe_set_data64(sqe, wake_tag);
+}
+
+auto uring_reactor::get_sqe() -> io_uring_sqe* {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) {
+        io_uring_submit(&ring_);
+        queued_ = 0;
+        sqe = io_uring_get_sqe(&ring_);
+        if (sqe == nullptr) {
+            throw std::runtime_error("weft IO: io_uring submission queue stays full");
+        }
+    }
+    ++queued_;
+    return sqe;
+}
+
+void uring_reactor::submitted(uring_op& op) noexcept {
+    op.st = uring_op::state::submitted;
+    inflight_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void uring_reactor::request_cancel(uring_op& op) noexcept {
+    {
+        std::lock_guard lock(cancel_mu_);
+        if (op.cancel_queued) {
+            return;
+        }
+        op.cancel_queued = true;
+        op.cancel_prev = nullptr;
+        op.cancel_next = cancel_head_;
+        if (cancel_head_ != nullptr) {
+            cancel_head_->cancel_prev = &op;
+        }
+        cancel_head_ = &op;
+    }
+    unpark();  // the owner submits the cancel on its next poll or park
+}
+
+void uring_reactor::forget_cancel(uring_op& op) noexcept {
+    std::lock_guard lock(cancel_mu_);
+    if (!op.cancel_queued) {
+        return;
+    }
+    op.cancel_queued = false;
+    if (op.cancel_prev != nullptr) {
+        op.cancel_prev->cancel_next = op.cancel_next;
+    } else if (cancel_head_ == &op) {
+        cancel_head_ = op.cancel_next;
+    }
+    if (op.cancel_next != nullptr) {
+        op.cancel_next->cancel_prev = op.cancel_prev;
+    }
+    op.cancel_next = op.cancel_prev = nullptr;
+}
+
+void uring_reactor::submit_cancels() {
+    std::lock_guard lock(cancel_mu_);
+    while (uring_op* op = cancel_head_) {
+        cancel_head_ = op->cancel_next;
+        op->cancel_next = op->cancel_prev = nullptr;
+        op->cancel_queued = false;  // off the list; the op will not be linked again
+        io_uring_sqe* sqe = get_sqe();
+        io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(op), 0);
+        io_uring_sqe_set_data64(sqe, cancel_tag);
+    }
+}
+
+auto uring_reactor::reap() -> bool {
+    bool queued_any = false;
+    unsigned head = 0;
+    unsigned seen = 0;
+    io_uring_cqe* cqe = nullptr;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+        ++seen;
+        const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
+        if (ud == cancel_tag) {
+            continue;
+        }
+        if (ud == wake_tag) {
+            arm_wake();
+            continue;
+        }
+        auto* op = reinterpret_cast<uring_op*>(ud);
+        op->res = cqe->res;
+        op->st = uring_op::state::done;
+        inflight_.fetch_sub(1, std::memory_order_seq_cst);
+        tl_worker->push(op->waiter);
+        queued_any = true;
+    }
+    io_uring_cq_advance(&ring_, seen);
+    return queued_any;
+}
+
+auto uring_reactor::poll() -> bool {
+    submit_cancels();
+    if (queued_ == 0 && inflight_.load(std::memory_order_relaxed) == 0) {
+        return false;
+    }
+    io_uring_submit_and_get_events(&ring_);
+    queued_ = 0;
+    return reap();
+}
+
+void uring_reactor::park(std::optional<std::int64_t> timeout_ns) {
+    submit_cancels();
+    if (!begin_sleep()) {
+        poll();
+        return;
+    }
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec ts{};
+    if (timeout_ns) {
+        ts = to_timespec(*timeout_ns);
+    }
+    io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout_ns ? &ts : nullptr, nullptr);
+    queued_ = 0;
+    end_sleep();
+    reap();
+}
+
+void uring_reactor::kick() noexcept {
+    const std::uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void uring_op::on_stop(stop_callback_node* n) noexcept {
+    auto* op = static_cast<uring_op*>(n);
+    op->owner->request_cancel(*op);
+}
+
+// ---- epoll -----------------------------------------------------------------------------------
+
+epoll_reactor::epoll_reactor() : reactor(io_backend::epoll) {
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // kicked from any thread, any time
+    if (wake_fd_ < 0) {
+        throw std::system_error(errno, std::system_category(), "eventfd");
+    }
+}
+
+epoll_reactor::~epoll_reactor() {
+    detach();
+    ::close(wake_fd_);
+}
+
+void epoll_reactor::attach() {
+    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) {
+        throw std::system_error(errno, std::system_category(), "epoll_create1");
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.ptr = nullptr;  // nullptr = the wake fd
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) {
+        throw std::system_error(errno, std::system_category(), "epoll_ctl(wake fd)");
+    }
+    tl_reactor = this;
+}
+
+void epoll_reactor::detach() noexcept {
+    if (tl_reactor == this) {
+        tl_reactor = nullptr;
+    }
+    free_retired();
+    if (epfd_ >= 0) {
+        ::close(epfd_);
+        epfd_ = -1;
+    }
+}
+
+auto epoll_reactor::ensure_registered(io_handle& h) -> std::error_code {
+    std::lock_guard lock(h.mu);
+    if (h.owner != nullptr) {
+        return {};
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = &h;
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, h.fd, &ev) != 0) {
+        return {errno, std::system_category()};
+    }
+    h.owner = this;
+    return {};
+}
+
+void epoll_reactor::retire(io_handle* h) noexcept {
+    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, h->fd, nullptr);
+    std::lock_guard lock(retire_mu_);
+    retired_.push_back(h);
+}
+
+void epoll_reactor::free_retired() noexcept {
+    std::vector<io_handle*> batch;
+    {
+        std::lock_guard lock(retire_mu_);
+        batch.swap(retired_);
+    }
+    for (io_handle* h : batch) {
+        delete h;
+    }
+}
+
+auto epoll_reactor::wait(int timeout_ms) -> bool {
+    // Handles retired before this call cannot appear in its events: free them first.
+    free_retired();
+    epoll_event events[256];
+    const int n = ::epoll_wait(epfd_, events, 256, timeout_ms);
+    bool queued_any = false;
+    for (int i = 0; i < n; ++i) {
+        auto* h = static_cast<io_handle*>(events[i].data.ptr);
+        if (h == nullptr) {
+            std::uint64_t v = 0;
+            (void)!::read(wake_fd_, &v, sizeof(v));
+            continue;
+        }
+        const std::uint32_t e = events[i].events;
+        readiness_waiter* woken[2] = {nullptr, nullptr};
+        {
+            std::lock_guard lock(h->mu);
+            if ((e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+                ++h->read_seq;
+                if (h->reader != nullptr) {
+                    woken[0] = h->reader;
+                    h->reader = nullptr;
+                    woken[0]->st = readiness_waiter::state::fired;
+                }
+            }
+            if ((e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) {
+                ++h->write_seq;
+                if (h->writer != nullptr) {
+                    woken[1] = h->writer;
+                    h->writer = nullptr;
+                    woken[1]->st = readiness_waiter::state::fired;
+                }
+            }
+        }
+        for (readiness_waiter* w : woken) {
+            if (w != nullptr) {
+                waiting_changed(-1);
+                tl_worker->push(w->waiter);
+                queued_any = true;
+            }
+        }
+    }
+    return queued_any;
+}
+
+auto epoll_reactor::poll() -> bool {
+    if (waiting_.load(std::memory_order_relaxed) == 0) {
+        free_retired();
+        return false;
+    }
+    return wait(0);
+}
+
+void epoll_reactor::park(std::optional<std::int64_t> timeout_ns) {
+    if (!begin_sleep()) {
+        poll();
+        return;
+    }
+    int ms = -1;
+    if (timeout_ns) {
+        // Round up: waking early would only make the worker park again.
+        ms = *timeout_ns <= 0 ? 0 : static_cast<int>((*timeout_ns + 999'999) / 1'000'000);
+    }
+    wait(ms);
+    end_sleep();
+}
+
+void epoll_reactor::kick() noexcept {
+    const std::uint64_t one = 1;
+    (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+void readiness_waiter::on_stop(stop_callback_node* n) noexcept {
+    auto* w = static_cast<readiness_waiter*>(n);
+    io_handle* h = w->handle;
+    std::coroutine_handle<> resume;
+    worker_base* home = w->home;
+    epoll_reactor* owner = nullptr;
+    {
+        std::lock_guard lock(h->mu);
+        if (w->st == state::waiting) {
+            (w->write ? h->writer : h->reader) = nullptr;
+            w->st = state::cancelled;
+            resume = w->waiter;
+            owner = h->owner;
+        } else if (w->st == state::idle) {
+            w->st = state::cancelled;  // the waiter sees it before it publishes itself
+        }
+    }
+    if (resume) {
+        owner->waiting_changed(-1);
+        // NOTE: w may be gone once resume runs.
+        resume_soon(resume, home);
+    }
+}
+
+}  // namespace detail
+}  // namespace weft

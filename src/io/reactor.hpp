@@ -1,0 +1,214 @@
+#pragma once
+
+// Private to weft::io: the two reactors and the per-socket state. A reactor is a worker's
+// park_driver (sched/driver.hpp): the worker sleeps in it, and it queues the tasks whose IO
+// finished on that worker.
+
+#include <liburing.h>
+
+#include <atomic>
+#include <coroutine>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "weft/core/detail/worker_base.hpp"
+#include "weft/core/stop.hpp"
+#include "weft/io/reactor.hpp"
+
+namespace weft::detail {
+
+class reactor : public park_driver {
+public:
+    explicit reactor(io_backend b) noexcept : backend_(b) {}
+    [[nodiscard]] auto backend() const noexcept -> io_backend { return backend_; }
+
+    /// The reactor of the worker running on this thread, or nullptr.
+    [[nodiscard]] static auto current() noexcept -> reactor* { return tl_reactor; }
+
+    void unpark() noexcept final;
+
+protected:
+    // Sleep protocol shared by both backends. unpark: notified_ = true, then if the owner is
+    // sleeping_, kick its wake fd. park: sleeping_ = true, then re-check notified_ before the
+    // blocking call. Both pairs are seq_cst, so one side always sees the other: no lost wake-up,
+    // and no system call when the owner is awake anyway.
+    auto begin_sleep() noexcept -> bool;  // false: a wake-up is pending, do not block
+    void end_sleep() noexcept;
+    virtual void kick() noexcept = 0;  // make the blocking call return
+
+    static constinit thread_local reactor* tl_reactor;
+    std::atomic<bool> notified_{false};
+    std::atomic<bool> sleeping_{false};
+
+private:
+    io_backend backend_;
+};
+
+/// Queues `h` to run: on this thread's worker when it has one, else on `home`.
+inline void resume_soon(std::coroutine_handle<> h, worker_base* home) {
+    if (worker_base* w = tl_worker; w != nullptr) {
+        w->push(h);
+    } else {
+        home->schedule_remote(h);
+    }
+}
+
+// ---- io_uring --------------------------------------------------------------------------------
+
+class uring_reactor;
+
+/// An operation submitted to a worker's ring, embedded in the awaiting frame.
+/// user_data encoding on the ring: 0 = a cancel request (its CQE is ignored), 1 = the wake
+/// eventfd read, anything else = the address of a uring_op.
+/// `state` (owner thread only): idle -> submitted (SQE prepared) -> done (CQE reaped; `res` is
+/// the kernel's result, -ECANCELED when cancelled in the kernel). Cancellation from any thread
+/// links the op into the reactor's cancel list (under cancel_mu_); the owner turns that into an
+/// IORING_OP_ASYNC_CANCEL. The op unlinks itself on resumption, so the list never holds a
+/// finished op; the buffer stays valid until the CQE arrives because the waiter only resumes
+/// then.
+struct uring_op : stop_callback_node {
+    enum class state : std::uint8_t { idle, submitted, done };
+    uring_op() noexcept : stop_callback_node(&uring_op::on_stop) {}
+    uring_op(const uring_op&) = delete;
+    auto operator=(const uring_op&) -> uring_op& = delete;
+    static void on_stop(stop_callback_node* n) noexcept;
+
+    std::coroutine_handle<> waiter;
+    uring_reactor* owner = nullptr;
+    stop_state* stop = nullptr;
+    int res = 0;
+    state st = state::idle;
+    bool registered = false;
+    bool cancel_queued = false;  // guarded by owner->cancel_mu_
+    uring_op* cancel_next = nullptr;
+    uring_op* cancel_prev = nullptr;
+};
+
+class uring_reactor final : public reactor {
+public:
+    uring_reactor();
+    ~uring_reactor() override;
+
+    void attach() override;
+    void detach() noexcept override;
+    void park(std::optional<std::int64_t> timeout_ns) override;
+    auto poll() -> bool override;
+    [[nodiscard]] auto pending() const noexcept -> std::size_t override {
+        return inflight_.load(std::memory_order_seq_cst);
+    }
+
+    /// Owner thread: an SQE to fill (submits queued ones first if the ring is full).
+    auto get_sqe() -> io_uring_sqe*;
+    /// Owner thread: `op` was prepared in an SQE from get_sqe.
+    void submitted(uring_op& op) noexcept;
+    /// Any thread.
+    void request_cancel(uring_op& op) noexcept;
+    /// Owner or thief after resumption: drop a queued cancel of a finished op.
+    void forget_cancel(uring_op& op) noexcept;
+
+    static constexpr std::uint64_t cancel_tag = 0;
+    static constexpr std::uint64_t wake_tag = 1;
+
+private:
+    void kick() noexcept override;
+    auto reap() -> bool;
+    void submit_cancels();
+    void arm_wake();
+
+    io_uring ring_{};
+    bool ring_ok_ = false;
+    int wake_fd_ = -1;
+    std::uint64_t wake_buf_ = 0;
+    unsigned queued_ = 0;  // SQEs prepared since the last submit (owner only)
+    std::atomic<std::size_t> inflight_{0};
+    std::mutex cancel_mu_;
+    uring_op* cancel_head_ = nullptr;  // guarded by cancel_mu_
+};
+
+// ---- epoll ---------------------------------------------------------------------------------
+
+class epoll_reactor;
+struct readiness_waiter;
+
+}  // namespace weft::detail
+
+namespace weft::detail {
+
+/// Per-socket state. io_uring needs none of it beyond the fd; epoll keeps the readiness
+/// registration here: the socket is registered (edge-triggered, in and out) with the epoll of the
+/// first worker that waits on it, and that worker's reactor delivers its events from then on,
+/// whichever worker the waiting task runs on.
+/// read_seq / write_seq count readiness events (guarded by mu): a waiter snapshots one before
+/// its non-blocking attempt and sleeps only if no event came in between (so an edge is never
+/// lost between EAGAIN and the wait).
+struct io_handle {
+    explicit io_handle(int f) noexcept : fd(f) {}
+    int fd;
+    std::mutex mu;
+    epoll_reactor* owner = nullptr;      // guarded by mu; set once
+    std::uint32_t read_seq = 0;          // guarded by mu
+    std::uint32_t write_seq = 0;         // guarded by mu
+    readiness_waiter* reader = nullptr;  // guarded by mu
+    readiness_waiter* writer = nullptr;  // guarded by mu
+};
+
+/// Waits for a readiness event on an io_handle, embedded in the awaiting frame.
+/// `state` (guarded by the handle's mu): idle -> waiting -> fired | cancelled. Whoever moves it
+/// out of waiting resumes the waiter, once.
+struct readiness_waiter : stop_callback_node {
+    enum class state : std::uint8_t { idle, waiting, fired, cancelled };
+    readiness_waiter() noexcept : stop_callback_node(&readiness_waiter::on_stop) {}
+    readiness_waiter(const readiness_waiter&) = delete;
+    auto operator=(const readiness_waiter&) -> readiness_waiter& = delete;
+    static void on_stop(stop_callback_node* n) noexcept;
+
+    io_handle* handle = nullptr;
+    bool write = false;
+    state st = state::idle;
+    bool registered = false;
+    std::coroutine_handle<> waiter;
+    worker_base* home = nullptr;
+    stop_state* stop = nullptr;
+};
+
+class epoll_reactor final : public reactor {
+public:
+    epoll_reactor();
+    ~epoll_reactor() override;
+
+    void attach() override;
+    void detach() noexcept override;
+    void park(std::optional<std::int64_t> timeout_ns) override;
+    auto poll() -> bool override;
+    [[nodiscard]] auto pending() const noexcept -> std::size_t override {
+        return waiting_.load(std::memory_order_seq_cst);
+    }
+
+    /// Registers `h` with this epoll if it is not registered anywhere yet.
+    auto ensure_registered(io_handle& h) -> std::error_code;
+    /// Any thread: unregisters and frees `h` once no event of this reactor can still name it.
+    void retire(io_handle* h) noexcept;
+    void waiting_changed(int delta) noexcept {
+        waiting_.fetch_add(delta, std::memory_order_seq_cst);
+    }
+
+private:
+    void kick() noexcept override;
+    auto wait(int timeout_ms) -> bool;
+    void free_retired() noexcept;
+
+    int epfd_ = -1;
+    int wake_fd_ = -1;
+    std::atomic<std::size_t> waiting_{0};
+    std::mutex retire_mu_;
+    std::vector<io_handle*> retired_;  // guarded by retire_mu_
+};
+
+/// The reactor on this thread as an io_uring / epoll reactor, or a clear error.
+auto current_uring() -> uring_reactor&;
+auto current_epoll() -> epoll_reactor&;
+
+}  // namespace weft::detail

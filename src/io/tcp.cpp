@@ -1,0 +1,362 @@
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <vector>
+
+#include "ops.hpp"
+#include "reactor.hpp"
+#include "weft/io/tcp_listener.hpp"
+#include "weft/io/tcp_stream.hpp"
+#include "weft/sched/timer.hpp"
+
+namespace weft {
+namespace detail {
+
+void io_handle_deleter::operator()(io_handle* h) const noexcept {
+    epoll_reactor* owner = nullptr;
+    {
+        std::lock_guard lock(h->mu);
+        owner = h->owner;
+    }
+    if (owner != nullptr) {
+        owner->retire(h);  // freed by its reactor once no event can name it
+    } else {
+        delete h;
+    }
+}
+
+namespace {
+
+auto errno_code(int e = errno) -> std::error_code { return {e, std::system_category()}; }
+
+void set_nonblocking(int fd) noexcept {
+    const int fl = ::fcntl(fd, F_GETFL, 0);
+    if (fl >= 0 && (fl & O_NONBLOCK) == 0) {
+        ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    }
+}
+
+void set_nodelay(int fd) noexcept {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+auto is_uring() -> bool { return current_io_backend() == io_backend::io_uring; }
+
+// The handle of a socket, made on first use (epoll only needs it).
+auto handle_of(int fd, std::unique_ptr<io_handle, io_handle_deleter>& h) -> io_handle& {
+    if (!h) {
+        h.reset(new io_handle(fd));
+    }
+    return *h;
+}
+
+}  // namespace
+}  // namespace detail
+
+// ---- tcp_stream ------------------------------------------------------------------------------
+
+tcp_stream::tcp_stream(int fd) noexcept : fd_(fd) {
+    if (fd_ >= 0) {
+        detail::set_nonblocking(fd_);
+    }
+}
+
+tcp_stream::tcp_stream(tcp_stream&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), h_(std::move(o.h_)) {}
+
+auto tcp_stream::operator=(tcp_stream&& o) noexcept -> tcp_stream& {
+    if (this != &o) {
+        close();
+        fd_ = std::exchange(o.fd_, -1);
+        h_ = std::move(o.h_);
+    }
+    return *this;
+}
+
+tcp_stream::~tcp_stream() { close(); }
+
+void tcp_stream::close() noexcept {
+    h_.reset();  // unregisters from epoll before the fd number can be reused
+    if (fd_ >= 0) {
+        ::close(fd_);
+        fd_ = -1;
+    }
+}
+
+auto tcp_stream::shutdown_write() noexcept -> result<void> {
+    if (::shutdown(fd_, SHUT_WR) != 0) {
+        return detail::errno_code();
+    }
+    return {};
+}
+
+auto tcp_stream::peer_address() const -> result<socket_address> {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+        return detail::errno_code();
+    }
+    return socket_address::from(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+auto tcp_stream::connect(socket_address addr) -> task<result<tcp_stream>> {
+    const int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        co_return detail::errno_code();
+    }
+    tcp_stream s(fd);
+    if (detail::is_uring()) {
+        const int res = co_await detail::uring_awaiter{
+            [&](io_uring_sqe* sqe) { io_uring_prep_connect(sqe, fd, addr.data(), addr.size()); }};
+        if (res < 0) {
+            co_return std::error_code(-res, std::system_category());
+        }
+    } else {
+        if (::connect(fd, addr.data(), addr.size()) != 0) {
+            if (errno != EINPROGRESS) {
+                co_return detail::errno_code();
+            }
+            detail::io_handle& h = detail::handle_of(fd, s.h_);
+            const std::uint32_t seq = detail::readiness_seq(h, true);
+            if (auto ec = co_await detail::readiness(h, true, seq); ec) {
+                co_return ec;
+            }
+            int err = 0;
+            socklen_t len = sizeof(err);
+            ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+            if (err != 0) {
+                co_return detail::errno_code(err);
+            }
+        }
+    }
+    detail::set_nodelay(fd);
+    co_return std::move(s);
+}
+
+auto tcp_stream::connect(socket_address addr, std::chrono::milliseconds timeout)
+    -> task<result<tcp_stream>> {
+    auto r = co_await with_timeout(timeout, connect(addr));
+    if (!r) {
+        co_return r.error();  // timed_out
+    }
+    co_return std::move(*r);
+}
+
+auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>> {
+    if (detail::is_uring()) {
+        const int fd = fd_;
+        const int res = co_await detail::uring_awaiter{
+            [&](io_uring_sqe* sqe) { io_uring_prep_recv(sqe, fd, buf.data(), buf.size(), 0); }};
+        if (res > 0) {
+            co_return static_cast<std::size_t>(res);
+        }
+        if (res == 0) {
+            co_return make_error_code(io_errc::eof);
+        }
+        co_return std::error_code(-res, std::system_category());
+    }
+    detail::io_handle& h = detail::handle_of(fd_, h_);
+    for (;;) {
+        const std::uint32_t seq = detail::readiness_seq(h, false);
+        const ssize_t n = ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+        if (n > 0) {
+            co_return static_cast<std::size_t>(n);
+        }
+        if (n == 0) {
+            co_return make_error_code(io_errc::eof);
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            co_return detail::errno_code();
+        }
+        if (auto ec = co_await detail::readiness(h, false, seq); ec) {
+            co_return ec;
+        }
+    }
+}
+
+auto tcp_stream::read_exact(std::span<std::byte> buf) -> task<result<void>> {
+    std::size_t done = 0;
+    while (done < buf.size()) {
+        auto n = co_await read_some(buf.subspan(done));
+        if (!n) {
+            co_return n.error();
+        }
+        done += *n;
+    }
+    co_return result<void>{};
+}
+
+auto tcp_stream::write_all(std::span<const std::byte> buf) -> task<result<void>> {
+    const std::span<const std::byte> one[1] = {buf};
+    co_return co_await write_all(std::span<const std::span<const std::byte>>(one));
+}
+
+auto tcp_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> task<result<void>> {
+    // One iovec per buffer; advanced in place after a short write.
+    std::vector<iovec> iov;
+    iov.reserve(bufs.size());
+    for (auto b : bufs) {
+        if (!b.empty()) {
+            iov.push_back(iovec{const_cast<std::byte*>(b.data()), b.size()});
+        }
+    }
+    std::size_t first = 0;
+    auto advance = [&](std::size_t n) {
+        while (n > 0 && first < iov.size()) {
+            if (n >= iov[first].iov_len) {
+                n -= iov[first].iov_len;
+                ++first;
+            } else {
+                iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + n;
+                iov[first].iov_len -= n;
+                n = 0;
+            }
+        }
+    };
+    msghdr msg{};
+    while (first < iov.size()) {
+        msg.msg_iov = iov.data() + first;
+        msg.msg_iovlen = std::min<std::size_t>(iov.size() - first, IOV_MAX);
+        if (detail::is_uring()) {
+            const int fd = fd_;
+            const int res = co_await detail::uring_awaiter{
+                [&](io_uring_sqe* sqe) { io_uring_prep_sendmsg(sqe, fd, &msg, MSG_NOSIGNAL); }};
+            if (res < 0) {
+                co_return std::error_code(-res, std::system_category());
+            }
+            advance(static_cast<std::size_t>(res));
+            continue;
+        }
+        detail::io_handle& h = detail::handle_of(fd_, h_);
+        const std::uint32_t seq = detail::readiness_seq(h, true);
+        const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) {
+            advance(static_cast<std::size_t>(n));
+            continue;
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            co_return detail::errno_code();
+        }
+        if (auto ec = co_await detail::readiness(h, true, seq); ec) {
+            co_return ec;
+        }
+    }
+    co_return result<void>{};
+}
+
+// ---- tcp_listener ----------------------------------------------------------------------------
+
+tcp_listener::tcp_listener(tcp_listener&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), h_(std::move(o.h_)) {}
+
+auto tcp_listener::operator=(tcp_listener&& o) noexcept -> tcp_listener& {
+    if (this != &o) {
+        close();
+        fd_ = std::exchange(o.fd_, -1);
+        h_ = std::move(o.h_);
+    }
+    return *this;
+}
+
+tcp_listener::~tcp_listener() { close(); }
+
+void tcp_listener::close() noexcept {
+    h_.reset();
+    if (fd_ >= 0) {
+        ::close(fd_);
+        fd_ = -1;
+    }
+}
+
+auto tcp_listener::bind(socket_address addr, listen_options opts) -> result<tcp_listener> {
+    const int fd = ::socket(addr.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return detail::errno_code();
+    }
+    tcp_listener l;
+    l.fd_ = fd;
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (opts.reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
+        return detail::errno_code();
+    }
+    if (::bind(fd, addr.data(), addr.size()) != 0 || ::listen(fd, opts.backlog) != 0) {
+        return detail::errno_code();
+    }
+    return l;
+}
+
+auto tcp_listener::local_address() const -> result<socket_address> {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+        return detail::errno_code();
+    }
+    return socket_address::from(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+auto tcp_listener::accept() -> task<result<tcp_stream>> {
+    using namespace std::chrono_literals;
+    auto backoff = 5ms;
+    for (;;) {
+        int fd = -1;
+        int err = 0;
+        if (detail::is_uring()) {
+            const int lfd = fd_;
+            const int res = co_await detail::uring_awaiter{[&](io_uring_sqe* sqe) {
+                io_uring_prep_accept(sqe, lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            }};
+            if (res >= 0) {
+                fd = res;
+            } else {
+                err = -res;
+            }
+        } else {
+            detail::io_handle& h = detail::handle_of(fd_, h_);
+            const std::uint32_t seq = detail::readiness_seq(h, false);
+            fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) {
+                err = errno;
+                if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
+                    if (auto ec = co_await detail::readiness(h, false, seq); ec) {
+                        co_return ec;
+                    }
+                    continue;
+                }
+            }
+        }
+        if (fd >= 0) {
+            detail::set_nodelay(fd);
+            co_return tcp_stream(fd);
+        }
+        if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+            // Out of descriptors or memory: the connection waits in the backlog. Sleep (no busy
+            // loop) and retry, backing off like Go's accept loop.
+            auto r = co_await sleep_for(backoff);
+            if (!r) {
+                co_return r.error();
+            }
+            backoff = std::min<std::chrono::milliseconds>(backoff * 2, 1s);
+            continue;
+        }
+        if (err == ECONNABORTED || err == EPROTO || err == EINTR) {
+            continue;  // that connection died in the backlog: take the next
+        }
+        co_return detail::errno_code(err);
+    }
+}
+
+}  // namespace weft

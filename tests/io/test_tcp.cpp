@@ -1,0 +1,330 @@
+// TCP over both reactors: every test runs once on io_uring and once on epoll (the suite is
+// parameterised; io_uring runs report skipped where the kernel has no io_uring).
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "weft/core/scope.hpp"
+#include "weft/core/when_all.hpp"
+#include "weft/io/reactor.hpp"
+#include "weft/io/tcp_listener.hpp"
+#include "weft/io/tcp_stream.hpp"
+#include "weft/sched/runtime.hpp"
+#include "weft/sched/timer.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+auto loopback() -> weft::socket_address {
+    return weft::socket_address::parse("127.0.0.1", 0).value();
+}
+
+auto bytes(std::string_view s) -> std::span<const std::byte> { return std::as_bytes(std::span{s}); }
+
+class tcp : public ::testing::TestWithParam<weft::io_backend> {
+protected:
+    void SetUp() override {
+        try {
+            (void)weft::resolve_io_backend(GetParam());
+        } catch (const std::system_error&) {
+            GTEST_SKIP() << "io_uring unavailable here";
+        }
+    }
+    auto options(unsigned workers = 2) -> weft::runtime_options {
+        return weft::io_runtime_options(workers, GetParam());
+    }
+};
+
+// Reads until eof, returns everything.
+auto read_to_end(weft::tcp_stream& s) -> weft::task<weft::result<std::string>> {
+    std::string out;
+    std::array<std::byte, 4096> buf{};
+    for (;;) {
+        auto n = co_await s.read_some(buf);
+        if (!n) {
+            if (n.error() == weft::io_errc::eof) {
+                co_return out;
+            }
+            co_return n.error();
+        }
+        out.append(reinterpret_cast<const char*>(buf.data()), *n);
+    }
+}
+
+auto echo_once(weft::tcp_listener& l) -> weft::task<void> {
+    auto c = co_await l.accept();
+    c.value();
+    std::array<std::byte, 4096> buf{};
+    for (;;) {
+        auto n = co_await c->read_some(buf);
+        if (!n) {
+            co_return;  // eof or error: done
+        }
+        (co_await c->write_all(std::span<const std::byte>(buf.data(), *n))).value();
+    }
+}
+
+TEST_P(tcp, echo_round_trip_and_backend_is_the_requested_one) {
+    weft::runtime rt{options()};
+    auto got = rt.block_on([&]() -> weft::task<std::string> {
+        EXPECT_EQ(weft::current_io_backend(), GetParam());
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        const auto addr = l.local_address().value();
+        auto server = weft::spawn(echo_once(l));
+        auto c = (co_await weft::tcp_stream::connect(addr)).value();
+        (co_await c.write_all(bytes("hello weft"))).value();
+        (void)c.shutdown_write();
+        auto r = (co_await read_to_end(c)).value();
+        co_await std::move(server);
+        co_return r;
+    }());
+    EXPECT_EQ(got, "hello weft");
+}
+
+TEST_P(tcp, large_transfer_both_ways_arrives_intact) {
+    weft::runtime rt{options()};
+    std::string payload(8 << 20, '\0');
+    std::mt19937 rng(7);
+    for (auto& ch : payload) {
+        ch = static_cast<char>(rng());
+    }
+    auto echoed = rt.block_on([&]() -> weft::task<std::string> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto server = weft::spawn(echo_once(l));
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        // Write and read concurrently (the echo would stall on full buffers otherwise).
+        auto writer = weft::spawn([&]() -> weft::task<void> {
+            const std::string_view v = payload;
+            const std::span<const std::byte> parts[2] = {bytes(v.substr(0, 1000)),
+                                                         bytes(v.substr(1000))};
+            (co_await c.write_all(std::span<const std::span<const std::byte>>(parts))).value();
+            c.shutdown_write().value();
+        });
+        auto r = (co_await read_to_end(c)).value();
+        co_await std::move(writer);
+        co_await std::move(server);
+        co_return r;
+    }());
+    EXPECT_EQ(echoed.size(), payload.size());
+    EXPECT_TRUE(echoed == payload);
+}
+
+TEST_P(tcp, peer_close_is_reported_as_eof) {
+    weft::runtime rt{options()};
+    auto err = rt.block_on([&]() -> weft::task<std::error_code> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto closer = weft::spawn([&]() -> weft::task<void> {
+            auto c = co_await l.accept();
+            c->close();
+        });
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        co_await std::move(closer);
+        std::array<std::byte, 16> buf{};
+        auto n = co_await c.read_some(buf);
+        co_return n.error();
+    }());
+    EXPECT_EQ(err, weft::io_errc::eof);
+    EXPECT_EQ(err.message(), "connection closed by peer");
+}
+
+TEST_P(tcp, half_close_lets_the_other_side_answer) {
+    weft::runtime rt{options()};
+    auto reply = rt.block_on([&]() -> weft::task<std::string> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto server = weft::spawn([&]() -> weft::task<void> {
+            auto c = (co_await l.accept()).value();
+            auto req = (co_await read_to_end(c)).value();  // until the client's half-close
+            (co_await c.write_all(bytes("got " + req))).value();
+        });
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        (co_await c.write_all(bytes("ping"))).value();
+        c.shutdown_write().value();
+        auto r = (co_await read_to_end(c)).value();
+        co_await std::move(server);
+        co_return r;
+    }());
+    EXPECT_EQ(reply, "got ping");
+}
+
+TEST_P(tcp, connect_refused_is_an_error_value) {
+    weft::runtime rt{options()};
+    auto err = rt.block_on([&]() -> weft::task<std::error_code> {
+        weft::socket_address closed_port;
+        {
+            auto l = weft::tcp_listener::bind(loopback()).value();
+            closed_port = l.local_address().value();
+        }  // closed: nothing listens there now
+        auto c = co_await weft::tcp_stream::connect(closed_port);
+        co_return c.error();
+    }());
+    EXPECT_EQ(err, std::errc::connection_refused);
+}
+
+// A listener with a full backlog that never accepts makes the kernel drop further SYNs: the
+// connect hangs, and its timeout form gives up.
+TEST_P(tcp, connect_times_out) {
+    weft::runtime rt{options()};
+    auto err = rt.block_on([&]() -> weft::task<std::error_code> {
+        auto l = weft::tcp_listener::bind(loopback(), {.backlog = 0}).value();
+        const auto addr = l.local_address().value();
+        std::vector<weft::tcp_stream> fillers;
+        std::error_code last;
+        for (int i = 0; i < 8 && !last; ++i) {
+            auto c = co_await weft::tcp_stream::connect(addr, 200ms);
+            if (c) {
+                fillers.push_back(std::move(*c));
+            } else {
+                last = c.error();
+            }
+        }
+        co_return last;
+    }());
+    EXPECT_EQ(err, std::errc::timed_out);
+}
+
+TEST_P(tcp, pending_accept_and_read_are_cancelled) {
+    weft::runtime rt{options()};
+    auto [accept_err, read_err] =
+        rt.block_on([&]() -> weft::task<std::pair<std::error_code, std::error_code>> {
+            auto l = weft::tcp_listener::bind(loopback()).value();
+            auto l2 = weft::tcp_listener::bind(loopback()).value();
+            auto c = (co_await weft::tcp_stream::connect(l2.local_address().value())).value();
+            std::error_code a;
+            std::error_code r;
+            co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+                s.spawn([&]() -> weft::task<void> { a = (co_await l.accept()).error(); });
+                s.spawn([&]() -> weft::task<void> {
+                    std::array<std::byte, 8> buf{};
+                    r = (co_await c.read_some(buf)).error();
+                });
+                (co_await weft::sleep_for(20ms)).value();  // both are parked in the kernel / epoll
+                s.request_stop();
+            });
+            co_return std::pair{a, r};
+        }());
+    EXPECT_EQ(accept_err, std::errc::operation_canceled);
+    EXPECT_EQ(read_err, std::errc::operation_canceled);
+}
+
+TEST_P(tcp, reset_while_writing_is_reported) {
+    weft::runtime rt{options()};
+    auto err = rt.block_on([&]() -> weft::task<std::error_code> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        {
+            auto s = (co_await l.accept()).value();
+            linger lg{1, 0};  // close with RST
+            ::setsockopt(s.native_handle(), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        }
+        const std::string chunk(1 << 20, 'x');
+        for (int i = 0; i < 64; ++i) {
+            auto r = co_await c.write_all(bytes(chunk));
+            if (!r) {
+                co_return r.error();
+            }
+        }
+        co_return std::error_code{};
+    }());
+    EXPECT_TRUE(err == std::errc::connection_reset || err == std::errc::broken_pipe)
+        << err.message();
+}
+
+TEST_P(tcp, thousands_of_concurrent_connections) {
+    rlimit rl{};
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+    int n = rl.rlim_cur >= 25000 ? 10000 : static_cast<int>(rl.rlim_cur / 2 - 64);
+    if (const char* e = std::getenv("WEFT_TEST_CONNS")) {
+        n = std::atoi(e);
+    }
+    weft::runtime rt{options()};
+    std::atomic<int> ok{0};
+    rt.block_on([&]() -> weft::task<void> {
+        auto l = weft::tcp_listener::bind(loopback(), {.backlog = 4096}).value();
+        const auto addr = l.local_address().value();
+        std::vector<weft::tcp_stream> clients;  // outlives the scope's children
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {  // acceptor: one echo task per connection
+                co_await weft::with_scope([&](weft::scope& conns) -> weft::task<void> {
+                    for (int i = 0; i < n; ++i) {
+                        auto c = co_await l.accept();
+                        conns.spawn([](weft::tcp_stream c) -> weft::task<void> {
+                            std::array<std::byte, 64> buf{};
+                            auto r = co_await c.read_some(buf);
+                            if (r) {
+                                (void)co_await c.write_all(
+                                    std::span<const std::byte>(buf.data(), *r));
+                            }
+                        }(std::move(c).value()));
+                    }
+                    co_return;
+                });
+            });
+            // Open every client first (all n connections are alive at once), then talk.
+            clients.reserve(static_cast<std::size_t>(n));
+            for (int i = 0; i < n; ++i) {
+                clients.push_back((co_await weft::tcp_stream::connect(addr)).value());
+            }
+            for (auto& c : clients) {
+                s.spawn([&c, &ok]() -> weft::task<void> {
+                    (co_await c.write_all(bytes("ping"))).value();
+                    std::array<std::byte, 8> buf{};
+                    auto r = co_await c.read_some(buf);
+                    if (r && *r == 4) {
+                        ok.fetch_add(1);
+                    }
+                });
+            }
+            co_return;
+        });
+    }());
+    EXPECT_EQ(ok.load(), n);
+}
+
+// With the descriptor limit exhausted, accept backs off (sleeping, not spinning) and serves the
+// waiting connection as soon as a descriptor is free again.
+TEST_P(tcp, accept_recovers_from_fd_exhaustion) {
+    rlimit saved{};
+    ::getrlimit(RLIMIT_NOFILE, &saved);
+    weft::runtime rt{options()};
+    auto served = rt.block_on([&]() -> weft::task<bool> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        // Use up every descriptor below a low limit.
+        rlimit low = saved;
+        low.rlim_cur = 256;
+        ::setrlimit(RLIMIT_NOFILE, &low);
+        std::vector<int> hog;
+        for (int fd; (fd = ::socket(AF_INET, SOCK_STREAM, 0)) >= 0;) {
+            hog.push_back(fd);
+        }
+        auto acceptor = weft::spawn(l.accept());
+        (co_await weft::sleep_for(30ms)).value();  // accept is now failing with EMFILE
+        const bool stuck = !acceptor.done();
+        for (int fd : hog) {
+            ::close(fd);
+        }
+        ::setrlimit(RLIMIT_NOFILE, &saved);
+        auto s = co_await std::move(acceptor);
+        co_return stuck&& s.has_value();
+    }());
+    ::setrlimit(RLIMIT_NOFILE, &saved);
+    EXPECT_TRUE(served);
+}
+
+INSTANTIATE_TEST_SUITE_P(backends,
+                         tcp,
+                         ::testing::Values(weft::io_backend::io_uring, weft::io_backend::epoll),
+                         [](const auto& info) { return std::string(weft::to_string(info.param)); });
+
+}  // namespace

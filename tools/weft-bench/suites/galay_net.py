@@ -1,0 +1,52 @@
+"""Seed 003 (Galay-Kernel, C++20): the 256-byte echo benchmark at 100 / 500 / 1000 connections,
+with the rows the seed left "to be tested" (Linux io_uring and epoll) filled in. Every server is
+measured with weft's bench_client (one thread, epoll), the server's own CPU per request beside
+the QPS: on 2 shared cores the client is the limit, so CPU per request is what separates them."""
+from weftbench.suite import HIGHER, Metric, Scenario, Seed, Server, Suite, System, Target
+
+PEER_BUILD = "bash bench/peers/build.sh {peers}"
+CLIENT = "{bin}/bench_client"
+
+
+def server(cmd):
+    return Server(tuple(cmd))
+
+
+SUITE = Suite(
+    name="galay-net",
+    title="Galay-Kernel (seed 003): 256-byte echo at 100 / 500 / 1000 connections",
+    seed_file="003_2c837114ee96d0ab.txt",
+    notes="The seed measured its own bench_server with bench_client -c N -s 256 -d 5 on macOS "
+          "(kqueue); its Linux epoll and io_uring rows were left 'to be tested'. Here every "
+          "server gets the same client: weft's bench_client, one thread, epoll.",
+    systems=(
+        System("weft", CLIENT, extra=("port={port}",),
+               server=server(("{bin}/bench_server", "-p", "{port}", "-m", "{scenario}")),
+               build="cmake --build build/release --target bench_server bench_client"),
+        System("go", CLIENT, extra=("port={port}",),
+               server=server(("{peers}/go-echo", "-p", "{port}")), build=PEER_BUILD),
+        System("tokio", CLIENT, extra=("port={port}",),
+               server=server(("{peers}/tokio-echo", "-p", "{port}")), build=PEER_BUILD),
+        System("asio", CLIENT, extra=("port={port}",),
+               server=server(("{peers}/asio-echo", "-p", "{port}")), build=PEER_BUILD),
+    ),
+    metrics={
+        "qps": Metric("req/s", HIGHER),
+        "server_cpu_ns_per_op": Metric("ns"),
+        "mb_per_s": Metric("MB/s", HIGHER),
+        "p50_us": Metric("us"),
+        "p99_us": Metric("us"),
+        "errors": Metric("count"),
+    },
+    scenarios=tuple(
+        [Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "p99_us",
+                                                        "errors"),
+                  quick={"d": 1},
+                  seed={"qps": Seed(q, f"{q:,} QPS (seed 003, kqueue, -c {c})")},
+                  targets={"qps": Target(beats=("go", "tokio", "asio")),
+                           "errors": Target(at_most=0)})
+         for c, q in ((100, 279_569), (500, 275_722), (1000, 263_878))]
+        + [Scenario(mode, {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "errors"),
+                    quick={"d": 1}, only=("weft",))
+           for mode in ("echo_epoll", "echo_tpc") for c in (100, 1000)]),
+)
