@@ -90,7 +90,7 @@ public:
     template <typename P>
     auto await_suspend(std::coroutine_handle<P> h) -> bool {
         stop_ = h.promise().stop_;
-        worker_ = detail::tl_worker;
+        worker_ = detail::current_worker();
         h_ = h;
         if (stop_ == nullptr) {
             return false;

@@ -7,7 +7,11 @@
 namespace weft {
 namespace detail {
 
+namespace {
 constinit thread_local frame_lists tl_frame_lists{};
+}  // namespace
+
+auto this_thread_frame_lists() noexcept -> frame_lists& { return tl_frame_lists; }
 
 namespace {
 

@@ -88,7 +88,7 @@ public:
             return false;
         }
         waiter = h;
-        home = tl_worker;
+        home = current_worker();
         // Register for cancellation first, then publish: once published, an event on another
         // thread may resume us at any moment.
         if (stop != nullptr) {

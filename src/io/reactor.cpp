@@ -293,7 +293,7 @@ auto uring_reactor::reap() -> bool {
         op->res = cqe->res;
         op->st = uring_op::state::done;
         inflight_.fetch_sub(1, std::memory_order_seq_cst);
-        tl_worker->push(op->waiter);
+        current_worker()->push(op->waiter);
         queued_any = true;
     }
     io_uring_cq_advance(&ring_, seen);
@@ -445,7 +445,7 @@ auto epoll_reactor::wait(int timeout_ms) -> bool {
         for (readiness_waiter* w : woken) {
             if (w != nullptr) {
                 waiting_changed(-1);
-                tl_worker->push(w->waiter);
+                current_worker()->push(w->waiter);
                 queued_any = true;
             }
         }

@@ -49,7 +49,7 @@ private:
 
 /// Queues `h` to run: on this thread's worker when it has one, else on `home`.
 inline void resume_soon(std::coroutine_handle<> h, worker_base* home) {
-    if (worker_base* w = tl_worker; w != nullptr) {
+    if (worker_base* w = current_worker(); w != nullptr) {
         w->push(h);
     } else {
         home->schedule_remote(h);

@@ -463,7 +463,7 @@ void sched_worker::park() {
 }
 
 void sched_worker::run() {
-    tl_worker = this;
+    set_current_worker(this);
     tl_sched_worker = this;
     bool attached = false;
     try {
@@ -497,7 +497,7 @@ void sched_worker::run() {
     }
     driver_->detach();
     tl_sched_worker = nullptr;
-    tl_worker = nullptr;
+    set_current_worker(nullptr);
 }
 
 // ---- timers -----------------------------------------------------------------------------

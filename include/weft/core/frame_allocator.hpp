@@ -55,9 +55,10 @@ struct free_block {
     free_block* next;
 };
 
-// The per-thread free lists: plain data with a constant initializer, so the fast paths below
-// reach them with one TLS-relative load (no guard, no wrapper call); the slow paths in
-// frame_allocator.cpp register the thread-exit hand-back.
+// The per-thread free lists, reached through an out-of-line accessor (see the NOTE at
+// current_worker() in detail/worker_base.hpp: frames are allocated and freed inside coroutines,
+// which may have moved threads since they last looked); the slow paths in frame_allocator.cpp
+// register the thread-exit hand-back.
 // Invariant per class k: count[k] == length of heads[k] <= cap_count(k) (except transiently
 // inside frame_free_slow).
 struct frame_lists {
@@ -65,7 +66,7 @@ struct frame_lists {
     std::uint32_t count[frame_class_count];
     frame_allocator_stats stats;
 };
-extern constinit thread_local frame_lists tl_frame_lists;
+[[nodiscard]] auto this_thread_frame_lists() noexcept -> frame_lists&;
 
 constexpr auto frame_class_of(std::size_t bytes) noexcept -> std::size_t {
     return (bytes - 1) / frame_class_bytes;
@@ -80,7 +81,7 @@ void frame_free_slow(void* p, std::size_t bytes) noexcept;
 [[nodiscard]] inline auto frame_alloc(std::size_t bytes) -> void* {
     if (bytes <= max_recycled_frame) {
         const std::size_t k = frame_class_of(bytes);
-        frame_lists& l = tl_frame_lists;
+        frame_lists& l = this_thread_frame_lists();
         if (free_block* b = l.heads[k]) {
             WEFT_UNPOISON(b, frame_block_size(k));
             l.heads[k] = b->next;
@@ -95,7 +96,7 @@ void frame_free_slow(void* p, std::size_t bytes) noexcept;
 inline void frame_free(void* p, std::size_t bytes) noexcept {
     if (bytes <= max_recycled_frame) {
         const std::size_t k = frame_class_of(bytes);
-        frame_lists& l = tl_frame_lists;
+        frame_lists& l = this_thread_frame_lists();
         if ((l.count[k] + 1) * frame_block_size(k) <= frame_class_cap_bytes) {
             auto* b = static_cast<free_block*>(p);
             b->next = l.heads[k];

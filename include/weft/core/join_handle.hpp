@@ -62,7 +62,7 @@ public:
             // A ready join of a spawned task counts against the turn's budget: a loop that
             // only ever joins finished tasks still lets the others run (forks skip this: their
             // join is the fork-join fast path).
-            detail::worker_base* w = detail::tl_worker;
+            detail::worker_base* w = detail::current_worker();
             return p.mode_ != detail::task_mode::spawned || w == nullptr || !w->consume_budget();
         }
         auto await_suspend(std::coroutine_handle<> waiter) -> bool {
@@ -75,7 +75,7 @@ public:
                 return true;
             }
             // Already finished: we are here because the turn's budget is spent. Yield.
-            if (detail::worker_base* w = detail::tl_worker; w != nullptr) {
+            if (detail::worker_base* w = detail::current_worker(); w != nullptr) {
                 w->schedule_remote(waiter);
                 return true;
             }
@@ -109,7 +109,7 @@ struct fork_awaiter {
             }
         }
         cp.continuation_ = parent;
-        worker_base* w = tl_worker;
+        worker_base* w = current_worker();
         if (w == nullptr) {
             cp.mode_ = task_mode::forked_sync;
             return child;
@@ -145,7 +145,7 @@ template <typename T>
 /// executor (a runtime worker or inside sync_wait); throws std::logic_error otherwise.
 template <typename T>
 auto spawn(task<T> t) -> join_handle<T> {
-    detail::worker_base* w = detail::tl_worker;
+    detail::worker_base* w = detail::current_worker();
     if (w == nullptr) {
         throw std::logic_error("weft::spawn: no weft executor on this thread");
     }

@@ -33,7 +33,7 @@ public:
 
     template <typename T>
     void spawn(task<T> t) {
-        detail::worker_base* w = detail::tl_worker;
+        detail::worker_base* w = detail::current_worker();
         if (w == nullptr) {
             throw std::logic_error("weft::scope::spawn: no weft executor on this thread");
         }

@@ -68,7 +68,7 @@ auto sync_root(task<T> t,
     } catch (...) {
         error = std::current_exception();
     }
-    if (tl_worker != &ex) {
+    if (current_worker() != &ex) {
         // Finished on a foreign thread: hop back, so that the waiting thread (which owns `ex`
         // and `done`) is the one that sees `done`; nothing here touches them afterwards.
         co_await return_to{ex};
@@ -90,11 +90,11 @@ auto sync_wait(task<T> t) -> T {
     detail::set_stop(root, &ex.stop());
     auto h = root.release();
     h.promise().mode_ = detail::task_mode::spawned;
-    detail::worker_base* saved = detail::tl_worker;
-    detail::tl_worker = &ex;
+    detail::worker_base* saved = detail::current_worker();
+    detail::set_current_worker(&ex);
     struct restore {
         detail::worker_base* w;
-        ~restore() { detail::tl_worker = w; }
+        ~restore() { detail::set_current_worker(w); }
     } r{saved};
     ex.push(h);
     ex.run_until(done);

@@ -119,7 +119,7 @@ protected:
             case task_mode::awaited:
                 return continuation_ ? continuation_ : std::noop_coroutine();
             case task_mode::forked:
-                if (worker_base* w = tl_worker;
+                if (worker_base* w = current_worker();
                     w != nullptr && w->pop_if(continuation_.address())) {
                     // Nobody stole the parent, so it has not run since the fork: no other thread
                     // can look at join_ yet.

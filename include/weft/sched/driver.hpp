@@ -27,7 +27,7 @@ public:
     virtual void detach() noexcept {}
 
     /// Sleeps until unparked or, if given, until `timeout_ns` nanoseconds have passed. A
-    /// reactor also completes IO here: it queues (detail::tl_worker->push) every task whose
+    /// reactor also completes IO here: it queues (detail::current_worker()->push) every task whose
     /// operation finished.
     virtual void park(std::optional<std::int64_t> timeout_ns) = 0;
     virtual void unpark() noexcept = 0;

@@ -12,7 +12,7 @@ namespace weft {
 struct [[nodiscard]] yield {
     auto await_ready() const noexcept -> bool { return false; }
     void await_suspend(std::coroutine_handle<> h) const {
-        detail::worker_base* w = detail::tl_worker;
+        detail::worker_base* w = detail::current_worker();
         if (w == nullptr) {
             throw std::logic_error("weft::yield: no weft executor on this thread");
         }

@@ -78,8 +78,12 @@ protected:
 };
 
 /// The worker running on this thread, or nullptr on a thread that runs no weft executor.
-/// NOTE: a coroutine may resume on another thread after any suspension: read this afresh after
-/// every co_await, never cache it across one.
-extern constinit thread_local worker_base* tl_worker;
+/// NOTE: thread_locals are only ever read through out-of-line functions like this one. Inlined
+/// into a coroutine, a thread_local read may be compiled as "address computed once per
+/// function", kept in the frame and reused after the coroutine resumed on another thread (clang
+/// and g++ at -O2 both did it here: a task pushed onto another worker's deque). An opaque call
+/// is made afresh every time. (Keep it out of reach of LTO.)
+[[nodiscard]] auto current_worker() noexcept -> worker_base*;
+void set_current_worker(worker_base* w) noexcept;
 
 }  // namespace weft::detail

@@ -1,0 +1,450 @@
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <cstddef>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "weft/core/result.hpp"
+#include "weft/core/task.hpp"
+#include "weft/sched/timer.hpp"
+#include "weft/sync/detail/ring.hpp"
+#include "weft/sync/detail/spin_lock.hpp"
+#include "weft/sync/detail/waiter.hpp"
+#include "weft/sync/errc.hpp"
+
+namespace weft {
+
+/// Tag for an unbounded channel: `weft::channel<int> ch{weft::unbounded};`
+struct unbounded_t {
+    explicit unbounded_t() = default;
+};
+inline constexpr unbounded_t unbounded{};
+
+template <typename T>
+class channel;
+
+namespace detail {
+
+/// What one parked send or recv (or one case of a select) leaves in a channel's waiter list.
+/// Written by the party that claims its sync (under the channel lock), read by the waiter after
+/// it resumes.
+template <typename T>
+struct chan_node : wait_node {
+    T* send_value = nullptr;                // a sender's item, moved out by the claimer
+    std::optional<T>* recv_slot = nullptr;  // a receiver's slot, filled by the claimer
+    bool closed = false;                    // claimed by close(): the operation failed
+};
+
+enum class chan_status : unsigned char { done, closed, blocked };
+
+}  // namespace detail
+
+/// A multi-producer multi-consumer channel between tasks on any workers: bounded
+/// (`channel<T> ch{n}`, n >= 1: send waits while n items are buffered), rendezvous (`ch{0}`:
+/// send waits for a receiver to take the item) or unbounded (`ch{weft::unbounded}`).
+///
+///     weft::channel<int> ch{16};
+///     co_await ch.send(1);                  // result<void>: closed -> weft::sync_errc::closed
+///     weft::result<int> v = co_await ch.recv();
+///
+/// - Any thread may call any member; waiting ones need a weft coroutine (a runtime worker for
+///   recv_for). Waiters are served FIFO, per side.
+/// - `close()`: senders (waiting and future) get `closed` at once and their items are not
+///   delivered; receivers first drain what is buffered, then get `closed`. Every waiter wakes.
+/// - Cancellation (the awaiting task's stop token) ends a waiting send or recv with
+///   `operation_canceled`. It never loses or duplicates an item: a recv that was handed an item
+///   concurrently with its cancellation returns the item; a cancelled send did not deliver.
+/// - Lifetime: must outlive every operation on it (destroying it with waiters is a bug).
+///
+/// Design: one spin_lock guards a ring buffer and two intrusive waiter lists. A lock-free ring
+/// would make the uncontended path no cheaper (it needs an RMW per side too), and every blocking,
+/// close, select and cancellation path would need its own lock-free protocol; the critical
+/// sections here are a few pointer moves, so the lock is held for nanoseconds.
+/// Invariants (under the lock, counting only live waiters, i.e. whose sync is still pending):
+///   receivers waiting  =>  buffer empty
+///   senders waiting    =>  buffer full (size == capacity; always, for rendezvous)
+///   closed             =>  no senders waiting; receivers waiting only if buffer empty
+template <typename T>
+class channel {
+    static constexpr std::size_t unbounded_capacity = std::numeric_limits<std::size_t>::max();
+
+public:
+    explicit channel(std::size_t capacity) noexcept : cap_(capacity) {}
+    explicit channel(unbounded_t) noexcept : cap_(unbounded_capacity) {}
+    channel(const channel&) = delete;
+    auto operator=(const channel&) -> channel& = delete;
+    ~channel() = default;
+
+    class [[nodiscard]] send_awaiter;
+    class [[nodiscard]] recv_awaiter;
+    class [[nodiscard]] recv_batch_awaiter;
+
+    /// `co_await ch.send(v)` -> result<void>: waits while the channel is full.
+    auto send(T v) noexcept(std::is_nothrow_move_constructible_v<T>) -> send_awaiter {
+        return send_awaiter{*this, std::move(v)};
+    }
+    /// `co_await ch.recv()` -> result<T>: waits while the channel is empty and open.
+    auto recv() noexcept -> recv_awaiter { return recv_awaiter{*this}; }
+
+    /// Sends without waiting; `v` is moved from only on success. Errors:
+    /// `std::errc::operation_would_block` (full, or rendezvous with no receiver) or `closed`.
+    [[nodiscard]] auto try_send(T&& v) -> result<void> { return try_send_ref(v); }
+    [[nodiscard]] auto try_send(const T& v) -> result<void> {
+        T copy(v);
+        return try_send_ref(copy);
+    }
+
+    /// Receives without waiting. Errors: `operation_would_block` (empty), `closed` (closed and
+    /// drained).
+    [[nodiscard]] auto try_recv() -> result<T> {
+        std::optional<T> out;
+        detail::wake_chain woken;
+        mu_.lock();
+        const auto s = recv_locked(out, woken);
+        mu_.unlock();
+        woken.resume_all();
+        if (s == detail::chan_status::done) {
+            return std::move(*out);
+        }
+        if (s == detail::chan_status::closed) {
+            return make_error_code(sync_errc::closed);
+        }
+        return std::errc::operation_would_block;
+    }
+
+    /// `co_await ch.recv_for(d)` -> result<T>: like recv, or `timed_out` after `d`. An item that
+    /// arrives as the deadline passes is returned, not dropped. Needs a runtime worker.
+    // NOTE (all coroutine members here): noinline keeps the frame allocation (a thread_local
+    // free list) out of the caller's coroutine body, where the compiler may reuse a
+    // thread_local address computed before the caller migrated to another worker.
+    template <typename Rep, typename Period>
+    [[nodiscard, gnu::noinline]] auto recv_for(std::chrono::duration<Rep, Period> d)
+        -> task<result<T>> {
+        auto r = co_await with_timeout(d, recv_task());
+        if (!r) {
+            co_return r.error();
+        }
+        co_return std::move(*r);
+    }
+
+    /// `co_await ch.recv_batch(out, max)` -> result<std::size_t>: appends up to `max` (>= 1)
+    /// items to `out`, all that are ready at once; waits only when none is. `closed` once the
+    /// channel is closed and drained.
+    auto recv_batch(std::vector<T>& out, std::size_t max) noexcept -> recv_batch_awaiter {
+        return recv_batch_awaiter{*this, out, max == 0 ? 1 : max};
+    }
+
+    /// Closes the channel (idempotent); see the class comment. Any thread.
+    void close() {
+        detail::wake_chain woken;
+        {
+            std::lock_guard lock(mu_);
+            if (closed_) {
+                return;
+            }
+            closed_ = true;
+            // Live receivers exist only while the buffer is empty: they all get `closed`.
+            for (auto* list : {&senders_, &receivers_}) {
+                while (detail::wait_node* n = list->claim_front()) {
+                    static_cast<detail::chan_node<T>*>(n)->closed = true;
+                    woken.add(n);
+                }
+            }
+        }
+        woken.resume_all();
+    }
+
+    [[nodiscard]] auto is_closed() const noexcept -> bool {
+        std::lock_guard lock(mu_);
+        return closed_;
+    }
+    /// Items buffered now (a snapshot).
+    [[nodiscard]] auto size() const noexcept -> std::size_t {
+        std::lock_guard lock(mu_);
+        return buf_.size();
+    }
+    /// The capacity; SIZE_MAX for an unbounded channel.
+    [[nodiscard]] auto capacity() const noexcept -> std::size_t { return cap_; }
+
+    // ---- internals, also used by select (callers hold mu_) -----------------------------------
+
+    /// Takes one item: from the buffer (refilling it from the first live sender) or, for
+    /// rendezvous, straight from a sender. Woken senders go to `woken`.
+    auto recv_locked(std::optional<T>& out, detail::wake_chain& woken) -> detail::chan_status {
+        if (!buf_.empty()) {
+            out.emplace(buf_.pop_front());
+            if (detail::wait_node* n = senders_.claim_front()) {
+                buf_.push_back(std::move(*static_cast<detail::chan_node<T>*>(n)->send_value));
+                woken.add(n);
+            }
+            return detail::chan_status::done;
+        }
+        if (detail::wait_node* n = senders_.claim_front()) {
+            out.emplace(std::move(*static_cast<detail::chan_node<T>*>(n)->send_value));
+            woken.add(n);
+            return detail::chan_status::done;
+        }
+        return closed_ ? detail::chan_status::closed : detail::chan_status::blocked;
+    }
+
+    /// Delivers `v` (moved from only on done): to the first live receiver, else into the buffer.
+    auto send_locked(T& v, detail::wake_chain& woken) -> detail::chan_status {
+        if (closed_) {
+            return detail::chan_status::closed;
+        }
+        if (detail::wait_node* n = receivers_.claim_front()) {
+            static_cast<detail::chan_node<T>*>(n)->recv_slot->emplace(std::move(v));
+            woken.add(n);
+            return detail::chan_status::done;
+        }
+        if (buf_.size() < cap_) {
+            buf_.push_back(std::move(v));
+            return detail::chan_status::done;
+        }
+        return detail::chan_status::blocked;
+    }
+
+    void park_receiver(detail::chan_node<T>& n) noexcept { receivers_.push_back(&n); }
+    void park_sender(detail::chan_node<T>& n) noexcept { senders_.push_back(&n); }
+    [[nodiscard]] auto lock_ref() const noexcept -> detail::spin_lock& { return mu_; }
+
+private:
+    auto try_send_ref(T& v) -> result<void> {
+        detail::wake_chain woken;
+        mu_.lock();
+        const auto s = send_locked(v, woken);
+        mu_.unlock();
+        woken.resume_all();
+        if (s == detail::chan_status::done) {
+            return {};
+        }
+        if (s == detail::chan_status::closed) {
+            return make_error_code(sync_errc::closed);
+        }
+        return std::errc::operation_would_block;
+    }
+    [[gnu::noinline]] auto recv_task() -> task<result<T>> { co_return co_await recv(); }
+
+    /// Common part of send and recv awaiters: the sync, the node and the stop callback.
+    class op_base : public detail::wait_sync {
+    protected:
+        explicit op_base(channel& ch) noexcept : wait_sync(&op_base::on_stop), ch_(&ch) {
+            node_.sync = this;
+        }
+
+        /// The fast path has completed the operation: yield if the turn's budget is spent (a
+        /// task looping on a never-empty channel still lets the others run).
+        auto ready_after_fast_path() noexcept -> bool {
+            st.store(0, std::memory_order_relaxed);
+            if (detail::consume_budget()) {
+                yield_ = true;
+                return false;
+            }
+            return true;
+        }
+        auto outcome_error() const noexcept -> std::error_code {
+            if (st.load(std::memory_order_acquire) == detail::wait_cancelled) {
+                return std::make_error_code(std::errc::operation_canceled);
+            }
+            return node_.closed ? make_error_code(sync_errc::closed) : std::error_code{};
+        }
+
+        static void on_stop(detail::stop_callback_node* n) noexcept {
+            auto* self = static_cast<op_base*>(n);
+            detail::spin_lock& mu = self->ch_->mu_;
+            mu.lock();
+            if (!self->try_claim(detail::wait_cancelled)) {
+                mu.unlock();  // completed first: its claimer resumes it
+                return;
+            }
+            detail::wait_list* list = self->node_.owner;
+            if (list != nullptr) {
+                list->remove(&self->node_);
+            }
+            std::coroutine_handle<> h = self->handle;
+            detail::worker_base* home = self->home;
+            mu.unlock();
+            if (list != nullptr) {
+                detail::resume_waiter(h, home);
+            }
+        }
+
+        channel* ch_;
+        detail::chan_node<T> node_;
+        bool yield_ = false;
+    };
+
+public:
+    class [[nodiscard]] send_awaiter : private op_base {
+    public:
+        send_awaiter(channel& ch, T v) noexcept(std::is_nothrow_move_constructible_v<T>)
+            : op_base(ch), value_(std::move(v)) {
+            this->node_.send_value = &value_;
+        }
+        send_awaiter(const send_awaiter&) = delete;
+        auto operator=(const send_awaiter&) -> send_awaiter& = delete;
+
+        auto await_ready() -> bool {
+            detail::wake_chain woken;
+            channel& ch = *this->ch_;
+            ch.mu_.lock();
+            const auto s = ch.send_locked(value_, woken);
+            ch.mu_.unlock();
+            woken.resume_all();
+            if (s == detail::chan_status::blocked) {
+                return false;
+            }
+            this->node_.closed = s == detail::chan_status::closed;
+            return this->ready_after_fast_path();
+        }
+        template <typename P>
+        auto await_suspend(std::coroutine_handle<P> h) -> bool {
+            if (this->yield_) {
+                detail::yield_waiter(h);
+                return true;
+            }
+            if (!this->begin(h)) {
+                return false;
+            }
+            detail::wake_chain woken;
+            detail::spin_lock& mu = this->ch_->mu_;
+            mu.lock();
+            if (this->st.load(std::memory_order_relaxed) != detail::wait_pending) {
+                mu.unlock();
+                return false;
+            }
+            const auto s = this->ch_->send_locked(value_, woken);
+            if (s != detail::chan_status::blocked) {
+                this->node_.closed = s == detail::chan_status::closed;
+                this->st.store(0, std::memory_order_relaxed);
+                mu.unlock();
+                woken.resume_all();
+                return false;
+            }
+            this->ch_->park_sender(this->node_);
+            // NOTE: from here a receiver may resume us on another thread: locals only.
+            mu.unlock();
+            return true;
+        }
+        auto await_resume() noexcept -> result<void> {
+            this->end();
+            return this->outcome_error();
+        }
+
+    private:
+        T value_;
+    };
+
+    class [[nodiscard]] recv_awaiter : protected op_base {
+    public:
+        explicit recv_awaiter(channel& ch) noexcept : op_base(ch) {
+            this->node_.recv_slot = &value_;
+        }
+        recv_awaiter(const recv_awaiter&) = delete;
+        auto operator=(const recv_awaiter&) -> recv_awaiter& = delete;
+
+        auto await_ready() -> bool {
+            detail::wake_chain woken;
+            channel& ch = *this->ch_;
+            ch.mu_.lock();
+            const auto s = ch.recv_locked(value_, woken);
+            ch.mu_.unlock();
+            woken.resume_all();
+            if (s == detail::chan_status::blocked) {
+                return false;
+            }
+            this->node_.closed = s == detail::chan_status::closed;
+            return this->ready_after_fast_path();
+        }
+        template <typename P>
+        auto await_suspend(std::coroutine_handle<P> h) -> bool {
+            if (this->yield_) {
+                detail::yield_waiter(h);
+                return true;
+            }
+            if (!this->begin(h)) {
+                return false;
+            }
+            detail::wake_chain woken;
+            detail::spin_lock& mu = this->ch_->mu_;
+            mu.lock();
+            if (this->st.load(std::memory_order_relaxed) != detail::wait_pending) {
+                mu.unlock();
+                return false;
+            }
+            const auto s = this->ch_->recv_locked(value_, woken);
+            if (s != detail::chan_status::blocked) {
+                this->node_.closed = s == detail::chan_status::closed;
+                this->st.store(0, std::memory_order_relaxed);
+                mu.unlock();
+                woken.resume_all();
+                return false;
+            }
+            this->ch_->park_receiver(this->node_);
+            // NOTE: from here a sender may resume us on another thread: locals only.
+            mu.unlock();
+            return true;
+        }
+        auto await_resume() -> result<T> {
+            this->end();
+            // An item handed over wins over a concurrent cancellation (the claim decided).
+            if (value_) {
+                return std::move(*value_);
+            }
+            return this->outcome_error();
+        }
+
+    protected:
+        std::optional<T> value_;
+    };
+
+    class [[nodiscard]] recv_batch_awaiter : private recv_awaiter {
+    public:
+        recv_batch_awaiter(channel& ch, std::vector<T>& out, std::size_t max) noexcept
+            : recv_awaiter(ch), out_(&out), max_(max) {}
+
+        using recv_awaiter::await_ready;
+        using recv_awaiter::await_suspend;
+        auto await_resume() -> result<std::size_t> {
+            auto first = recv_awaiter::await_resume();
+            if (!first) {
+                return first.error();
+            }
+            out_->push_back(std::move(*first));
+            std::size_t n = 1;
+            detail::wake_chain woken;
+            channel& ch = *this->ch_;
+            {
+                std::lock_guard lock(ch.mu_);
+                std::optional<T> v;
+                while (n < max_ && ch.recv_locked(v, woken) == detail::chan_status::done) {
+                    out_->push_back(std::move(*v));
+                    v.reset();
+                    ++n;
+                }
+            }
+            woken.resume_all();
+            return n;
+        }
+
+    private:
+        std::vector<T>* out_;
+        std::size_t max_;
+    };
+
+private:
+    mutable detail::spin_lock mu_;
+    detail::ring<T> buf_;          // guarded by mu_
+    detail::wait_list senders_;    // guarded by mu_; chan_node<T>s
+    detail::wait_list receivers_;  // guarded by mu_; chan_node<T>s
+    bool closed_ = false;          // guarded by mu_
+    const std::size_t cap_;
+};
+
+}  // namespace weft

@@ -1,0 +1,55 @@
+#pragma once
+
+#include <atomic>
+#include <thread>
+
+namespace weft::detail {
+
+/// The lock of every weft::sync object. Critical sections are a handful of pointer moves (never
+/// a resumption, never a user callback, allocation only when an unbounded ring grows), so a
+/// test-and-test-and-set lock beats a futex mutex: an uncontended lock/unlock pair is one atomic
+/// exchange and one plain store (a pthread mutex pays a second RMW on unlock). A waiter spins
+/// briefly, then yields its thread so a preempted holder can finish (2-core machines).
+class spin_lock {
+public:
+    spin_lock() = default;
+    spin_lock(const spin_lock&) = delete;
+    auto operator=(const spin_lock&) -> spin_lock& = delete;
+
+    void lock() noexcept {
+        // acquire pairs with the release in unlock: the previous holder's edits are visible.
+        if (!locked_.exchange(true, std::memory_order_acquire)) {
+            return;
+        }
+        lock_slow();
+    }
+    [[nodiscard]] auto try_lock() noexcept -> bool {
+        return !locked_.load(std::memory_order_relaxed) &&
+               !locked_.exchange(true, std::memory_order_acquire);
+    }
+    void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+private:
+    void lock_slow() noexcept {
+        for (unsigned spins = 0;; ++spins) {
+            // Test before test-and-set: spinning on a shared line, not bouncing it exclusively.
+            while (locked_.load(std::memory_order_relaxed)) {
+                if (spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+                    __builtin_ia32_pause();
+#endif
+                    ++spins;
+                } else {
+                    std::this_thread::yield();
+                }
+            }
+            if (!locked_.exchange(true, std::memory_order_acquire)) {
+                return;
+            }
+        }
+    }
+
+    std::atomic<bool> locked_{false};
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,342 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+#include "weft/core/scope.hpp"
+#include "weft/core/sync_wait.hpp"
+#include "weft/sched/runtime.hpp"
+#include "weft/sched/timer.hpp"
+#include "weft/sched/yield.hpp"
+#include "weft/sync/channel.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+auto is_closed(const std::error_code& ec) -> bool { return ec == weft::sync_errc::closed; }
+
+TEST(channel, error_category_names_closed) {
+    std::error_code ec = weft::sync_errc::closed;
+    EXPECT_STREQ(ec.category().name(), "weft.sync");
+    EXPECT_EQ(ec.message(), "channel closed");
+}
+
+TEST(channel, buffered_send_then_recv_in_order) {
+    weft::channel<int> ch{4};
+    auto got = weft::sync_wait([&]() -> weft::task<std::vector<int>> {
+        for (int i = 0; i < 4; ++i) {
+            (co_await ch.send(i)).value();
+        }
+        std::vector<int> v;
+        for (int i = 0; i < 4; ++i) {
+            v.push_back((co_await ch.recv()).value());
+        }
+        co_return v;
+    }());
+    EXPECT_EQ(got, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(channel, try_ops_report_would_block_and_closed) {
+    weft::channel<std::string> ch{1};
+    EXPECT_EQ(ch.try_recv().error(), std::errc::operation_would_block);
+    std::string a = "a";
+    EXPECT_TRUE(ch.try_send(std::move(a)));
+    std::string b = "b";
+    auto r = ch.try_send(std::move(b));
+    EXPECT_EQ(r.error(), std::errc::operation_would_block);
+    EXPECT_EQ(b, "b");  // not moved from on failure
+    ch.close();
+    EXPECT_TRUE(is_closed(ch.try_send(std::string("c")).error()));
+    EXPECT_EQ(ch.try_recv().value(), "a");  // drains first
+    EXPECT_TRUE(is_closed(ch.try_recv().error()));
+}
+
+TEST(channel, rendezvous_try_send_needs_a_waiting_receiver) {
+    weft::channel<int> ch{0};
+    EXPECT_EQ(ch.try_send(1).error(), std::errc::operation_would_block);
+    weft::runtime rt{{.workers = 2}};
+    auto v = rt.block_on([&]() -> weft::task<int> {
+        auto h = weft::spawn([&]() -> weft::task<int> { co_return (co_await ch.recv()).value(); });
+        while (!ch.try_send(7)) {
+            co_await weft::yield();
+        }
+        co_return co_await std::move(h);
+    }());
+    EXPECT_EQ(v, 7);
+}
+
+TEST(channel, send_suspends_when_full) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> ch{1};
+    std::atomic<int> sent{0};
+    rt.block_on([&]() -> weft::task<void> {
+        auto h = weft::spawn([&]() -> weft::task<void> {
+            for (int i = 0; i < 3; ++i) {
+                (co_await ch.send(i)).value();
+                sent.fetch_add(1);
+            }
+        });
+        while (sent.load() < 1) {
+            co_await weft::yield();
+        }
+        (void)co_await weft::sleep_for(5ms);
+        EXPECT_EQ(sent.load(), 1);  // the second send waits for space
+        for (int i = 0; i < 3; ++i) {
+            EXPECT_EQ((co_await ch.recv()).value(), i);
+        }
+        co_await std::move(h);
+    }());
+    EXPECT_EQ(sent.load(), 3);
+}
+
+TEST(channel, rendezvous_send_waits_for_receiver) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> ch{0};
+    std::atomic<bool> delivered{false};
+    rt.block_on([&]() -> weft::task<void> {
+        auto h = weft::spawn([&]() -> weft::task<void> {
+            (co_await ch.send(5)).value();
+            delivered.store(true);
+        });
+        (void)co_await weft::sleep_for(5ms);
+        EXPECT_FALSE(delivered.load());
+        EXPECT_EQ((co_await ch.recv()).value(), 5);
+        co_await std::move(h);
+    }());
+    EXPECT_TRUE(delivered.load());
+}
+
+TEST(channel, unbounded_never_blocks_sender) {
+    weft::channel<int> ch{weft::unbounded};
+    const int n = 10'000;
+    weft::sync_wait([&]() -> weft::task<void> {
+        for (int i = 0; i < n; ++i) {
+            (co_await ch.send(i)).value();
+        }
+        co_return;
+    }());
+    EXPECT_EQ(ch.size(), static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(ch.try_recv().value(), i);
+    }
+}
+
+TEST(channel, move_only_items) {
+    weft::channel<std::unique_ptr<int>> ch{0};
+    weft::runtime rt{{.workers = 2}};
+    auto v = rt.block_on([&]() -> weft::task<int> {
+        auto h = weft::spawn(
+            [&]() -> weft::task<void> { (co_await ch.send(std::make_unique<int>(42))).value(); });
+        auto p = (co_await ch.recv()).value();
+        co_await std::move(h);
+        co_return *p;
+    }());
+    EXPECT_EQ(v, 42);
+}
+
+TEST(channel, close_wakes_waiting_receivers_with_closed) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> ch{2};
+    std::atomic<int> closed{0};
+    rt.block_on([&]() -> weft::task<void> {
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            for (int i = 0; i < 4; ++i) {
+                s.spawn([&]() -> weft::task<void> {
+                    auto r = co_await ch.recv();
+                    if (!r && is_closed(r.error())) {
+                        closed.fetch_add(1);
+                    }
+                });
+            }
+            (void)co_await weft::sleep_for(5ms);
+            ch.close();
+        });
+    }());
+    EXPECT_EQ(closed.load(), 4);
+}
+
+TEST(channel, close_fails_waiting_senders_and_keeps_buffered_items) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> ch{1};
+    std::atomic<int> failed{0};
+    rt.block_on([&]() -> weft::task<void> {
+        (co_await ch.send(100)).value();
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            for (int i = 0; i < 3; ++i) {
+                s.spawn([&, i]() -> weft::task<void> {
+                    auto r = co_await ch.send(i);
+                    if (!r && is_closed(r.error())) {
+                        failed.fetch_add(1);
+                    }
+                });
+            }
+            (void)co_await weft::sleep_for(5ms);
+            ch.close();
+        });
+        EXPECT_EQ((co_await ch.recv()).value(), 100);
+        EXPECT_TRUE(is_closed((co_await ch.recv()).error()));
+        EXPECT_TRUE(is_closed((co_await ch.send(1)).error()));
+    }());
+    EXPECT_EQ(failed.load(), 3);
+}
+
+TEST(channel, cancelled_recv_returns_operation_canceled) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> ch{1};
+    auto ec = rt.block_on([&]() -> weft::task<std::error_code> {
+        std::error_code out;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> { out = (co_await ch.recv()).error(); });
+            (void)co_await weft::sleep_for(2ms);
+            s.request_stop();
+            co_return;
+        });
+        co_return out;
+    }());
+    EXPECT_EQ(ec, std::errc::operation_canceled);
+    EXPECT_TRUE(ch.try_send(1));  // the cancelled receiver left the list: the item stays
+    EXPECT_EQ(ch.try_recv().value(), 1);
+}
+
+TEST(channel, cancelled_send_does_not_deliver) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> ch{0};
+    auto ec = rt.block_on([&]() -> weft::task<std::error_code> {
+        std::error_code out;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> { out = (co_await ch.send(9)).error(); });
+            (void)co_await weft::sleep_for(2ms);
+            s.request_stop();
+            co_return;
+        });
+        co_return out;
+    }());
+    EXPECT_EQ(ec, std::errc::operation_canceled);
+    EXPECT_EQ(ch.try_recv().error(), std::errc::operation_would_block);
+}
+
+TEST(channel, already_cancelled_task_fails_at_once_when_it_would_wait) {
+    weft::runtime rt{{.workers = 1}};
+    weft::channel<int> ch{1};
+    auto ec = rt.block_on([&]() -> weft::task<std::error_code> {
+        std::error_code out;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.request_stop();
+            s.spawn([&]() -> weft::task<void> { out = (co_await ch.recv()).error(); });
+            co_return;
+        });
+        co_return out;
+    }());
+    EXPECT_EQ(ec, std::errc::operation_canceled);
+}
+
+TEST(channel, recv_for_times_out_and_returns_items) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> ch{1};
+    rt.block_on([&]() -> weft::task<void> {
+        auto r = co_await ch.recv_for(5ms);
+        EXPECT_EQ(r.error(), std::errc::timed_out);
+        (co_await ch.send(3)).value();
+        auto r2 = co_await ch.recv_for(1s);
+        EXPECT_EQ(r2.value(), 3);
+        ch.close();
+        EXPECT_TRUE(is_closed((co_await ch.recv_for(1s)).error()));
+    }());
+}
+
+TEST(channel, recv_batch_takes_what_is_ready) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> ch{8};
+    rt.block_on([&]() -> weft::task<void> {
+        for (int i = 0; i < 5; ++i) {
+            (co_await ch.send(i)).value();
+        }
+        std::vector<int> out;
+        EXPECT_EQ((co_await ch.recv_batch(out, 3)).value(), 3U);
+        EXPECT_EQ((co_await ch.recv_batch(out, 10)).value(), 2U);
+        EXPECT_EQ(out, (std::vector<int>{0, 1, 2, 3, 4}));
+        auto h = weft::spawn([&]() -> weft::task<void> {
+            (void)co_await weft::sleep_for(2ms);
+            (co_await ch.send(9)).value();
+        });
+        std::vector<int> more;
+        EXPECT_EQ((co_await ch.recv_batch(more, 10)).value(), 1U);  // waited for one
+        EXPECT_EQ(more, (std::vector<int>{9}));
+        co_await std::move(h);
+        ch.close();
+        EXPECT_TRUE(is_closed((co_await ch.recv_batch(more, 4)).error()));
+    }());
+}
+
+TEST(channel, recv_batch_refills_from_waiting_senders) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> ch{2};
+    rt.block_on([&]() -> weft::task<void> {
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                for (int i = 0; i < 6; ++i) {
+                    (co_await ch.send(i)).value();
+                }
+            });
+            std::vector<int> out;
+            while (out.size() < 6) {
+                (co_await ch.recv_batch(out, 6)).value();
+            }
+            EXPECT_EQ(out, (std::vector<int>{0, 1, 2, 3, 4, 5}));
+        });
+    }());
+}
+
+TEST(channel, waiting_receivers_are_served_fifo) {
+    weft::runtime rt{{.workers = 1}};
+    weft::channel<int> ch{0};
+    std::vector<int> got(4, -1);  // receiver i parked i-th: it must get the i-th item
+    rt.block_on([&]() -> weft::task<void> {
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            for (int i = 0; i < 4; ++i) {
+                s.spawn([&, i]() -> weft::task<void> {
+                    auto r = co_await ch.recv();
+                    got[static_cast<std::size_t>(i)] = r.value();
+                });
+                co_await weft::yield();  // let it park before the next
+            }
+            for (int i = 0; i < 4; ++i) {
+                (co_await ch.send(i)).value();
+            }
+        });
+    }());
+    EXPECT_EQ(got, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(channel, ping_pong_across_workers) {
+    weft::runtime rt{{.workers = 2}};
+    weft::channel<int> a{0};
+    weft::channel<int> b{0};
+    const int n = 10'000;
+    auto last = rt.block_on([&]() -> weft::task<int> {
+        auto echo = weft::spawn([&]() -> weft::task<void> {
+            for (;;) {
+                auto r = co_await a.recv();
+                if (!r) {
+                    co_return;
+                }
+                (co_await b.send(*r + 1)).value();
+            }
+        });
+        int v = 0;
+        for (int i = 0; i < n; ++i) {
+            (co_await a.send(v)).value();
+            v = (co_await b.recv()).value();
+        }
+        a.close();
+        co_await std::move(echo);
+        co_return v;
+    }());
+    EXPECT_EQ(last, n);
+}
+
+}  // namespace
