@@ -1,5 +1,7 @@
 #pragma once
 
+#include "weft/core/detail/worker_base.hpp"
+
 // Private to weft::io: the awaiters every socket operation is built from.
 //   uring_awaiter   - one io_uring operation on the awaiting worker's ring
 //   readiness       - (epoll) wait until the socket may be readable / writable again
@@ -24,7 +26,7 @@ public:
     auto await_ready() const noexcept -> bool { return false; }
 
     template <typename P>
-    auto await_suspend(std::coroutine_handle<P> h) -> bool {
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
         if constexpr (is_weft_promise<P>) {
             stop = h.promise().stop_;
         }
@@ -78,7 +80,7 @@ public:
     auto await_ready() const noexcept -> bool { return false; }
 
     template <typename P>
-    auto await_suspend(std::coroutine_handle<P> h) -> bool {
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
         if constexpr (is_weft_promise<P>) {
             stop = h.promise().stop_;
         }

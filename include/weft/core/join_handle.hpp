@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "weft/core/detail/worker_base.hpp"
 #include "weft/core/task.hpp"
 
 namespace weft {
@@ -65,7 +66,7 @@ public:
             detail::worker_base* w = detail::current_worker();
             return p.mode_ != detail::task_mode::spawned || w == nullptr || !w->consume_budget();
         }
-        auto await_suspend(std::coroutine_handle<> waiter) -> bool {
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<> waiter) -> bool {
             auto expected = detail::join_running;
             // release publishes the waiter frame to the child; acquire (on failure) sees the
             // result of a child that just finished.
@@ -101,7 +102,8 @@ struct fork_awaiter {
     task_handle<T> child;
     auto await_ready() noexcept -> bool { return false; }
     template <typename P>
-    auto await_suspend(std::coroutine_handle<P> parent) -> std::coroutine_handle<> {
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> parent)
+        -> std::coroutine_handle<> {
         auto& cp = child.promise();
         if constexpr (is_weft_promise<P>) {
             if (cp.stop_ == nullptr) {

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "weft/core/detail/worker_base.hpp"
 #include "weft/core/join_handle.hpp"
 #include "weft/core/task.hpp"
 
@@ -66,7 +67,7 @@ public:
         auto await_ready() noexcept -> bool {
             return s->count_.load(std::memory_order_acquire) == 1;
         }
-        auto await_suspend(std::coroutine_handle<> h) noexcept -> bool {
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<> h) noexcept -> bool {
             s->joiner_ = h;
             // acq_rel: release publishes joiner_ to the last child; acquire sees the children's
             // writes (results, first_error_) when we are the last.

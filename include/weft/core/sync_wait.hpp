@@ -48,7 +48,9 @@ namespace detail {
 struct return_to {
     inline_executor& ex;
     auto await_ready() noexcept -> bool { return false; }
-    void await_suspend(std::coroutine_handle<> h) noexcept { ex.schedule_remote(h); }
+    WEFT_PUBLISHES_HANDLE void await_suspend(std::coroutine_handle<> h) noexcept {
+        ex.schedule_remote(h);
+    }
     void await_resume() noexcept {}
 };
 

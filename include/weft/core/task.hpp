@@ -80,7 +80,8 @@ public:
     struct final_awaiter {
         auto await_ready() noexcept -> bool { return false; }
         template <typename P>
-        auto await_suspend(std::coroutine_handle<P> self) noexcept -> std::coroutine_handle<> {
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> self) noexcept
+            -> std::coroutine_handle<> {
             return self.promise().complete(self);
         }
         void await_resume() noexcept {}

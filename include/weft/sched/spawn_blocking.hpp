@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "weft/core/detail/worker_base.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
@@ -55,7 +56,7 @@ public:
 
     auto await_ready() const noexcept -> bool { return false; }
     template <typename P>
-    auto await_suspend(std::coroutine_handle<P> h) -> bool {
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
         stop_state* s = nullptr;
         if constexpr (is_weft_promise<P>) {
             s = h.promise().stop_;

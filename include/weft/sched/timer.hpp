@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "weft/core/detail/worker_base.hpp"
 #include "weft/core/join_handle.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/stop.hpp"
@@ -29,7 +30,7 @@ public:
 
     auto await_ready() const noexcept -> bool { return false; }
     template <typename P>
-    auto await_suspend(std::coroutine_handle<P> h) -> bool {
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
         stop_state* stop = nullptr;
         if constexpr (detail::is_weft_promise<P>) {
             stop = h.promise().stop_;

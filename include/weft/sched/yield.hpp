@@ -11,7 +11,7 @@ namespace weft {
 /// to the back: the runtime's injector, or the inline executor's remote queue).
 struct [[nodiscard]] yield {
     auto await_ready() const noexcept -> bool { return false; }
-    void await_suspend(std::coroutine_handle<> h) const {
+    WEFT_PUBLISHES_HANDLE void await_suspend(std::coroutine_handle<> h) const {
         detail::worker_base* w = detail::current_worker();
         if (w == nullptr) {
             throw std::logic_error("weft::yield: no weft executor on this thread");

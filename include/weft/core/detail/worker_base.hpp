@@ -6,6 +6,12 @@
 #include "weft/core/detail/work_deque.hpp"
 #include "weft/core/stop.hpp"
 
+/// On every await_suspend that hands the coroutine's handle to another thread (a queue, a join
+/// word, a timer wheel): keep it out of line. Inlined, clang < 19 and g++ may still store to
+/// the coroutine frame after the hand-off, racing whoever resumes (or frees) it on the other
+/// thread (LLVM fixed this with llvm.coro.await.suspend in 19). TSan caught it in when_any.
+#define WEFT_PUBLISHES_HANDLE [[gnu::noinline]]
+
 namespace weft::detail {
 
 /// What core needs from whatever runs tasks on this thread: a deque for forks and spawns, the
