@@ -36,6 +36,7 @@ struct options {
     int seconds = 5;
     weft::io_backend backend = weft::io_backend::epoll;
     bool json = false;
+    bool idle = false;  // open the connections and hold them, silent, for the duration
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -53,9 +54,11 @@ auto parse(int argc, char** argv) -> options {
         const std::string scenario = argv[1];
         // The scenario names the server's mode (weft's backend or thread-per-core); the client
         // does the same in each.
-        if (scenario != "echo" && scenario != "echo_epoll" && scenario != "echo_tpc") {
+        if (scenario != "echo" && scenario != "echo_epoll" && scenario != "echo_tpc" &&
+            scenario != "idle") {
             usage(std::string("unknown scenario ") + argv[1]);
         }
+        o.idle = scenario == "idle";
         o.json = true;
         for (int i = 2; i < argc; ++i) {
             const std::string a = argv[i];
@@ -195,6 +198,35 @@ auto main(int argc, char** argv) -> int {
     }
     weft::runtime rt{weft::io_runtime_options(1, o.backend)};
     totals t;
+    if (o.idle) {
+        // Idle connections: what a server keeps per connection that says nothing (weft-bench
+        // reads the server's peak RSS meanwhile).
+        std::uint64_t open = 0;
+        rt.block_on([&]() -> weft::task<void> {
+            std::vector<weft::tcp_stream> conns;
+            conns.reserve(static_cast<std::size_t>(o.connections));
+            for (int i = 0; i < o.connections; ++i) {
+                auto c = co_await weft::tcp_stream::connect(*addr);
+                if (!c) {
+                    ++t.errors;
+                    continue;
+                }
+                conns.push_back(std::move(*c));
+            }
+            open = conns.size();
+            (void)co_await weft::sleep_for(std::chrono::seconds(o.seconds));
+        }());
+        std::fprintf(human, "idle: held %llu connections for %d s, errors: %llu\n",
+                     static_cast<unsigned long long>(open), o.seconds,
+                     static_cast<unsigned long long>(t.errors));
+        if (o.json) {
+            std::printf("{\"metric\": \"ops\", \"unit\": \"connections\", \"value\": %llu}\n",
+                        static_cast<unsigned long long>(open));
+            std::printf("{\"metric\": \"errors\", \"unit\": \"count\", \"value\": %llu}\n",
+                        static_cast<unsigned long long>(t.errors));
+        }
+        return t.errors == 0 ? 0 : 1;
+    }
     const auto start = clock_type::now();
     const auto end = start + std::chrono::seconds(o.seconds);
     rt.block_on([&]() -> weft::task<void> {

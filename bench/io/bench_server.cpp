@@ -1,6 +1,6 @@
 // bench_server: weft's echo server for the galay-net suite (seed 003's bench_server).
 //   bench_server [-h HOST] [-p PORT] [-t THREADS] [-b io_uring|epoll] [--tpc]
-//                [-m echo|echo_epoll|echo_tpc]   (weft-bench: the scenario picks the mode)
+//                [-m echo|echo_epoll|echo_tpc|idle]   (weft-bench: the scenario picks the mode)
 // Prints "listening on HOST:PORT" once bound; SIGINT/SIGTERM stop it (exit 0).
 // --tpc: thread-per-core (no stealing; one SO_REUSEPORT listener per worker, each accepting
 // and serving on its own worker).
@@ -70,8 +70,8 @@ auto parse(int argc, char** argv) -> options {
                 o.backend = weft::io_backend::epoll;
             } else if (m == "echo_tpc") {
                 o.tpc = true;
-            } else if (m != "echo") {
-                usage("-m takes echo, echo_epoll or echo_tpc");
+            } else if (m != "echo" && m != "idle") {
+                usage("-m takes echo, echo_epoll, echo_tpc or idle");
             }
         } else {
             usage(("unknown option " + a).c_str());
@@ -80,14 +80,15 @@ auto parse(int argc, char** argv) -> options {
     return o;
 }
 
+// receive(): on io_uring the data lands in a buffer the kernel picks from the worker's
+// provided-buffer ring when it arrives, so an idle connection holds no buffer.
 auto serve(weft::tcp_stream c) -> weft::task<void> {
-    std::array<std::byte, 4096> buf{};
     for (;;) {
-        auto n = co_await c.read_some(buf);
-        if (!n) {
+        auto data = co_await c.receive();
+        if (!data) {
             co_return;  // peer closed, reset or cancelled
         }
-        if (!co_await c.write_all(std::span<const std::byte>(buf.data(), *n))) {
+        if (!co_await c.write_all(data->span())) {
             co_return;
         }
     }

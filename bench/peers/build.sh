@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds the peer programs that weft-bench compares weft against:
-#   $OUT/go-coflux     $OUT/go-echo     Go         (bench/peers/go)
-#   $OUT/tokio-coflux  $OUT/tokio-echo  Rust/tokio (bench/peers/tokio)
+#   $OUT/go-coflux     $OUT/go-echo     $OUT/go-sake     Go         (bench/peers/go)
+#   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio)
 #   $OUT/tbb-coflux                     C++/oneTBB (bench/peers/tbb)
 #                      $OUT/asio-echo   C++/Asio   (bench/peers/asio)
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
 # Incremental: Go and cargo use their own caches (cargo's target dir is $OUT/tokio-target), CMake
 # builds in $OUT/tbb-build and $OUT/asio-build. A peer whose toolchain is missing is reported in
-# one line and skipped; the others are still built. Exit status 0 only if all six were built.
+# one line and skipped; the others are still built. Exit status 0 only if all eight were built.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,7 +38,7 @@ publish() { # src dst
 
 # --- Go -----------------------------------------------------------------------------------------
 if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
-    for prog in coflux echo; do
+    for prog in coflux echo sake; do
         say "building go-$prog"
         # GOTOOLCHAIN=local: build with the installed Go, never download another toolchain.
         if (cd "$here/go" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-$prog" "./cmd/$prog"); then
@@ -48,17 +48,18 @@ if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
         fi
     done
 else
-    skip "go-coflux go-echo" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
+    skip "go-coflux go-echo go-sake" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
 fi
 
 # --- tokio --------------------------------------------------------------------------------------
 if cargo=$(find_tool cargo "${CARGO:-}" "$HOME/.cargo/bin/cargo"); then
-    say "building tokio-coflux tokio-echo"
+    say "building tokio-coflux tokio-echo tokio-sake"
     # --locked: use the committed Cargo.lock. tokio is fetched from crates.io on first build.
-    # One cargo build makes both binaries (src/main.rs -> coflux, src/bin/echo.rs -> echo).
+    # One cargo build makes all three binaries (src/main.rs -> coflux, src/bin/echo.rs -> echo,
+    # src/bin/sake.rs -> sake).
     if CARGO_TARGET_DIR="$out/tokio-target" "$cargo" build --release --locked --quiet \
             --manifest-path "$here/tokio/Cargo.toml"; then
-        for prog in coflux echo; do
+        for prog in coflux echo sake; do
             if publish "$out/tokio-target/release/$prog" "$out/tokio-$prog"; then
                 say "built $out/tokio-$prog"
             else
@@ -66,10 +67,10 @@ if cargo=$(find_tool cargo "${CARGO:-}" "$HOME/.cargo/bin/cargo"); then
             fi
         done
     else
-        say "FAILED tokio-coflux tokio-echo"; failed+=(tokio-coflux tokio-echo)
+        say "FAILED tokio-coflux tokio-echo tokio-sake"; failed+=(tokio-coflux tokio-echo tokio-sake)
     fi
 else
-    skip "tokio-coflux tokio-echo" "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
+    skip "tokio-coflux tokio-echo tokio-sake" "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
 fi
 
 # --- CMake peers (oneTBB, Asio) -----------------------------------------------------------------

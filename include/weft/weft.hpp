@@ -11,6 +11,7 @@
 #include "weft/core/task.hpp"
 #include "weft/core/when_all.hpp"
 #include "weft/core/when_any.hpp"
+#include "weft/io/bytes.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/io/socket_address.hpp"

@@ -15,8 +15,15 @@
 
 namespace weft::detail {
 
-/// `int res = co_await uring_awaiter{prep}` where prep(io_uring_sqe*) fills the SQE. res is the
-/// CQE result (negative errno; -ECANCELED when the task was cancelled).
+/// What a CQE said: `res` (negative errno; -ECANCELED when the task was cancelled) and its
+/// flags (the buffer id of a buffer-select receive). Converts to res.
+struct uring_result {
+    int res;
+    std::uint32_t flags;
+    operator int() const noexcept { return res; }  // NOLINT(google-explicit-constructor)
+};
+
+/// `int res = co_await uring_awaiter{prep}` where prep(io_uring_sqe*) fills the SQE.
 template <typename Prep>
 class uring_awaiter : private uring_op {
 public:
@@ -53,7 +60,7 @@ public:
         return true;
     }
 
-    auto await_resume() noexcept -> int {
+    auto await_resume() noexcept -> uring_result {
         if (registered) {
             stop->remove(this);
             registered = false;
@@ -61,7 +68,7 @@ public:
         if (owner != nullptr) {
             owner->forget_cancel(*this);
         }
-        return res;
+        return {res, cqe_flags};
     }
 
 private:

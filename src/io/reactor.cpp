@@ -197,6 +197,10 @@ void uring_reactor::detach() noexcept {
     if (tl_reactor == this) {
         tl_reactor = nullptr;
     }
+    if (buffers_ != nullptr) {
+        buffers_->orphan(&ring_);
+        buffers_ = nullptr;
+    }
     if (ring_ok_) {
         io_uring_queue_exit(&ring_);
         ring_ok_ = false;
@@ -291,8 +295,14 @@ auto uring_reactor::reap() -> bool {
         }
         auto* op = reinterpret_cast<uring_op*>(ud);
         op->res = cqe->res;
+        op->cqe_flags = cqe->flags;
         op->st = uring_op::state::done;
         inflight_.fetch_sub(1, std::memory_order_seq_cst);
+        // file_batch hook (see uring_op::on_complete): one resumption for many operations.
+        if (op->on_complete != nullptr) {
+            queued_any = op->on_complete(*op) || queued_any;
+            continue;
+        }
         current_worker()->push(op->waiter);
         queued_any = true;
     }
@@ -300,8 +310,19 @@ auto uring_reactor::reap() -> bool {
     return queued_any;
 }
 
+auto uring_reactor::buffers() -> buffer_pool* {
+    if (!buffers_tried_) {
+        buffers_tried_ = true;
+        buffers_ = buffer_pool::create(&ring_);
+    }
+    return buffers_;
+}
+
 auto uring_reactor::poll() -> bool {
     submit_cancels();
+    if (buffers_ != nullptr) {
+        buffers_->drain_returns();
+    }
     if (queued_ == 0 && inflight_.load(std::memory_order_relaxed) == 0) {
         return false;
     }
@@ -312,6 +333,9 @@ auto uring_reactor::poll() -> bool {
 
 void uring_reactor::park(std::optional<std::int64_t> timeout_ns) {
     submit_cancels();
+    if (buffers_ != nullptr) {
+        buffers_->drain_returns();
+    }
     if (!begin_sleep()) {
         poll();
         return;
@@ -330,6 +354,98 @@ void uring_reactor::park(std::optional<std::int64_t> timeout_ns) {
 void uring_reactor::kick() noexcept {
     const std::uint64_t one = 1;
     (void)!::write(wake_fd_, &one, sizeof(one));
+}
+
+// ---- provided buffers ------------------------------------------------------------------------
+
+auto buffer_pool::create(io_uring* ring) -> buffer_pool* {
+    auto* p = new buffer_pool;
+    void* br = nullptr;
+    if (::posix_memalign(&br, 4096, count * sizeof(io_uring_buf)) != 0) {
+        delete p;
+        return nullptr;
+    }
+    p->br_ = static_cast<io_uring_buf_ring*>(br);
+    io_uring_buf_ring_init(p->br_);
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<std::uint64_t>(p->br_);
+    reg.ring_entries = count;
+    reg.bgid = group;
+    if (io_uring_register_buf_ring(ring, &reg, 0) != 0) {
+        delete p;  // an older kernel: receive falls back to heap buffers
+        return nullptr;
+    }
+    p->mem_ = static_cast<std::byte*>(std::aligned_alloc(64, count * size));
+    p->slots_ = new slot[count];
+    p->owner_ = std::this_thread::get_id();
+    for (unsigned i = 0; i < count; ++i) {
+        p->slots_[i].pool = p;
+        p->slots_[i].bid = i;
+        p->slots_[i].release = &buffer_pool::release;
+        io_uring_buf_ring_add(p->br_, p->mem_ + i * size, size, static_cast<unsigned short>(i),
+                              io_uring_buf_ring_mask(count), static_cast<int>(i));
+    }
+    io_uring_buf_ring_advance(p->br_, static_cast<int>(count));
+    return p;
+}
+
+buffer_pool::~buffer_pool() {
+    std::free(br_);
+    std::free(mem_);
+    delete[] slots_;
+}
+
+auto buffer_pool::take(unsigned bid, std::size_t len) noexcept -> bytes {
+    refs_.fetch_add(1, std::memory_order_relaxed);
+    slot& s = slots_[bid];
+    s.refs.store(1, std::memory_order_relaxed);
+    return bytes(&s, mem_ + bid * size, len);
+}
+
+void buffer_pool::give_back(unsigned bid) noexcept {
+    io_uring_buf_ring_add(br_, mem_ + bid * size, size, static_cast<unsigned short>(bid),
+                          io_uring_buf_ring_mask(count), 0);
+    io_uring_buf_ring_advance(br_, 1);
+}
+
+void buffer_pool::release(bytes_block* b) noexcept {
+    auto* s = static_cast<slot*>(b);
+    buffer_pool* p = s->pool;
+    if (!p->orphaned_.load(std::memory_order_acquire)) {
+        if (std::this_thread::get_id() == p->owner_) {
+            p->give_back(s->bid);
+        } else {
+            std::lock_guard lock(p->mu_);
+            p->returned_.push_back(s->bid);
+        }
+    }
+    p->unref();
+}
+
+void buffer_pool::drain_returns() noexcept {
+    std::vector<unsigned> batch;
+    {
+        std::lock_guard lock(mu_);
+        if (returned_.empty()) {
+            return;
+        }
+        batch.swap(returned_);
+    }
+    for (unsigned bid : batch) {
+        give_back(bid);
+    }
+}
+
+void buffer_pool::orphan(io_uring* ring) noexcept {
+    io_uring_unregister_buf_ring(ring, group);
+    orphaned_.store(true, std::memory_order_release);
+    unref();
+}
+
+void buffer_pool::unref() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        delete this;
+    }
 }
 
 void uring_op::on_stop(stop_callback_node* n) noexcept {

@@ -12,10 +12,12 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/stop.hpp"
+#include "weft/io/bytes.hpp"
 #include "weft/io/reactor.hpp"
 
 namespace weft::detail {
@@ -80,11 +82,60 @@ struct uring_op : stop_callback_node {
     uring_reactor* owner = nullptr;
     stop_state* stop = nullptr;
     int res = 0;
+    std::uint32_t cqe_flags = 0;  // IORING_CQE_F_BUFFER and the buffer id, for buffer-select
     state st = state::idle;
     bool registered = false;
     bool cancel_queued = false;  // guarded by owner->cancel_mu_
     uring_op* cancel_next = nullptr;
     uring_op* cancel_prev = nullptr;
+    // Completion hook (file_batch, src/io/file.cpp): when set, reap calls it on the owner
+    // thread instead of queueing `waiter`, so one task can wait for many operations and be
+    // resumed once. It returns whether it queued a task.
+    bool (*on_complete)(uring_op& op) noexcept = nullptr;
+};
+
+/// A worker's provided-buffer ring: `count` buffers of `size` bytes that the kernel picks from
+/// when a buffer-select receive completes, so a connection waiting for data holds no buffer (an
+/// idle connection costs its task frame and socket, nothing more). A received buffer becomes a
+/// weft::bytes; when the last reference goes (on any thread) the buffer returns to the ring: at
+/// once on the owner's thread, else through a locked list the owner drains when it polls.
+/// The pool is reference-counted (the reactor's reference plus one per buffer out), so bytes
+/// may outlive the runtime: the memory goes when the last one does.
+class buffer_pool {
+public:
+    static constexpr unsigned count = 1024;
+    static constexpr std::size_t size = 4096;
+    static constexpr unsigned short group = 1;
+
+    /// Owner thread. nullptr if the kernel refuses the ring (receive then reads into the heap).
+    [[nodiscard]] static auto create(io_uring* ring) -> buffer_pool*;
+    /// Any thread: the received buffer `bid` with `len` bytes, as a bytes.
+    [[nodiscard]] auto take(unsigned bid, std::size_t len) noexcept -> bytes;
+    /// Owner thread: hands a buffer the kernel filled but nobody will read back to the ring.
+    void give_back(unsigned bid) noexcept;
+    /// Owner thread: returns buffers released on other threads to the ring.
+    void drain_returns() noexcept;
+    /// Owner thread, before the ring goes away: unregister; drop the reactor's reference.
+    void orphan(io_uring* ring) noexcept;
+
+private:
+    struct slot : bytes_block {
+        buffer_pool* pool = nullptr;
+        unsigned bid = 0;
+    };
+    buffer_pool() = default;
+    ~buffer_pool();
+    static void release(bytes_block* b) noexcept;
+    void unref() noexcept;
+
+    io_uring_buf_ring* br_ = nullptr;
+    std::byte* mem_ = nullptr;
+    slot* slots_ = nullptr;
+    std::thread::id owner_;
+    std::atomic<bool> orphaned_{false};
+    std::atomic<std::uint32_t> refs_{1};  // the reactor's + one per buffer out
+    std::mutex mu_;
+    std::vector<unsigned> returned_;  // guarded by mu_
 };
 
 class uring_reactor final : public reactor {
@@ -104,6 +155,8 @@ public:
     auto get_sqe() -> io_uring_sqe*;
     /// Owner thread: `op` was prepared in an SQE from get_sqe.
     void submitted(uring_op& op) noexcept;
+    /// Owner thread: this worker's provided buffers (made on first use), or nullptr.
+    auto buffers() -> buffer_pool*;
     /// Any thread.
     void request_cancel(uring_op& op) noexcept;
     /// Owner or thief after resumption: drop a queued cancel of a finished op.
@@ -122,6 +175,8 @@ private:
     bool ring_ok_ = false;
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;
+    buffer_pool* buffers_ = nullptr;
+    bool buffers_tried_ = false;
     unsigned queued_ = 0;  // SQEs prepared since the last submit (owner only)
     std::atomic<std::size_t> inflight_{0};
     std::mutex cancel_mu_;

@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -184,6 +185,71 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
     }
 }
 
+auto tcp_stream::receive() -> task<result<bytes>> {
+    constexpr std::size_t chunk = detail::buffer_pool::size;
+    if (detail::is_uring()) {
+        detail::buffer_pool* pool = detail::current_uring().buffers();
+        if (pool != nullptr) {
+            const int fd = fd_;
+            const detail::uring_result r = co_await detail::uring_awaiter{[&](io_uring_sqe* sqe) {
+                io_uring_prep_recv(sqe, fd, nullptr, chunk, 0);
+                sqe->flags |= IOSQE_BUFFER_SELECT;
+                sqe->buf_group = detail::buffer_pool::group;
+            }};
+            const bool has_buffer = (r.flags & IORING_CQE_F_BUFFER) != 0;
+            const unsigned bid = r.flags >> IORING_CQE_BUFFER_SHIFT;
+            if (r.res > 0 && has_buffer) {
+                co_return pool->take(bid, static_cast<std::size_t>(r.res));
+            }
+            if (has_buffer) {
+                // eof with a buffer picked: take it (released at once, back to the ring).
+                (void)pool->take(bid, 0);
+            }
+            if (r.res == 0) {
+                co_return make_error_code(io_errc::eof);
+            }
+            if (r.res != -ENOBUFS) {
+                co_return std::error_code(-r.res, std::system_category());
+            }
+            // Every pooled buffer is out: read into the heap this time.
+            std::byte* data = nullptr;
+            detail::bytes_block* block = detail::make_heap_block(chunk, data);  // sets data
+            const bytes b(block, data, chunk);
+            auto n = co_await read_some(std::span<std::byte>(data, chunk));
+            if (!n) {
+                co_return n.error();
+            }
+            co_return b.slice(0, *n);
+        }
+    }
+    // epoll (and io_uring without buffer rings): wait for data first, then take a buffer, so a
+    // waiting connection holds none.
+    detail::io_handle& h = detail::handle_of(fd_, h_);
+    for (;;) {
+        const std::uint32_t seq = detail::readiness_seq(h, false);
+        std::byte* data = nullptr;
+        detail::bytes_block* block = detail::make_heap_block(chunk, data);  // sets data
+        bytes b(block, data, chunk);
+        const ssize_t n = ::recv(fd_, data, chunk, MSG_DONTWAIT);
+        if (n > 0) {
+            co_return b.slice(0, static_cast<std::size_t>(n));
+        }
+        if (n == 0) {
+            co_return make_error_code(io_errc::eof);
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            co_return detail::errno_code();
+        }
+        b.reset();
+        if (auto ec = co_await detail::readiness(h, false, seq); ec) {
+            co_return ec;
+        }
+    }
+}
+
 auto tcp_stream::read_exact(std::span<std::byte> buf) -> task<result<void>> {
     std::size_t done = 0;
     while (done < buf.size()) {
@@ -253,6 +319,30 @@ auto tcp_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> 
         if (auto ec = co_await detail::readiness(h, true, seq); ec) {
             co_return ec;
         }
+    }
+    co_return result<void>{};
+}
+
+// Added with file IO (weft::send_file): readiness for writers that make their own system calls.
+auto tcp_stream::wait_writable() -> task<result<void>> {
+    if (detail::is_uring()) {
+        const int fd = fd_;
+        const int res = co_await detail::uring_awaiter{
+            [&](io_uring_sqe* sqe) { io_uring_prep_poll_add(sqe, fd, POLLOUT); }};
+        if (res < 0) {
+            co_return std::error_code(-res, std::system_category());
+        }
+        co_return result<void>{};
+    }
+    detail::io_handle& h = detail::handle_of(fd_, h_);
+    const std::uint32_t seq = detail::readiness_seq(h, true);
+    // The caller's EAGAIN may predate seq: look once, so an edge between the two is not lost.
+    pollfd p{fd_, POLLOUT, 0};
+    if (::poll(&p, 1, 0) > 0) {
+        co_return result<void>{};
+    }
+    if (auto ec = co_await detail::readiness(h, true, seq); ec) {
+        co_return ec;
     }
     co_return result<void>{};
 }

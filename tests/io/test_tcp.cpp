@@ -322,6 +322,67 @@ TEST_P(tcp, accept_recovers_from_fd_exhaustion) {
     EXPECT_TRUE(served);
 }
 
+TEST_P(tcp, receive_returns_data_then_eof) {
+    weft::runtime rt{options()};
+    auto [text, end] = rt.block_on([&]() -> weft::task<std::pair<std::string, std::error_code>> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        auto s = (co_await l.accept()).value();
+        (co_await s.write_all(bytes("hello"))).value();
+        s.shutdown_write().value();
+        std::string got;
+        std::error_code ec;
+        for (;;) {
+            auto b = co_await c.receive();
+            if (!b) {
+                ec = b.error();
+                break;
+            }
+            got.append(reinterpret_cast<const char*>(b->data()), b->size());
+        }
+        co_return std::pair{got, ec};
+    }());
+    EXPECT_EQ(text, "hello");
+    EXPECT_EQ(end, weft::io_errc::eof);
+}
+
+// More connections hold received data at once than the worker's provided-buffer ring has
+// buffers (1024): receive falls back to heap buffers and every byte still arrives; released
+// buffers go back to the ring from whichever thread drops them.
+TEST_P(tcp, receive_survives_more_held_buffers_than_the_ring_has) {
+    weft::runtime rt{options()};
+    constexpr int n = 1500;
+    auto total = rt.block_on([&]() -> weft::task<std::size_t> {
+        auto l = weft::tcp_listener::bind(loopback(), {.backlog = 4096}).value();
+        const auto addr = l.local_address().value();
+        std::vector<weft::tcp_stream> clients;
+        std::vector<weft::tcp_stream> servers;
+        for (int i = 0; i < n; ++i) {
+            clients.push_back((co_await weft::tcp_stream::connect(addr)).value());
+            servers.push_back((co_await l.accept()).value());
+        }
+        for (auto& s : servers) {
+            (co_await s.write_all(bytes("0123456789"))).value();
+        }
+        std::vector<weft::bytes> held;  // keep every buffer out of the ring
+        std::size_t sum = 0;
+        for (auto& c : clients) {
+            auto b = (co_await c.receive()).value();
+            sum += b.size();
+            held.push_back(std::move(b));
+        }
+        // Hand half of them to another task (and maybe another worker) to drop.
+        std::vector<weft::bytes> half(held.begin(), held.begin() + n / 2);
+        held.erase(held.begin(), held.begin() + n / 2);
+        co_await weft::spawn([](std::vector<weft::bytes> v) -> weft::task<void> {
+            v.clear();
+            co_return;
+        }(std::move(half)));
+        co_return sum;
+    }());
+    EXPECT_EQ(total, static_cast<std::size_t>(n) * 10);
+}
+
 INSTANTIATE_TEST_SUITE_P(backends,
                          tcp,
                          ::testing::Values(weft::io_backend::io_uring, weft::io_backend::epoll),

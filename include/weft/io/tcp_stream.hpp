@@ -7,6 +7,7 @@
 
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
+#include "weft/io/bytes.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/socket_address.hpp"
 
@@ -50,6 +51,11 @@ public:
 
     /// Reads what is available (at least 1 byte), up to buf.size().
     [[nodiscard]] auto read_some(std::span<std::byte> buf) -> task<result<std::size_t>>;
+    /// Receives what is available (at least 1 byte, at most 4 KiB) into memory the reactor
+    /// provides: on io_uring a buffer the kernel picks from the worker's provided-buffer ring
+    /// when data arrives, so a connection waiting here holds no buffer at all. Zero-copy to
+    /// pass on (bytes are shared, not copied).
+    [[nodiscard]] auto receive() -> task<result<bytes>>;
     /// Reads exactly buf.size() bytes (eof if the peer closes first).
     [[nodiscard]] auto read_exact(std::span<std::byte> buf) -> task<result<void>>;
     /// Writes all of `buf`, however many system calls it takes.
@@ -57,6 +63,10 @@ public:
     /// Writes all of several buffers (vectored), in order.
     [[nodiscard]] auto write_all(std::span<const std::span<const std::byte>> bufs)
         -> task<result<void>>;
+
+    /// Waits until the socket may take more bytes (or has failed), for writers that use their
+    /// own system call on native_handle() - weft::send_file's sendfile(2). Added with file IO.
+    [[nodiscard]] auto wait_writable() -> task<result<void>>;
 
     /// Half-close: no more writes; the peer reads eof.
     [[nodiscard]] auto shutdown_write() noexcept -> result<void>;

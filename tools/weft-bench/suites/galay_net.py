@@ -2,7 +2,8 @@
 with the rows the seed left "to be tested" (Linux io_uring and epoll) filled in. Every server is
 measured with weft's bench_client (one thread, epoll), the server's own CPU per request beside
 the QPS: on 2 shared cores the client is the limit, so CPU per request is what separates them."""
-from weftbench.suite import HIGHER, Metric, Scenario, Seed, Server, Suite, System, Target
+from weftbench.suite import (HIGHER, Derived, Input, Metric, Scenario, Seed, Server, Suite,
+                             System, Target)
 
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
 CLIENT = "{bin}/bench_client"
@@ -37,6 +38,8 @@ SUITE = Suite(
         "p50_us": Metric("us"),
         "p99_us": Metric("us"),
         "errors": Metric("count"),
+        "server_rss_kib": Metric("KiB"),
+        "bytes_per_idle_conn": Metric("B"),
     },
     scenarios=tuple(
         [Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "p99_us",
@@ -48,5 +51,15 @@ SUITE = Suite(
          for c, q in ((100, 279_569), (500, 275_722), (1000, 263_878))]
         + [Scenario(mode, {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "errors"),
                     quick={"d": 1}, only=("weft",))
-           for mode in ("echo_epoll", "echo_tpc") for c in (100, 1000)]),
+           for mode in ("echo_epoll", "echo_tpc") for c in (100, 1000)]
+        # memory per idle connection: peak server RSS with 10,000 vs 1,000 silent connections
+        + [Scenario("idle", {"c": c, "d": 2}, ("server_rss_kib",), quick={"d": 1})
+           for c in (1000, 10000)]),
+    derived=(
+        Derived("idle", {"c": "10000 vs 1000"}, "bytes_per_idle_conn",
+                inputs={"small": Input("idle", {"c": 1000}, "server_rss_kib"),
+                        "large": Input("idle", {"c": 10000}, "server_rss_kib")},
+                formula=lambda m: (m["large"] - m["small"]) * 1024 / 9000,
+                target=Target(at_most=2048)),
+    ),
 )

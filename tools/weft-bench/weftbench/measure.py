@@ -170,6 +170,36 @@ def run_once(argv: list[str], timeout: float, threshold: float,
                 stop_server(server)
 
 
+def rss_kib(pid: int) -> int:
+    """Resident set size of one process (VmRSS), 0 if it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class RssSampler:
+    """Samples a server's RSS every 50 ms while the client runs; keeps the peak."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak = pid, rss_kib(pid)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self) -> None:
+        while not self.stop.wait(0.05):
+            self.peak = max(self.peak, rss_kib(self.pid))
+
+    def finish(self) -> int:
+        self.stop.set()
+        self.thread.join()
+        return max(self.peak, rss_kib(self.pid))
+
+
 def measure_child(argv, timeout, threshold, out, err, server) -> Run:
     timed_out = threading.Event()
 
@@ -178,6 +208,7 @@ def measure_child(argv, timeout, threshold, out, err, server) -> Run:
         kill_session(pid)
 
     server_before = session_cpu_ticks(server.pid) if server else 0
+    sampler = RssSampler(server.pid) if server else None
     busy_before, ncpu = read_busy()
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -196,6 +227,7 @@ def measure_child(argv, timeout, threshold, out, err, server) -> Run:
     busy_after, _ = read_busy()
     proc.returncode = code = os.waitstatus_to_exitcode(status)
     server_cpu = (session_cpu_ticks(server.pid) - server_before) / HZ if server else None
+    server_rss = sampler.finish() if sampler else None
 
     out.seek(0)
     err.seek(0)
@@ -221,6 +253,8 @@ def measure_child(argv, timeout, threshold, out, err, server) -> Run:
             if ops:
                 run.metrics.append({"metric": "server_cpu_ns_per_op", "unit": "ns",
                                     "value": server_cpu * 1e9 / ops})
+            run.metrics.append({"metric": "server_rss_kib", "unit": "KiB",
+                                "value": float(server_rss or 0)})
     return run
 
 
