@@ -58,7 +58,9 @@ public:
         return !inbox_nonempty_.load(std::memory_order_seq_cst);
     }
     [[nodiscard]] auto io_pending() const noexcept -> std::size_t { return driver_->pending(); }
-    [[nodiscard]] auto queued() const noexcept -> std::int64_t { return deque_.size(); }
+    [[nodiscard]] auto queued() const noexcept -> std::int64_t {
+        return deque_.size() + (lifo_.load(std::memory_order_relaxed) != nullptr ? 1 : 0);
+    }
     /// Thieves: one of this worker's oldest tasks, or nullptr.
     auto steal_one() noexcept -> void* { return deque_.steal(); }
     /// Handles to resume after timers fired (filled by fire_timers, owner only).

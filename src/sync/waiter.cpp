@@ -8,7 +8,7 @@ namespace weft::detail {
 
 void resume_waiter(std::coroutine_handle<> h, worker_base* home) {
     if (worker_base* w = current_worker(); w != nullptr) {
-        w->push(h);
+        w->wake(h);  // the LIFO slot: the woken partner runs next, on this core
     } else if (home != nullptr) {
         home->schedule_remote(h);
     } else {

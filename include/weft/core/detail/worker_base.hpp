@@ -34,8 +34,32 @@ public:
         }
     }
 
-    /// Owner thread: the most recently pushed handle, or nullptr.
-    auto pop() noexcept -> void* { return stealable_ ? deque_.pop() : deque_.pop_unshared(); }
+    /// Owner thread: run `h` next, here (the LIFO slot, which thieves cannot take): a task woken
+    /// by the running one (a channel hand-off) runs right after it on the same core, with its
+    /// data still in cache, instead of being stolen and bounced between cores. A task already in
+    /// the slot moves to the deque. At most lifo_cap slot runs in a row: then the slot goes
+    /// behind the deque's work like any push (tokio caps its LIFO slot the same way).
+    void wake(std::coroutine_handle<> h) {
+        if (void* prev = lifo_.load(std::memory_order_relaxed)) {
+            push(std::coroutine_handle<>::from_address(prev));
+        }
+        lifo_.store(h.address(), std::memory_order_relaxed);
+    }
+
+    /// Owner thread: the next handle to run (the LIFO slot, else the most recently pushed), or
+    /// nullptr.
+    auto pop() -> void* {
+        if (void* l = lifo_.load(std::memory_order_relaxed)) {
+            lifo_.store(nullptr, std::memory_order_relaxed);
+            if (lifo_streak_ < lifo_cap) {
+                ++lifo_streak_;
+                return l;
+            }
+            push(std::coroutine_handle<>::from_address(l));
+        }
+        lifo_streak_ = 0;
+        return stealable_ ? deque_.pop() : deque_.pop_unshared();
+    }
 
     /// Owner thread: pops `h` if it is the bottom element (a fork's parent that nobody stole).
     auto pop_if(void* h) noexcept -> bool {
@@ -76,7 +100,12 @@ protected:
     virtual void on_push() noexcept {}
     virtual void overflow(std::coroutine_handle<> h) = 0;
 
+    static constexpr int lifo_cap = 3;
+
     work_deque deque_;
+    // Owner writes; others only read it as a hint (is anything queued here?), so relaxed.
+    std::atomic<void*> lifo_{nullptr};
+    int lifo_streak_ = 0;
     bool stealable_;
     stop_state* root_stop_;
     const std::atomic<unsigned>* idle_hint_;
