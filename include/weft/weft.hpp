@@ -19,6 +19,7 @@
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/io/tcp_stream.hpp"
+#include "weft/io/udp_socket.hpp"
 #include "weft/sched/driver.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/spawn_blocking.hpp"

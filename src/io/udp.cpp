@@ -1,0 +1,144 @@
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "ops.hpp"
+#include "reactor.hpp"
+#include "weft/io/udp_socket.hpp"
+
+namespace weft {
+namespace {
+auto errno_code(int e = errno) -> std::error_code { return {e, std::system_category()}; }
+auto uring_backend() -> bool { return current_io_backend() == io_backend::io_uring; }
+auto handle_of(int fd, std::unique_ptr<detail::io_handle, detail::io_handle_deleter>& h)
+    -> detail::io_handle& {
+    if (!h) {
+        h.reset(new detail::io_handle(fd));
+    }
+    return *h;
+}
+}  // namespace
+
+udp_socket::udp_socket(udp_socket&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), h_(std::move(o.h_)) {}
+
+auto udp_socket::operator=(udp_socket&& o) noexcept -> udp_socket& {
+    if (this != &o) {
+        close();
+        fd_ = std::exchange(o.fd_, -1);
+        h_ = std::move(o.h_);
+    }
+    return *this;
+}
+
+udp_socket::~udp_socket() { close(); }
+
+void udp_socket::close() noexcept {
+    h_.reset();
+    if (fd_ >= 0) {
+        ::close(fd_);
+        fd_ = -1;
+    }
+}
+
+auto udp_socket::bind(socket_address addr) -> result<udp_socket> {
+    const int fd = ::socket(addr.family(), SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return errno_code();
+    }
+    udp_socket s;
+    s.fd_ = fd;
+    if (::bind(fd, addr.data(), addr.size()) != 0) {
+        return errno_code();
+    }
+    return s;
+}
+
+auto udp_socket::local_address() const -> result<socket_address> {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+        return errno_code();
+    }
+    return socket_address::from(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+auto udp_socket::send_to(std::span<const std::byte> data, socket_address to)
+    -> task<result<std::size_t>> {
+    iovec iov{const_cast<std::byte*>(data.data()), data.size()};
+    msghdr msg{};
+    msg.msg_name = const_cast<sockaddr*>(to.data());
+    msg.msg_namelen = to.size();
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (uring_backend()) {
+        const int fd = fd_;
+        const int res = co_await detail::uring_awaiter{
+            [&](io_uring_sqe* sqe) { io_uring_prep_sendmsg(sqe, fd, &msg, MSG_NOSIGNAL); }};
+        if (res < 0) {
+            co_return std::error_code(-res, std::system_category());
+        }
+        co_return static_cast<std::size_t>(res);
+    }
+    detail::io_handle& h = handle_of(fd_, h_);
+    for (;;) {
+        const std::uint32_t seq = detail::readiness_seq(h, true);
+        const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) {
+            co_return static_cast<std::size_t>(n);
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            co_return errno_code();
+        }
+        if (auto ec = co_await detail::readiness(h, true, seq); ec) {
+            co_return ec;
+        }
+    }
+}
+
+auto udp_socket::recv_from(std::span<std::byte> buf) -> task<result<datagram_info>> {
+    sockaddr_storage from{};
+    iovec iov{buf.data(), buf.size()};
+    msghdr msg{};
+    msg.msg_name = &from;
+    msg.msg_namelen = sizeof(from);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (uring_backend()) {
+        const int fd = fd_;
+        const int res = co_await detail::uring_awaiter{
+            [&](io_uring_sqe* sqe) { io_uring_prep_recvmsg(sqe, fd, &msg, 0); }};
+        if (res < 0) {
+            co_return std::error_code(-res, std::system_category());
+        }
+        co_return datagram_info{
+            static_cast<std::size_t>(res),
+            socket_address::from(reinterpret_cast<sockaddr*>(&from), msg.msg_namelen)};
+    }
+    detail::io_handle& h = handle_of(fd_, h_);
+    for (;;) {
+        const std::uint32_t seq = detail::readiness_seq(h, false);
+        msg.msg_namelen = sizeof(from);
+        const ssize_t n = ::recvmsg(fd_, &msg, MSG_DONTWAIT);
+        if (n >= 0) {
+            co_return datagram_info{
+                static_cast<std::size_t>(n),
+                socket_address::from(reinterpret_cast<sockaddr*>(&from), msg.msg_namelen)};
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            co_return errno_code();
+        }
+        if (auto ec = co_await detail::readiness(h, false, seq); ec) {
+            co_return ec;
+        }
+    }
+}
+
+}  // namespace weft
