@@ -1,11 +1,9 @@
 #include "weft/core/detail/worker_base.hpp"
 
 namespace weft::detail {
-namespace {
-constinit thread_local worker_base* tl_worker = nullptr;
-}  // namespace
+constinit thread_local worker_base* tl_worker_unsafe_in_coroutines = nullptr;
 
-auto current_worker() noexcept -> worker_base* { return tl_worker; }
-void set_current_worker(worker_base* w) noexcept { tl_worker = w; }
+auto current_worker() noexcept -> worker_base* { return tl_worker_unsafe_in_coroutines; }
+void set_current_worker(worker_base* w) noexcept { tl_worker_unsafe_in_coroutines = w; }
 
 }  // namespace weft::detail

@@ -111,7 +111,7 @@ struct fork_awaiter {
             }
         }
         cp.continuation_ = parent;
-        worker_base* w = current_worker();
+        worker_base* w = tl_worker_unsafe_in_coroutines;  // out of line: see its comment
         if (w == nullptr) {
             cp.mode_ = task_mode::forked_sync;
             return child;

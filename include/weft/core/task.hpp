@@ -120,7 +120,9 @@ protected:
             case task_mode::awaited:
                 return continuation_ ? continuation_ : std::noop_coroutine();
             case task_mode::forked:
-                if (worker_base* w = current_worker();
+                // complete() runs inside final_awaiter::await_suspend, which is never inlined
+                // into a coroutine: the direct thread_local read is current.
+                if (worker_base* w = tl_worker_unsafe_in_coroutines;
                     w != nullptr && w->pop_if(continuation_.address())) {
                     // Nobody stole the parent, so it has not run since the fork: no other thread
                     // can look at join_ yet.

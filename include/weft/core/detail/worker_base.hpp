@@ -10,7 +10,11 @@
 /// word, a timer wheel): keep it out of line. Inlined, clang < 19 and g++ may still store to
 /// the coroutine frame after the hand-off, racing whoever resumes (or frees) it on the other
 /// thread (LLVM fixed this with llvm.coro.await.suspend in 19). TSan caught it in when_any.
+#if defined(__clang__) && __clang_major__ >= 19
+#define WEFT_PUBLISHES_HANDLE  // LLVM 19 keeps await_suspend opaque until after coro-split
+#else
 #define WEFT_PUBLISHES_HANDLE [[gnu::noinline]]
+#endif
 
 namespace weft::detail {
 
@@ -120,5 +124,12 @@ protected:
 /// is made afresh every time. (Keep it out of reach of LTO.)
 [[nodiscard]] auto current_worker() noexcept -> worker_base*;
 void set_current_worker(worker_base* w) noexcept;
+
+/// The same thread_local, for reading inline — ONLY inside a function that is never inlined into
+/// a coroutine body (a WEFT_PUBLISHES_HANDLE await_suspend and what it inlines): such a function
+/// runs on one thread from start to end, so its read is always current. The fork fast path
+/// (a fork, its child's completion) reads it twice per fork; an opaque call each time cost a
+/// third of a fork.
+extern constinit thread_local worker_base* tl_worker_unsafe_in_coroutines;
 
 }  // namespace weft::detail
