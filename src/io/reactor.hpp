@@ -85,7 +85,8 @@ struct uring_op : stop_callback_node {
     std::uint32_t cqe_flags = 0;  // IORING_CQE_F_BUFFER and the buffer id, for buffer-select
     state st = state::idle;
     bool registered = false;
-    bool cancel_queued = false;  // guarded by owner->cancel_mu_
+    // Written under owner->cancel_mu_; read without it by forget_cancel's fast path (see there).
+    std::atomic<bool> cancel_queued{false};
     uring_op* cancel_next = nullptr;
     uring_op* cancel_prev = nullptr;
     // Completion hook (file_batch, src/io/file.cpp): when set, reap calls it on the owner

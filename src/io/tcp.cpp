@@ -263,8 +263,38 @@ auto tcp_stream::read_exact(std::span<std::byte> buf) -> task<result<void>> {
 }
 
 auto tcp_stream::write_all(std::span<const std::byte> buf) -> task<result<void>> {
-    const std::span<const std::byte> one[1] = {buf};
-    co_return co_await write_all(std::span<const std::span<const std::byte>>(one));
+    // One buffer: plain send, no iovec array and no second coroutine (this is the hot path of
+    // every request/response server).
+    while (!buf.empty()) {
+        if (detail::is_uring()) {
+            const int fd = fd_;
+            const int res = co_await detail::uring_awaiter{[&](io_uring_sqe* sqe) {
+                io_uring_prep_send(sqe, fd, buf.data(), buf.size(), MSG_NOSIGNAL);
+            }};
+            if (res < 0) {
+                co_return std::error_code(-res, std::system_category());
+            }
+            buf = buf.subspan(static_cast<std::size_t>(res));
+            continue;
+        }
+        detail::io_handle& h = detail::handle_of(fd_, h_);
+        const std::uint32_t seq = detail::readiness_seq(h, true);
+        const ssize_t n = ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) {
+            buf = buf.subspan(static_cast<std::size_t>(n));
+            continue;
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            co_return detail::errno_code();
+        }
+        if (auto ec = co_await detail::readiness(h, true, seq); ec) {
+            co_return ec;
+        }
+    }
+    co_return result<void>{};
 }
 
 auto tcp_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> task<result<void>> {

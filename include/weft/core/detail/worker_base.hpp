@@ -38,6 +38,20 @@ public:
         }
     }
 
+    /// Owner thread: queue `h` without telling idle workers; call notify_idle() once after a
+    /// batch (a reactor queueing every completion of one poll wakes at most one helper, not
+    /// one per completion).
+    void push_quiet(std::coroutine_handle<> h) {
+        if (!deque_.push(h.address())) {
+            overflow(h);
+        }
+    }
+    void notify_idle() noexcept {
+        if (idle_hint_ != nullptr && idle_hint_->load(std::memory_order_relaxed) != 0) {
+            on_push();
+        }
+    }
+
     /// Owner thread: run `h` next, here (the LIFO slot, which thieves cannot take): a task woken
     /// by the running one (a channel hand-off) runs right after it on the same core, with its
     /// data still in cache, instead of being stolen and bounced between cores. A task already in
