@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "reactor.hpp"
+#include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
 
 namespace weft::detail {
@@ -145,6 +146,30 @@ private:
 inline auto readiness_seq(io_handle& h, bool for_write) -> std::uint32_t {
     std::lock_guard lock(h.mu);
     return for_write ? h.write_seq : h.read_seq;
+}
+
+/// epoll: runs `attempt()` (a non-blocking system call: a count, or -1 and errno) until it
+/// succeeds or fails with something other than EAGAIN / EINTR, waiting for the socket's next
+/// readiness event in between. Every epoll operation is this loop.
+template <typename Attempt>
+auto retry_when_ready(io_handle& h, bool for_write, Attempt attempt) -> task<result<std::size_t>> {
+    for (;;) {
+        const std::uint32_t seq = readiness_seq(h, for_write);
+        const auto n = attempt();
+        if (n >= 0) {
+            co_return static_cast<std::size_t>(n);
+        }
+        const int e = errno;
+        if (e == EINTR) {
+            continue;
+        }
+        if (e != EAGAIN && e != EWOULDBLOCK) {
+            co_return std::error_code(e, std::system_category());
+        }
+        if (auto ec = co_await readiness(h, for_write, seq); ec) {
+            co_return ec;
+        }
+    }
 }
 
 }  // namespace weft::detail

@@ -163,26 +163,14 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
         }
         co_return std::error_code(-res, std::system_category());
     }
-    detail::io_handle& h = detail::handle_of(fd_, h_);
-    for (;;) {
-        const std::uint32_t seq = detail::readiness_seq(h, false);
-        const ssize_t n = ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
-        if (n > 0) {
-            co_return static_cast<std::size_t>(n);
-        }
-        if (n == 0) {
-            co_return make_error_code(io_errc::eof);
-        }
-        if (errno == EINTR) {
-            continue;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            co_return detail::errno_code();
-        }
-        if (auto ec = co_await detail::readiness(h, false, seq); ec) {
-            co_return ec;
-        }
+    const int fd = fd_;
+    auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), false, [&] {
+        return ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
+    });
+    if (n && *n == 0) {
+        co_return make_error_code(io_errc::eof);
     }
+    co_return n;
 }
 
 auto tcp_stream::receive() -> task<result<bytes>> {
@@ -277,22 +265,14 @@ auto tcp_stream::write_all(std::span<const std::byte> buf) -> task<result<void>>
             buf = buf.subspan(static_cast<std::size_t>(res));
             continue;
         }
-        detail::io_handle& h = detail::handle_of(fd_, h_);
-        const std::uint32_t seq = detail::readiness_seq(h, true);
-        const ssize_t n = ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n >= 0) {
-            buf = buf.subspan(static_cast<std::size_t>(n));
-            continue;
+        const int fd = fd_;
+        auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), true, [&] {
+            return ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        });
+        if (!n) {
+            co_return n.error();
         }
-        if (errno == EINTR) {
-            continue;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            co_return detail::errno_code();
-        }
-        if (auto ec = co_await detail::readiness(h, true, seq); ec) {
-            co_return ec;
-        }
+        buf = buf.subspan(*n);
     }
     co_return result<void>{};
 }
@@ -333,22 +313,14 @@ auto tcp_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> 
             advance(static_cast<std::size_t>(res));
             continue;
         }
-        detail::io_handle& h = detail::handle_of(fd_, h_);
-        const std::uint32_t seq = detail::readiness_seq(h, true);
-        const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n >= 0) {
-            advance(static_cast<std::size_t>(n));
-            continue;
+        const int fd = fd_;
+        auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), true, [&] {
+            return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        });
+        if (!n) {
+            co_return n.error();
         }
-        if (errno == EINTR) {
-            continue;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            co_return detail::errno_code();
-        }
-        if (auto ec = co_await detail::readiness(h, true, seq); ec) {
-            co_return ec;
-        }
+        advance(*n);
     }
     co_return result<void>{};
 }

@@ -81,23 +81,9 @@ auto udp_socket::send_to(std::span<const std::byte> data, socket_address to)
         }
         co_return static_cast<std::size_t>(res);
     }
-    detail::io_handle& h = handle_of(fd_, h_);
-    for (;;) {
-        const std::uint32_t seq = detail::readiness_seq(h, true);
-        const ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n >= 0) {
-            co_return static_cast<std::size_t>(n);
-        }
-        if (errno == EINTR) {
-            continue;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            co_return errno_code();
-        }
-        if (auto ec = co_await detail::readiness(h, true, seq); ec) {
-            co_return ec;
-        }
-    }
+    const int fd = fd_;
+    co_return co_await detail::retry_when_ready(
+        handle_of(fd_, h_), true, [&] { return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT); });
 }
 
 auto udp_socket::recv_from(std::span<std::byte> buf) -> task<result<datagram_info>> {
