@@ -4,10 +4,13 @@
 
 namespace weft::detail {
 
-// Out of line on purpose: see current_worker() in core/detail/worker_base.hpp.
+// Out of line on purpose: see current_worker() in core/detail/worker_base.hpp. Being out of line
+// (in this file, never inlined into a coroutine body) is also what lets these functions read
+// tl_worker_unsafe_in_coroutines directly: each call runs on one thread from start to end, so
+// its read is current (one call less per operation than going through current_worker()).
 
 void resume_waiter(std::coroutine_handle<> h, worker_base* home) {
-    if (worker_base* w = current_worker(); w != nullptr) {
+    if (worker_base* w = tl_worker_unsafe_in_coroutines; w != nullptr) {
         w->wake(h);  // the LIFO slot: the woken partner runs next, on this core
     } else if (home != nullptr) {
         home->schedule_remote(h);
@@ -17,7 +20,7 @@ void resume_waiter(std::coroutine_handle<> h, worker_base* home) {
 }
 
 void yield_waiter(std::coroutine_handle<> h) {
-    worker_base* w = current_worker();
+    worker_base* w = tl_worker_unsafe_in_coroutines;
     if (w == nullptr) {
         throw std::logic_error("weft::sync: yield without a weft executor");
     }
@@ -25,7 +28,7 @@ void yield_waiter(std::coroutine_handle<> h) {
 }
 
 auto consume_budget() noexcept -> bool {
-    worker_base* w = current_worker();
+    worker_base* w = tl_worker_unsafe_in_coroutines;
     return w != nullptr && w->consume_budget();
 }
 

@@ -4,6 +4,7 @@
 #include <coroutine>
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <system_error>
@@ -104,11 +105,7 @@ public:
     /// drained).
     [[nodiscard]] auto try_recv() -> result<T> {
         std::optional<T> out;
-        detail::wake_chain woken;
-        mu_.lock();
-        const auto s = recv_locked(out, woken);
-        mu_.unlock();
-        woken.resume_all();
+        const auto s = recv_now(out);
         if (s == detail::chan_status::done) {
             return std::move(*out);
         }
@@ -215,12 +212,65 @@ public:
     [[nodiscard]] auto lock_ref() const noexcept -> detail::spin_lock& { return mu_; }
 
 private:
-    auto try_send_ref(T& v) -> result<void> {
-        detail::wake_chain woken;
+    /// One send attempt that does not wait (takes and releases the lock; wakes whom it served).
+    /// Inline when no receiver is parked: the outcome is then decided by closed_ and the buffer
+    /// alone (closed, buffered without waking anyone, or blocked). A parked receiver to hand to,
+    /// or a ring that must grow (allocation), is send_now_slow.
+    auto send_now(T& v) -> detail::chan_status {
         mu_.lock();
+        if (receivers_.empty()) {
+            detail::chan_status s = detail::chan_status::blocked;
+            if (closed_) {
+                s = detail::chan_status::closed;
+            } else if (buf_.size() < cap_) {
+                if (!buf_.has_free_slot()) {
+                    return send_now_slow(v);
+                }
+                buf_.push_back_no_grow(std::move(v));
+                s = detail::chan_status::done;
+            }
+            mu_.unlock();
+            return s;
+        }
+        return send_now_slow(v);
+    }
+    /// Called with mu_ held; releases it.
+    [[gnu::noinline]] auto send_now_slow(T& v) -> detail::chan_status {
+        detail::wake_chain woken;
         const auto s = send_locked(v, woken);
         mu_.unlock();
         woken.resume_all();
+        return s;
+    }
+    /// One receive attempt that does not wait. Inline when no sender is parked: the buffer and
+    /// closed_ alone decide (an item, closed and drained, or blocked). A parked sender (to refill
+    /// the freed slot or, rendezvous, to take from) is recv_now_slow.
+    auto recv_now(std::optional<T>& out) -> detail::chan_status {
+        mu_.lock();
+        if (senders_.empty()) {
+            detail::chan_status s = detail::chan_status::blocked;
+            if (!buf_.empty()) {
+                out.emplace(buf_.pop_front());
+                s = detail::chan_status::done;
+            } else if (closed_) {
+                s = detail::chan_status::closed;
+            }
+            mu_.unlock();
+            return s;
+        }
+        return recv_now_slow(out);
+    }
+    /// Called with mu_ held; releases it.
+    [[gnu::noinline]] auto recv_now_slow(std::optional<T>& out) -> detail::chan_status {
+        detail::wake_chain woken;
+        const auto s = recv_locked(out, woken);
+        mu_.unlock();
+        woken.resume_all();
+        return s;
+    }
+
+    auto try_send_ref(T& v) -> result<void> {
+        const auto s = send_now(v);
         if (s == detail::chan_status::done) {
             return {};
         }
@@ -231,44 +281,69 @@ private:
     }
     [[gnu::noinline]] auto recv_task() -> task<result<T>> { co_return co_await recv(); }
 
-    /// Common part of send and recv awaiters: the sync, the node and the stop callback.
-    class op_base : public detail::wait_sync {
+    /// Common part of send and recv awaiters. The fast path (await_ready completes the
+    /// operation) touches only ch_, the item and closed_; the waiting state (the wait_sync, the
+    /// node, the stop callback) is built by await_suspend, when the operation may wait, so an
+    /// operation that never waits does not pay for initialising it.
+    class op_base {
     protected:
-        explicit op_base(channel& ch) noexcept : wait_sync(&op_base::on_stop), ch_(&ch) {
-            node_.sync = this;
-        }
+        explicit op_base(channel& ch) noexcept : ch_(&ch) {}
+
+        /// What a waiting operation links into the channel (lives in the awaiter, so in the
+        /// awaiting frame: waiting never allocates).
+        struct wait_state : detail::wait_sync {
+            explicit wait_state(op_base& o) noexcept : wait_sync(&op_base::on_stop), op(&o) {
+                node.sync = this;
+            }
+            op_base* op;
+            detail::chan_node<T> node;
+        };
 
         /// The fast path has completed the operation: yield if the turn's budget is spent (a
         /// task looping on a never-empty channel still lets the others run).
-        auto ready_after_fast_path() noexcept -> bool {
-            st.store(0, std::memory_order_relaxed);
+        auto ready_after_fast_path(detail::chan_status s) noexcept -> bool {
+            closed_ = s == detail::chan_status::closed;
             if (detail::consume_budget()) {
                 yield_ = true;
                 return false;
             }
             return true;
         }
+        /// Builds the waiting state (once, in await_suspend).
+        auto start_waiting() noexcept -> wait_state& {
+            waiting_ = true;
+            return *std::construct_at(&ws_, *this);
+        }
+        /// In await_resume: unregisters the stop callback if await_suspend registered one.
+        void finish_waiting() noexcept {
+            if (waiting_) {
+                ws_.end();
+            }
+        }
         auto outcome_error() const noexcept -> std::error_code {
-            if (st.load(std::memory_order_acquire) == detail::wait_cancelled) {
+            if (!waiting_) {
+                return closed_ ? make_error_code(sync_errc::closed) : std::error_code{};
+            }
+            if (ws_.st.load(std::memory_order_acquire) == detail::wait_cancelled) {
                 return std::make_error_code(std::errc::operation_canceled);
             }
-            return node_.closed ? make_error_code(sync_errc::closed) : std::error_code{};
+            return ws_.node.closed ? make_error_code(sync_errc::closed) : std::error_code{};
         }
 
         static void on_stop(detail::stop_callback_node* n) noexcept {
-            auto* self = static_cast<op_base*>(n);
-            detail::spin_lock& mu = self->ch_->mu_;
+            auto* ws = static_cast<wait_state*>(n);
+            detail::spin_lock& mu = ws->op->ch_->mu_;
             mu.lock();
-            if (!self->try_claim(detail::wait_cancelled)) {
+            if (!ws->try_claim(detail::wait_cancelled)) {
                 mu.unlock();  // completed first: its claimer resumes it
                 return;
             }
-            detail::wait_list* list = self->node_.owner;
+            detail::wait_list* list = ws->node.owner;
             if (list != nullptr) {
-                list->remove(&self->node_);
+                list->remove(&ws->node);
             }
-            std::coroutine_handle<> h = self->handle;
-            detail::worker_base* home = self->home;
+            std::coroutine_handle<> h = ws->handle;
+            detail::worker_base* home = ws->home;
             mu.unlock();
             if (list != nullptr) {
                 detail::resume_waiter(h, home);
@@ -276,64 +351,63 @@ private:
         }
 
         channel* ch_;
-        detail::chan_node<T> node_;
-        bool yield_ = false;
+        bool closed_ = false;   // the fast path's outcome: the channel was closed
+        bool yield_ = false;    // the fast path completed but the budget is spent
+        bool waiting_ = false;  // ws_ is constructed
+        union {
+            wait_state ws_;  // trivially destructible: never destroyed explicitly
+        };
     };
 
 public:
     class [[nodiscard]] send_awaiter : private op_base {
     public:
         send_awaiter(channel& ch, T v) noexcept(std::is_nothrow_move_constructible_v<T>)
-            : op_base(ch), value_(std::move(v)) {
-            this->node_.send_value = &value_;
-        }
+            : op_base(ch), value_(std::move(v)) {}
         send_awaiter(const send_awaiter&) = delete;
         auto operator=(const send_awaiter&) -> send_awaiter& = delete;
+        ~send_awaiter() = default;
 
         auto await_ready() -> bool {
-            detail::wake_chain woken;
-            channel& ch = *this->ch_;
-            ch.mu_.lock();
-            const auto s = ch.send_locked(value_, woken);
-            ch.mu_.unlock();
-            woken.resume_all();
+            const auto s = this->ch_->send_now(value_);
             if (s == detail::chan_status::blocked) {
                 return false;
             }
-            this->node_.closed = s == detail::chan_status::closed;
-            return this->ready_after_fast_path();
+            return this->ready_after_fast_path(s);
         }
         template <typename P>
-        auto await_suspend(std::coroutine_handle<P> h) -> bool {
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
             if (this->yield_) {
                 detail::yield_waiter(h);
                 return true;
             }
-            if (!this->begin(h)) {
+            auto& ws = this->start_waiting();
+            ws.node.send_value = &value_;
+            if (!ws.begin(h)) {
                 return false;
             }
             detail::wake_chain woken;
             detail::spin_lock& mu = this->ch_->mu_;
             mu.lock();
-            if (this->st.load(std::memory_order_relaxed) != detail::wait_pending) {
+            if (ws.st.load(std::memory_order_relaxed) != detail::wait_pending) {
                 mu.unlock();
                 return false;
             }
             const auto s = this->ch_->send_locked(value_, woken);
             if (s != detail::chan_status::blocked) {
-                this->node_.closed = s == detail::chan_status::closed;
-                this->st.store(0, std::memory_order_relaxed);
+                ws.node.closed = s == detail::chan_status::closed;
+                ws.st.store(0, std::memory_order_relaxed);  // unclaimable: nothing parked
                 mu.unlock();
                 woken.resume_all();
                 return false;
             }
-            this->ch_->park_sender(this->node_);
+            this->ch_->park_sender(ws.node);
             // NOTE: from here a receiver may resume us on another thread: locals only.
             mu.unlock();
             return true;
         }
         auto await_resume() noexcept -> result<void> {
-            this->end();
+            this->finish_waiting();
             return this->outcome_error();
         }
 
@@ -343,56 +417,51 @@ public:
 
     class [[nodiscard]] recv_awaiter : protected op_base {
     public:
-        explicit recv_awaiter(channel& ch) noexcept : op_base(ch) {
-            this->node_.recv_slot = &value_;
-        }
+        explicit recv_awaiter(channel& ch) noexcept : op_base(ch) {}
         recv_awaiter(const recv_awaiter&) = delete;
         auto operator=(const recv_awaiter&) -> recv_awaiter& = delete;
+        ~recv_awaiter() = default;
 
         auto await_ready() -> bool {
-            detail::wake_chain woken;
-            channel& ch = *this->ch_;
-            ch.mu_.lock();
-            const auto s = ch.recv_locked(value_, woken);
-            ch.mu_.unlock();
-            woken.resume_all();
+            const auto s = this->ch_->recv_now(value_);
             if (s == detail::chan_status::blocked) {
                 return false;
             }
-            this->node_.closed = s == detail::chan_status::closed;
-            return this->ready_after_fast_path();
+            return this->ready_after_fast_path(s);
         }
         template <typename P>
-        auto await_suspend(std::coroutine_handle<P> h) -> bool {
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
             if (this->yield_) {
                 detail::yield_waiter(h);
                 return true;
             }
-            if (!this->begin(h)) {
+            auto& ws = this->start_waiting();
+            ws.node.recv_slot = &value_;
+            if (!ws.begin(h)) {
                 return false;
             }
             detail::wake_chain woken;
             detail::spin_lock& mu = this->ch_->mu_;
             mu.lock();
-            if (this->st.load(std::memory_order_relaxed) != detail::wait_pending) {
+            if (ws.st.load(std::memory_order_relaxed) != detail::wait_pending) {
                 mu.unlock();
                 return false;
             }
             const auto s = this->ch_->recv_locked(value_, woken);
             if (s != detail::chan_status::blocked) {
-                this->node_.closed = s == detail::chan_status::closed;
-                this->st.store(0, std::memory_order_relaxed);
+                ws.node.closed = s == detail::chan_status::closed;
+                ws.st.store(0, std::memory_order_relaxed);  // unclaimable: nothing parked
                 mu.unlock();
                 woken.resume_all();
                 return false;
             }
-            this->ch_->park_receiver(this->node_);
+            this->ch_->park_receiver(ws.node);
             // NOTE: from here a sender may resume us on another thread: locals only.
             mu.unlock();
             return true;
         }
         auto await_resume() -> result<T> {
-            this->end();
+            this->finish_waiting();
             // An item handed over wins over a concurrent cancellation (the claim decided).
             if (value_) {
                 return std::move(*value_);

@@ -158,7 +158,7 @@ public:
     auto await_ready() const noexcept -> bool { return false; }
 
     template <typename P>
-    auto await_suspend(std::coroutine_handle<P> h) -> bool {
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
         if (!begin(h)) {
             return false;
         }

@@ -61,8 +61,8 @@ struct pool_job {
         auto await_ready() const noexcept -> bool {
             return job->word.load(std::memory_order_acquire) == 1;
         }
-        auto await_suspend(std::coroutine_handle<> h) noexcept -> bool {
-            job->home = current_worker();
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<> h) noexcept -> bool {
+            job->home = tl_worker_unsafe_in_coroutines;  // out of line: see its comment
             std::uintptr_t expected = 0;
             return job->word.compare_exchange_strong(
                 expected, reinterpret_cast<std::uintptr_t>(h.address()), std::memory_order_acq_rel,

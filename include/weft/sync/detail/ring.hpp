@@ -26,12 +26,19 @@ public:
 
     [[nodiscard]] auto size() const noexcept -> std::size_t { return size_; }
     [[nodiscard]] auto empty() const noexcept -> bool { return size_ == 0; }
+    /// True when push_back will not allocate (a free slot exists).
+    [[nodiscard]] auto has_free_slot() const noexcept -> bool { return size_ != cap_; }
 
     template <typename U>
     void push_back(U&& v) {
-        if (size_ == cap_) {
+        if (size_ == cap_) [[unlikely]] {
             grow();
         }
+        push_back_no_grow(std::forward<U>(v));
+    }
+    /// Precondition: has_free_slot().
+    template <typename U>
+    void push_back_no_grow(U&& v) {
         std::construct_at(slots_ + ((head_ + size_) & (cap_ - 1)), std::forward<U>(v));
         ++size_;
     }
@@ -45,7 +52,7 @@ public:
     }
 
 private:
-    void grow() {
+    [[gnu::noinline, gnu::cold]] void grow() {
         const std::size_t cap = cap_ == 0 ? 8 : cap_ * 2;
         T* slots = std::allocator<T>{}.allocate(cap);
         for (std::size_t i = 0; i < size_; ++i) {

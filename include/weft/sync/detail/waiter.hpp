@@ -57,10 +57,13 @@ struct wait_sync : stop_callback_node {
 
     /// Records who waits and where to send it back; registers for cancellation. Returns false
     /// (and marks the sync cancelled) when stop was already requested: do not suspend.
+    /// NOTE: call only from a WEFT_PUBLISHES_HANDLE await_suspend: it reads the worker
+    /// thread_local inline, which is current only in a function never inlined into a coroutine
+    /// body (see tl_worker_unsafe_in_coroutines).
     template <typename P>
     [[nodiscard]] auto begin(std::coroutine_handle<P> h) noexcept -> bool {
         handle = h;
-        home = current_worker();
+        home = tl_worker_unsafe_in_coroutines;
         if constexpr (is_weft_promise<P>) {
             stop = h.promise().stop_;
         }
@@ -200,7 +203,7 @@ public:
     }
 
     template <typename P>
-    auto await_suspend(std::coroutine_handle<P> h) noexcept -> bool {
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) noexcept -> bool {
         if (!begin(h)) {
             return false;
         }
