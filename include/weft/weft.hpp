@@ -12,6 +12,7 @@
 #include "weft/core/when_all.hpp"
 #include "weft/core/when_any.hpp"
 #include "weft/io/aligned_buffer.hpp"
+#include "weft/io/buffer.hpp"
 #include "weft/io/bytes.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/file.hpp"
