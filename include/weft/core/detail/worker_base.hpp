@@ -10,11 +10,9 @@
 /// word, a timer wheel): keep it out of line. Inlined, clang < 19 and g++ may still store to
 /// the coroutine frame after the hand-off, racing whoever resumes (or frees) it on the other
 /// thread (LLVM fixed this with llvm.coro.await.suspend in 19). TSan caught it in when_any.
-#if defined(__clang__) && __clang_major__ >= 19
-#define WEFT_PUBLISHES_HANDLE  // LLVM 19 keeps await_suspend opaque until after coro-split
-#else
+// Always out of line, also where the compiler would be safe (LLVM >= 19): these functions read
+// the worker thread_local directly, which is only sound outside coroutine bodies.
 #define WEFT_PUBLISHES_HANDLE [[gnu::noinline]]
-#endif
 
 namespace weft::detail {
 
