@@ -319,24 +319,7 @@ auto file::read_at(std::span<const std::span<std::byte>> bufs, std::uint64_t off
             co_return ec;
         }
     }
-    std::vector<iovec> iov = to_iovecs(bufs);
-    const int fd = fd_;
-    const iovec* v = iov.data();
-    const auto n = static_cast<unsigned>(std::min<std::size_t>(iov.size(), IOV_MAX));
-    long res = 0;
-    if (is_uring()) {
-        // A named awaiter, not a temporary: see the README's note on g++ 12 and co_await.
-        detail::uring_awaiter op(
-            [=](io_uring_sqe* sqe) { io_uring_prep_readv(sqe, fd, v, n, offset); });
-        res = (co_await op).res;
-    } else {
-        res = co_await blocking_op(
-            [=] { return ::preadv(fd, v, static_cast<int>(n), static_cast<off_t>(offset)); });
-    }
-    if (res < 0) {
-        co_return path_error(static_cast<int>(-res), path_);
-    }
-    co_return static_cast<std::size_t>(res);
+    co_return co_await vectored(to_iovecs(bufs), offset, false);
 }
 
 auto file::write_at(std::span<const std::span<const std::byte>> bufs, std::uint64_t offset)
@@ -346,19 +329,33 @@ auto file::write_at(std::span<const std::span<const std::byte>> bufs, std::uint6
             co_return ec;
         }
     }
-    std::vector<iovec> iov = to_iovecs(bufs);
+    co_return co_await vectored(to_iovecs(bufs), offset, true);
+}
+
+// The one vectored transfer both directions share: preadv/pwritev (readv/writev SQEs on
+// io_uring, the blocking pool on epoll).
+auto file::vectored(std::vector<iovec> iov, std::uint64_t offset, bool write)
+    -> task<result<std::size_t>> {
     const int fd = fd_;
     const iovec* v = iov.data();
     const auto n = static_cast<unsigned>(std::min<std::size_t>(iov.size(), IOV_MAX));
     long res = 0;
     if (is_uring()) {
         // A named awaiter, not a temporary: see the README's note on g++ 12 and co_await.
-        detail::uring_awaiter op(
-            [=](io_uring_sqe* sqe) { io_uring_prep_writev(sqe, fd, v, n, offset); });
+        detail::uring_awaiter op([=](io_uring_sqe* sqe) {
+            if (write) {
+                io_uring_prep_writev(sqe, fd, v, n, offset);
+            } else {
+                io_uring_prep_readv(sqe, fd, v, n, offset);
+            }
+        });
         res = (co_await op).res;
     } else {
-        res = co_await blocking_op(
-            [=] { return ::pwritev(fd, v, static_cast<int>(n), static_cast<off_t>(offset)); });
+        res = co_await blocking_op([=] {
+            const auto off = static_cast<off_t>(offset);
+            return write ? ::pwritev(fd, v, static_cast<int>(n), off)
+                         : ::preadv(fd, v, static_cast<int>(n), off);
+        });
     }
     if (res < 0) {
         co_return path_error(static_cast<int>(-res), path_);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -165,6 +166,9 @@ private:
     [[nodiscard]] auto check_aligned(const void* data,
                                      std::size_t len,
                                      std::uint64_t offset) const noexcept -> std::error_code;
+    // preadv / pwritev of already-checked buffers (both vectored read_at and write_at).
+    [[nodiscard]] auto vectored(std::vector<iovec> iov, std::uint64_t offset, bool write)
+        -> task<result<std::size_t>>;
 
     int fd_ = -1;
     bool direct_ = false;
