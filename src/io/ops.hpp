@@ -117,7 +117,9 @@ public:
             return false;  // an event came in since the caller's attempt: try again
         }
         st = state::waiting;
-        (write ? handle->writer : handle->reader) = this;
+        readiness_waiter*& list = write ? handle->writers : handle->readers;
+        next_waiter = list;
+        list = this;
         handle->owner->waiting_changed(+1);
         return true;
     }

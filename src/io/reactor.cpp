@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "weft/io/error.hpp"
 
@@ -207,6 +208,10 @@ void uring_reactor::detach() noexcept {
         buffers_->orphan(&ring_);
         buffers_ = nullptr;
     }
+    // Exiting the ring cancels what is armed in the kernel; no CQE will say so.
+    for (uring_op* op : std::exchange(multishot_, {})) {
+        op->on_detach(*op);
+    }
     if (ring_ok_) {
         io_uring_queue_exit(&ring_);
         ring_ok_ = false;
@@ -236,6 +241,16 @@ auto uring_reactor::get_sqe() -> io_uring_sqe* {
 void uring_reactor::submitted(uring_op& op) noexcept {
     op.st = uring_op::state::submitted;
     inflight_.fetch_add(1, std::memory_order_relaxed);
+}
+
+auto uring_reactor::submit_multishot(uring_op& op) -> io_uring_sqe* {
+    io_uring_sqe* sqe = get_sqe();
+    op.multishot = true;
+    op.owner = this;
+    op.st = uring_op::state::submitted;
+    io_uring_sqe_set_data(sqe, &op);
+    multishot_.push_back(&op);
+    return sqe;
 }
 
 void uring_reactor::request_cancel(uring_op& op) noexcept {
@@ -309,6 +324,14 @@ auto uring_reactor::reap() -> bool {
         auto* op = reinterpret_cast<uring_op*>(ud);
         op->res = cqe->res;
         op->cqe_flags = cqe->flags;
+        if (op->multishot) {
+            if ((cqe->flags & IORING_CQE_F_MORE) == 0) {  // its last CQE: the hook may free it
+                op->st = uring_op::state::done;
+                std::erase(multishot_, op);
+            }
+            queued_any = op->on_complete(*op) || queued_any;
+            continue;
+        }
         op->st = uring_op::state::done;
         inflight_.fetch_sub(1, std::memory_order_seq_cst);
         // file_batch hook (see uring_op::on_complete): one resumption for many operations.
@@ -340,7 +363,7 @@ auto uring_reactor::poll() -> bool {
     if (buffers_ != nullptr) {
         buffers_->drain_returns();
     }
-    if (queued_ == 0 && inflight_.load(std::memory_order_relaxed) == 0) {
+    if (queued_ == 0 && inflight_.load(std::memory_order_relaxed) == 0 && multishot_.empty()) {
         return false;
     }
     io_uring_submit_and_get_events(&ring_);
@@ -502,6 +525,16 @@ void epoll_reactor::detach() noexcept {
     if (tl_reactor == this) {
         tl_reactor = nullptr;
     }
+    {
+        // Sockets outliving the runtime register again with the next one that waits on them.
+        std::lock_guard lock(reg_mu_);
+        while (io_handle* h = registered_) {
+            registered_ = h->reg_next;
+            h->reg_prev = h->reg_next = nullptr;
+            std::lock_guard hl(h->mu);
+            h->owner = nullptr;
+        }
+    }
     free_retired();
     if (epfd_ >= 0) {
         ::close(epfd_);
@@ -510,21 +543,44 @@ void epoll_reactor::detach() noexcept {
 }
 
 auto epoll_reactor::ensure_registered(io_handle& h) -> std::error_code {
-    std::lock_guard lock(h.mu);
-    if (h.owner != nullptr) {
-        return {};
+    {
+        std::lock_guard lock(h.mu);
+        if (h.owner != nullptr) {
+            return {};
+        }
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+        ev.data.ptr = &h;
+        if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, h.fd, &ev) != 0) {
+            return {errno, std::system_category()};
+        }
+        h.owner = this;
     }
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    ev.data.ptr = &h;
-    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, h.fd, &ev) != 0) {
-        return {errno, std::system_category()};
+    // Not under h.mu (detach takes reg_mu_, then each h.mu); detach runs on this thread, so it
+    // cannot miss h in between.
+    std::lock_guard lock(reg_mu_);
+    h.reg_prev = nullptr;
+    h.reg_next = registered_;
+    if (registered_ != nullptr) {
+        registered_->reg_prev = &h;
     }
-    h.owner = this;
+    registered_ = &h;
     return {};
 }
 
 void epoll_reactor::retire(io_handle* h) noexcept {
+    {
+        std::lock_guard lock(reg_mu_);
+        if (h->reg_prev != nullptr) {
+            h->reg_prev->reg_next = h->reg_next;
+        } else if (registered_ == h) {
+            registered_ = h->reg_next;
+        }
+        if (h->reg_next != nullptr) {
+            h->reg_next->reg_prev = h->reg_prev;
+        }
+        h->reg_prev = h->reg_next = nullptr;
+    }
     ::epoll_ctl(epfd_, EPOLL_CTL_DEL, h->fd, nullptr);
     std::lock_guard lock(retire_mu_);
     retired_.push_back(h);
@@ -561,27 +617,26 @@ auto epoll_reactor::wait(int timeout_ms) -> bool {
             std::lock_guard lock(h->mu);
             if ((e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
                 ++h->read_seq;
-                if (h->reader != nullptr) {
-                    woken[0] = h->reader;
-                    h->reader = nullptr;
-                    woken[0]->st = readiness_waiter::state::fired;
-                }
+                woken[0] = std::exchange(h->readers, nullptr);
             }
             if ((e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) {
                 ++h->write_seq;
-                if (h->writer != nullptr) {
-                    woken[1] = h->writer;
-                    h->writer = nullptr;
-                    woken[1]->st = readiness_waiter::state::fired;
+                woken[1] = std::exchange(h->writers, nullptr);
+            }
+            for (readiness_waiter* w : woken) {
+                for (; w != nullptr; w = w->next_waiter) {
+                    w->st = readiness_waiter::state::fired;
                 }
             }
         }
         for (readiness_waiter* w : woken) {
-            if (w != nullptr) {
+            while (w != nullptr) {
+                readiness_waiter* next = w->next_waiter;  // read first: once resumed, w may be gone
                 waiting_changed(-1);
                 current_worker()->push_quiet(w->waiter);
                 queued_any = true;
                 ++queued;
+                w = next;
             }
         }
     }
@@ -627,7 +682,11 @@ void readiness_waiter::on_stop(stop_callback_node* n) noexcept {
     {
         std::lock_guard lock(h->mu);
         if (w->st == state::waiting) {
-            (w->write ? h->writer : h->reader) = nullptr;
+            readiness_waiter** link = w->write ? &h->writers : &h->readers;
+            while (*link != w) {
+                link = &(*link)->next_waiter;
+            }
+            *link = w->next_waiter;
             w->st = state::cancelled;
             resume = w->waiter;
             owner = h->owner;

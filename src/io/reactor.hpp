@@ -85,6 +85,12 @@ struct uring_op : stop_callback_node {
     std::uint32_t cqe_flags = 0;  // IORING_CQE_F_BUFFER and the buffer id, for buffer-select
     state st = state::idle;
     bool registered = false;
+    // A multishot operation (multishot accept): one SQE, many CQEs. It is not counted in the
+    // reactor's in-flight operations (it would keep the runtime from ever being quiescent) and
+    // must set on_complete, which sees every CQE; the one without IORING_CQE_F_MORE is its
+    // last. If the reactor detaches first, on_detach is called instead (on the owner thread,
+    // with no task left to resume).
+    bool multishot = false;
     // Written under owner->cancel_mu_; read without it by forget_cancel's fast path (see there).
     std::atomic<bool> cancel_queued{false};
     uring_op* cancel_next = nullptr;
@@ -93,6 +99,7 @@ struct uring_op : stop_callback_node {
     // thread instead of queueing `waiter`, so one task can wait for many operations and be
     // resumed once. It returns whether it queued a task.
     bool (*on_complete)(uring_op& op) noexcept = nullptr;
+    void (*on_detach)(uring_op& op) noexcept = nullptr;
 };
 
 /// A worker's provided-buffer ring: `count` buffers of `size` bytes that the kernel picks from
@@ -156,6 +163,9 @@ public:
     auto get_sqe() -> io_uring_sqe*;
     /// Owner thread: `op` was prepared in an SQE from get_sqe.
     void submitted(uring_op& op) noexcept;
+    /// Owner thread: an SQE for the multishot operation `op` (see uring_op::multishot), which
+    /// the reactor tracks until its last CQE or until it detaches.
+    auto submit_multishot(uring_op& op) -> io_uring_sqe*;
     /// Owner thread: this worker's provided buffers (made on first use), or nullptr.
     auto buffers() -> buffer_pool*;
     /// Any thread.
@@ -180,6 +190,7 @@ private:
     bool buffers_tried_ = false;
     unsigned queued_ = 0;  // SQEs prepared since the last submit (owner only)
     std::atomic<std::size_t> inflight_{0};
+    std::vector<uring_op*> multishot_;  // armed multishot operations (owner only)
     std::mutex cancel_mu_;
     uring_op* cancel_head_ = nullptr;  // guarded by cancel_mu_
 };
@@ -200,15 +211,20 @@ namespace weft::detail {
 /// read_seq / write_seq count readiness events (guarded by mu): a waiter snapshots one before
 /// its non-blocking attempt and sleeps only if no event came in between (so an edge is never
 /// lost between EAGAIN and the wait).
+/// readers / writers list the tasks waiting (usually one of each; several tasks accepting on
+/// one listener wait together): an event wakes them all, and those that lose the race for the
+/// data (or connection) wait again.
 struct io_handle {
     explicit io_handle(int f) noexcept : fd(f) {}
     int fd;
     std::mutex mu;
-    epoll_reactor* owner = nullptr;      // guarded by mu; set once
-    std::uint32_t read_seq = 0;          // guarded by mu
-    std::uint32_t write_seq = 0;         // guarded by mu
-    readiness_waiter* reader = nullptr;  // guarded by mu
-    readiness_waiter* writer = nullptr;  // guarded by mu
+    epoll_reactor* owner = nullptr;       // guarded by mu; set once
+    std::uint32_t read_seq = 0;           // guarded by mu
+    std::uint32_t write_seq = 0;          // guarded by mu
+    readiness_waiter* readers = nullptr;  // guarded by mu
+    readiness_waiter* writers = nullptr;  // guarded by mu
+    io_handle* reg_prev = nullptr;        // in owner's registered list (its reg_mu_)
+    io_handle* reg_next = nullptr;
 };
 
 /// Waits for a readiness event on an io_handle, embedded in the awaiting frame.
@@ -225,6 +241,7 @@ struct readiness_waiter : stop_callback_node {
     bool write = false;
     state st = state::idle;
     bool registered = false;
+    readiness_waiter* next_waiter = nullptr;  // in the handle's readers / writers (its mu)
     std::coroutine_handle<> waiter;
     worker_base* home = nullptr;
     stop_state* stop = nullptr;
@@ -243,7 +260,8 @@ public:
         return waiting_.load(std::memory_order_seq_cst);
     }
 
-    /// Registers `h` with this epoll if it is not registered anywhere yet.
+    /// Owner thread: registers `h` with this epoll if it is not registered anywhere yet (or
+    /// only with the epoll of a runtime that has stopped: sockets may outlive a runtime).
     auto ensure_registered(io_handle& h) -> std::error_code;
     /// Any thread: unregisters and frees `h` once no event of this reactor can still name it.
     void retire(io_handle* h) noexcept;
@@ -261,6 +279,8 @@ private:
     std::atomic<std::size_t> waiting_{0};
     std::mutex retire_mu_;
     std::vector<io_handle*> retired_;  // guarded by retire_mu_
+    std::mutex reg_mu_;
+    io_handle* registered_ = nullptr;  // guarded by reg_mu_; orphaned at detach
 };
 
 /// The reactor on this thread as an io_uring / epoll reactor, or a clear error.

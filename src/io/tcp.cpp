@@ -10,6 +10,7 @@
 #include <chrono>
 #include <vector>
 
+#include "accept_queue.hpp"
 #include "ops.hpp"
 #include "reactor.hpp"
 #include "weft/io/tcp_listener.hpp"
@@ -18,6 +19,8 @@
 
 namespace weft {
 namespace detail {
+
+void accept_queue_closer::operator()(accept_queue* q) const noexcept { q->close(); }
 
 void io_handle_deleter::operator()(io_handle* h) const noexcept {
     epoll_reactor* owner = nullptr;
@@ -352,13 +355,14 @@ auto tcp_stream::wait_writable() -> task<result<void>> {
 // ---- tcp_listener ----------------------------------------------------------------------------
 
 tcp_listener::tcp_listener(tcp_listener&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), h_(std::move(o.h_)) {}
+    : fd_(std::exchange(o.fd_, -1)), h_(std::move(o.h_)), q_(std::move(o.q_)) {}
 
 auto tcp_listener::operator=(tcp_listener&& o) noexcept -> tcp_listener& {
     if (this != &o) {
         close();
         fd_ = std::exchange(o.fd_, -1);
         h_ = std::move(o.h_);
+        q_ = std::move(o.q_);
     }
     return *this;
 }
@@ -367,6 +371,7 @@ tcp_listener::~tcp_listener() { close(); }
 
 void tcp_listener::close() noexcept {
     h_.reset();
+    q_.reset();  // cancels the multishot accept; the ring lets go of it after its last CQE
     if (fd_ >= 0) {
         ::close(fd_);
         fd_ = -1;
@@ -380,6 +385,10 @@ auto tcp_listener::bind(socket_address addr, listen_options opts) -> result<tcp_
     }
     tcp_listener l;
     l.fd_ = fd;
+    // Both made here, not on first accept, since several tasks may accept at once: the
+    // multishot accept queue (io_uring) and the readiness state (epoll).
+    l.q_.reset(new detail::accept_queue(fd));
+    l.h_.reset(new detail::io_handle(fd));
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (opts.reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
@@ -407,14 +416,19 @@ auto tcp_listener::accept() -> task<result<tcp_stream>> {
         int fd = -1;
         int err = 0;
         if (detail::is_uring()) {
-            const int lfd = fd_;
-            const int res = co_await detail::uring_awaiter{[&](io_uring_sqe* sqe) {
-                io_uring_prep_accept(sqe, lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            }};
-            if (res >= 0) {
-                fd = res;
+            const detail::accept_outcome o = co_await q_->next();
+            if (o.single_shot) {
+                const int lfd = fd_;
+                const int res = co_await detail::uring_awaiter{[&](io_uring_sqe* sqe) {
+                    io_uring_prep_accept(sqe, lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                }};
+                fd = res >= 0 ? res : -1;
+                err = res >= 0 ? 0 : -res;
+            } else if (o.fd < 0 && o.err == 0) {
+                continue;  // the multishot operation ended: the next wait re-arms it
             } else {
-                err = -res;
+                fd = o.fd;
+                err = o.err;
             }
         } else {
             detail::io_handle& h = detail::handle_of(fd_, h_);

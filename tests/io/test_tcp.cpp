@@ -5,8 +5,10 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -381,6 +383,118 @@ TEST_P(tcp, receive_survives_more_held_buffers_than_the_ring_has) {
         co_return sum;
     }());
     EXPECT_EQ(total, static_cast<std::size_t>(n) * 10);
+}
+
+// Connections that arrive while nobody accepts wait (on io_uring: accepted by the multishot
+// operation, up to its queue limit of 128, the rest in the kernel's backlog) and are all handed
+// out, each once, when accepting resumes.
+TEST_P(tcp, connections_made_while_nobody_accepts_are_all_served) {
+    weft::runtime rt{options()};
+    constexpr int n = 300;
+    auto seen = rt.block_on([&]() -> weft::task<std::vector<int>> {
+        auto l = weft::tcp_listener::bind(loopback(), {.backlog = 4096}).value();
+        const auto addr = l.local_address().value();
+        std::vector<weft::tcp_stream> clients;
+        clients.push_back((co_await weft::tcp_stream::connect(addr)).value());
+        auto first = (co_await l.accept()).value();  // arms the multishot accept on io_uring
+        for (int i = 1; i < n; ++i) {
+            clients.push_back((co_await weft::tcp_stream::connect(addr)).value());
+            const std::string id = std::to_string(i) + "\n";
+            (co_await clients.back().write_all(bytes(id))).value();
+        }
+        (co_await weft::sleep_for(20ms)).value();  // let every CQE / backlog entry land
+        std::vector<int> ids;
+        for (int i = 1; i < n; ++i) {
+            auto s = (co_await l.accept()).value();
+            std::string line;
+            std::array<std::byte, 16> buf{};
+            while (line.find('\n') == std::string::npos) {
+                const std::size_t got = (co_await s.read_some(buf)).value();
+                line.append(reinterpret_cast<const char*>(buf.data()), got);
+            }
+            ids.push_back(std::stoi(line));
+        }
+        co_return ids;
+    }());
+    std::sort(seen.begin(), seen.end());
+    std::vector<int> want(n - 1);
+    std::iota(want.begin(), want.end(), 1);
+    EXPECT_EQ(seen, want);
+}
+
+// Several tasks accept on one listener at once (on any workers): every connection goes to
+// exactly one of them.
+TEST_P(tcp, concurrent_acceptors_share_one_listener) {
+    weft::runtime rt{options()};
+    constexpr int acceptors = 8;
+    constexpr int per = 25;
+    auto seen = rt.block_on([&]() -> weft::task<std::vector<int>> {
+        auto l = weft::tcp_listener::bind(loopback(), {.backlog = 4096}).value();
+        const auto addr = l.local_address().value();
+        std::vector<int> ids;
+        std::mutex mu;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            for (int a = 0; a < acceptors; ++a) {
+                s.spawn([&]() -> weft::task<void> {
+                    for (int i = 0; i < per; ++i) {
+                        auto c = (co_await l.accept()).value();
+                        std::array<std::byte, 4> buf{};
+                        (co_await c.read_exact(buf)).value();
+                        int id = 0;
+                        std::memcpy(&id, buf.data(), sizeof(id));
+                        std::lock_guard lock(mu);
+                        ids.push_back(id);
+                    }
+                });
+            }
+            for (int i = 0; i < acceptors * per; ++i) {
+                auto c = (co_await weft::tcp_stream::connect(addr)).value();
+                (co_await c.write_all(std::as_bytes(std::span{&i, 1}))).value();
+            }
+            co_return;
+        });
+        co_return ids;
+    }());
+    std::sort(seen.begin(), seen.end());
+    std::vector<int> want(acceptors * per);
+    std::iota(want.begin(), want.end(), 0);
+    EXPECT_EQ(seen, want);
+}
+
+// A listener may outlive the runtime it accepted on: the ring lets go of its multishot
+// operation when the runtime stops, a connection accepted meanwhile is handed out by the next
+// runtime, and one never taken is closed with the listener.
+TEST_P(tcp, listener_outlives_its_runtime_and_serves_in_the_next) {
+    auto l = weft::tcp_listener::bind(loopback()).value();
+    const auto addr = l.local_address().value();
+    std::vector<weft::tcp_stream> clients;
+    std::vector<int> served;
+    for (int round = 0; round < 3; ++round) {
+        weft::runtime rt{options()};
+        rt.block_on([&]() -> weft::task<void> {
+            if (round == 0) {  // later rounds find the previous round's client waiting
+                clients.push_back((co_await weft::tcp_stream::connect(addr)).value());
+                (co_await clients.back().write_all(bytes("0"))).value();
+            }
+            auto s = (co_await l.accept()).value();
+            std::array<std::byte, 1> id{};
+            (co_await s.read_exact(id)).value();
+            served.push_back(static_cast<int>(id[0]) - '0');
+            // Left for the next round: accepted by the kernel (io_uring) or in the backlog.
+            clients.push_back((co_await weft::tcp_stream::connect(addr)).value());
+            const std::string next = std::to_string(round + 1);
+            (co_await clients.back().write_all(bytes(next))).value();
+            (co_await weft::sleep_for(5ms)).value();
+        }());
+    }
+    EXPECT_EQ(served, (std::vector<int>{0, 1, 2}));
+    l.close();
+    weft::runtime rt{options()};
+    auto end = rt.block_on([&]() -> weft::task<std::error_code> {
+        std::array<std::byte, 1> buf{};
+        co_return (co_await clients.back().read_some(buf)).error();
+    }());
+    EXPECT_TRUE(end == weft::io_errc::eof || end == std::errc::connection_reset) << end.message();
 }
 
 INSTANTIATE_TEST_SUITE_P(backends,

@@ -9,6 +9,13 @@
 
 namespace weft {
 
+namespace detail {
+class accept_queue;  // multishot accept on io_uring (src/io)
+struct accept_queue_closer {
+    void operator()(accept_queue* q) const noexcept;
+};
+}  // namespace detail
+
 struct listen_options {
     int backlog = 4096;
     /// SO_REUSEPORT: several listeners (one per worker, thread-per-core) share the port and the
@@ -16,10 +23,14 @@ struct listen_options {
     bool reuse_port = false;
 };
 
-/// A listening TCP socket (IPv4 or IPv6). `accept` runs on the awaiting worker's reactor and
-/// observes cancellation. When the process runs out of file descriptors (EMFILE/ENFILE),
-/// accept waits and retries with a growing back-off (5 ms .. 1 s) instead of failing or
-/// spinning; the pending connection stays in the backlog.
+/// A listening TCP socket (IPv4 or IPv6). `accept` observes cancellation. On io_uring the
+/// listener arms one multishot accept on the ring of the worker that first accepts, and the
+/// kernel posts every new connection to it: no system call per connection (on kernels without
+/// multishot accept, one accept operation per call). Several tasks may accept at once; they
+/// are served in order. When the process runs out of file descriptors (EMFILE/ENFILE), accept
+/// waits and retries with a growing back-off (5 ms .. 1 s) instead of failing or spinning;
+/// the pending connection stays in the backlog. To stop accepting, cancel the accepting task;
+/// like a tcp_stream, a listener must not be closed while an accept on it is pending.
 ///
 ///     auto l = weft::tcp_listener::bind(weft::socket_address::parse("127.0.0.1", 0).value());
 ///     auto conn = co_await l->accept();   // result<tcp_stream>
@@ -42,7 +53,8 @@ public:
 
 private:
     int fd_ = -1;
-    std::unique_ptr<detail::io_handle, detail::io_handle_deleter> h_;
+    std::unique_ptr<detail::io_handle, detail::io_handle_deleter> h_;       // epoll
+    std::unique_ptr<detail::accept_queue, detail::accept_queue_closer> q_;  // io_uring
 };
 
 }  // namespace weft

@@ -1,0 +1,244 @@
+#include "accept_queue.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+namespace weft::detail {
+
+// ---- accept_awaiter --------------------------------------------------------------------------
+
+auto accept_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
+    accept_queue& q = *q_;
+    std::lock_guard lock(q.mu_);
+    if (q.closed_) {
+        out_.err = EBADF;
+        return false;
+    }
+    if (!q.ready_.empty()) {
+        out_.fd = q.ready_.front();
+        q.ready_.pop_front();
+        return false;
+    }
+    if (q.pending_err_ != 0) {
+        out_.err = std::exchange(q.pending_err_, 0);
+        return false;
+    }
+    if (q.single_shot()) {
+        out_.single_shot = true;
+        return false;
+    }
+    // Registered under mu_ (the stop lock is a leaf, and on_stop takes mu_, so on_stop waits
+    // until this task is queued or has returned).
+    if (s != nullptr) {
+        if (!s->try_add(this)) {
+            out_.err = ECANCELED;
+            return false;
+        }
+        stop_ = s;
+        registered_ = true;
+    }
+    if (!q.armed_) {
+        q.arm();
+    }
+    waiter_ = h;
+    home_ = current_worker();
+    st_ = state::waiting;
+    if (q.tail_ != nullptr) {
+        q.tail_->next_ = this;
+    } else {
+        q.head_ = this;
+    }
+    q.tail_ = this;
+    return true;
+}
+
+auto accept_awaiter::await_resume() noexcept -> accept_outcome {
+    if (registered_) {
+        stop_->remove(this);  // waits for an on_stop running on another thread
+        registered_ = false;
+    }
+    return out_;
+}
+
+void accept_awaiter::on_stop(stop_callback_node* n) noexcept {
+    auto* w = static_cast<accept_awaiter*>(n);
+    accept_queue& q = *w->q_;
+    std::coroutine_handle<> resume;
+    {
+        std::lock_guard lock(q.mu_);
+        if (w->st_ != state::waiting) {
+            return;  // a connection or an error got there first
+        }
+        // Unlink from the FIFO (singly linked: find the predecessor; waiters are few).
+        accept_awaiter* prev = nullptr;
+        for (accept_awaiter* it = q.head_; it != w; it = it->next_) {
+            prev = it;
+        }
+        (prev != nullptr ? prev->next_ : q.head_) = w->next_;
+        if (q.tail_ == w) {
+            q.tail_ = prev;
+        }
+        w->st_ = state::done;
+        w->out_.err = ECANCELED;
+        resume = w->waiter_;
+    }
+    resume_soon(resume, w->home_);  // NOTE: w may be gone once the task runs
+}
+
+// ---- accept_queue ----------------------------------------------------------------------------
+
+// Waiters taken off the queue under its mutex, resumed after it is released (through their
+// next_ links: no allocation).
+struct accept_queue::waiter_chain {
+    accept_awaiter* head = nullptr;
+    accept_awaiter* tail = nullptr;
+    void add(accept_awaiter* w) noexcept {
+        (tail != nullptr ? tail->next_ : head) = w;
+        tail = w;
+    }
+    template <typename Resume>
+    void resume_all(Resume resume) noexcept {
+        for (accept_awaiter* w = head; w != nullptr;) {
+            accept_awaiter* next = w->next_;  // read first: once resumed, w may be gone
+            resume(w->waiter_, w->home_);
+            w = next;
+        }
+    }
+};
+
+accept_queue::accept_queue(int listen_fd) noexcept : fd_(listen_fd) {
+    on_complete = &accept_queue::on_cqe;
+    on_detach = &accept_queue::on_ring_detach;
+}
+
+accept_queue::~accept_queue() {
+    for (int fd : ready_) {
+        ::close(fd);
+    }
+}
+
+void accept_queue::arm() {
+    uring_reactor& r = current_uring();
+    io_uring_sqe* sqe = r.submit_multishot(*this);
+    io_uring_prep_multishot_accept(sqe, fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    io_uring_sqe_set_data(sqe, static_cast<uring_op*>(this));
+    armed_ = true;
+    cancelling_ = false;
+    refs_.fetch_add(1, std::memory_order_relaxed);  // the ring's
+}
+
+auto accept_queue::pop_waiter() noexcept -> accept_awaiter* {
+    accept_awaiter* w = head_;
+    if (w != nullptr) {
+        head_ = w->next_;
+        if (head_ == nullptr) {
+            tail_ = nullptr;
+        }
+        w->next_ = nullptr;
+        w->st_ = accept_awaiter::state::done;
+    }
+    return w;
+}
+
+// On the ring's thread, for every CQE of the operation.
+auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
+    auto& q = static_cast<accept_queue&>(op);
+    const bool last = (op.cqe_flags & IORING_CQE_F_MORE) == 0;
+    const int res = op.res;
+    waiter_chain wake;
+    int drop_fd = -1;
+    {
+        std::lock_guard lock(q.mu_);
+        if (res >= 0) {
+            q.accepted_any_ = true;
+            if (q.closed_) {
+                drop_fd = res;
+            } else if (accept_awaiter* w = q.pop_waiter(); w != nullptr) {
+                w->out_.fd = res;
+                wake.add(w);
+            } else {
+                q.ready_.push_back(res);
+                if (q.ready_.size() >= max_ready && !last && !q.cancelling_) {
+                    q.cancelling_ = true;
+                    op.owner->request_cancel(op);
+                }
+            }
+        }
+        if (last) {
+            q.armed_ = false;
+            int err = 0;
+            if (res == -EINVAL && !q.accepted_any_) {
+                q.single_shot_.store(true, std::memory_order_relaxed);  // an older kernel
+            } else if (res < 0 && res != -ECANCELED) {
+                err = -res;
+            }
+            // Every waiter learns the error (each backs off on its own), or asks again and
+            // re-arms; a single_shot flag sends them to plain accepts.
+            while (accept_awaiter* w = q.pop_waiter()) {
+                w->out_.err = err;
+                wake.add(w);
+            }
+            if (err != 0 && wake.head == nullptr) {
+                q.pending_err_ = err;
+            }
+        }
+    }
+    if (last) {
+        // A cancel may still be queued (close or max_ready): it must not outlive the op.
+        op.owner->forget_cancel(op);
+    }
+    if (drop_fd >= 0) {
+        ::close(drop_fd);
+    }
+    const bool woke = wake.head != nullptr;
+    wake.resume_all(
+        [](std::coroutine_handle<> h, worker_base*) { current_worker()->push_quiet(h); });
+    if (last) {
+        q.unref();  // the ring's reference
+    }
+    return woke;
+}
+
+// The reactor detached with the operation armed (runtime shutdown: no task is left waiting).
+void accept_queue::on_ring_detach(uring_op& op) noexcept {
+    auto& q = static_cast<accept_queue&>(op);
+    {
+        std::lock_guard lock(q.mu_);
+        q.armed_ = false;
+    }
+    q.unref();
+}
+
+void accept_queue::close() noexcept {
+    std::deque<int> fds;
+    waiter_chain wake;
+    {
+        std::lock_guard lock(mu_);
+        closed_ = true;
+        fds.swap(ready_);
+        if (armed_ && !cancelling_) {
+            cancelling_ = true;
+            owner->request_cancel(*this);
+        }
+        while (accept_awaiter* w = pop_waiter()) {
+            w->out_.err = EBADF;
+            wake.add(w);
+        }
+    }
+    for (int fd : fds) {
+        ::close(fd);
+    }
+    wake.resume_all(resume_soon);
+    unref();  // the listener's reference
+}
+
+void accept_queue::unref() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        delete this;
+    }
+}
+
+}  // namespace weft::detail
