@@ -258,8 +258,10 @@ auto ensure_data_file(const options& o) -> std::string {
 //   writeback, and a buffered randwrite QD32 dirties the whole file).
 // - Buffered: the whole file in the page cache (O_DIRECT writes evict every page they touch, so
 //   the next buffered reader would miss), the suite's premise as fio's invalidate=0. Dirty pages
-//   are left as they are: syncing them makes every following 4 KiB write to a clean page go
-//   through io-wq (measured: weft 12k IOPS instead of ~210k in the suite's order).
+//   are left as they are. On ext4 every buffered write goes through io-wq, dirty page or clean
+//   (no FOP_BUFFER_WASYNC; the iou-wrk thread switches once per write in both states), so
+//   those rows measure io-wq hand-offs, whose cost swings with where the scheduler puts the
+//   worker thread (10k-550k IOPS run to run, fio's io_uring engine alike).
 void prepare_data_file(const std::string& path, bool direct) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -289,7 +291,13 @@ auto random_worker(const options& o,
     const std::uint64_t blocks = (static_cast<std::uint64_t>(o.size_mb) << 20) / o.block;
     while (clock_type::now() < deadline) {
         const std::uint64_t off = (rng() % blocks) * o.block;
-        auto r = write ? co_await f.write_at(buf.span(), off) : co_await f.read_at(buf.span(), off);
+        // if / else, not ?: around the co_awaits (g++ 12 miscompiles co_await in ?:).
+        weft::result<std::size_t> r = std::size_t{0};
+        if (write) {
+            r = co_await f.write_at(buf.span(), off);
+        } else {
+            r = co_await f.read_at(buf.span(), off);
+        }
         if (r && *r == o.block) {
             (write ? c.writes : c.reads) += 1;
         } else {

@@ -275,8 +275,9 @@ auto file::read_at(std::span<std::byte> buf, std::uint64_t offset) -> task<resul
     long res = 0;
     if (is_uring()) {
         // A named awaiter, not a temporary: see the README's note on g++ 12 and co_await.
+        // O_DIRECT goes to the device: submit at once (see uring_op::eager_submit).
         detail::uring_awaiter op(
-            [=](io_uring_sqe* sqe) { io_uring_prep_read(sqe, fd, data, len, offset); });
+            [=](io_uring_sqe* sqe) { io_uring_prep_read(sqe, fd, data, len, offset); }, direct_);
         res = (co_await op).res;
     } else {
         res = co_await blocking_op(
@@ -299,8 +300,9 @@ auto file::write_at(std::span<const std::byte> buf, std::uint64_t offset)
     long res = 0;
     if (is_uring()) {
         // A named awaiter, not a temporary: see the README's note on g++ 12 and co_await.
+        // O_DIRECT goes to the device: submit at once (see uring_op::eager_submit).
         detail::uring_awaiter op(
-            [=](io_uring_sqe* sqe) { io_uring_prep_write(sqe, fd, data, len, offset); });
+            [=](io_uring_sqe* sqe) { io_uring_prep_write(sqe, fd, data, len, offset); }, direct_);
         res = (co_await op).res;
     } else {
         res = co_await blocking_op(

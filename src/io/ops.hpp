@@ -28,8 +28,12 @@ struct uring_result {
 template <typename Prep>
 class uring_awaiter : private uring_op {
 public:
-    explicit uring_awaiter(Prep p) noexcept(std::is_nothrow_move_constructible_v<Prep>)
-        : prep_(std::move(p)) {}
+    /// `eager`: see uring_op::eager_submit.
+    explicit uring_awaiter(Prep p,
+                           bool eager = false) noexcept(std::is_nothrow_move_constructible_v<Prep>)
+        : prep_(std::move(p)) {
+        eager_submit = eager;
+    }
 
     auto await_ready() const noexcept -> bool { return false; }
 
@@ -49,8 +53,8 @@ public:
         prep_(sqe);
         io_uring_sqe_set_data(sqe, static_cast<uring_op*>(this));
         r.submitted(*this);
-        // The SQE reaches the kernel only when this worker next polls or parks, and its
-        // completion is reaped on this thread too: nothing can resume us before we return.
+        // The completion is reaped only on this thread, in poll or park (also when the SQE
+        // went to the kernel at once, eager_submit): nothing can resume us before we return.
         if (stop != nullptr) {
             if (stop->try_add(this)) {
                 registered = true;

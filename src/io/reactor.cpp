@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -240,7 +241,11 @@ auto uring_reactor::get_sqe() -> io_uring_sqe* {
 
 void uring_reactor::submitted(uring_op& op) noexcept {
     op.st = uring_op::state::submitted;
-    inflight_.fetch_add(1, std::memory_order_relaxed);
+    const std::size_t inflight = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (op.eager_submit && inflight > queued_) {  // others are in the kernel already
+        const int n = io_uring_submit(&ring_);
+        queued_ -= n > 0 ? std::min(queued_, static_cast<unsigned>(n)) : 0;
+    }
 }
 
 auto uring_reactor::submit_multishot(uring_op& op) -> io_uring_sqe* {

@@ -85,6 +85,13 @@ struct uring_op : stop_callback_node {
     std::uint32_t cqe_flags = 0;  // IORING_CQE_F_BUFFER and the buffer id, for buffer-select
     state st = state::idle;
     bool registered = false;
+    // Send this SQE to the kernel at once when other operations of the ring are already there,
+    // instead of at the next poll or park (O_DIRECT file IO: the device starts on it while the
+    // worker is still resuming the rest of a batch; measured 0.83x -> 1.05x of fio at QD32).
+    // Not for everything: buffered reads at QD32 lose 18% to the extra enters. A lone
+    // operation waits for the poll anyway (one enter less). Its CQE is still reaped only on
+    // the owner thread, in poll or park.
+    bool eager_submit = false;
     // A multishot operation (multishot accept): one SQE, many CQEs. It is not counted in the
     // reactor's in-flight operations (it would keep the runtime from ever being quiescent) and
     // must set on_complete, which sees every CQE; the one without IORING_CQE_F_MORE is its
