@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_test.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/aligned_buffer.hpp"
 #include "weft/io/file.hpp"
@@ -63,18 +64,8 @@ private:
     std::filesystem::path path_;
 };
 
-class file_io : public ::testing::TestWithParam<weft::io_backend> {
+class file_io : public weft::test::backend_test {
 protected:
-    void SetUp() override {
-        try {
-            (void)weft::resolve_io_backend(GetParam());
-        } catch (const std::system_error&) {
-            GTEST_SKIP() << "io_uring unavailable here";
-        }
-    }
-    auto options(unsigned workers = 2) -> weft::runtime_options {
-        return weft::io_runtime_options(workers, GetParam());
-    }
     temp_dir dir_;
 };
 
@@ -444,9 +435,6 @@ TEST_P(file_io, send_file_to_a_closed_peer_is_an_error_not_a_signal) {
     }());
 }
 
-INSTANTIATE_TEST_SUITE_P(backends,
-                         file_io,
-                         ::testing::Values(weft::io_backend::io_uring, weft::io_backend::epoll),
-                         [](const auto& info) { return std::string(weft::to_string(info.param)); });
+WEFT_TEST_ON_BOTH_BACKENDS(file_io);
 
 }  // namespace

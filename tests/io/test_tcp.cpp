@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_test.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
 #include "weft/io/reactor.hpp"
@@ -32,19 +33,7 @@ auto loopback() -> weft::socket_address {
 
 auto bytes(std::string_view s) -> std::span<const std::byte> { return std::as_bytes(std::span{s}); }
 
-class tcp : public ::testing::TestWithParam<weft::io_backend> {
-protected:
-    void SetUp() override {
-        try {
-            (void)weft::resolve_io_backend(GetParam());
-        } catch (const std::system_error&) {
-            GTEST_SKIP() << "io_uring unavailable here";
-        }
-    }
-    auto options(unsigned workers = 2) -> weft::runtime_options {
-        return weft::io_runtime_options(workers, GetParam());
-    }
-};
+class tcp : public weft::test::backend_test {};
 
 // Reads until eof, returns everything.
 auto read_to_end(weft::tcp_stream& s) -> weft::task<weft::result<std::string>> {
@@ -497,9 +486,6 @@ TEST_P(tcp, listener_outlives_its_runtime_and_serves_in_the_next) {
     EXPECT_TRUE(end == weft::io_errc::eof || end == std::errc::connection_reset) << end.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(backends,
-                         tcp,
-                         ::testing::Values(weft::io_backend::io_uring, weft::io_backend::epoll),
-                         [](const auto& info) { return std::string(weft::to_string(info.param)); });
+WEFT_TEST_ON_BOTH_BACKENDS(tcp);
 
 }  // namespace

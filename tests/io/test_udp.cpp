@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "backend_test.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/io/udp_socket.hpp"
@@ -14,23 +15,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class udp : public ::testing::TestWithParam<weft::io_backend> {
-protected:
-    void SetUp() override {
-        try {
-            (void)weft::resolve_io_backend(GetParam());
-        } catch (const std::system_error&) {
-            GTEST_SKIP() << "io_uring unavailable here";
-        }
-    }
-};
+class udp : public weft::test::backend_test {};
 
 auto loopback() -> weft::socket_address {
     return weft::socket_address::parse("127.0.0.1", 0).value();
 }
 
 TEST_P(udp, datagrams_round_trip_with_sender_address) {
-    weft::runtime rt{weft::io_runtime_options(2, GetParam())};
+    weft::runtime rt{options()};
     auto ok = rt.block_on([]() -> weft::task<bool> {
         auto a = weft::udp_socket::bind(loopback()).value();
         auto b = weft::udp_socket::bind(loopback()).value();
@@ -52,7 +44,7 @@ TEST_P(udp, datagrams_round_trip_with_sender_address) {
 }
 
 TEST_P(udp, pending_receive_is_cancelled) {
-    weft::runtime rt{weft::io_runtime_options(2, GetParam())};
+    weft::runtime rt{options()};
     auto err = rt.block_on([]() -> weft::task<std::error_code> {
         auto s = weft::udp_socket::bind(loopback()).value();
         std::error_code ec;
@@ -69,9 +61,6 @@ TEST_P(udp, pending_receive_is_cancelled) {
     EXPECT_EQ(err, std::errc::operation_canceled);
 }
 
-INSTANTIATE_TEST_SUITE_P(backends,
-                         udp,
-                         ::testing::Values(weft::io_backend::io_uring, weft::io_backend::epoll),
-                         [](const auto& info) { return std::string(weft::to_string(info.param)); });
+WEFT_TEST_ON_BOTH_BACKENDS(udp);
 
 }  // namespace
