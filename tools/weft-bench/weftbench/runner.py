@@ -122,6 +122,16 @@ def check_systems(suite: Suite, settings: Settings, result: dict) -> list[System
     return runnable
 
 
+def rotated(systems: list, k: int) -> list:
+    """The systems in round k+1's order: each round starts one system later (A B C, B C A,
+    C A B, ...), so no system always runs first (after the machine idled) or right after the
+    same neighbour (whose page cache, sockets in TIME_WAIT or dirty pages it inherits)."""
+    if not systems:
+        return systems
+    k %= len(systems)
+    return systems[k:] + systems[:k]
+
+
 def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
     """Every scenario on every runnable system, interleaved round by round -> the suite's JSON."""
     started = time.monotonic()
@@ -140,7 +150,7 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
     for r in range(1, rounds + 1):
         for i, (scn, params) in enumerate(plan):
             label = f"{suite.name} round {r}/{rounds}  {scn.name} {stats.format_params(params)}"
-            for system in runnable:
+            for system in rotated(runnable, r - 1):
                 if scn.only is not None and system.name not in scn.only:
                     continue
                 if (i, system.name) in stopped:

@@ -1,0 +1,24 @@
+import unittest
+
+from weftbench.runner import rotated
+
+
+class RotationTest(unittest.TestCase):
+    def test_each_system_leads_one_round_in_turn(self):
+        systems = ["weft", "go", "tokio"]
+        orders = [rotated(systems, k) for k in range(4)]
+        self.assertEqual(orders[0], ["weft", "go", "tokio"])
+        self.assertEqual(orders[1], ["go", "tokio", "weft"])
+        self.assertEqual(orders[2], ["tokio", "weft", "go"])
+        self.assertEqual(orders[3], orders[0])
+        self.assertEqual([o[0] for o in orders[:3]], systems)
+
+    def test_every_round_runs_every_system_once(self):
+        systems = ["a", "b"]
+        for k in range(5):
+            self.assertEqual(sorted(rotated(systems, k)), systems)
+        self.assertEqual(rotated([], 3), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
