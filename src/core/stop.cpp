@@ -23,8 +23,12 @@ auto stop_state::lock() noexcept -> std::uint32_t {
 }
 
 void stop_state::unlock() noexcept {
-    // release publishes the list edits made under the lock to the next locker.
-    word_.fetch_and(~locked_bit, std::memory_order_release);
+    // A plain store, not an RMW (one locked instruction less per add/remove, which every wait of
+    // a weft::sync primitive pays twice): while locked_bit is set only the holder writes word_
+    // (other lockers' CAS fails without writing, request_stop sets its bit under the lock), so
+    // the holder's relaxed load reads the current word. release publishes the list edits made
+    // under the lock to the next locker (pairs with the acquire CAS in lock()).
+    word_.store(word_.load(std::memory_order_relaxed) & ~locked_bit, std::memory_order_release);
 }
 
 auto stop_state::request_stop() noexcept -> bool {

@@ -248,6 +248,15 @@ void sched_worker::on_push() noexcept {
     rt_.notify_parked();
 }
 
+auto sched_worker::others_may_wait() const noexcept -> bool {
+    // Everything a yield through the injector would let run or complete first on this worker:
+    // posted and injected tasks, due timers, IO completions (polled between tasks). Relaxed
+    // reads are enough: a submission racing with this check is picked up at the next turn or
+    // fairness tick, as it would be if it had arrived just after the yield.
+    return !inbox_empty() || !rt_.injector_empty() ||
+           timers_.pending.load(std::memory_order_relaxed) != 0 || io_pending() != 0;
+}
+
 void sched_worker::overflow(std::coroutine_handle<> h) {
     // Full deque: move the older half to the injector in one batch (thieves and the injector
     // check share it out), then push.

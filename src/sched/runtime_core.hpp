@@ -75,6 +75,7 @@ public:
 private:
     void on_push() noexcept override;
     void overflow(std::coroutine_handle<> h) override;
+    [[nodiscard]] auto others_may_wait() const noexcept -> bool override;
     void run();
     auto next_task() -> void*;
     auto find_work() -> void*;

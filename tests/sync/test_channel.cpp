@@ -3,6 +3,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.hpp"
@@ -12,6 +13,7 @@
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
 #include "weft/sync/channel.hpp"
+#include "weft/sync/detail/biased_lock.hpp"
 
 namespace {
 
@@ -337,6 +339,78 @@ TEST(channel, ping_pong_across_workers) {
         co_return v;
     }());
     EXPECT_EQ(last, n);
+}
+
+// The channel's lock, biased to the thread that used it alone, then revoked while that thread
+// keeps using it: mutual exclusion holds throughout (a plain counter; TSan checks the accesses).
+TEST(biased_lock, revocation_while_the_owner_keeps_locking_excludes) {
+    weft::detail::biased_lock mu;
+    long counter = 0;
+    const int owner_solo = 4 * static_cast<int>(weft::detail::biased_lock::bias_after);
+    for (int i = 0; i < owner_solo; ++i) {  // biased to this thread from bias_after on
+        mu.lock();
+        ++counter;
+        mu.unlock();
+    }
+    const int per_thread = 20'000;
+    std::atomic<bool> go{false};
+    auto hammer = [&] {
+        while (!go.load(std::memory_order_acquire)) {
+        }
+        for (int i = 0; i < per_thread; ++i) {
+            mu.lock();
+            ++counter;
+            mu.unlock();
+        }
+    };
+    std::thread a(hammer);
+    std::thread b(hammer);
+    go.store(true, std::memory_order_release);
+    hammer();  // the owner, racing with the revocations
+    a.join();
+    b.join();
+    mu.lock();
+    EXPECT_EQ(counter, owner_solo + 3L * per_thread);
+    mu.unlock();
+}
+
+// A channel used by one thread long enough to be biased, then by three threads at once (plain
+// try_ operations, no runtime): every item is received exactly once.
+TEST(channel, biased_channel_shared_later_delivers_every_item_once) {
+    weft::channel<long> ch{64};
+    const int solo = 4 * static_cast<int>(weft::detail::biased_lock::bias_after);
+    for (int i = 0; i < solo; ++i) {
+        ASSERT_TRUE(ch.try_send(i));
+        ASSERT_EQ(ch.try_recv().value(), i);
+    }
+    const long per_producer = 20'000;
+    std::atomic<long> received{0};
+    std::atomic<long> sum{0};
+    auto produce = [&](long base) {
+        for (long i = 0; i < per_producer; ++i) {
+            while (!ch.try_send(base + i)) {
+                std::this_thread::yield();
+            }
+        }
+    };
+    auto consume = [&] {
+        while (received.load(std::memory_order_relaxed) < 2 * per_producer) {
+            if (auto v = ch.try_recv()) {
+                sum.fetch_add(*v, std::memory_order_relaxed);
+                received.fetch_add(1, std::memory_order_relaxed);
+            } else {
+                std::this_thread::yield();
+            }
+        }
+    };
+    std::thread p1(produce, 0L);
+    std::thread c(consume);
+    produce(per_producer);  // the biased owner, now one of three
+    p1.join();
+    c.join();
+    const long n = 2 * per_producer;
+    EXPECT_EQ(received.load(), n);
+    EXPECT_EQ(sum.load(), n * (n - 1) / 2);
 }
 
 }  // namespace

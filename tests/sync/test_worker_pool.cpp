@@ -155,7 +155,10 @@ TEST(worker_pool, hammered_by_ten_thousand_callers) {
 TEST(worker_pool, runtime_shutdown_with_pool_alive_does_not_hang) {
     auto rt = std::make_unique<weft::runtime>(weft::runtime_options{.workers = 2});
     weft::worker_pool<int, int> pool{*rt, 2, [](int x) { return x; }};
-    EXPECT_EQ(rt->block_on(pool.map(3)), 3);
+    auto map_once = [](weft::worker_pool<int, int>& p) -> weft::task<int> {
+        co_return co_await p.map(3);
+    };
+    EXPECT_EQ(rt->block_on(map_once(pool)), 3);
     rt.reset();  // cancels the idle handler tasks
 }
 

@@ -14,8 +14,8 @@
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
 #include "weft/sched/timer.hpp"
+#include "weft/sync/detail/biased_lock.hpp"
 #include "weft/sync/detail/ring.hpp"
-#include "weft/sync/detail/spin_lock.hpp"
 #include "weft/sync/detail/waiter.hpp"
 #include "weft/sync/errc.hpp"
 
@@ -63,10 +63,13 @@ enum class chan_status : unsigned char { done, closed, blocked };
 ///   concurrently with its cancellation returns the item; a cancelled send did not deliver.
 /// - Lifetime: must outlive every operation on it (destroying it with waiters is a bug).
 ///
-/// Design: one spin_lock guards a ring buffer and two intrusive waiter lists. A lock-free ring
+/// Design: one lock guards a ring buffer and two intrusive waiter lists. A lock-free ring
 /// would make the uncontended path no cheaper (it needs an RMW per side too), and every blocking,
 /// close, select and cancellation path would need its own lock-free protocol; the critical
-/// sections here are a few pointer moves, so the lock is held for nanoseconds.
+/// sections here are a few pointer moves, so the lock is held for nanoseconds. The lock is a
+/// detail::biased_lock: a channel used by one thread only takes it with no atomic RMW at all. An
+/// operation takes it once, waiting or not: a send or recv that finds it must wait parks under
+/// the acquisition that found it so (await_ready returns false with it held).
 /// Invariants (under the lock, counting only live waiters, i.e. whose sync is still pending):
 ///   receivers waiting  =>  buffer empty
 ///   senders waiting    =>  buffer full (size == capacity; always, for rendezvous)
@@ -86,9 +89,13 @@ public:
     class [[nodiscard]] recv_awaiter;
     class [[nodiscard]] recv_batch_awaiter;
 
-    /// `co_await ch.send(v)` -> result<void>: waits while the channel is full.
-    auto send(T v) noexcept(std::is_nothrow_move_constructible_v<T>) -> send_awaiter {
+    /// `co_await ch.send(v)` -> result<void>: waits while the channel is full. The item is
+    /// moved (or copied) into the awaiter once, here; no further copy until it is delivered.
+    auto send(T&& v) noexcept(std::is_nothrow_move_constructible_v<T>) -> send_awaiter {
         return send_awaiter{*this, std::move(v)};
+    }
+    auto send(const T& v) noexcept(std::is_nothrow_copy_constructible_v<T>) -> send_awaiter {
+        return send_awaiter{*this, v};
     }
     /// `co_await ch.recv()` -> result<T>: waits while the channel is empty and open.
     auto recv() noexcept -> recv_awaiter { return recv_awaiter{*this}; }
@@ -105,13 +112,14 @@ public:
     /// drained).
     [[nodiscard]] auto try_recv() -> result<T> {
         std::optional<T> out;
-        const auto s = recv_now(out);
+        const auto s = recv_or_stay_locked(out, detail::this_thread_lock_id());
         if (s == detail::chan_status::done) {
             return std::move(*out);
         }
         if (s == detail::chan_status::closed) {
             return make_error_code(sync_errc::closed);
         }
+        mu_.unlock();
         return std::errc::operation_would_block;
     }
 
@@ -175,7 +183,7 @@ public:
     /// rendezvous, straight from a sender. Woken senders go to `woken`.
     auto recv_locked(std::optional<T>& out, detail::wake_chain& woken) -> detail::chan_status {
         if (!buf_.empty()) {
-            out.emplace(buf_.pop_front());
+            buf_.pop_front_into(out);
             if (detail::wait_node* n = senders_.claim_front()) {
                 buf_.push_back(std::move(*static_cast<detail::chan_node<T>*>(n)->send_value));
                 woken.add(n);
@@ -209,74 +217,87 @@ public:
 
     void park_receiver(detail::chan_node<T>& n) noexcept { receivers_.push_back(&n); }
     void park_sender(detail::chan_node<T>& n) noexcept { senders_.push_back(&n); }
-    [[nodiscard]] auto lock_ref() const noexcept -> detail::spin_lock& { return mu_; }
+    [[nodiscard]] auto lock_ref() const noexcept -> detail::biased_lock& { return mu_; }
 
 private:
-    /// One send attempt that does not wait (takes and releases the lock; wakes whom it served).
+    /// One send attempt: done or closed (the lock released, whom it served woken), or blocked
+    /// WITH mu_ STILL HELD, so that a send that must wait parks under the same lock acquisition
+    /// that saw it blocked (one locked instruction per operation, waiting or not).
     /// Inline when no receiver is parked: the outcome is then decided by closed_ and the buffer
     /// alone (closed, buffered without waking anyone, or blocked). A parked receiver to hand to,
-    /// or a ring that must grow (allocation), is send_now_slow.
-    auto send_now(T& v) -> detail::chan_status {
-        mu_.lock();
+    /// or a ring that must grow (allocation), is send_slow.
+    /// `me`: this_thread_lock_id().
+    auto send_or_stay_locked(T& v, std::uintptr_t me) -> detail::chan_status {
+        mu_.lock_as(me);
         if (receivers_.empty()) {
-            detail::chan_status s = detail::chan_status::blocked;
             if (closed_) {
-                s = detail::chan_status::closed;
-            } else if (buf_.size() < cap_) {
-                if (!buf_.has_free_slot()) {
-                    return send_now_slow(v);
-                }
-                buf_.push_back_no_grow(std::move(v));
-                s = detail::chan_status::done;
+                mu_.unlock();
+                return detail::chan_status::closed;
             }
+            if (buf_.size() >= cap_) {
+                return detail::chan_status::blocked;  // still locked
+            }
+            if (!buf_.has_free_slot()) {
+                return send_slow(v);
+            }
+            buf_.push_back_no_grow(std::move(v));
             mu_.unlock();
-            return s;
+            return detail::chan_status::done;
         }
-        return send_now_slow(v);
+        return send_slow(v);
     }
-    /// Called with mu_ held; releases it.
-    [[gnu::noinline]] auto send_now_slow(T& v) -> detail::chan_status {
+    /// Called with mu_ held; releases it unless blocked.
+    [[gnu::noinline]] auto send_slow(T& v) -> detail::chan_status {
         detail::wake_chain woken;
         const auto s = send_locked(v, woken);
+        if (s == detail::chan_status::blocked) {
+            return s;  // still locked; every receiver it met was stale, so none to wake
+        }
         mu_.unlock();
         woken.resume_all();
         return s;
     }
-    /// One receive attempt that does not wait. Inline when no sender is parked: the buffer and
-    /// closed_ alone decide (an item, closed and drained, or blocked). A parked sender (to refill
-    /// the freed slot or, rendezvous, to take from) is recv_now_slow.
-    auto recv_now(std::optional<T>& out) -> detail::chan_status {
-        mu_.lock();
+    /// One receive attempt: done or closed (the lock released, whom it served woken), or
+    /// blocked with mu_ still held (see send_or_stay_locked). Inline when no sender is parked:
+    /// the buffer and closed_ alone decide. A parked sender (to refill the freed slot or,
+    /// rendezvous, to take from) is recv_slow.
+    auto recv_or_stay_locked(std::optional<T>& out, std::uintptr_t me) -> detail::chan_status {
+        mu_.lock_as(me);
         if (senders_.empty()) {
-            detail::chan_status s = detail::chan_status::blocked;
             if (!buf_.empty()) {
-                out.emplace(buf_.pop_front());
-                s = detail::chan_status::done;
-            } else if (closed_) {
-                s = detail::chan_status::closed;
+                buf_.pop_front_into(out);
+                mu_.unlock();
+                return detail::chan_status::done;
             }
-            mu_.unlock();
-            return s;
+            if (closed_) {
+                mu_.unlock();
+                return detail::chan_status::closed;
+            }
+            return detail::chan_status::blocked;  // still locked
         }
-        return recv_now_slow(out);
+        return recv_slow(out);
     }
-    /// Called with mu_ held; releases it.
-    [[gnu::noinline]] auto recv_now_slow(std::optional<T>& out) -> detail::chan_status {
+    /// Called with mu_ held; releases it unless blocked.
+    [[gnu::noinline]] auto recv_slow(std::optional<T>& out) -> detail::chan_status {
         detail::wake_chain woken;
         const auto s = recv_locked(out, woken);
+        if (s == detail::chan_status::blocked) {
+            return s;  // still locked; every sender it met was stale, so none to wake
+        }
         mu_.unlock();
         woken.resume_all();
         return s;
     }
 
     auto try_send_ref(T& v) -> result<void> {
-        const auto s = send_now(v);
+        const auto s = send_or_stay_locked(v, detail::this_thread_lock_id());
         if (s == detail::chan_status::done) {
             return {};
         }
         if (s == detail::chan_status::closed) {
             return make_error_code(sync_errc::closed);
         }
+        mu_.unlock();
         return std::errc::operation_would_block;
     }
     [[gnu::noinline]] auto recv_task() -> task<result<T>> { co_return co_await recv(); }
@@ -292,7 +313,8 @@ private:
         /// What a waiting operation links into the channel (lives in the awaiter, so in the
         /// awaiting frame: waiting never allocates).
         struct wait_state : detail::wait_sync {
-            explicit wait_state(op_base& o) noexcept : wait_sync(&op_base::on_stop), op(&o) {
+            explicit wait_state(op_base& o) noexcept
+                : wait_sync(&op_base::on_stop, /*one_lock=*/true), op(&o) {
                 node.sync = this;
             }
             op_base* op;
@@ -301,9 +323,9 @@ private:
 
         /// The fast path has completed the operation: yield if the turn's budget is spent (a
         /// task looping on a never-empty channel still lets the others run).
-        auto ready_after_fast_path(detail::chan_status s) noexcept -> bool {
+        auto ready_after_fast_path(detail::chan_status s, detail::worker_base* w) noexcept -> bool {
             closed_ = s == detail::chan_status::closed;
-            if (detail::consume_budget()) {
+            if (w != nullptr && w->consume_budget()) {
                 yield_ = true;
                 return false;
             }
@@ -332,7 +354,7 @@ private:
 
         static void on_stop(detail::stop_callback_node* n) noexcept {
             auto* ws = static_cast<wait_state*>(n);
-            detail::spin_lock& mu = ws->op->ch_->mu_;
+            detail::biased_lock& mu = ws->op->ch_->mu_;
             mu.lock();
             if (!ws->try_claim(detail::wait_cancelled)) {
                 mu.unlock();  // completed first: its claimer resumes it
@@ -362,18 +384,23 @@ private:
 public:
     class [[nodiscard]] send_awaiter : private op_base {
     public:
-        send_awaiter(channel& ch, T v) noexcept(std::is_nothrow_move_constructible_v<T>)
+        send_awaiter(channel& ch, T&& v) noexcept(std::is_nothrow_move_constructible_v<T>)
             : op_base(ch), value_(std::move(v)) {}
+        send_awaiter(channel& ch, const T& v) noexcept(std::is_nothrow_copy_constructible_v<T>)
+            : op_base(ch), value_(v) {}
         send_awaiter(const send_awaiter&) = delete;
         auto operator=(const send_awaiter&) -> send_awaiter& = delete;
         ~send_awaiter() = default;
 
+        /// NOTE: returns false (blocked) with the channel lock held; await_suspend, which the
+        /// language always calls next, parks under it or releases it.
         auto await_ready() -> bool {
-            const auto s = this->ch_->send_now(value_);
+            const detail::thread_ids self = detail::this_thread_ids();
+            const auto s = this->ch_->send_or_stay_locked(value_, self.lock_id);
             if (s == detail::chan_status::blocked) {
                 return false;
             }
-            return this->ready_after_fast_path(s);
+            return this->ready_after_fast_path(s, self.worker);
         }
         template <typename P>
         WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
@@ -381,24 +408,16 @@ public:
                 detail::yield_waiter(h);
                 return true;
             }
+            // Still under the lock that saw the channel full: register for stop and park at
+            // once. (The stop_state's lock inside the channel's is the only nesting of the two:
+            // stop callbacks run without the stop_state's lock and end() runs with no lock
+            // held. Our callback, firing at once on another thread, waits for the channel lock
+            // and so finds us parked.)
+            detail::biased_lock& mu = this->ch_->mu_;
             auto& ws = this->start_waiting();
             ws.node.send_value = &value_;
             if (!ws.begin(h)) {
-                return false;
-            }
-            detail::wake_chain woken;
-            detail::spin_lock& mu = this->ch_->mu_;
-            mu.lock();
-            if (ws.st.load(std::memory_order_relaxed) != detail::wait_pending) {
                 mu.unlock();
-                return false;
-            }
-            const auto s = this->ch_->send_locked(value_, woken);
-            if (s != detail::chan_status::blocked) {
-                ws.node.closed = s == detail::chan_status::closed;
-                ws.st.store(0, std::memory_order_relaxed);  // unclaimable: nothing parked
-                mu.unlock();
-                woken.resume_all();
                 return false;
             }
             this->ch_->park_sender(ws.node);
@@ -407,11 +426,18 @@ public:
             return true;
         }
         auto await_resume() noexcept -> result<void> {
+            if (!this->waiting_ && !this->closed_) [[likely]] {
+                return {};  // the fast path delivered it
+            }
+            return waited_outcome();
+        }
+
+    private:
+        [[gnu::noinline]] auto waited_outcome() noexcept -> result<void> {
             this->finish_waiting();
             return this->outcome_error();
         }
 
-    private:
         T value_;
     };
 
@@ -422,12 +448,14 @@ public:
         auto operator=(const recv_awaiter&) -> recv_awaiter& = delete;
         ~recv_awaiter() = default;
 
+        /// NOTE: returns false (blocked) with the channel lock held, as send_awaiter's.
         auto await_ready() -> bool {
-            const auto s = this->ch_->recv_now(value_);
+            const detail::thread_ids self = detail::this_thread_ids();
+            const auto s = this->ch_->recv_or_stay_locked(value_, self.lock_id);
             if (s == detail::chan_status::blocked) {
                 return false;
             }
-            return this->ready_after_fast_path(s);
+            return this->ready_after_fast_path(s, self.worker);
         }
         template <typename P>
         WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
@@ -435,24 +463,12 @@ public:
                 detail::yield_waiter(h);
                 return true;
             }
+            // Still under the lock that saw the channel empty: park at once.
+            detail::biased_lock& mu = this->ch_->mu_;
             auto& ws = this->start_waiting();
             ws.node.recv_slot = &value_;
             if (!ws.begin(h)) {
-                return false;
-            }
-            detail::wake_chain woken;
-            detail::spin_lock& mu = this->ch_->mu_;
-            mu.lock();
-            if (ws.st.load(std::memory_order_relaxed) != detail::wait_pending) {
                 mu.unlock();
-                return false;
-            }
-            const auto s = this->ch_->recv_locked(value_, woken);
-            if (s != detail::chan_status::blocked) {
-                ws.node.closed = s == detail::chan_status::closed;
-                ws.st.store(0, std::memory_order_relaxed);  // unclaimable: nothing parked
-                mu.unlock();
-                woken.resume_all();
                 return false;
             }
             this->ch_->park_receiver(ws.node);
@@ -461,6 +477,14 @@ public:
             return true;
         }
         auto await_resume() -> result<T> {
+            if (!this->waiting_ && value_) [[likely]] {
+                return std::move(*value_);  // the fast path took it
+            }
+            return waited_outcome();
+        }
+
+    protected:
+        [[gnu::noinline]] auto waited_outcome() -> result<T> {
             this->finish_waiting();
             // An item handed over wins over a concurrent cancellation (the claim decided).
             if (value_) {
@@ -469,7 +493,6 @@ public:
             return this->outcome_error();
         }
 
-    protected:
         std::optional<T> value_;
     };
 
@@ -508,7 +531,7 @@ public:
     };
 
 private:
-    mutable detail::spin_lock mu_;
+    mutable detail::biased_lock mu_;
     detail::ring<T> buf_;          // guarded by mu_
     detail::wait_list senders_;    // guarded by mu_; chan_node<T>s
     detail::wait_list receivers_;  // guarded by mu_; chan_node<T>s

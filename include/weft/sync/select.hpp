@@ -14,6 +14,7 @@
 #include "weft/core/task.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sync/channel.hpp"
+#include "weft/sync/detail/biased_lock.hpp"
 #include "weft/sync/detail/waiter.hpp"
 
 namespace weft {
@@ -28,7 +29,7 @@ public:
     select_case(const select_case&) = delete;
     auto operator=(const select_case&) -> select_case& = delete;
 
-    [[nodiscard]] virtual auto lock_ref() const noexcept -> spin_lock& = 0;
+    [[nodiscard]] virtual auto lock_ref() const noexcept -> biased_lock& = 0;
     /// Performs the operation if it can complete now (item or space available, or closed).
     virtual auto try_now(wake_chain& woken) -> bool = 0;
     /// Parks this case's node in the channel, claiming `sync` with `index` when it completes.
@@ -72,7 +73,7 @@ public:
         return make_error_code(sync_errc::closed);
     }
 
-    [[nodiscard]] auto lock_ref() const noexcept -> detail::spin_lock& override {
+    [[nodiscard]] auto lock_ref() const noexcept -> detail::biased_lock& override {
         return ch_->lock_ref();
     }
     auto try_now(detail::wake_chain& woken) -> bool override {
@@ -110,7 +111,7 @@ public:
         return {};
     }
 
-    [[nodiscard]] auto lock_ref() const noexcept -> detail::spin_lock& override {
+    [[nodiscard]] auto lock_ref() const noexcept -> detail::biased_lock& override {
         return ch_->lock_ref();
     }
     auto try_now(detail::wake_chain& woken) -> bool override {
@@ -164,7 +165,7 @@ public:
         }
         // Locals: after the nodes are parked and the first lock released, a waker may resume
         // this coroutine (and free this awaiter) on another thread.
-        const std::array<detail::spin_lock*, N> locks = locks_;
+        const std::array<detail::biased_lock*, N> locks = locks_;
         const std::size_t nlocks = nlocks_;
         lock_all(locks, nlocks);
         if (st.load(std::memory_order_relaxed) != detail::wait_pending) {  // stopped meanwhile
@@ -210,12 +211,13 @@ public:
     }
 
 private:
-    static void lock_all(const std::array<detail::spin_lock*, N>& locks, std::size_t n) noexcept {
+    static void lock_all(const std::array<detail::biased_lock*, N>& locks, std::size_t n) noexcept {
         for (std::size_t i = 0; i < n; ++i) {
             locks[i]->lock();
         }
     }
-    static void unlock_all(const std::array<detail::spin_lock*, N>& locks, std::size_t n) noexcept {
+    static void unlock_all(const std::array<detail::biased_lock*, N>& locks,
+                           std::size_t n) noexcept {
         for (std::size_t i = n; i-- > 0;) {
             locks[i]->unlock();
         }
@@ -223,7 +225,7 @@ private:
 
     static void on_stop(detail::stop_callback_node* n) noexcept {
         auto* self = static_cast<select_awaiter*>(n);
-        const std::array<detail::spin_lock*, N> locks = self->locks_;
+        const std::array<detail::biased_lock*, N> locks = self->locks_;
         const std::size_t nlocks = self->nlocks_;
         lock_all(locks, nlocks);
         if (!self->try_claim(detail::wait_cancelled)) {
@@ -245,7 +247,7 @@ private:
     }
 
     std::array<detail::select_case*, N> cases_;
-    std::array<detail::spin_lock*, N> locks_{};  // sorted, the first nlocks_ distinct
+    std::array<detail::biased_lock*, N> locks_{};  // sorted, the first nlocks_ distinct
     std::size_t nlocks_ = 0;
     bool parked_ = false;  // written under all the locks
 };

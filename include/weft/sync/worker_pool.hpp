@@ -89,8 +89,10 @@ struct pool_state {
         : intake(capacity), live_workers(workers) {}
 
     channel<job*> intake;
-    std::function<task<Out>(In)> async_handler;
-    std::function<Out(In)> sync_handler;
+    // In&&, not In: the input is moved once, into the handler's parameter (a by-value
+    // std::function signature would move it into its own parameter first).
+    std::function<task<Out>(In&&)> async_handler;
+    std::function<Out(In&&)> sync_handler;
     std::atomic<std::size_t> live_workers;
 };
 
@@ -136,6 +138,85 @@ auto pool_worker(std::shared_ptr<pool_state<In, Out>> s) -> task<void> {
         }
     }
 }
+
+/// map's path when the intake is full: wait for space (cancellable), then for the result.
+// NOTE: noinline: see channel::recv_for.
+template <typename In, typename Out>
+[[gnu::noinline]] auto pool_send_and_wait(pool_state<In, Out>* s, pool_job<In, Out>* j)
+    -> task<void> {
+    if (auto r = co_await s->intake.send(j); !r) {
+        throw std::system_error(r.error());
+    }
+    co_await j->done();
+}
+
+/// What `worker_pool::map` returns: the job lives in the awaiter (the caller's frame), so a
+/// map that the intake takes at once (a handler waiting, or a free slot) costs no coroutine
+/// frame: one non-blocking send, then one wait on the job word. When the intake is full it
+/// starts pool_send_and_wait, with the caller as its continuation.
+template <typename In, typename Out>
+class [[nodiscard]] pool_map_awaiter {
+public:
+    pool_map_awaiter(pool_state<In, Out>* s,
+                     In&& x) noexcept(std::is_nothrow_move_constructible_v<In>)
+        : s_(s), job_(std::move(x)) {}
+    pool_map_awaiter(const pool_map_awaiter&) = delete;
+    auto operator=(const pool_map_awaiter&) -> pool_map_awaiter& = delete;
+    ~pool_map_awaiter() = default;
+
+    auto await_ready() -> bool {
+        auto r = s_->intake.try_send(&job_);
+        if (r) {
+            sent_ = true;
+            return false;  // await_suspend waits for the result (or finds it there already)
+        }
+        if (r.error() == std::errc::operation_would_block) {
+            slow_ = pool_send_and_wait(s_, &job_);
+            return false;
+        }
+        error_ = r.error();  // closed
+        return true;
+    }
+
+    template <typename P>
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h)
+        -> std::coroutine_handle<> {
+        if (!sent_) {
+            return typename task<void>::awaiter{slow_.handle()}.await_suspend(h);
+        }
+        job_.home = tl_worker_unsafe_in_coroutines;  // out of line: see its comment
+        std::uintptr_t expected = 0;
+        // acq_rel: see pool_job's `word` (publishes `home`; on failure, sees the result).
+        if (job_.word.compare_exchange_strong(
+                expected, reinterpret_cast<std::uintptr_t>(h.address()), std::memory_order_acq_rel,
+                std::memory_order_acquire)) {
+            return std::noop_coroutine();
+        }
+        // Done already (a handler on another worker was quicker). Charge the turn's budget as
+        // a completed channel operation does, so a loop of such maps still lets others run.
+        if (worker_base* w = job_.home; w != nullptr && w->consume_budget()) {
+            w->schedule_remote(h);
+            return std::noop_coroutine();
+        }
+        return h;
+    }
+
+    auto await_resume() -> Out {
+        if (slow_.valid()) {
+            typename task<void>::awaiter{slow_.handle()}.await_resume();  // rethrows its errors
+        } else if (error_) {
+            throw std::system_error(error_);
+        }
+        return job_.take();
+    }
+
+private:
+    pool_state<In, Out>* s_;
+    pool_job<In, Out> job_;
+    task<void> slow_;  // only when the intake was full
+    std::error_code error_;
+    bool sent_ = false;
+};
 
 }  // namespace detail
 
@@ -186,19 +267,16 @@ public:
         }
     }
 
-    /// Runs the handler on `x` in the pool; its value, or its exception rethrown.
-    // NOTE: the coroutine members are noinline: see channel::recv_for.
-    [[nodiscard, gnu::noinline]] auto map(In x) -> task<Out> {
-        job j{std::move(x)};
-        if (auto r = co_await s_->intake.send(&j); !r) {
-            throw std::system_error(r.error());
-        }
-        co_await j.done();
-        co_return j.take();
+    /// `co_await pool.map(x)` -> Out: runs the handler on `x` in the pool; its value, or its
+    /// exception rethrown. An awaitable, not a task (no frame per call): co_await it at once.
+    auto map(In x) noexcept(std::is_nothrow_move_constructible_v<In>)
+        -> detail::pool_map_awaiter<In, Out> {
+        return detail::pool_map_awaiter<In, Out>{s_.get(), std::move(x)};
     }
 
     /// Maps every element of `inputs` (submitted in order, run concurrently); the outputs in
     /// input order. The first handler exception is rethrown after all jobs finished.
+    // NOTE: the coroutine members are noinline: see channel::recv_for.
     template <std::ranges::input_range R>
     [[nodiscard, gnu::noinline]] auto map_batch(R&& inputs) -> task<std::vector<Out>>
         requires(!std::is_void_v<Out>)

@@ -102,8 +102,10 @@ public:
     [[nodiscard]] auto root_stop() const noexcept -> stop_state* { return root_stop_; }
 
     /// Charges one operation to the running task; true when its turn is used up and the caller
-    /// should yield instead of continuing (the hot task gives others a chance).
-    auto consume_budget() noexcept -> bool { return --budget_ < 0; }
+    /// should yield instead of continuing (the hot task gives others a chance). A spent turn
+    /// with nobody to give it to (see turn_over) starts a new turn instead: the yield would only
+    /// bounce the task through the injector and straight back.
+    auto consume_budget() noexcept -> bool { return --budget_ < 0 && turn_over(); }
     void reset_budget() noexcept { budget_ = budget_per_turn; }
 
 protected:
@@ -115,8 +117,23 @@ protected:
 
     virtual void on_push() noexcept {}
     virtual void overflow(std::coroutine_handle<> h) = 0;
+    /// Owner thread, when a turn is spent: may something other than the local deque and LIFO
+    /// slot be waiting for this thread (remote submissions, timers, IO completions to poll)?
+    /// Conservative default: yes, so the turn always ends.
+    [[nodiscard]] virtual auto others_may_wait() const noexcept -> bool { return true; }
 
     static constexpr int lifo_cap = 3;
+
+    /// The running task's budget is spent: true (yield) if anything else could run here; else
+    /// a fresh budget and false. Out of line: rare (once per budget_per_turn operations).
+    [[gnu::noinline]] auto turn_over() noexcept -> bool {
+        if (lifo_.load(std::memory_order_relaxed) != nullptr || deque_.size() != 0 ||
+            others_may_wait()) {
+            return true;
+        }
+        budget_ = budget_per_turn;
+        return false;
+    }
 
     work_deque deque_;
     // Owner writes; others only read it as a hint (is anything queued here?), so relaxed.

@@ -42,6 +42,16 @@ public:
         std::construct_at(slots_ + ((head_ + size_) & (cap_ - 1)), std::forward<U>(v));
         ++size_;
     }
+    /// Moves the front item straight into `out` (one move, where `out.emplace(pop_front())`
+    /// costs two). Precondition: !empty().
+    template <typename Slot>
+    void pop_front_into(Slot& out) {
+        T* p = slots_ + head_;
+        out.emplace(std::move(*p));
+        std::destroy_at(p);
+        head_ = (head_ + 1) & (cap_ - 1);
+        --size_;
+    }
     auto pop_front() noexcept(std::is_nothrow_move_constructible_v<T>) -> T {
         T* p = slots_ + head_;
         T v = std::move(*p);

@@ -7,6 +7,7 @@
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
+#include "weft/sync/detail/biased_lock.hpp"
 #include "weft/sync/detail/spin_lock.hpp"
 
 namespace weft::detail {
@@ -26,6 +27,15 @@ void yield_waiter(std::coroutine_handle<> h);
 /// Charges one operation to the running task's budget; true when the caller should yield.
 [[nodiscard]] auto consume_budget() noexcept -> bool;
 
+/// Who is calling: this thread's biased_lock id and its weft worker (nullptr if none). One
+/// out-of-line call (it reads thread_locals) for both, for the fast path of a channel operation.
+/// NOTE: use the result at once, never across a suspension: the caller may move threads.
+struct thread_ids {
+    std::uintptr_t lock_id;
+    worker_base* worker;
+};
+[[nodiscard]] auto this_thread_ids() noexcept -> thread_ids;
+
 /// `wait_sync::st` states. Any value >= 0 is the index of the operation that completed (always 0
 /// except in a select).
 inline constexpr int wait_pending = -1;
@@ -44,12 +54,25 @@ inline constexpr int wait_cancelled = -2;
 /// acq_rel on the claim: two claimers under different locks (two channels of one select) are
 /// ordered by it; data handed over after a claim reaches the waiter through the resumption (a
 /// queue push is a release, the pop an acquire).
+/// A sync whose nodes all sit in one primitive (`one_lock`: every plain send, recv, lock,
+/// acquire, wait) is only ever claimed under that primitive's lock, so the claim needs no RMW: a
+/// load and a store, ordered by the lock (one locked instruction less per wake-up). The waiter
+/// itself reads `st` either under the same lock or after its resumption (ordered as above).
 struct wait_sync : stop_callback_node {
-    explicit wait_sync(fn_type on_stop) noexcept : stop_callback_node(on_stop) {}
+    explicit wait_sync(fn_type on_stop, bool one_lock = false) noexcept
+        : stop_callback_node(on_stop), one_lock_(one_lock) {}
     wait_sync(const wait_sync&) = delete;
     auto operator=(const wait_sync&) -> wait_sync& = delete;
 
+    /// Called with the lock of the primitive holding the node (all of them, for a select).
     [[nodiscard]] auto try_claim(int outcome) noexcept -> bool {
+        if (one_lock_) {
+            if (st.load(std::memory_order_relaxed) != wait_pending) {
+                return false;
+            }
+            st.store(outcome, std::memory_order_relaxed);
+            return true;
+        }
         int expected = wait_pending;
         return st.compare_exchange_strong(expected, outcome, std::memory_order_acq_rel,
                                           std::memory_order_acquire);
@@ -91,6 +114,9 @@ struct wait_sync : stop_callback_node {
     worker_base* home = nullptr;  // the executor the waiter suspended on
     stop_state* stop = nullptr;
     bool registered = false;
+
+private:
+    const bool one_lock_;
 };
 
 struct wait_list;
@@ -187,7 +213,7 @@ template <typename Op>
 class prim_wait : public wait_sync {
 public:
     prim_wait(spin_lock& mu, wait_list& list) noexcept
-        : wait_sync(&prim_wait::on_stop), mu_(&mu), list_(&list) {
+        : wait_sync(&prim_wait::on_stop, /*one_lock=*/true), mu_(&mu), list_(&list) {
         node_.sync = this;
     }
     prim_wait(const prim_wait&) = delete;
