@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <vector>
 
 #include "accept_queue.hpp"
 #include "ops.hpp"
 #include "reactor.hpp"
+#include "recv_queue.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/io/tcp_stream.hpp"
 #include "weft/sched/timer.hpp"
@@ -21,6 +23,7 @@ namespace weft {
 namespace detail {
 
 void accept_queue_closer::operator()(accept_queue* q) const noexcept { q->close(); }
+void recv_queue_closer::operator()(recv_queue* q) const noexcept { q->close(); }
 
 void io_handle_deleter::operator()(io_handle* h) const noexcept {
     epoll_reactor* owner = nullptr;
@@ -73,13 +76,14 @@ tcp_stream::tcp_stream(int fd) noexcept : fd_(fd) {
 }
 
 tcp_stream::tcp_stream(tcp_stream&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), h_(std::move(o.h_)) {}
+    : fd_(std::exchange(o.fd_, -1)), h_(std::move(o.h_)), rq_(std::move(o.rq_)) {}
 
 auto tcp_stream::operator=(tcp_stream&& o) noexcept -> tcp_stream& {
     if (this != &o) {
         close();
         fd_ = std::exchange(o.fd_, -1);
         h_ = std::move(o.h_);
+        rq_ = std::move(o.rq_);
     }
     return *this;
 }
@@ -87,7 +91,8 @@ auto tcp_stream::operator=(tcp_stream&& o) noexcept -> tcp_stream& {
 tcp_stream::~tcp_stream() { close(); }
 
 void tcp_stream::close() noexcept {
-    h_.reset();  // unregisters from epoll before the fd number can be reused
+    rq_.reset();  // cancels the multishot receive; the ring lets go after its last CQE
+    h_.reset();   // unregisters from epoll before the fd number can be reused
     if (fd_ >= 0) {
         ::close(fd_);
         fd_ = -1;
@@ -153,18 +158,42 @@ auto tcp_stream::connect(socket_address addr, std::chrono::milliseconds timeout)
     co_return std::move(*r);
 }
 
+namespace detail {
+namespace {
+// One io_uring receive into `buf`: a count, eof, or the error.
+auto recv_once(int fd, std::span<std::byte> buf) {
+    return uring_awaiter{
+        [=](io_uring_sqe* sqe) { io_uring_prep_recv(sqe, fd, buf.data(), buf.size(), 0); }};
+}
+auto recv_result(int res) -> result<std::size_t> {
+    if (res > 0) {
+        return static_cast<std::size_t>(res);
+    }
+    if (res == 0) {
+        return make_error_code(io_errc::eof);
+    }
+    return std::error_code(-res, std::system_category());
+}
+}  // namespace
+}  // namespace detail
+
 auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>> {
+    if (rq_) {
+        // receive() armed the multishot receive: read through its queue (see receive).
+        auto b = co_await receive();
+        if (!b) {
+            co_return b.error();
+        }
+        const std::size_t n = std::min(b->size(), buf.size());
+        std::memcpy(buf.data(), b->data(), n);
+        if (n < b->size()) {
+            rq_->unread(b->slice(n, b->size() - n));
+        }
+        co_return n;
+    }
     if (detail::is_uring()) {
-        const int fd = fd_;
-        const int res = co_await detail::uring_awaiter{
-            [&](io_uring_sqe* sqe) { io_uring_prep_recv(sqe, fd, buf.data(), buf.size(), 0); }};
-        if (res > 0) {
-            co_return static_cast<std::size_t>(res);
-        }
-        if (res == 0) {
-            co_return make_error_code(io_errc::eof);
-        }
-        co_return std::error_code(-res, std::system_category());
+        auto op = detail::recv_once(fd_, buf);
+        co_return detail::recv_result(co_await op);
     }
     const int fd = fd_;
     auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), false, [&] {
@@ -179,42 +208,38 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
 auto tcp_stream::receive() -> task<result<bytes>> {
     constexpr std::size_t chunk = detail::buffer_pool::size;
     if (detail::is_uring()) {
-        detail::buffer_pool* pool = detail::current_uring().buffers();
-        if (pool != nullptr) {
-            const int fd = fd_;
-            const detail::uring_result r = co_await detail::uring_awaiter{[&](io_uring_sqe* sqe) {
-                io_uring_prep_recv(sqe, fd, nullptr, chunk, 0);
-                sqe->flags |= IOSQE_BUFFER_SELECT;
-                sqe->buf_group = detail::buffer_pool::group;
-            }};
-            const bool has_buffer = (r.flags & IORING_CQE_F_BUFFER) != 0;
-            const unsigned bid = r.flags >> IORING_CQE_BUFFER_SHIFT;
-            if (r.res > 0 && has_buffer) {
-                co_return pool->take(bid, static_cast<std::size_t>(r.res));
+        if (detail::current_uring().buffers() != nullptr) {
+            if (!rq_) {
+                rq_.reset(new detail::recv_queue(fd_));
             }
-            if (has_buffer) {
-                // eof with a buffer picked: take it (released at once, back to the ring).
-                (void)pool->take(bid, 0);
+            for (;;) {
+                detail::recv_outcome o = co_await rq_->next();
+                if (!o.data.empty()) {
+                    co_return std::move(o.data);
+                }
+                if (o.err) {
+                    co_return o.err;
+                }
+                if (o.heap_read) {
+                    break;  // every pooled buffer is out (the operation ended: nothing else
+                            // reads the socket meanwhile)
+                }
+                // The operation ended (cancelled when a lagging reader let chunks pile up,
+                // say): the next wait arms it again.
             }
-            if (r.res == 0) {
-                co_return make_error_code(io_errc::eof);
-            }
-            if (r.res != -ENOBUFS) {
-                co_return std::error_code(-r.res, std::system_category());
-            }
-            // Every pooled buffer is out: read into the heap this time.
-            std::byte* data = nullptr;
-            detail::bytes_block* block = detail::make_heap_block(chunk, data);  // sets data
-            const bytes b(block, data, chunk);
-            auto n = co_await read_some(std::span<std::byte>(data, chunk));
-            if (!n) {
-                co_return n.error();
-            }
-            co_return b.slice(0, *n);
         }
+        // Into the heap: the kernel has no provided-buffer rings, or they ran out.
+        std::byte* data = nullptr;
+        detail::bytes_block* block = detail::make_heap_block(chunk, data);  // sets data
+        const bytes b(block, data, chunk);
+        auto op = detail::recv_once(fd_, std::span<std::byte>(data, chunk));
+        auto n = detail::recv_result(co_await op);
+        if (!n) {
+            co_return n.error();
+        }
+        co_return b.slice(0, *n);
     }
-    // epoll (and io_uring without buffer rings): wait for data first, then take a buffer, so a
-    // waiting connection holds none.
+    // epoll: wait for data first, then take a buffer, so a waiting connection holds none.
     detail::io_handle& h = detail::handle_of(fd_, h_);
     for (;;) {
         const std::uint32_t seq = detail::readiness_seq(h, false);

@@ -486,6 +486,135 @@ TEST_P(tcp, listener_outlives_its_runtime_and_serves_in_the_next) {
     EXPECT_TRUE(end == weft::io_errc::eof || end == std::errc::connection_reset) << end.message();
 }
 
+// A stream written as numbered bytes: byte i is i % 251.
+auto pattern(std::size_t from, std::size_t n) -> std::vector<std::byte> {
+    std::vector<std::byte> v(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        v[i] = static_cast<std::byte>((from + i) % 251);
+    }
+    return v;
+}
+
+// receive() (on io_uring: the multishot receive) and read_some / read_exact on one stream take
+// the bytes in order, none twice, none lost, also when read_some takes part of a chunk.
+TEST_P(tcp, receive_and_read_some_mixed_keep_the_byte_order) {
+    weft::runtime rt{options()};
+    constexpr std::size_t total = 300'000;
+    auto ok = rt.block_on([&]() -> weft::task<bool> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        auto s = (co_await l.accept()).value();
+        const auto data = pattern(0, total);
+        auto writer = weft::spawn([&]() -> weft::task<void> {
+            (co_await s.write_all(data)).value();
+            s.shutdown_write().value();
+        });
+        std::vector<std::byte> got;
+        std::array<std::byte, 7> small{};
+        for (int turn = 0;; ++turn) {
+            if (turn % 3 == 0) {
+                auto b = co_await c.receive();
+                if (!b) {
+                    break;
+                }
+                got.insert(got.end(), b->data(), b->data() + b->size());
+            } else if (turn % 3 == 1) {
+                auto n = co_await c.read_some(small);  // leaves most of a chunk behind
+                if (!n) {
+                    break;
+                }
+                got.insert(got.end(), small.begin(), small.begin() + static_cast<long>(*n));
+            } else {
+                std::array<std::byte, 1000> exact{};
+                const std::size_t want = std::min(exact.size(), total - got.size());
+                if (want == 0) {
+                    continue;
+                }
+                (co_await c.read_exact(std::span(exact.data(), want))).value();
+                got.insert(got.end(), exact.begin(), exact.begin() + static_cast<long>(want));
+            }
+        }
+        co_await std::move(writer);
+        co_return got == data;
+    }());
+    EXPECT_TRUE(ok);
+}
+
+// A reader that stops reading: on io_uring the multishot receive queues a few chunks, then is
+// cancelled so the rest waits in the socket (flow control), and re-armed when reading resumes.
+TEST_P(tcp, lagging_reader_gets_every_byte_after_a_pause) {
+    weft::runtime rt{options()};
+    constexpr std::size_t total = 2 << 20;
+    auto ok = rt.block_on([&]() -> weft::task<bool> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        auto s = (co_await l.accept()).value();
+        const auto data = pattern(0, total);
+        auto writer = weft::spawn([&]() -> weft::task<void> {
+            (co_await s.write_all(data)).value();
+            s.shutdown_write().value();
+        });
+        std::vector<std::byte> got;
+        auto first = (co_await c.receive()).value();  // arms the multishot receive
+        got.insert(got.end(), first.data(), first.data() + first.size());
+        (co_await weft::sleep_for(30ms)).value();  // the writer fills every buffer meanwhile
+        for (;;) {
+            auto b = co_await c.receive();
+            if (!b) {
+                EXPECT_EQ(b.error(), weft::io_errc::eof);
+                break;
+            }
+            got.insert(got.end(), b->data(), b->data() + b->size());
+        }
+        co_await std::move(writer);
+        co_return got == data;
+    }());
+    EXPECT_TRUE(ok);
+}
+
+// Receives cancelled at random moments (some while a chunk is arriving) lose nothing: what
+// arrived is handed to the next receive.
+TEST_P(tcp, receives_cancelled_at_random_lose_no_data) {
+    weft::runtime rt{options()};
+    constexpr std::size_t total = 400'000;
+    auto ok = rt.block_on([&]() -> weft::task<bool> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        auto s = (co_await l.accept()).value();
+        const auto data = pattern(0, total);
+        auto writer = weft::spawn([&]() -> weft::task<void> {
+            for (std::size_t off = 0; off < total; off += 1000) {  // in dribs, with pauses
+                const std::size_t n = std::min<std::size_t>(1000, total - off);
+                (co_await s.write_all(std::span(data).subspan(off, n))).value();
+                if (off % 40'000 == 0) {
+                    (co_await weft::sleep_for(1ms)).value();
+                }
+            }
+            s.shutdown_write().value();
+        });
+        std::vector<std::byte> got;
+        std::minstd_rand rng(7);
+        int timeouts = 0;
+        for (;;) {
+            auto r =
+                co_await weft::with_timeout(std::chrono::microseconds(rng() % 1500), c.receive());
+            if (!r) {
+                ++timeouts;  // cancelled while waiting
+                continue;
+            }
+            if (!*r) {
+                EXPECT_EQ(r->error(), weft::io_errc::eof);
+                break;
+            }
+            got.insert(got.end(), (*r)->data(), (*r)->data() + (*r)->size());
+        }
+        co_await std::move(writer);
+        EXPECT_GT(timeouts, 0);
+        co_return got == data;
+    }());
+    EXPECT_TRUE(ok);
+}
+
 WEFT_TEST_ON_BOTH_BACKENDS(tcp);
 
 }  // namespace

@@ -18,6 +18,10 @@ struct io_handle;  // per-socket reactor state (src/io)
 struct io_handle_deleter {
     void operator()(io_handle* h) const noexcept;
 };
+class recv_queue;  // multishot receive on io_uring (src/io)
+struct recv_queue_closer {
+    void operator()(recv_queue* q) const noexcept;
+};
 }  // namespace detail
 
 /// A connected TCP socket. Every operation runs on the reactor of the worker that awaits it,
@@ -54,7 +58,9 @@ public:
     /// Receives what is available (at least 1 byte, at most 4 KiB) into memory the reactor
     /// provides: on io_uring a buffer the kernel picks from the worker's provided-buffer ring
     /// when data arrives, so a connection waiting here holds no buffer at all. Zero-copy to
-    /// pass on (bytes are shared, not copied).
+    /// pass on (bytes are shared, not copied). On io_uring the first receive arms a multishot
+    /// receive that delivers every later chunk with no system call of its own; from then on
+    /// read_some and read_exact read through it too (copying out of its buffers).
     [[nodiscard]] auto receive() -> task<result<bytes>>;
     /// Reads exactly buf.size() bytes (eof if the peer closes first).
     [[nodiscard]] auto read_exact(std::span<std::byte> buf) -> task<result<void>>;
@@ -77,7 +83,8 @@ public:
 
 private:
     int fd_ = -1;
-    std::unique_ptr<detail::io_handle, detail::io_handle_deleter> h_;
+    std::unique_ptr<detail::io_handle, detail::io_handle_deleter> h_;    // epoll
+    std::unique_ptr<detail::recv_queue, detail::recv_queue_closer> rq_;  // io_uring receive
 };
 
 }  // namespace weft

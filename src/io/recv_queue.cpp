@@ -1,0 +1,201 @@
+#include "recv_queue.hpp"
+
+#include <cerrno>
+#include <utility>
+#include <vector>
+
+#include "weft/io/error.hpp"
+
+namespace weft::detail {
+
+// ---- recv_awaiter ----------------------------------------------------------------------------
+
+auto recv_awaiter::await_ready() -> bool { return false; }  // suspend() decides, under the lock
+
+auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
+    recv_queue& q = *q_;
+    std::lock_guard lock(q.mu_);
+    if (q.closed_) {
+        out_.err = std::make_error_code(std::errc::bad_file_descriptor);
+        return false;
+    }
+    if (q.take(out_)) {
+        return false;
+    }
+    if (!q.armed_) {
+        q.arm(current_uring());
+    }
+    // Registered under mu_ (the stop lock is a leaf; on_stop takes mu_, so it finds us queued).
+    if (s != nullptr) {
+        if (!s->try_add(this)) {
+            out_.err = std::make_error_code(std::errc::operation_canceled);
+            return false;
+        }
+        stop_ = s;
+        registered_ = true;
+    }
+    waiter_ = h;
+    home_ = current_worker();
+    st_ = state::waiting;
+    q.reader_ = this;
+    return true;
+}
+
+auto recv_awaiter::await_resume() -> recv_outcome {
+    if (registered_) {
+        stop_->remove(this);  // waits for an on_stop running on another thread
+        registered_ = false;
+    }
+    if (st_ == state::done && !cancelled_) {
+        // Woken by a CQE: take what it brought (or nothing: the operation ended, ask again).
+        std::lock_guard lock(q_->mu_);
+        (void)q_->take(out_);
+    }
+    return std::move(out_);
+}
+
+void recv_awaiter::on_stop(stop_callback_node* n) noexcept {
+    auto* w = static_cast<recv_awaiter*>(n);
+    recv_queue& q = *w->q_;
+    std::coroutine_handle<> resume;
+    {
+        std::lock_guard lock(q.mu_);
+        if (w->st_ != state::waiting) {
+            return;  // data got there first
+        }
+        q.reader_ = nullptr;
+        w->st_ = state::done;
+        w->cancelled_ = true;
+        w->out_.err = std::make_error_code(std::errc::operation_canceled);
+        resume = w->waiter_;
+    }
+    // The operation stays armed: what arrives meanwhile waits here for the next read.
+    resume_soon(resume, w->home_);  // NOTE: w may be gone once the task runs
+}
+
+// ---- recv_queue ------------------------------------------------------------------------------
+
+recv_queue::recv_queue(int fd) noexcept : fd_(fd) {
+    on_complete = &recv_queue::on_cqe;
+    on_detach = &recv_queue::on_ring_detach;
+}
+
+recv_queue::~recv_queue() = default;  // queued chunks go back to their rings
+
+auto recv_queue::take(recv_outcome& out) -> bool {
+    if (!ready_.empty()) {
+        out.data = std::move(ready_.front());
+        ready_.pop_front();
+        return true;
+    }
+    if (end_) {
+        out.err = end_;  // stays: every later read sees it too
+        return true;
+    }
+    if (out_of_buffers_ && !armed_) {
+        out_of_buffers_ = false;
+        out.heap_read = true;
+        return true;
+    }
+    return false;
+}
+
+void recv_queue::unread(bytes rest) {
+    std::lock_guard lock(mu_);
+    ready_.push_front(std::move(rest));
+}
+
+void recv_queue::arm(uring_reactor& r) {
+    pool_ = r.buffers();  // the caller checked that the ring has them
+    io_uring_sqe* sqe = r.submit_multishot(*this);
+    io_uring_prep_recv_multishot(sqe, fd_, nullptr, 0, 0);  // 0: a whole provided buffer
+    sqe->flags |= IOSQE_BUFFER_SELECT;
+    sqe->buf_group = buffer_pool::group;
+    io_uring_sqe_set_data(sqe, static_cast<uring_op*>(this));
+    armed_ = true;
+    cancelling_ = false;
+    refs_.fetch_add(1, std::memory_order_relaxed);  // the ring's
+}
+
+// On the ring's thread, for every CQE of the operation.
+auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
+    auto& q = static_cast<recv_queue&>(op);
+    const bool last = (op.cqe_flags & IORING_CQE_F_MORE) == 0;
+    const int res = op.res;
+    bytes chunk;
+    if ((op.cqe_flags & IORING_CQE_F_BUFFER) != 0) {
+        // (q.pool_ is only written by arm, on this thread, before this operation's CQEs.)
+        const unsigned bid = op.cqe_flags >> IORING_CQE_BUFFER_SHIFT;
+        chunk = q.pool_->take(bid, res > 0 ? static_cast<std::size_t>(res) : 0);
+    }
+    std::coroutine_handle<> wake;
+    {
+        std::lock_guard lock(q.mu_);
+        if (res > 0 && !q.closed_) {
+            q.ready_.push_back(std::move(chunk));
+            if (!last && q.ready_.size() >= max_ready && !q.cancelling_) {
+                q.cancelling_ = true;  // a reader that lags: leave the rest in the socket
+                op.owner->request_cancel(op);
+            }
+        } else if (res == 0) {
+            q.end_ = make_error_code(io_errc::eof);
+        } else if (res == -ENOBUFS) {
+            q.out_of_buffers_ = true;
+        } else if (res < 0 && res != -ECANCELED) {
+            q.end_ = std::error_code(-res, std::system_category());
+        }
+        if (last) {
+            q.armed_ = false;
+        }
+        if (recv_awaiter* w = q.reader_; w != nullptr && (!q.ready_.empty() || q.end_ || last)) {
+            q.reader_ = nullptr;
+            w->st_ = recv_awaiter::state::done;
+            wake = w->waiter_;
+        }
+    }
+    if (last) {
+        // A cancel may still be queued (close or max_ready): it must not outlive the op.
+        op.owner->forget_cancel(op);
+    }
+    chunk = bytes();  // a chunk nobody will read (closed, or empty) back to the ring, unlocked
+    if (wake) {
+        current_worker()->push_quiet(wake);
+    }
+    if (last) {
+        q.unref();  // the ring's reference
+    }
+    return static_cast<bool>(wake);
+}
+
+// The reactor detached with the operation armed (runtime shutdown: no reader is waiting).
+void recv_queue::on_ring_detach(uring_op& op) noexcept {
+    auto& q = static_cast<recv_queue&>(op);
+    {
+        std::lock_guard lock(q.mu_);
+        q.armed_ = false;
+    }
+    q.unref();
+}
+
+void recv_queue::close() noexcept {
+    std::deque<bytes> drop;
+    {
+        std::lock_guard lock(mu_);
+        closed_ = true;
+        drop.swap(ready_);
+        if (armed_ && !cancelling_) {
+            cancelling_ = true;
+            owner->request_cancel(*this);
+        }
+    }
+    drop.clear();  // unlocked: a release may take the buffer pool's lock
+    unref();       // the stream's reference
+}
+
+void recv_queue::unref() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        delete this;
+    }
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,118 @@
+#pragma once
+
+// Private to weft::io: a stream's multishot receive on io_uring.
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <system_error>
+
+#include "reactor.hpp"
+#include "weft/io/bytes.hpp"
+
+namespace weft::detail {
+
+/// What one wait on a recv_queue ends with: data (non-empty), an error (io_errc::eof once the
+/// peer closed and everything before it was taken; operation_canceled; what the kernel said),
+/// or neither with `heap_read` set: the worker's provided buffers ran out, nothing is queued and
+/// the operation ended, so the caller reads once into memory of its own (nothing else reads the
+/// socket meanwhile) and the next wait arms the operation again.
+struct recv_outcome {
+    bytes data;
+    std::error_code err;
+    bool heap_read = false;
+};
+
+class recv_queue;
+
+/// The stream's one reader, waiting for data; embedded in its frame. `st` is guarded by the
+/// queue's mutex: idle -> waiting -> done; whoever moves it to done resumes the reader, once.
+class recv_awaiter : private stop_callback_node {
+public:
+    explicit recv_awaiter(recv_queue& q) noexcept
+        : stop_callback_node(&recv_awaiter::on_stop), q_(&q) {}
+    recv_awaiter(const recv_awaiter&) = delete;
+    auto operator=(const recv_awaiter&) -> recv_awaiter& = delete;
+
+    auto await_ready() -> bool;
+    template <typename P>
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
+        stop_state* s = nullptr;
+        if constexpr (is_weft_promise<P>) {
+            s = h.promise().stop_;
+        }
+        return suspend(h, s);
+    }
+    auto await_resume() -> recv_outcome;
+
+private:
+    friend class recv_queue;
+    enum class state : std::uint8_t { idle, waiting, done };
+    auto suspend(std::coroutine_handle<> h, stop_state* s) -> bool;
+    static void on_stop(stop_callback_node* n) noexcept;
+
+    recv_queue* q_;
+    std::coroutine_handle<> waiter_;
+    worker_base* home_ = nullptr;
+    stop_state* stop_ = nullptr;
+    bool registered_ = false;
+    bool cancelled_ = false;
+    state st_ = state::idle;
+    recv_outcome out_;
+};
+
+/// One IORING_OP_RECV with IORING_RECV_MULTISHOT and buffer select, armed on the ring of the
+/// worker whose task first receives: the kernel posts every chunk that arrives, in a buffer
+/// from that worker's provided-buffer ring, with no SQE per receive. Chunks queue here (at most
+/// `max_ready`, 32 KiB: beyond that the operation is cancelled, so a reader that stops reading
+/// leaves data in the socket and TCP flow control applies as without multishot; the next wait
+/// re-arms it). It ends at eof, an error, when the buffers run out (ENOBUFS), the stream
+/// closes or the reactor detaches; eof and errors are delivered after the data before them.
+///
+/// Once a stream has received this way, every read of it goes through the queue (read_some
+/// copies out of it), so data is never taken by two operations at once and stays in order.
+/// Heap-allocated and reference-counted: the stream holds one reference, the ring one while
+/// armed (its last CQE may come after the stream is gone).
+class recv_queue : private uring_op {
+public:
+    static constexpr unsigned max_ready = 8;
+
+    explicit recv_queue(int fd) noexcept;
+    recv_queue(const recv_queue&) = delete;
+    auto operator=(const recv_queue&) -> recv_queue& = delete;
+
+    /// `co_await q.next()`: the next chunk (see recv_outcome). One reader at a time.
+    [[nodiscard]] auto next() noexcept -> recv_awaiter { return recv_awaiter(*this); }
+    /// Puts back the unread tail of a chunk (read_some took less than it got); it comes first.
+    void unread(bytes rest);
+    /// The stream is closing (no operation pending on it): cancels the operation in the kernel,
+    /// releases the queued buffers, drops the stream's reference.
+    void close() noexcept;
+
+private:
+    friend class recv_awaiter;
+    ~recv_queue();
+    // Under mu_:
+    auto take(recv_outcome& out) -> bool;  // data, a final error or heap_read; false: wait
+    void arm(uring_reactor& r);
+    static auto on_cqe(uring_op& op) noexcept -> bool;
+    static void on_ring_detach(uring_op& op) noexcept;
+    void unref() noexcept;
+
+    const int fd_;
+    std::atomic<int> refs_{1};
+    std::mutex mu_;
+    // Guarded by mu_:
+    std::deque<bytes> ready_;      // empty while idle: a deque allocates on first use
+    buffer_pool* pool_ = nullptr;  // of the ring it is armed on
+    recv_awaiter* reader_ = nullptr;
+    std::error_code end_;  // eof or an error, after the queued data
+    bool out_of_buffers_ = false;
+    bool armed_ = false;
+    bool cancelling_ = false;
+    bool closed_ = false;
+};
+
+}  // namespace weft::detail
