@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <utility>
-#include <vector>
 
 #include "weft/io/error.hpp"
 
@@ -83,9 +82,12 @@ recv_queue::recv_queue(int fd) noexcept : fd_(fd) {
 recv_queue::~recv_queue() = default;  // queued chunks go back to their rings
 
 auto recv_queue::take(recv_outcome& out) -> bool {
-    if (!ready_.empty()) {
-        out.data = std::move(ready_.front());
-        ready_.pop_front();
+    if (head_ < ready_.size()) {
+        out.data = std::move(ready_[head_++]);
+        if (head_ == ready_.size()) {
+            ready_.clear();  // keeps the capacity (at most max_ready and a few)
+            head_ = 0;
+        }
         return true;
     }
     if (end_) {
@@ -102,7 +104,11 @@ auto recv_queue::take(recv_outcome& out) -> bool {
 
 void recv_queue::unread(bytes rest) {
     std::lock_guard lock(mu_);
-    ready_.push_front(std::move(rest));
+    if (head_ > 0) {
+        ready_[--head_] = std::move(rest);
+    } else {
+        ready_.insert(ready_.begin(), std::move(rest));
+    }
 }
 
 void recv_queue::arm(uring_reactor& r) {
@@ -133,7 +139,7 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
         std::lock_guard lock(q.mu_);
         if (res > 0 && !q.closed_) {
             q.ready_.push_back(std::move(chunk));
-            if (!last && q.ready_.size() >= max_ready && !q.cancelling_) {
+            if (!last && q.queued() >= max_ready && !q.cancelling_) {
                 q.cancelling_ = true;  // a reader that lags: leave the rest in the socket
                 op.owner->request_cancel(op);
             }
@@ -147,7 +153,7 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
         if (last) {
             q.armed_ = false;
         }
-        if (recv_awaiter* w = q.reader_; w != nullptr && (!q.ready_.empty() || q.end_ || last)) {
+        if (recv_awaiter* w = q.reader_; w != nullptr && (q.queued() != 0 || q.end_ || last)) {
             q.reader_ = nullptr;
             w->st_ = recv_awaiter::state::done;
             wake = w->waiter_;
@@ -178,11 +184,12 @@ void recv_queue::on_ring_detach(uring_op& op) noexcept {
 }
 
 void recv_queue::close() noexcept {
-    std::deque<bytes> drop;
+    std::vector<bytes> drop;
     {
         std::lock_guard lock(mu_);
         closed_ = true;
         drop.swap(ready_);
+        head_ = 0;
         if (armed_ && !cancelling_) {
             cancelling_ = true;
             owner->request_cancel(*this);
