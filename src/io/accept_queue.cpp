@@ -109,10 +109,8 @@ struct accept_queue::waiter_chain {
     }
 };
 
-accept_queue::accept_queue(int listen_fd) noexcept : fd_(listen_fd) {
-    on_complete = &accept_queue::on_cqe;
-    on_detach = &accept_queue::on_ring_detach;
-}
+accept_queue::accept_queue(int listen_fd) noexcept
+    : multishot_op(&accept_queue::on_cqe), fd_(listen_fd) {}
 
 accept_queue::~accept_queue() {
     for (int fd : ready_) {
@@ -121,13 +119,8 @@ accept_queue::~accept_queue() {
 }
 
 void accept_queue::arm() {
-    uring_reactor& r = current_uring();
-    io_uring_sqe* sqe = r.submit_multishot(*this);
+    io_uring_sqe* sqe = arm_on(current_uring());
     io_uring_prep_multishot_accept(sqe, fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data(sqe, static_cast<uring_op*>(this));
-    armed_ = true;
-    cancelling_ = false;
-    refs_.fetch_add(1, std::memory_order_relaxed);  // the ring's
 }
 
 auto accept_queue::pop_waiter() noexcept -> accept_awaiter* {
@@ -161,14 +154,13 @@ auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
                 wake.add(w);
             } else {
                 q.ready_.push_back(res);
-                if (q.ready_.size() >= max_ready && !last && !q.cancelling_) {
-                    q.cancelling_ = true;
-                    op.owner->request_cancel(op);
+                if (q.ready_.size() >= max_ready && !last) {
+                    q.cancel_armed();
                 }
             }
         }
         if (last) {
-            q.armed_ = false;
+            q.disarmed();
             int err = 0;
             if (res == -EINVAL && !q.accepted_any_) {
                 q.single_shot_.store(true, std::memory_order_relaxed);  // an older kernel
@@ -186,10 +178,6 @@ auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
             }
         }
     }
-    if (last) {
-        // A cancel may still be queued (close or max_ready): it must not outlive the op.
-        op.owner->forget_cancel(op);
-    }
     if (drop_fd >= 0) {
         ::close(drop_fd);
     }
@@ -197,19 +185,9 @@ auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
     wake.resume_all(
         [](std::coroutine_handle<> h, worker_base*) { current_worker()->push_quiet(h); });
     if (last) {
-        q.unref();  // the ring's reference
+        q.unref();  // the ring's reference (may delete q)
     }
     return woke;
-}
-
-// The reactor detached with the operation armed (runtime shutdown: no task is left waiting).
-void accept_queue::on_ring_detach(uring_op& op) noexcept {
-    auto& q = static_cast<accept_queue&>(op);
-    {
-        std::lock_guard lock(q.mu_);
-        q.armed_ = false;
-    }
-    q.unref();
 }
 
 void accept_queue::close() noexcept {
@@ -219,10 +197,7 @@ void accept_queue::close() noexcept {
         std::lock_guard lock(mu_);
         closed_ = true;
         fds.swap(ready_);
-        if (armed_ && !cancelling_) {
-            cancelling_ = true;
-            owner->request_cancel(*this);
-        }
+        cancel_armed();
         while (accept_awaiter* w = pop_waiter()) {
             w->out_.err = EBADF;
             wake.add(w);
@@ -233,12 +208,6 @@ void accept_queue::close() noexcept {
     }
     wake.resume_all(resume_soon);
     unref();  // the listener's reference
-}
-
-void accept_queue::unref() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        delete this;
-    }
 }
 
 }  // namespace weft::detail

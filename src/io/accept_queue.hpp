@@ -8,6 +8,7 @@
 #include <deque>
 #include <mutex>
 
+#include "multishot.hpp"
 #include "reactor.hpp"
 
 namespace weft::detail {
@@ -71,15 +72,13 @@ private:
 /// The operation ends on an error (EMFILE, say: every waiter gets it and backs off), when the
 /// listener closes, or when the reactor detaches; a later wait re-arms it.
 ///
-/// Heap-allocated and reference-counted: the listener holds one reference, the ring one while
-/// armed, since the kernel may post CQEs after the listener is gone.
-class accept_queue : private uring_op {
+/// Heap-allocated and reference-counted (multishot_op): the listener holds one reference, the
+/// ring one while armed, since the kernel may post CQEs after the listener is gone.
+class accept_queue final : private multishot_op {
 public:
     static constexpr std::size_t max_ready = 128;
 
     explicit accept_queue(int listen_fd) noexcept;
-    accept_queue(const accept_queue&) = delete;
-    auto operator=(const accept_queue&) -> accept_queue& = delete;
 
     /// `co_await q.next()`: the next connection (see accept_outcome).
     [[nodiscard]] auto next() noexcept -> accept_awaiter { return accept_awaiter(*this); }
@@ -94,26 +93,19 @@ public:
 private:
     friend class accept_awaiter;
     struct waiter_chain;
-    ~accept_queue();
+    ~accept_queue() override;
     void arm();  // under mu_, on a worker with an io_uring reactor
     static auto on_cqe(uring_op& op) noexcept -> bool;
-    static void on_ring_detach(uring_op& op) noexcept;
     auto pop_waiter() noexcept -> accept_awaiter*;  // under mu_
-    void unref() noexcept;
 
     const int fd_;
-    std::atomic<int> refs_{1};
     std::atomic<bool> single_shot_{false};
-    std::mutex mu_;
     // Guarded by mu_:
     std::deque<int> ready_;  // accepted, not yet handed out
     accept_awaiter* head_ = nullptr;
     accept_awaiter* tail_ = nullptr;
-    int pending_err_ = 0;      // the error that ended the operation, for the next wait
-    bool armed_ = false;       // the operation is in the kernel (uring_op::owner is its ring)
-    bool cancelling_ = false;  // a cancel was requested (max_ready or close)
+    int pending_err_ = 0;  // the error that ended the operation, for the next wait
     bool accepted_any_ = false;
-    bool closed_ = false;
 };
 
 }  // namespace weft::detail

@@ -74,10 +74,7 @@ void recv_awaiter::on_stop(stop_callback_node* n) noexcept {
 
 // ---- recv_queue ------------------------------------------------------------------------------
 
-recv_queue::recv_queue(int fd) noexcept : fd_(fd) {
-    on_complete = &recv_queue::on_cqe;
-    on_detach = &recv_queue::on_ring_detach;
-}
+recv_queue::recv_queue(int fd) noexcept : multishot_op(&recv_queue::on_cqe), fd_(fd) {}
 
 recv_queue::~recv_queue() = default;  // queued chunks go back to their rings
 
@@ -113,14 +110,10 @@ void recv_queue::unread(bytes rest) {
 
 void recv_queue::arm(uring_reactor& r) {
     pool_ = r.buffers();  // the caller checked that the ring has them
-    io_uring_sqe* sqe = r.submit_multishot(*this);
+    io_uring_sqe* sqe = arm_on(r);
     io_uring_prep_recv_multishot(sqe, fd_, nullptr, 0, 0);  // 0: a whole provided buffer
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = buffer_pool::group;
-    io_uring_sqe_set_data(sqe, static_cast<uring_op*>(this));
-    armed_ = true;
-    cancelling_ = false;
-    refs_.fetch_add(1, std::memory_order_relaxed);  // the ring's
 }
 
 // On the ring's thread, for every CQE of the operation.
@@ -139,9 +132,8 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
         std::lock_guard lock(q.mu_);
         if (res > 0 && !q.closed_) {
             q.ready_.push_back(std::move(chunk));
-            if (!last && q.queued() >= max_ready && !q.cancelling_) {
-                q.cancelling_ = true;  // a reader that lags: leave the rest in the socket
-                op.owner->request_cancel(op);
+            if (!last && q.queued() >= max_ready) {
+                q.cancel_armed();  // a reader that lags: leave the rest in the socket
             }
         } else if (res == 0) {
             q.end_ = make_error_code(io_errc::eof);
@@ -151,7 +143,7 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
             q.end_ = std::error_code(-res, std::system_category());
         }
         if (last) {
-            q.armed_ = false;
+            q.disarmed();
         }
         if (recv_awaiter* w = q.reader_; w != nullptr && (q.queued() != 0 || q.end_ || last)) {
             q.reader_ = nullptr;
@@ -159,28 +151,14 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
             wake = w->waiter_;
         }
     }
-    if (last) {
-        // A cancel may still be queued (close or max_ready): it must not outlive the op.
-        op.owner->forget_cancel(op);
-    }
     chunk = bytes();  // a chunk nobody will read (closed, or empty) back to the ring, unlocked
     if (wake) {
         current_worker()->push_quiet(wake);
     }
     if (last) {
-        q.unref();  // the ring's reference
+        q.unref();  // the ring's reference (may delete q)
     }
     return static_cast<bool>(wake);
-}
-
-// The reactor detached with the operation armed (runtime shutdown: no reader is waiting).
-void recv_queue::on_ring_detach(uring_op& op) noexcept {
-    auto& q = static_cast<recv_queue&>(op);
-    {
-        std::lock_guard lock(q.mu_);
-        q.armed_ = false;
-    }
-    q.unref();
 }
 
 void recv_queue::close() noexcept {
@@ -190,19 +168,10 @@ void recv_queue::close() noexcept {
         closed_ = true;
         drop.swap(ready_);
         head_ = 0;
-        if (armed_ && !cancelling_) {
-            cancelling_ = true;
-            owner->request_cancel(*this);
-        }
+        cancel_armed();
     }
     drop.clear();  // unlocked: a release may take the buffer pool's lock
     unref();       // the stream's reference
-}
-
-void recv_queue::unref() noexcept {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        delete this;
-    }
 }
 
 }  // namespace weft::detail

@@ -9,6 +9,7 @@
 #include <system_error>
 #include <vector>
 
+#include "multishot.hpp"
 #include "reactor.hpp"
 #include "weft/io/bytes.hpp"
 
@@ -73,15 +74,13 @@ private:
 ///
 /// Once a stream has received this way, every read of it goes through the queue (read_some
 /// copies out of it), so data is never taken by two operations at once and stays in order.
-/// Heap-allocated and reference-counted: the stream holds one reference, the ring one while
-/// armed (its last CQE may come after the stream is gone).
-class recv_queue : private uring_op {
+/// Heap-allocated and reference-counted (multishot_op): the stream holds one reference, the
+/// ring one while armed (its last CQE may come after the stream is gone).
+class recv_queue final : private multishot_op {
 public:
     static constexpr unsigned max_ready = 8;
 
     explicit recv_queue(int fd) noexcept;
-    recv_queue(const recv_queue&) = delete;
-    auto operator=(const recv_queue&) -> recv_queue& = delete;
 
     /// `co_await q.next()`: the next chunk (see recv_outcome). One reader at a time.
     [[nodiscard]] auto next() noexcept -> recv_awaiter { return recv_awaiter(*this); }
@@ -93,18 +92,14 @@ public:
 
 private:
     friend class recv_awaiter;
-    ~recv_queue();
+    ~recv_queue() override;
     // Under mu_:
     auto take(recv_outcome& out) -> bool;  // data, a final error or heap_read; false: wait
     [[nodiscard]] auto queued() const noexcept -> std::size_t { return ready_.size() - head_; }
     void arm(uring_reactor& r);
     static auto on_cqe(uring_op& op) noexcept -> bool;
-    static void on_ring_detach(uring_op& op) noexcept;
-    void unref() noexcept;
 
     const int fd_;
-    std::atomic<int> refs_{1};
-    std::mutex mu_;
     // Guarded by mu_:
     // Queued chunks: ready_[head_..]. A vector, not a deque: an idle stream allocates nothing
     // (a default std::deque allocates ~570 B, which doubled an idle connection's memory).
@@ -114,9 +109,6 @@ private:
     recv_awaiter* reader_ = nullptr;
     std::error_code end_;  // eof or an error, after the queued data
     bool out_of_buffers_ = false;
-    bool armed_ = false;
-    bool cancelling_ = false;
-    bool closed_ = false;
 };
 
 }  // namespace weft::detail

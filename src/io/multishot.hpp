@@ -1,0 +1,77 @@
+#pragma once
+
+// Private to weft::io: the life cycle the multishot operations share (accept_queue,
+// recv_queue).
+
+#include <atomic>
+#include <mutex>
+
+#include "reactor.hpp"
+
+namespace weft::detail {
+
+/// A multishot io_uring operation held by its socket and, while armed, by the ring whose CQEs
+/// may still name it: reference-counted, the last reference deletes it. It is armed on the
+/// ring of the worker that first waits and re-armed after it ends (an error, a cancel, the
+/// reactor detaching); the derived class keeps what the CQEs bring under mu_.
+class multishot_op : protected uring_op {
+public:
+    multishot_op(const multishot_op&) = delete;
+    auto operator=(const multishot_op&) -> multishot_op& = delete;
+
+protected:
+    explicit multishot_op(bool (*complete)(uring_op&) noexcept) noexcept {
+        on_complete = complete;  // every CQE, on the ring's thread
+        on_detach = &multishot_op::on_ring_detach;
+    }
+    virtual ~multishot_op() = default;
+
+    /// Under mu_: an SQE to prepare for the operation on `r`, which takes a reference.
+    auto arm_on(uring_reactor& r) -> io_uring_sqe* {
+        io_uring_sqe* sqe = r.submit_multishot(*this);
+        armed_ = true;
+        cancelling_ = false;
+        refs_.fetch_add(1, std::memory_order_relaxed);  // the ring's
+        return sqe;
+    }
+    /// Under mu_: cancel it in the kernel (once) if it is armed; its last CQE follows.
+    void cancel_armed() noexcept {
+        if (armed_ && !cancelling_) {
+            cancelling_ = true;
+            owner->request_cancel(*this);
+        }
+    }
+    /// Under mu_, on the ring's thread, at the last CQE (or the ring's detach): no longer armed.
+    /// A cancel still queued for it is dropped here, under mu_, before another ring can arm it
+    /// again (the queued cancel names this ring; the op must not sit in its list meanwhile).
+    void disarmed() noexcept {
+        armed_ = false;
+        owner->forget_cancel(*this);
+    }
+    /// Drops a reference; the last one deletes this.
+    void unref() noexcept {
+        if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            delete this;
+        }
+    }
+
+    std::mutex mu_;
+    bool armed_ = false;       // guarded by mu_: the operation is in the kernel (owner: its ring)
+    bool cancelling_ = false;  // guarded by mu_
+    bool closed_ = false;      // guarded by mu_: the socket let go
+
+private:
+    // The reactor detached with the operation armed (runtime shutdown: nobody is waiting).
+    static void on_ring_detach(uring_op& op) noexcept {
+        auto& m = static_cast<multishot_op&>(op);
+        {
+            std::lock_guard lock(m.mu_);
+            m.disarmed();
+        }
+        m.unref();
+    }
+
+    std::atomic<int> refs_{1};  // the socket's, and the ring's while armed
+};
+
+}  // namespace weft::detail
