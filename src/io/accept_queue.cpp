@@ -110,7 +110,7 @@ struct accept_queue::waiter_chain {
 };
 
 accept_queue::accept_queue(int listen_fd) noexcept
-    : multishot_op(&accept_queue::on_cqe), fd_(listen_fd) {}
+    : multishot_op<accept_queue>(&accept_queue::on_cqe), fd_(listen_fd) {}
 
 accept_queue::~accept_queue() {
     for (int fd : ready_) {

@@ -74,7 +74,7 @@ private:
 ///
 /// Heap-allocated and reference-counted (multishot_op): the listener holds one reference, the
 /// ring one while armed, since the kernel may post CQEs after the listener is gone.
-class accept_queue final : private multishot_op {
+class accept_queue final : private multishot_op<accept_queue> {
 public:
     static constexpr std::size_t max_ready = 128;
 
@@ -93,7 +93,8 @@ public:
 private:
     friend class accept_awaiter;
     struct waiter_chain;
-    ~accept_queue() override;
+    friend class multishot_op<accept_queue>;  // deletes it
+    ~accept_queue();
     void arm();  // under mu_, on a worker with an io_uring reactor
     static auto on_cqe(uring_op& op) noexcept -> bool;
     auto pop_waiter() noexcept -> accept_awaiter*;  // under mu_

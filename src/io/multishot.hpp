@@ -14,6 +14,10 @@ namespace weft::detail {
 /// may still name it: reference-counted, the last reference deletes it. It is armed on the
 /// ring of the worker that first waits and re-armed after it ends (an error, a cancel, the
 /// reactor detaching); the derived class keeps what the CQEs bring under mu_.
+/// CRTP, not a virtual destructor: no vtable (UBSan's vptr check of a polymorphic object needs
+/// a pipe, which fails, and so reports an error, in a process out of descriptors - exactly
+/// where accept must keep working).
+template <typename Derived>
 class multishot_op : protected uring_op {
 public:
     multishot_op(const multishot_op&) = delete;
@@ -24,7 +28,7 @@ protected:
         on_complete = complete;  // every CQE, on the ring's thread
         on_detach = &multishot_op::on_ring_detach;
     }
-    virtual ~multishot_op() = default;
+    ~multishot_op() = default;
 
     /// Under mu_: an SQE to prepare for the operation on `r`, which takes a reference.
     auto arm_on(uring_reactor& r) -> io_uring_sqe* {
@@ -51,7 +55,7 @@ protected:
     /// Drops a reference; the last one deletes this.
     void unref() noexcept {
         if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-            delete this;
+            delete static_cast<Derived*>(this);
         }
     }
 

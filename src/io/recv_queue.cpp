@@ -74,7 +74,7 @@ void recv_awaiter::on_stop(stop_callback_node* n) noexcept {
 
 // ---- recv_queue ------------------------------------------------------------------------------
 
-recv_queue::recv_queue(int fd) noexcept : multishot_op(&recv_queue::on_cqe), fd_(fd) {}
+recv_queue::recv_queue(int fd) noexcept : multishot_op<recv_queue>(&recv_queue::on_cqe), fd_(fd) {}
 
 recv_queue::~recv_queue() = default;  // queued chunks go back to their rings
 

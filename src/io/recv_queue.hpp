@@ -76,7 +76,7 @@ private:
 /// copies out of it), so data is never taken by two operations at once and stays in order.
 /// Heap-allocated and reference-counted (multishot_op): the stream holds one reference, the
 /// ring one while armed (its last CQE may come after the stream is gone).
-class recv_queue final : private multishot_op {
+class recv_queue final : private multishot_op<recv_queue> {
 public:
     static constexpr unsigned max_ready = 8;
 
@@ -92,7 +92,8 @@ public:
 
 private:
     friend class recv_awaiter;
-    ~recv_queue() override;
+    friend class multishot_op<recv_queue>;  // deletes it
+    ~recv_queue();
     // Under mu_:
     auto take(recv_outcome& out) -> bool;  // data, a final error or heap_read; false: wait
     [[nodiscard]] auto queued() const noexcept -> std::size_t { return ready_.size() - head_; }
