@@ -427,11 +427,20 @@ auto buffer_pool::create(io_uring* ring) -> buffer_pool* {
         p->slots_[i].pool = p;
         p->slots_[i].bid = i;
         p->slots_[i].release = &buffer_pool::release;
-        io_uring_buf_ring_add(p->br_, p->mem_ + i * size, size, static_cast<unsigned short>(i),
+    }
+    p->grow();  // mem_ is only address space until a buffer is in the ring and used
+    return p;
+}
+
+void buffer_pool::grow() noexcept {
+    const unsigned n = std::min(grow_by, count - added_);
+    for (unsigned i = 0; i < n; ++i) {
+        const unsigned bid = added_ + i;
+        io_uring_buf_ring_add(br_, mem_ + bid * size, size, static_cast<unsigned short>(bid),
                               io_uring_buf_ring_mask(count), static_cast<int>(i));
     }
-    io_uring_buf_ring_advance(p->br_, static_cast<int>(count));
-    return p;
+    io_uring_buf_ring_advance(br_, static_cast<int>(n));
+    added_ += n;
 }
 
 buffer_pool::~buffer_pool() {

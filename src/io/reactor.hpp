@@ -121,6 +121,10 @@ public:
     static constexpr unsigned count = 1024;
     static constexpr std::size_t size = 4096;
     static constexpr unsigned short group = 1;
+    /// Buffers handed to the kernel at first, and per grow(): the ring hands buffers out in
+    /// FIFO order, so every buffer in it gets touched (resident) soon; starting small keeps a
+    /// worker's receive memory at its working set (512 KiB, not 4 MiB) until load needs more.
+    static constexpr unsigned grow_by = 128;
 
     /// Owner thread. nullptr if the kernel refuses the ring (receive then reads into the heap).
     [[nodiscard]] static auto create(io_uring* ring) -> buffer_pool*;
@@ -130,6 +134,9 @@ public:
     void give_back(unsigned bid) noexcept;
     /// Owner thread: returns buffers released on other threads to the ring.
     void drain_returns() noexcept;
+    /// Owner thread, when a receive found the ring empty (ENOBUFS): hands the kernel grow_by
+    /// more buffers, up to count.
+    void grow() noexcept;
     /// Owner thread, before the ring goes away: unregister; drop the reactor's reference.
     void orphan(io_uring* ring) noexcept;
 
@@ -146,6 +153,7 @@ private:
     io_uring_buf_ring* br_ = nullptr;
     std::byte* mem_ = nullptr;
     slot* slots_ = nullptr;
+    unsigned added_ = 0;  // buffers given to the ring so far (owner only)
     std::thread::id owner_;
     std::atomic<bool> orphaned_{false};
     std::atomic<std::uint32_t> refs_{1};  // the reactor's + one per buffer out

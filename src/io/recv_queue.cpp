@@ -139,6 +139,7 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
             q.end_ = make_error_code(io_errc::eof);
         } else if (res == -ENOBUFS) {
             q.out_of_buffers_ = true;
+            q.pool_->grow();  // (this is the pool's owner thread)
         } else if (res < 0 && res != -ECANCELED) {
             q.end_ = std::error_code(-res, std::system_category());
         }
