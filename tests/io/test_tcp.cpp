@@ -498,20 +498,29 @@ auto pattern(std::size_t from, std::size_t n) -> std::vector<std::byte> {
     return v;
 }
 
+// A connected pair over a fresh loopback listener: {client, server}.
+auto connected_pair() -> weft::task<std::pair<weft::tcp_stream, weft::tcp_stream>> {
+    auto l = weft::tcp_listener::bind(loopback()).value();
+    auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+    auto s = (co_await l.accept()).value();
+    co_return std::pair{std::move(c), std::move(s)};
+}
+
+// Writes all of `data`, then half-closes: the reader gets eof right after the last byte.
+auto write_then_eof(weft::tcp_stream& s, std::span<const std::byte> data) -> weft::task<void> {
+    (co_await s.write_all(data)).value();
+    s.shutdown_write().value();
+}
+
 // receive() (on io_uring: the multishot receive) and read_some / read_exact on one stream take
 // the bytes in order, none twice, none lost, also when read_some takes part of a chunk.
 TEST_P(tcp, receive_and_read_some_mixed_keep_the_byte_order) {
     weft::runtime rt{options()};
     constexpr std::size_t total = 300'000;
     auto ok = rt.block_on([&]() -> weft::task<bool> {
-        auto l = weft::tcp_listener::bind(loopback()).value();
-        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
-        auto s = (co_await l.accept()).value();
+        auto [c, s] = co_await connected_pair();
         const auto data = pattern(0, total);
-        auto writer = weft::spawn([&]() -> weft::task<void> {
-            (co_await s.write_all(data)).value();
-            s.shutdown_write().value();
-        });
+        auto writer = weft::spawn(write_then_eof(s, data));
         std::vector<std::byte> got;
         std::array<std::byte, 7> small{};
         for (int turn = 0;; ++turn) {
@@ -549,14 +558,9 @@ TEST_P(tcp, lagging_reader_gets_every_byte_after_a_pause) {
     weft::runtime rt{options()};
     constexpr std::size_t total = 2 << 20;
     auto ok = rt.block_on([&]() -> weft::task<bool> {
-        auto l = weft::tcp_listener::bind(loopback()).value();
-        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
-        auto s = (co_await l.accept()).value();
+        auto [c, s] = co_await connected_pair();
         const auto data = pattern(0, total);
-        auto writer = weft::spawn([&]() -> weft::task<void> {
-            (co_await s.write_all(data)).value();
-            s.shutdown_write().value();
-        });
+        auto writer = weft::spawn(write_then_eof(s, data));
         std::vector<std::byte> got;
         auto first = (co_await c.receive()).value();  // arms the multishot receive
         got.insert(got.end(), first.data(), first.data() + first.size());
@@ -581,9 +585,7 @@ TEST_P(tcp, receives_cancelled_at_random_lose_no_data) {
     weft::runtime rt{options()};
     constexpr std::size_t total = 400'000;
     auto ok = rt.block_on([&]() -> weft::task<bool> {
-        auto l = weft::tcp_listener::bind(loopback()).value();
-        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
-        auto s = (co_await l.accept()).value();
+        auto [c, s] = co_await connected_pair();
         const auto data = pattern(0, total);
         auto writer = weft::spawn([&]() -> weft::task<void> {
             for (std::size_t off = 0; off < total; off += 1000) {  // in dribs, with pauses

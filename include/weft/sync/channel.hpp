@@ -336,6 +336,31 @@ private:
             waiting_ = true;
             return *std::construct_at(&ws_, *this);
         }
+        /// await_suspend of a send or recv, entered with the channel lock held (await_ready saw
+        /// the operation blocked), or after a fast path that spent the turn (yield_, unlocked):
+        /// yields, or builds the waiting state (`fill` points the node at the item), registers
+        /// for stop and links the node (`park`) under that same lock acquisition. The stop
+        /// callback, should it fire at once on another thread, waits for the lock and so finds
+        /// the node parked. NOTE: call only from a WEFT_PUBLISHES_HANDLE await_suspend (begin
+        /// reads the worker thread_local).
+        template <typename P, typename Fill, typename Park>
+        auto suspend_locked(std::coroutine_handle<P> h, Fill fill, Park park) -> bool {
+            if (yield_) {
+                detail::yield_waiter(h);
+                return true;
+            }
+            detail::biased_lock& mu = ch_->mu_;
+            auto& ws = start_waiting();
+            fill(ws.node);
+            if (!ws.begin(h)) {
+                mu.unlock();
+                return false;
+            }
+            park(ws.node);
+            // NOTE: from here the other side may resume us on another thread: locals only.
+            mu.unlock();
+            return true;
+        }
         /// In await_resume: unregisters the stop callback if await_suspend registered one.
         void finish_waiting() noexcept {
             if (waiting_) {
@@ -404,26 +429,12 @@ public:
         }
         template <typename P>
         WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-            if (this->yield_) {
-                detail::yield_waiter(h);
-                return true;
-            }
-            // Still under the lock that saw the channel full: register for stop and park at
-            // once. (The stop_state's lock inside the channel's is the only nesting of the two:
-            // stop callbacks run without the stop_state's lock and end() runs with no lock
-            // held. Our callback, firing at once on another thread, waits for the channel lock
-            // and so finds us parked.)
-            detail::biased_lock& mu = this->ch_->mu_;
-            auto& ws = this->start_waiting();
-            ws.node.send_value = &value_;
-            if (!ws.begin(h)) {
-                mu.unlock();
-                return false;
-            }
-            this->ch_->park_sender(ws.node);
-            // NOTE: from here a receiver may resume us on another thread: locals only.
-            mu.unlock();
-            return true;
+            // Still under the lock that saw the channel full (the stop_state's lock inside the
+            // channel's is the only nesting of the two: stop callbacks run without the
+            // stop_state's lock and end() runs with no lock held).
+            return this->suspend_locked(
+                h, [this](detail::chan_node<T>& n) { n.send_value = &value_; },
+                [this](detail::chan_node<T>& n) { this->ch_->park_sender(n); });
         }
         auto await_resume() noexcept -> result<void> {
             if (!this->waiting_ && !this->closed_) [[likely]] {
@@ -459,22 +470,10 @@ public:
         }
         template <typename P>
         WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-            if (this->yield_) {
-                detail::yield_waiter(h);
-                return true;
-            }
-            // Still under the lock that saw the channel empty: park at once.
-            detail::biased_lock& mu = this->ch_->mu_;
-            auto& ws = this->start_waiting();
-            ws.node.recv_slot = &value_;
-            if (!ws.begin(h)) {
-                mu.unlock();
-                return false;
-            }
-            this->ch_->park_receiver(ws.node);
-            // NOTE: from here a sender may resume us on another thread: locals only.
-            mu.unlock();
-            return true;
+            // Still under the lock that saw the channel empty.
+            return this->suspend_locked(
+                h, [this](detail::chan_node<T>& n) { n.recv_slot = &value_; },
+                [this](detail::chan_node<T>& n) { this->ch_->park_receiver(n); });
         }
         auto await_resume() -> result<T> {
             if (!this->waiting_ && value_) [[likely]] {
