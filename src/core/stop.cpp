@@ -1,23 +1,19 @@
 #include "weft/core/stop.hpp"
 
+#include "weft/core/detail/spin_wait.hpp"
+
 namespace weft {
-namespace {
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-}  // namespace
 
 auto stop_state::lock() noexcept -> std::uint32_t {
     std::uint32_t w = word_.load(std::memory_order_relaxed);
+    detail::spin_wait backoff;
     for (;;) {
         if ((w & locked_bit) == 0 &&
             word_.compare_exchange_weak(w, w | locked_bit, std::memory_order_acquire,
                                         std::memory_order_relaxed)) {
             return w | locked_bit;
         }
-        cpu_relax();
+        backoff.once();
         w = word_.load(std::memory_order_relaxed);
     }
 }

@@ -31,7 +31,7 @@ void yield_waiter(std::coroutine_handle<> h) {
     if (w == nullptr) {
         throw std::logic_error("weft::sync: yield without a weft executor");
     }
-    w->schedule_remote(h);
+    w->yield_turn(h);
 }
 
 auto this_thread_ids() noexcept -> thread_ids {
@@ -128,14 +128,9 @@ void biased_lock::lock_slow() noexcept {
     process_wide_fence();
     // seq_cst (for the TSan protocol; acquire is what matters here): pairs with the owner's
     // release in unlock, so its last critical section happens-before ours.
-    for (unsigned spins = 0; owner_busy_.load(std::memory_order_seq_cst); ++spins) {
-        if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-        } else {
-            std::this_thread::yield();  // the owner was preempted inside its critical section
-        }
+    // The owner may have been preempted inside its critical section: spin_wait ends in yields.
+    for (spin_wait backoff; owner_busy_.load(std::memory_order_seq_cst);) {
+        backoff.once();
     }
 }
 

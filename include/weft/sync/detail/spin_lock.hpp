@@ -1,15 +1,16 @@
 #pragma once
 
 #include <atomic>
-#include <thread>
+
+#include "weft/core/detail/spin_wait.hpp"
 
 namespace weft::detail {
 
 /// The lock of every weft::sync object. Critical sections are a handful of pointer moves (never
 /// a resumption, never a user callback, allocation only when an unbounded ring grows), so a
 /// test-and-test-and-set lock beats a futex mutex: an uncontended lock/unlock pair is one atomic
-/// exchange and one plain store (a pthread mutex pays a second RMW on unlock). A waiter spins
-/// briefly, then yields its thread so a preempted holder can finish (2-core machines).
+/// exchange and one plain store (a pthread mutex pays a second RMW on unlock). A waiter backs off
+/// as detail::spin_wait says.
 class spin_lock {
 public:
     spin_lock() = default;
@@ -31,17 +32,11 @@ public:
 
 private:
     void lock_slow() noexcept {
-        for (unsigned spins = 0;; ++spins) {
+        spin_wait backoff;
+        for (;;) {
             // Test before test-and-set: spinning on a shared line, not bouncing it exclusively.
             while (locked_.load(std::memory_order_relaxed)) {
-                if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-                    __builtin_ia32_pause();
-#endif
-                    ++spins;
-                } else {
-                    std::this_thread::yield();
-                }
+                backoff.once();
             }
             if (!locked_.exchange(true, std::memory_order_acquire)) {
                 return;
