@@ -177,13 +177,15 @@ void runtime_core::notify_parked() noexcept {
     w->unpark();
 }
 
-auto runtime_core::has_work_anywhere() const noexcept -> bool {
-    if (!injector_empty()) {
+auto runtime_core::has_work_for(const sched_worker& self, bool may_steal) const noexcept -> bool {
+    if (!injector_empty() || self.queued() != 0) {
         return true;
     }
-    for (const auto& w : workers) {
-        if (w->queued() != 0) {
-            return true;
+    if (may_steal) {
+        for (const auto& w : workers) {
+            if (w->queued() != 0) {
+                return true;
+            }
         }
     }
     return false;
@@ -241,6 +243,14 @@ void sched_worker::join() {
 }
 
 void sched_worker::schedule_remote(std::coroutine_handle<> h) noexcept { rt_.inject(h.address()); }
+
+void sched_worker::yield_turn(std::coroutine_handle<> h) noexcept {
+    // Behind what was woken here, and after a fair pick (timers, IO, posted and injected work,
+    // this deque's oldest task): not through the injector, which hands the task to whichever
+    // worker looks first and splits a producer from the consumer it just woke.
+    push(h);
+    yielded_ = true;
+}
 
 void sched_worker::on_push() noexcept {
     // Reached after a relaxed check of idle_count (worker_base::push): see runtime_core's
@@ -332,8 +342,9 @@ auto sched_worker::take_injected() -> void* {
 }
 
 auto sched_worker::next_task() -> void* {
-    if (--until_fairness_ == 0) {
+    if (--until_fairness_ == 0 || yielded_) {
         until_fairness_ = fairness_interval;
+        yielded_ = false;
         fire_timers();
         driver_->poll();
         if (void* h = take_inbox()) {
@@ -374,6 +385,7 @@ auto sched_worker::steal_once() -> void* {
         if (&victim == this) {
             continue;
         }
+
         // Take half of the victim's queue (at most max_batch), one CAS each (see
         // work_deque::steal_batch for why not in one go): the oldest runs now, the rest queue
         // here.
@@ -449,7 +461,9 @@ void sched_worker::park() {
             rt_.idle_count.fetch_sub(1, std::memory_order_seq_cst);
         }
     };
-    if (rt_.has_work_anywhere() || !inbox_empty() ||
+    // A worker that cannot steal (thread-per-core) must not stay up for other workers' queues:
+    // it would spin through park() for as long as they are busy.
+    if (rt_.has_work_for(*this, stealable_) || !inbox_empty() ||
         rt_.terminate.load(std::memory_order_seq_cst)) {
         unlist();
         return;
@@ -529,7 +543,7 @@ auto timer_arm(timer_op& op,
     const std::uint64_t when = rt.to_ms_ceil(deadline);
     if (when <= rt.now_ms() && std::chrono::steady_clock::now() >= deadline) {
         if (w->consume_budget()) {
-            w->schedule_remote(waiter);  // turn used up: let the others run first
+            w->yield_turn(waiter);  // turn used up: let the others run first
             return true;
         }
         return false;

@@ -47,6 +47,7 @@ public:
     void start();
     void join();
     void schedule_remote(std::coroutine_handle<> h) noexcept override;
+    void yield_turn(std::coroutine_handle<> h) noexcept override;
 
     [[nodiscard]] auto runtime() noexcept -> runtime_core& { return rt_; }
     [[nodiscard]] auto timers() noexcept -> timer_queue& { return timers_; }
@@ -95,6 +96,7 @@ private:
     std::unique_ptr<park_driver> driver_;
     std::thread thread_;
     std::uint32_t until_fairness_ = 61;  // tasks until the next fairness check
+    bool yielded_ = false;               // a task yielded its turn: the next pick is a fair one
     std::uint64_t rng_;
 };
 
@@ -132,7 +134,10 @@ public:
     }
 
     void notify_parked() noexcept;
-    [[nodiscard]] auto has_work_anywhere() const noexcept -> bool;
+    /// Is there work `self` could run: the injector, its own queue, and (may_steal) any other
+    /// worker's queue?
+    [[nodiscard]] auto has_work_for(const sched_worker& self, bool may_steal) const noexcept
+        -> bool;
 
     [[nodiscard]] auto now_ms() const noexcept -> std::uint64_t;
     [[nodiscard]] auto to_ms_ceil(std::chrono::steady_clock::time_point t) const noexcept

@@ -77,7 +77,7 @@ public:
             }
             // Already finished: we are here because the turn's budget is spent. Yield.
             if (detail::worker_base* w = detail::current_worker(); w != nullptr) {
-                w->schedule_remote(waiter);
+                w->yield_turn(waiter);
                 return true;
             }
             return false;

@@ -195,7 +195,7 @@ public:
         // Done already (a handler on another worker was quicker). Charge the turn's budget as
         // a completed channel operation does, so a loop of such maps still lets others run.
         if (worker_base* w = job_.home; w != nullptr && w->consume_budget()) {
-            w->schedule_remote(h);
+            w->yield_turn(h);
             return std::noop_coroutine();
         }
         return h;

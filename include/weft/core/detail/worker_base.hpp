@@ -99,6 +99,10 @@ public:
     /// Any thread: run `h` on this worker's executor soon.
     virtual void schedule_remote(std::coroutine_handle<> h) noexcept = 0;
 
+    /// Owner thread: `h` (the running task) spent its turn's budget; run it again after what
+    /// else is due here. Default: the remote queue (behind everything local).
+    virtual void yield_turn(std::coroutine_handle<> h) noexcept { schedule_remote(h); }
+
     [[nodiscard]] auto root_stop() const noexcept -> stop_state* { return root_stop_; }
 
     /// Charges one operation to the running task; true when its turn is used up and the caller
