@@ -185,18 +185,27 @@ uring_reactor::~uring_reactor() {
 }
 
 void uring_reactor::attach() {
-    io_uring_params p{};
     // One thread submits and reaps (the worker): let the kernel skip its cross-thread work.
-    p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
-    int rc = io_uring_queue_init_params(4096, &ring_, &p);
-    if (rc == -EINVAL) {  // an older kernel: plain ring
-        p = io_uring_params{};
+    // TASKRUN_FLAG: the kernel raises IORING_SQ_TASKRUN in the shared ring flags when it has
+    // deferred completion work for us, so poll() can tell "nothing new" without a system call.
+    // Older kernels refuse flags they do not know: drop them one step at a time.
+    constexpr unsigned tries[] = {
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, 0U};
+    int rc = -EINVAL;
+    for (unsigned flags : tries) {
+        io_uring_params p{};
+        p.flags = flags;
         rc = io_uring_queue_init_params(4096, &ring_, &p);
+        if (rc != -EINVAL) {
+            break;
+        }
     }
     if (rc != 0) {
         throw std::system_error(-rc, std::system_category(), "io_uring_queue_init");
     }
     ring_ok_ = true;
+    taskrun_flag_ = (ring_.flags & IORING_SETUP_TASKRUN_FLAG) != 0;
     arm_wake();
     tl_reactor = this;
 }
@@ -369,6 +378,15 @@ auto uring_reactor::poll() -> bool {
         buffers_->drain_returns();
     }
     if (queued_ == 0 && inflight_.load(std::memory_order_relaxed) == 0 && multishot_.empty()) {
+        return false;
+    }
+    // Nothing to submit, no CQE posted and no completion work deferred to us: skip the enter.
+    // A busy worker polls between tasks and while it searches for work; without this check two
+    // of every three polls of an echo server were system calls that found nothing (100
+    // connections: 0.64 wasted io_uring_enter per request). A completion racing this check
+    // raises the flag and is picked up by the next poll, or by park(), which always enters.
+    if (taskrun_flag_ && io_uring_sq_ready(&ring_) == 0 && io_uring_cq_ready(&ring_) == 0 &&
+        (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN) == 0) {
         return false;
     }
     io_uring_submit_and_get_events(&ring_);

@@ -199,6 +199,7 @@ private:
 
     io_uring ring_{};
     bool ring_ok_ = false;
+    bool taskrun_flag_ = false;  // the kernel flags deferred completion work (IORING_SQ_TASKRUN)
     int wake_fd_ = -1;
     std::uint64_t wake_buf_ = 0;
     buffer_pool* buffers_ = nullptr;
