@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/io/tcp_stream.hpp"
@@ -60,53 +61,45 @@ auto parse(int argc, char** argv) -> options {
         }
         o.idle = scenario == "idle";
         o.json = true;
-        for (int i = 2; i < argc; ++i) {
-            const std::string a = argv[i];
-            const auto eq = a.find('=');
-            if (eq == std::string::npos) {
-                usage("bad parameter " + a);
-            }
-            const std::string k = a.substr(0, eq);
-            const std::string v = a.substr(eq + 1);
-            if (k == "c") {
-                o.connections = std::stoi(v);
-            } else if (k == "s") {
-                o.size = std::stoul(v);
-            } else if (k == "d") {
-                o.seconds = std::stoi(v);
-            } else if (k == "port") {
-                o.port = static_cast<std::uint16_t>(std::stoi(v));
-            } else if (k == "host") {
-                o.host = v;
-            }  // other params (the server's backend, ...) are not the client's business
-        }
+        weft::bench::each_key_value(
+            argc, argv,
+            [&](const std::string& k, const std::string& v) {
+                if (k == "c") {
+                    o.connections = std::stoi(v);
+                } else if (k == "s") {
+                    o.size = std::stoul(v);
+                } else if (k == "d") {
+                    o.seconds = std::stoi(v);
+                } else if (k == "port") {
+                    o.port = static_cast<std::uint16_t>(std::stoi(v));
+                } else if (k == "host") {
+                    o.host = v;
+                }  // other params (the server's backend, ...) are not the client's business
+            },
+            usage);
         return o;
     }
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) {
-                usage("missing value after " + a);
+    weft::bench::each_flag(
+        argc, argv,
+        [&](const std::string& a, auto& next) {
+            if (a == "-h") {
+                o.host = next();
+            } else if (a == "-p") {
+                o.port = static_cast<std::uint16_t>(std::stoi(next()));
+            } else if (a == "-c") {
+                o.connections = std::stoi(next());
+            } else if (a == "-s") {
+                o.size = std::stoul(next());
+            } else if (a == "-d") {
+                o.seconds = std::stoi(next());
+            } else if (a == "-b") {
+                const std::string b = next();
+                o.backend = b == "io_uring" ? weft::io_backend::io_uring : weft::io_backend::epoll;
+            } else {
+                usage("unknown option " + a);
             }
-            return argv[++i];
-        };
-        if (a == "-h") {
-            o.host = next();
-        } else if (a == "-p") {
-            o.port = static_cast<std::uint16_t>(std::stoi(next()));
-        } else if (a == "-c") {
-            o.connections = std::stoi(next());
-        } else if (a == "-s") {
-            o.size = std::stoul(next());
-        } else if (a == "-d") {
-            o.seconds = std::stoi(next());
-        } else if (a == "-b") {
-            const std::string b = next();
-            o.backend = b == "io_uring" ? weft::io_backend::io_uring : weft::io_backend::epoll;
-        } else {
-            usage("unknown option " + a);
-        }
-    }
+        },
+        usage);
     if (o.connections < 1 || o.size < 1 || o.seconds < 1) {
         usage("-c, -s and -d must be positive");
     }

@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/aligned_buffer.hpp"
 #include "weft/io/file.hpp"
@@ -89,68 +90,60 @@ auto parse(int argc, char** argv) -> options {
             usage("unknown scenario " + o.scenario, 2);
         }
         o.json = true;
-        for (int i = 2; i < argc; ++i) {
-            const std::string a = argv[i];
-            const auto eq = a.find('=');
-            if (eq == std::string::npos) {
-                usage("bad parameter " + a);
-            }
-            const std::string k = a.substr(0, eq);
-            const std::string v = a.substr(eq + 1);
-            if (k == "w") {
-                o.workers = std::stoi(v);
-            } else if (k == "n") {
-                o.ops = std::stoi(v);
-            } else if (k == "b" || k == "bs") {
-                o.block = std::stoul(v);
-            } else if (k == "batch") {
-                o.batch = std::stoi(v);
-            } else if (k == "dir" || k == "d") {
-                o.dir = v;
-            } else if (k == "backend") {
-                o.backend = parse_backend(v);
-            } else if (k == "threads") {
-                o.threads = static_cast<unsigned>(std::stoul(v));
-            } else if (k == "direct") {
-                o.direct = v == "1" || v == "true";
-            } else if (k == "qd") {
-                o.qd = std::stoi(v);
-            } else if (k == "size_mb") {
-                o.size_mb = std::stoul(v);
-            } else if (k == "ms") {
-                o.ms = std::stoi(v);
-            }  // other keys (the peer's engine, ...) are not ours
-        }
+        weft::bench::each_key_value(
+            argc, argv,
+            [&](const std::string& k, const std::string& v) {
+                if (k == "w") {
+                    o.workers = std::stoi(v);
+                } else if (k == "n") {
+                    o.ops = std::stoi(v);
+                } else if (k == "b" || k == "bs") {
+                    o.block = std::stoul(v);
+                } else if (k == "batch") {
+                    o.batch = std::stoi(v);
+                } else if (k == "dir" || k == "d") {
+                    o.dir = v;
+                } else if (k == "backend") {
+                    o.backend = parse_backend(v);
+                } else if (k == "threads") {
+                    o.threads = static_cast<unsigned>(std::stoul(v));
+                } else if (k == "direct") {
+                    o.direct = v == "1" || v == "true";
+                } else if (k == "qd") {
+                    o.qd = std::stoi(v);
+                } else if (k == "size_mb") {
+                    o.size_mb = std::stoul(v);
+                } else if (k == "ms") {
+                    o.ms = std::stoi(v);
+                }  // other keys (the peer's engine, ...) are not ours
+            },
+            [](const std::string& m) { usage(m, 2); });
         return o;
     }
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) {
-                usage(a + " needs a value");
+    weft::bench::each_flag(
+        argc, argv,
+        [&](const std::string& a, auto& next) {
+            if (a == "-w") {
+                o.workers = std::stoi(next());
+            } else if (a == "-n") {
+                o.ops = std::stoi(next());
+            } else if (a == "-b") {
+                o.block = std::stoul(next());
+            } else if (a == "-batch") {
+                o.batch = std::stoi(next());
+            } else if (a == "-d") {
+                o.dir = next();
+            } else if (a == "-B") {
+                o.backend = parse_backend(next());
+            } else if (a == "-t") {
+                o.threads = static_cast<unsigned>(std::stoul(next()));
+            } else if (a == "-direct") {
+                o.direct = true;
+            } else {
+                usage("unknown option " + a);
             }
-            return argv[++i];
-        };
-        if (a == "-w") {
-            o.workers = std::stoi(next());
-        } else if (a == "-n") {
-            o.ops = std::stoi(next());
-        } else if (a == "-b") {
-            o.block = std::stoul(next());
-        } else if (a == "-batch") {
-            o.batch = std::stoi(next());
-        } else if (a == "-d") {
-            o.dir = next();
-        } else if (a == "-B") {
-            o.backend = parse_backend(next());
-        } else if (a == "-t") {
-            o.threads = static_cast<unsigned>(std::stoul(next()));
-        } else if (a == "-direct") {
-            o.direct = true;
-        } else {
-            usage("unknown option " + a);
-        }
-    }
+        },
+        [](const std::string& m) { usage(m); });
     return o;
 }
 

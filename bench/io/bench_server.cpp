@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "args.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/io/tcp_listener.hpp"
@@ -29,54 +30,50 @@ struct options {
     bool tpc = false;
 };
 
-[[noreturn]] void usage(const char* msg) {
+[[noreturn]] void usage(const std::string& msg) {
     std::fprintf(stderr,
                  "bench_server: %s\nusage: bench_server [-h HOST] [-p PORT] [-t THREADS] "
                  "[-b io_uring|epoll] [--tpc]\n",
-                 msg);
+                 msg.c_str());
     std::exit(2);
 }
 
 auto parse(int argc, char** argv) -> options {
     options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) {
-                usage(("missing value after " + a).c_str());
-            }
-            return argv[++i];
-        };
-        if (a == "-h") {
-            o.host = next();
-        } else if (a == "-p") {
-            o.port = static_cast<std::uint16_t>(std::stoi(next()));
-        } else if (a == "-t") {
-            o.threads = static_cast<unsigned>(std::stoi(next()));
-        } else if (a == "-b") {
-            const std::string b = next();
-            if (b == "io_uring") {
-                o.backend = weft::io_backend::io_uring;
-            } else if (b == "epoll") {
-                o.backend = weft::io_backend::epoll;
-            } else {
-                usage("-b takes io_uring or epoll");
-            }
-        } else if (a == "--tpc") {
-            o.tpc = true;
-        } else if (a == "-m") {
-            const std::string m = next();
-            if (m == "echo_epoll") {
-                o.backend = weft::io_backend::epoll;
-            } else if (m == "echo_tpc") {
+    weft::bench::each_flag(
+        argc, argv,
+        [&](const std::string& a, auto& next) {
+            if (a == "-h") {
+                o.host = next();
+            } else if (a == "-p") {
+                o.port = static_cast<std::uint16_t>(std::stoi(next()));
+            } else if (a == "-t") {
+                o.threads = static_cast<unsigned>(std::stoi(next()));
+            } else if (a == "-b") {
+                const std::string b = next();
+                if (b == "io_uring") {
+                    o.backend = weft::io_backend::io_uring;
+                } else if (b == "epoll") {
+                    o.backend = weft::io_backend::epoll;
+                } else {
+                    usage("-b takes io_uring or epoll");
+                }
+            } else if (a == "--tpc") {
                 o.tpc = true;
-            } else if (m != "echo" && m != "idle") {
-                usage("-m takes echo, echo_epoll, echo_tpc or idle");
+            } else if (a == "-m") {
+                const std::string m = next();
+                if (m == "echo_epoll") {
+                    o.backend = weft::io_backend::epoll;
+                } else if (m == "echo_tpc") {
+                    o.tpc = true;
+                } else if (m != "echo" && m != "idle") {
+                    usage("-m takes echo, echo_epoll, echo_tpc or idle");
+                }
+            } else {
+                usage("unknown option " + a);
             }
-        } else {
-            usage(("unknown option " + a).c_str());
-        }
-    }
+        },
+        usage);
     return o;
 }
 
