@@ -181,13 +181,24 @@ auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
     if (drop_fd >= 0) {
         ::close(drop_fd);
     }
-    const bool woke = wake.head != nullptr;
-    wake.resume_all(
-        [](std::coroutine_handle<> h, worker_base*) { current_worker()->push_quiet(h); });
+    bool queued_here = false;
+    wake.resume_all([&](std::coroutine_handle<> h, worker_base* home) {
+        queued_here = resume_from_ring(h, home) || queued_here;
+    });
     if (last) {
         q.unref();  // the ring's reference (may delete q)
     }
-    return woke;
+    return queued_here;
+}
+
+void accept_queue::ring_detached() noexcept {
+    // Only tasks of other runtimes can be waiting (this ring's runtime has ended all of its
+    // own): each asks again and arms the operation on its own ring. Queued, not run, here.
+    waiter_chain wake;
+    while (accept_awaiter* w = pop_waiter()) {
+        wake.add(w);
+    }
+    wake.resume_all([](std::coroutine_handle<> h, worker_base* home) { home->schedule_remote(h); });
 }
 
 void accept_queue::close() noexcept {

@@ -93,7 +93,8 @@ public:
 private:
     friend class accept_awaiter;
     struct waiter_chain;
-    friend class multishot_op<accept_queue>;  // deletes it
+    friend class multishot_op<accept_queue>;  // deletes it; ring_detached
+    void ring_detached() noexcept;            // under mu_: hands waiters back, to ask again
     ~accept_queue();
     void arm();  // under mu_, on a worker with an io_uring reactor
     static auto on_cqe(uring_op& op) noexcept -> bool;

@@ -31,6 +31,8 @@ namespace weft {
 // conditions, so `ec == std::errc::no_space_on_device` holds, and prints "path: message".
 // After max_kept_paths distinct failing paths, further ones share a category that says so.
 
+using detail::is_uring;
+
 namespace {
 
 constexpr int misaligned_value = 0x10000 + static_cast<int>(file_errc::misaligned);
@@ -147,8 +149,6 @@ auto syscall_result(Call call) -> long {
         }
     }
 }
-
-auto is_uring() -> bool { return current_io_backend() == io_backend::io_uring; }
 
 // One file operation on the current worker's backend: an SQE filled by `prep` on io_uring, or
 // `call` on the blocking pool on epoll. Result: >= 0, or -errno (-ECANCELED when cancelled).

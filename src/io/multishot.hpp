@@ -13,7 +13,9 @@ namespace weft::detail {
 /// A multishot io_uring operation held by its socket and, while armed, by the ring whose CQEs
 /// may still name it: reference-counted, the last reference deletes it. It is armed on the
 /// ring of the worker that first waits and re-armed after it ends (an error, a cancel, the
-/// reactor detaching); the derived class keeps what the CQEs bring under mu_.
+/// reactor detaching); the derived class keeps what the CQEs bring under mu_. Waiters are
+/// resumed on their own worker (resume_from_ring), also when the socket moved to another
+/// runtime.
 /// CRTP, not a virtual destructor: no vtable (UBSan's vptr check of a polymorphic object needs
 /// a pipe, which fails, and so reports an error, in a process out of descriptors - exactly
 /// where accept must keep working).
@@ -65,12 +67,15 @@ protected:
     bool closed_ = false;      // guarded by mu_: the socket let go
 
 private:
-    // The reactor detached with the operation armed (runtime shutdown: nobody is waiting).
+    // The reactor detached with the operation armed (its runtime shut down). Its own tasks
+    // are gone, but a task of another runtime may wait on it (the socket moved): the derived
+    // class's ring_detached() (under mu_) hands those waiters back, to ask again.
     static void on_ring_detach(uring_op& op) noexcept {
         auto& m = static_cast<multishot_op&>(op);
         {
             std::lock_guard lock(m.mu_);
             m.disarmed();
+            static_cast<Derived&>(m).ring_detached();
         }
         m.unref();
     }

@@ -50,6 +50,22 @@ private:
 };
 
 /// Queues `h` to run: on this thread's worker when it has one, else on `home`.
+/// Does the calling worker run io_uring (else epoll)?
+inline auto is_uring() -> bool { return current_io_backend() == io_backend::io_uring; }
+
+/// On a ring's thread, for a task that waited on one of its operations: queued here when it
+/// waited on this worker, else handed back to its own worker (a socket used from another
+/// runtime), so a task never runs on a runtime it does not belong to. True if queued here.
+inline auto resume_from_ring(std::coroutine_handle<> h, worker_base* home) -> bool {
+    worker_base* here = current_worker();
+    if (home == nullptr || home == here) {
+        here->push_quiet(h);
+        return true;
+    }
+    home->schedule_remote(h);
+    return false;
+}
+
 inline void resume_soon(std::coroutine_handle<> h, worker_base* home) {
     if (worker_base* w = current_worker(); w != nullptr) {
         w->push(h);

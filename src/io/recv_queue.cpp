@@ -18,11 +18,21 @@ auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
         out_.err = std::make_error_code(std::errc::bad_file_descriptor);
         return false;
     }
-    if (q.take(out_)) {
-        return false;
-    }
-    if (!q.armed_) {
-        q.arm(current_uring());
+    const bool here_on_uring = is_uring();
+    if (q.armed_ && (!here_on_uring || q.owner != &current_uring())) {
+        // Armed on another runtime's ring (the stream moved): end it there, then take what it
+        // queued before reading anything else. We wait for its last CQE, as for data.
+        q.cancel_armed();
+    } else {
+        if (q.take(out_)) {
+            return false;
+        }
+        if (!q.armed_) {
+            if (!may_arm_ || !here_on_uring) {
+                return false;  // drained and not armed: the caller reads the socket itself
+            }
+            q.arm(current_uring());
+        }
     }
     // Registered under mu_ (the stop lock is a leaf; on_stop takes mu_, so it finds us queued).
     if (s != nullptr) {
@@ -128,6 +138,7 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
         chunk = q.pool_->take(bid, res > 0 ? static_cast<std::size_t>(res) : 0);
     }
     std::coroutine_handle<> wake;
+    worker_base* home = nullptr;
     {
         std::lock_guard lock(q.mu_);
         if (res > 0 && !q.closed_) {
@@ -150,16 +161,25 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
             q.reader_ = nullptr;
             w->st_ = recv_awaiter::state::done;
             wake = w->waiter_;
+            home = w->home_;
         }
     }
     chunk = bytes();  // a chunk nobody will read (closed, or empty) back to the ring, unlocked
-    if (wake) {
-        current_worker()->push_quiet(wake);
-    }
+    const bool queued_here = wake && resume_from_ring(wake, home);
     if (last) {
         q.unref();  // the ring's reference (may delete q)
     }
-    return static_cast<bool>(wake);
+    return queued_here;
+}
+
+void recv_queue::ring_detached() noexcept {
+    // Only a reader of another runtime can be waiting (this ring's runtime has ended all of its
+    // tasks): it asks again and arms the operation on its own ring. Queued, not run, here.
+    if (recv_awaiter* w = reader_; w != nullptr) {
+        reader_ = nullptr;
+        w->st_ = recv_awaiter::state::done;
+        w->home_->schedule_remote(w->waiter_);
+    }
 }
 
 void recv_queue::close() noexcept {

@@ -32,8 +32,8 @@ class recv_queue;
 /// queue's mutex: idle -> waiting -> done; whoever moves it to done resumes the reader, once.
 class recv_awaiter : private stop_callback_node {
 public:
-    explicit recv_awaiter(recv_queue& q) noexcept
-        : stop_callback_node(&recv_awaiter::on_stop), q_(&q) {}
+    recv_awaiter(recv_queue& q, bool may_arm) noexcept
+        : stop_callback_node(&recv_awaiter::on_stop), q_(&q), may_arm_(may_arm) {}
     recv_awaiter(const recv_awaiter&) = delete;
     auto operator=(const recv_awaiter&) -> recv_awaiter& = delete;
 
@@ -55,6 +55,7 @@ private:
     static void on_stop(stop_callback_node* n) noexcept;
 
     recv_queue* q_;
+    bool may_arm_;
     std::coroutine_handle<> waiter_;
     worker_base* home_ = nullptr;
     stop_state* stop_ = nullptr;
@@ -65,12 +66,13 @@ private:
 };
 
 /// One IORING_OP_RECV with IORING_RECV_MULTISHOT and buffer select, armed on the ring of the
-/// worker whose task first receives: the kernel posts every chunk that arrives, in a buffer
-/// from that worker's provided-buffer ring, with no SQE per receive. Chunks queue here (at most
-/// `max_ready`, 32 KiB: beyond that the operation is cancelled, so a reader that stops reading
-/// leaves data in the socket and TCP flow control applies as without multishot; the next wait
-/// re-arms it). It ends at eof, an error, when the buffers run out (ENOBUFS), the stream
-/// closes or the reactor detaches; eof and errors are delivered after the data before them.
+/// worker whose task receives (first, or after the stream moved to another runtime): the kernel
+/// posts every chunk that arrives, in a buffer from that worker's provided-buffer ring, with no SQE
+/// per receive. Chunks queue here (at most `max_ready`, 32 KiB: beyond that the operation is
+/// cancelled, so a reader that stops reading leaves data in the socket and TCP flow control applies
+/// as without multishot; the next wait re-arms it). It ends at eof, an error, when the buffers run
+/// out (ENOBUFS), the stream closes or the reactor detaches; eof and errors are delivered after the
+/// data before them.
 ///
 /// Once a stream has received this way, every read of it goes through the queue (read_some
 /// copies out of it), so data is never taken by two operations at once and stays in order.
@@ -83,7 +85,13 @@ public:
     explicit recv_queue(int fd) noexcept;
 
     /// `co_await q.next()`: the next chunk (see recv_outcome). One reader at a time.
-    [[nodiscard]] auto next() noexcept -> recv_awaiter { return recv_awaiter(*this); }
+    /// Armed on another ring than the caller's (the stream moved to another runtime), the
+    /// operation is cancelled there first and what it queued is read before anything else.
+    /// `may_arm == false` (a reader that is leaving io_uring: an epoll runtime) never arms it:
+    /// once nothing is queued and it is not armed, the outcome is empty (no data, no error).
+    [[nodiscard]] auto next(bool may_arm = true) noexcept -> recv_awaiter {
+        return recv_awaiter(*this, may_arm);
+    }
     /// Puts back the unread tail of a chunk (read_some took less than it got); it comes first.
     void unread(bytes rest);
     /// The stream is closing (no operation pending on it): cancels the operation in the kernel,
@@ -92,7 +100,8 @@ public:
 
 private:
     friend class recv_awaiter;
-    friend class multishot_op<recv_queue>;  // deletes it
+    friend class multishot_op<recv_queue>;  // deletes it; ring_detached
+    void ring_detached() noexcept;          // under mu_: hands a waiting reader back
     ~recv_queue();
     // Under mu_:
     auto take(recv_outcome& out) -> bool;  // data, a final error or heap_read; false: wait

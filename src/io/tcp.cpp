@@ -54,8 +54,6 @@ void set_nodelay(int fd) noexcept {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-auto is_uring() -> bool { return current_io_backend() == io_backend::io_uring; }
-
 // The handle of a socket, made on first use (epoll only needs it).
 auto handle_of(int fd, std::unique_ptr<io_handle, io_handle_deleter>& h) -> io_handle& {
     if (!h) {
@@ -160,6 +158,28 @@ auto tcp_stream::connect(socket_address addr, std::chrono::milliseconds timeout)
 
 namespace detail {
 namespace {
+
+/// A stream that received through the multishot receive (recv_queue) and is now read where it
+/// cannot be used (an epoll runtime): what the queue still holds, in order (the operation is
+/// first ended on its ring, if armed there), then nullopt once it is empty, having dropped it.
+/// The caller then reads the socket itself. NOTE: noinline: see channel::recv_for.
+[[gnu::noinline]] auto read_left_behind(std::unique_ptr<recv_queue, recv_queue_closer>& rq)
+    -> task<std::optional<result<bytes>>> {
+    for (;;) {
+        recv_outcome o = co_await rq->next(/*may_arm=*/false);
+        if (!o.data.empty()) {
+            co_return result<bytes>(std::move(o.data));
+        }
+        if (o.err) {
+            co_return result<bytes>(o.err);  // eof or an error after the data, or cancelled
+        }
+        if (!o.heap_read) {
+            break;  // nothing queued, nothing armed
+        }
+    }
+    rq.reset();
+    co_return std::nullopt;
+}
 // One io_uring receive into `buf`: a count, eof, or the error.
 auto recv_once(int fd, std::span<std::byte> buf) {
     return uring_awaiter{
@@ -179,17 +199,27 @@ auto recv_result(int res) -> result<std::size_t> {
 
 auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>> {
     if (rq_) {
-        // receive() armed the multishot receive: read through its queue (see receive).
-        auto b = co_await receive();
-        if (!b) {
-            co_return b.error();
+        // receive() armed the multishot receive: read through its queue (see receive). Here
+        // without it (moved to an epoll runtime), only until it is empty.
+        const bool multishot = detail::is_uring() && detail::current_uring().buffers() != nullptr;
+        std::optional<result<bytes>> got;
+        if (multishot) {
+            got = co_await receive();
+        } else {
+            got = co_await detail::read_left_behind(rq_);
         }
-        const std::size_t n = std::min(b->size(), buf.size());
-        std::memcpy(buf.data(), b->data(), n);
-        if (n < b->size()) {
-            rq_->unread(b->slice(n, b->size() - n));
+        if (got) {
+            if (!*got) {
+                co_return got->error();
+            }
+            bytes& b = **got;
+            const std::size_t n = std::min(b.size(), buf.size());
+            std::memcpy(buf.data(), b.data(), n);
+            if (n < b.size()) {
+                rq_->unread(b.slice(n, b.size() - n));
+            }
+            co_return n;
         }
-        co_return n;
     }
     if (detail::is_uring()) {
         auto op = detail::recv_once(fd_, buf);
@@ -207,8 +237,15 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
 
 auto tcp_stream::receive() -> task<result<bytes>> {
     constexpr std::size_t chunk = detail::buffer_pool::size;
-    if (detail::is_uring()) {
-        if (detail::current_uring().buffers() != nullptr) {
+    const bool uring = detail::is_uring();
+    const bool multishot = uring && detail::current_uring().buffers() != nullptr;
+    if (rq_ && !multishot) {
+        if (auto left = co_await detail::read_left_behind(rq_)) {
+            co_return std::move(*left);
+        }
+    }
+    if (uring) {
+        if (multishot) {
             if (!rq_) {
                 rq_.reset(new detail::recv_queue(fd_));
             }

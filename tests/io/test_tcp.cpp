@@ -621,6 +621,66 @@ TEST_P(tcp, receives_cancelled_at_random_lose_no_data) {
     EXPECT_TRUE(ok);
 }
 
+// A stream that received on an io_uring runtime (its multishot receive armed on that ring, with
+// chunks queued) and is then read on another runtime of the backend under test gets every
+// byte, in order: the operation ends on the first ring and what it queued comes first. Once
+// with the first runtime still running (its ring cancels the operation), once after it ended
+// (its ring let go of the operation when it detached).
+TEST_P(tcp, stream_moved_to_another_runtime_keeps_every_byte) {
+    try {
+        (void)weft::resolve_io_backend(weft::io_backend::io_uring);
+    } catch (const std::system_error&) {
+        GTEST_SKIP() << "io_uring unavailable here";
+    }
+    constexpr std::size_t first_part = 64 * 1024;
+    constexpr std::size_t total = 1 << 20;
+    const auto data = pattern(0, total);
+    for (const bool first_still_running : {true, false}) {
+        auto first = std::make_unique<weft::runtime>(
+            weft::io_runtime_options(2, weft::io_backend::io_uring));
+        std::vector<std::byte> got;
+        auto streams =
+            first->block_on([&]() -> weft::task<std::pair<weft::tcp_stream, weft::tcp_stream>> {
+                auto p = co_await connected_pair();
+                (co_await p.second.write_all(std::span(data).first(first_part))).value();
+                auto b = (co_await p.first.receive()).value();  // arms the multishot receive
+                got.insert(got.end(), b.data(), b.data() + b.size());
+                (co_await weft::sleep_for(20ms)).value();  // more chunks queue meanwhile
+                co_return std::move(p);
+            }());
+        if (!first_still_running) {
+            first.reset();
+        }
+        weft::tcp_stream& c = streams.first;
+        weft::tcp_stream& s = streams.second;
+        weft::runtime second{options()};
+        const bool ok = second.block_on([&]() -> weft::task<bool> {
+            auto writer = weft::spawn(write_then_eof(s, std::span(data).subspan(first_part)));
+            std::array<std::byte, 3000> buf{};
+            for (int turn = 0;; ++turn) {
+                if (turn % 2 == 0) {
+                    auto b = co_await c.receive();
+                    if (!b) {
+                        EXPECT_EQ(b.error(), weft::io_errc::eof);
+                        break;
+                    }
+                    got.insert(got.end(), b->data(), b->data() + b->size());
+                } else {
+                    auto n = co_await c.read_some(buf);
+                    if (!n) {
+                        EXPECT_EQ(n.error(), weft::io_errc::eof);
+                        break;
+                    }
+                    got.insert(got.end(), buf.begin(), buf.begin() + static_cast<long>(*n));
+                }
+            }
+            co_await std::move(writer);
+            co_return got == data;
+        }());
+        EXPECT_TRUE(ok) << (first_still_running ? "first runtime running" : "first runtime gone");
+    }
+}
+
 // SQEs the kernel has taken from every io_uring of this process (SqHead in each ring's fdinfo).
 auto sqes_submitted() -> unsigned long {
     unsigned long sum = 0;
