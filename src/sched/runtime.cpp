@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 
 #include "runtime_core.hpp"
 
@@ -246,8 +247,8 @@ void sched_worker::schedule_remote(std::coroutine_handle<> h) noexcept { rt_.inj
 
 void sched_worker::yield_turn(std::coroutine_handle<> h) noexcept {
     // Behind what was woken here, and after a fair pick (timers, IO, posted and injected work,
-    // this deque's oldest task): not through the injector, which hands the task to whichever
-    // worker looks first and splits a producer from the consumer it just woke.
+    // the LIFO slot, this deque's oldest task): not through the injector, which hands the task
+    // to whichever worker looks first and splits a producer from the consumer it just woke.
     push(h);
     yielded_ = true;
 }
@@ -344,13 +345,18 @@ auto sched_worker::take_injected() -> void* {
 auto sched_worker::next_task() -> void* {
     if (--until_fairness_ == 0 || yielded_) {
         until_fairness_ = fairness_interval;
-        yielded_ = false;
+        const bool yielded = std::exchange(yielded_, false);
         fire_timers();
         driver_->poll();
         if (void* h = take_inbox()) {
             return h;
         }
         if (void* h = take_injected()) {
+            return h;
+        }
+        // After a yield, the task the yielder woke (a consumer it fed, waiting in the LIFO
+        // slot, which nobody else may take) goes before the yielder, which may be the oldest.
+        if (void* h = yielded ? take_lifo() : nullptr) {
             return h;
         }
         if (void* h = deque_.steal()) {  // our own oldest task, past the LIFO stream
@@ -385,7 +391,6 @@ auto sched_worker::steal_once() -> void* {
         if (&victim == this) {
             continue;
         }
-
         // Take half of the victim's queue (at most max_batch), one CAS each (see
         // work_deque::steal_batch for why not in one go): the oldest runs now, the rest queue
         // here.

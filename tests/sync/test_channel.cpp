@@ -414,3 +414,36 @@ TEST(channel, biased_channel_shared_later_delivers_every_item_once) {
 }
 
 }  // namespace
+
+namespace {
+
+// A producer that never blocks (an unbounded channel) spends its turn again and again; the
+// consumer it woke waits in the worker's LIFO slot. Each spent turn must let that consumer run
+// (one worker: nobody can steal it), so it sees items while the producer is still sending.
+TEST(budget, a_spent_turn_lets_the_woken_task_run) {
+    weft::runtime rt{{.workers = 1}};
+    constexpr int items = 20 * weft::detail::worker_base::budget_per_turn;
+    const int sent_when_first_received = rt.block_on([]() -> weft::task<int> {
+        weft::channel<int> ch{weft::unbounded};
+        int sent = 0;
+        int seen_at = -1;
+        auto consumer = weft::spawn([&]() -> weft::task<void> {
+            for (int got = 0; got < items; ++got) {
+                (void)(co_await ch.recv()).value();
+                if (seen_at < 0) {
+                    seen_at = sent;
+                }
+            }
+        });
+        co_await weft::yield();  // the consumer parks on the empty channel
+        for (; sent < items; ++sent) {
+            (void)co_await ch.send(sent);
+        }
+        co_await std::move(consumer);
+        co_return seen_at;
+    }());
+    EXPECT_GE(sent_when_first_received, 0);
+    EXPECT_LT(sent_when_first_received, items);
+}
+
+}  // namespace

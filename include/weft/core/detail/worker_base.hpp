@@ -77,6 +77,15 @@ public:
         return stealable_ ? deque_.pop() : deque_.pop_unshared();
     }
 
+    /// Owner thread: the LIFO slot's task, taken out (nullptr when empty).
+    auto take_lifo() noexcept -> void* {
+        void* l = lifo_.load(std::memory_order_relaxed);
+        if (l != nullptr) {
+            lifo_.store(nullptr, std::memory_order_relaxed);
+        }
+        return l;
+    }
+
     /// Owner thread: pops `h` if it is the bottom element (a fork's parent that nobody stole).
     auto pop_if(void* h) noexcept -> bool {
         if (deque_.peek_bottom() != h) {
