@@ -39,11 +39,7 @@ public:
     auto await_ready() const noexcept -> bool { return false; }
     template <typename P>
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-        stop_state* s = nullptr;
-        if constexpr (is_weft_promise<P>) {
-            s = h.promise().stop_;
-        }
-        return suspend(h, s);
+        return suspend(h, stop_of(h));
     }
     auto await_resume() noexcept -> accept_outcome;
 

@@ -472,10 +472,7 @@ public:
 
     template <typename P>
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-        stop_state* stop = nullptr;
-        if constexpr (is_weft_promise<P>) {
-            stop = h.promise().stop_;
-        }
+        stop_state* stop = stop_of(h);
         if (stop != nullptr && stop->stop_requested()) {
             return false;  // nothing submitted: every entry stays -ECANCELED
         }

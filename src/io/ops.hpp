@@ -39,9 +39,7 @@ public:
 
     template <typename P>
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-        if constexpr (is_weft_promise<P>) {
-            stop = h.promise().stop_;
-        }
+        stop = stop_of(h);
         if (stop != nullptr && stop->stop_requested()) {
             res = -ECANCELED;
             return false;
@@ -93,9 +91,7 @@ public:
 
     template <typename P>
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-        if constexpr (is_weft_promise<P>) {
-            stop = h.promise().stop_;
-        }
+        stop = stop_of(h);
         epoll_reactor& r = current_epoll();
         if (auto ec = r.ensure_registered(*handle); ec) {
             error_ = ec;

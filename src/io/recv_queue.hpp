@@ -40,11 +40,7 @@ public:
     auto await_ready() -> bool;
     template <typename P>
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-        stop_state* s = nullptr;
-        if constexpr (is_weft_promise<P>) {
-            s = h.promise().stop_;
-        }
-        return suspend(h, s);
+        return suspend(h, stop_of(h));
     }
     auto await_resume() -> recv_outcome;
 

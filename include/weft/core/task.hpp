@@ -173,6 +173,17 @@ private:
 template <typename P>
 inline constexpr bool is_weft_promise = std::derived_from<P, promise_base>;
 
+/// The stop_state of the coroutine suspending with `h`: its task's, or nullptr for a coroutine
+/// that is not a weft task (it cannot be cancelled). What every cancellable awaiter registers on.
+template <typename P>
+[[nodiscard]] auto stop_of(std::coroutine_handle<P> h) noexcept -> stop_state* {
+    if constexpr (is_weft_promise<P>) {
+        return h.promise().stop_;
+    } else {
+        return nullptr;
+    }
+}
+
 template <typename T>
 class task_promise : public promise_base {
 public:
@@ -222,9 +233,7 @@ struct current_stop {
     auto await_ready() noexcept -> bool { return false; }
     template <typename P>
     auto await_suspend(std::coroutine_handle<P> h) noexcept -> bool {
-        if constexpr (is_weft_promise<P>) {
-            s = h.promise().stop_;
-        }
+        s = stop_of(h);
         return false;
     }
     auto await_resume() noexcept -> stop_state* { return s; }

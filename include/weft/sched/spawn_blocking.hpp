@@ -57,11 +57,7 @@ public:
     auto await_ready() const noexcept -> bool { return false; }
     template <typename P>
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-        stop_state* s = nullptr;
-        if constexpr (is_weft_promise<P>) {
-            s = h.promise().stop_;
-        }
-        return blocking_submit(*this, s, h);
+        return blocking_submit(*this, stop_of(h), h);
     }
     auto await_resume() -> result<value_type> {
         if (!blocking_finish(*this)) {

@@ -31,11 +31,7 @@ public:
     auto await_ready() const noexcept -> bool { return false; }
     template <typename P>
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-        stop_state* stop = nullptr;
-        if constexpr (detail::is_weft_promise<P>) {
-            stop = h.promise().stop_;
-        }
-        return detail::timer_arm(op_, deadline_, stop, h);
+        return detail::timer_arm(op_, deadline_, detail::stop_of(h), h);
     }
     auto await_resume() noexcept -> result<void> { return detail::timer_finish(op_); }
 

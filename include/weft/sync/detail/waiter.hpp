@@ -87,9 +87,7 @@ struct wait_sync : stop_callback_node {
     [[nodiscard]] auto begin(std::coroutine_handle<P> h) noexcept -> bool {
         handle = h;
         home = tl_worker_unsafe_in_coroutines;
-        if constexpr (is_weft_promise<P>) {
-            stop = h.promise().stop_;
-        }
+        stop = stop_of(h);
         if (stop != nullptr) {
             if (!stop->try_add(this)) {
                 st.store(wait_cancelled, std::memory_order_relaxed);
