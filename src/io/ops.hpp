@@ -112,7 +112,8 @@ public:
         if (st == state::cancelled) {
             return false;
         }
-        const std::uint32_t now = write ? handle->write_seq : handle->read_seq;
+        const std::uint32_t now =
+            (write ? handle->write_seq : handle->read_seq).load(std::memory_order_relaxed);
         if (now != seq_) {
             return false;  // an event came in since the caller's attempt: try again
         }
@@ -144,31 +145,68 @@ private:
     std::error_code error_;
 };
 
-/// The current readiness sequence of `h` (snapshot before a non-blocking attempt).
+/// The current readiness sequence of `h` (snapshot before a non-blocking attempt; see
+/// io_handle for why no lock is needed).
 inline auto readiness_seq(io_handle& h, bool for_write) -> std::uint32_t {
-    std::lock_guard lock(h.mu);
-    return for_write ? h.write_seq : h.read_seq;
+    return (for_write ? h.write_seq : h.read_seq).load(std::memory_order_acquire);
+}
+
+/// A snapshot of `h`'s readiness before a stream transfer: the sequence, and whether a short
+/// transfer already spent the socket at this sequence (then an attempt would only fail with
+/// EAGAIN: wait for the next event instead).
+struct stream_readiness {
+    std::uint32_t seq;
+    bool spent;
+};
+
+inline auto stream_snapshot(io_handle& h, bool for_write) -> stream_readiness {
+    const std::uint32_t seq = readiness_seq(h, for_write);
+    const auto& spent_at = for_write ? h.write_spent_at : h.read_spent_at;
+    // final is set before the sequence moves (under mu) and read after it: a snapshot that
+    // sees the event's sequence sees its hang-up too.
+    const bool final = (for_write ? h.write_final : h.read_final).load(std::memory_order_relaxed);
+    return {seq, !final && spent_at.load(std::memory_order_relaxed) == seq + 1};
+}
+
+/// Records that a stream transfer attempted at `seq` moved `n` of the `want` bytes it asked
+/// for. Fewer (and not 0: end of stream stays readable, and no further edge would announce it)
+/// means the receive queue was empty or the send buffer full when it ran.
+inline void stream_moved(
+    io_handle& h, bool for_write, std::uint32_t seq, std::size_t n, std::size_t want) noexcept {
+    if (n != 0 && n < want) {
+        (for_write ? h.write_spent_at : h.read_spent_at).store(seq + 1, std::memory_order_relaxed);
+    }
 }
 
 /// epoll: runs `attempt()` (a non-blocking system call: a count, or -1 and errno) until it
 /// succeeds or fails with something other than EAGAIN / EINTR, waiting for the socket's next
 /// readiness event in between. Every epoll operation is this loop.
+/// `stream_want` is the byte count a stream transfer asks for (0 for datagrams, where a short
+/// transfer says nothing about what is left): see io_handle::read_spent_at.
 template <typename Attempt>
-auto retry_when_ready(io_handle& h, bool for_write, Attempt attempt) -> task<result<std::size_t>> {
+auto retry_when_ready(io_handle& h, bool for_write, std::size_t stream_want, Attempt attempt)
+    -> task<result<std::size_t>> {
     for (;;) {
-        const std::uint32_t seq = readiness_seq(h, for_write);
-        const auto n = attempt();
-        if (n >= 0) {
-            co_return static_cast<std::size_t>(n);
+        const stream_readiness snap = stream_want != 0
+                                          ? stream_snapshot(h, for_write)
+                                          : stream_readiness{readiness_seq(h, for_write), false};
+        if (!snap.spent) {
+            const auto n = attempt();
+            if (n >= 0) {
+                if (stream_want != 0) {
+                    stream_moved(h, for_write, snap.seq, static_cast<std::size_t>(n), stream_want);
+                }
+                co_return static_cast<std::size_t>(n);
+            }
+            const int e = errno;
+            if (e == EINTR) {
+                continue;
+            }
+            if (e != EAGAIN && e != EWOULDBLOCK) {
+                co_return std::error_code(e, std::system_category());
+            }
         }
-        const int e = errno;
-        if (e == EINTR) {
-            continue;
-        }
-        if (e != EAGAIN && e != EWOULDBLOCK) {
-            co_return std::error_code(e, std::system_category());
-        }
-        if (auto ec = co_await readiness(h, for_write, seq); ec) {
+        if (auto ec = co_await readiness(h, for_write, snap.seq); ec) {
             co_return ec;
         }
     }

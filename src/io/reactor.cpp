@@ -647,12 +647,18 @@ auto epoll_reactor::wait(int timeout_ms) -> bool {
         readiness_waiter* woken[2] = {nullptr, nullptr};
         {
             std::lock_guard lock(h->mu);
+            if ((e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+                h->read_final.store(true, std::memory_order_relaxed);
+            }
+            if ((e & (EPOLLHUP | EPOLLERR)) != 0) {
+                h->write_final.store(true, std::memory_order_relaxed);
+            }
             if ((e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
-                ++h->read_seq;
+                h->read_seq.fetch_add(1, std::memory_order_release);
                 woken[0] = std::exchange(h->readers, nullptr);
             }
             if ((e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) != 0) {
-                ++h->write_seq;
+                h->write_seq.fetch_add(1, std::memory_order_release);
                 woken[1] = std::exchange(h->writers, nullptr);
             }
             for (readiness_waiter* w : woken) {

@@ -189,6 +189,9 @@ public:
     [[nodiscard]] auto pending() const noexcept -> std::size_t override {
         return inflight_.load(std::memory_order_seq_cst);
     }
+    [[nodiscard]] auto expects_io() const noexcept -> bool override {
+        return !multishot_.empty() || inflight_.load(std::memory_order_relaxed) != 0;
+    }
 
     /// Owner thread: an SQE to fill (submits queued ones first if the ring is full).
     auto get_sqe() -> io_uring_sqe*;
@@ -240,9 +243,19 @@ namespace weft::detail {
 /// registration here: the socket is registered (edge-triggered, in and out) with the epoll of the
 /// first worker that waits on it, and that worker's reactor delivers its events from then on,
 /// whichever worker the waiting task runs on.
-/// read_seq / write_seq count readiness events (guarded by mu): a waiter snapshots one before
-/// its non-blocking attempt and sleeps only if no event came in between (so an edge is never
-/// lost between EAGAIN and the wait).
+/// read_seq / write_seq count readiness events (changed under mu; read without it for a
+/// snapshot): a waiter snapshots one before its non-blocking attempt and sleeps only if, under
+/// mu, no event came in between (so an edge is never lost between EAGAIN and the wait; a stale
+/// snapshot only costs one more attempt).
+/// read_spent_at / write_spent_at: a stream transfer moved fewer bytes than asked, so it drained
+/// the receive queue (or filled the send buffer); the field holds the sequence it ran at, plus
+/// one (0: none). Until the next event another attempt could only fail with EAGAIN, so the next
+/// transfer waits for the event instead: one system call per request saved. Edge-triggered epoll
+/// reports every arrival after the drain as a new event, and the wait re-checks the sequence
+/// under mu, so skipping the attempt never strands data. Except the end: a peer's FIN or reset
+/// that came in with the last data is reported in the same event as the data, and no later
+/// event announces it; so once an event has said hang-up or error, read_final / write_final
+/// are set for good and every transfer is attempted (it returns 0 or the error at once).
 /// readers / writers list the tasks waiting (usually one of each; several tasks accepting on
 /// one listener wait together): an event wakes them all, and those that lose the race for the
 /// data (or connection) wait again.
@@ -250,9 +263,13 @@ struct io_handle {
     explicit io_handle(int f) noexcept : fd(f) {}
     int fd;
     std::mutex mu;
-    epoll_reactor* owner = nullptr;       // guarded by mu; set once
-    std::uint32_t read_seq = 0;           // guarded by mu
-    std::uint32_t write_seq = 0;          // guarded by mu
+    epoll_reactor* owner = nullptr;           // guarded by mu; set once
+    std::atomic<std::uint32_t> read_seq{0};   // written under mu
+    std::atomic<std::uint32_t> write_seq{0};  // written under mu
+    std::atomic<std::uint32_t> read_spent_at{0};
+    std::atomic<std::uint32_t> write_spent_at{0};
+    std::atomic<bool> read_final{false};
+    std::atomic<bool> write_final{false};
     readiness_waiter* readers = nullptr;  // guarded by mu
     readiness_waiter* writers = nullptr;  // guarded by mu
     io_handle* reg_prev = nullptr;        // in owner's registered list (its reg_mu_)
@@ -288,6 +305,10 @@ public:
     void detach() noexcept override;
     void park(std::optional<std::int64_t> timeout_ns) override;
     auto poll() -> bool override;
+    [[nodiscard]] auto poll_is_cheap() const noexcept -> bool override { return false; }
+    [[nodiscard]] auto expects_io() const noexcept -> bool override {
+        return waiting_.load(std::memory_order_relaxed) != 0;
+    }
     [[nodiscard]] auto pending() const noexcept -> std::size_t override {
         return waiting_.load(std::memory_order_seq_cst);
     }

@@ -226,7 +226,7 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
         co_return detail::recv_result(co_await op);
     }
     const int fd = fd_;
-    auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), false, [&] {
+    auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), false, buf.size(), [&] {
         return ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
     });
     if (n && *n == 0) {
@@ -279,12 +279,20 @@ auto tcp_stream::receive() -> task<result<bytes>> {
     // epoll: wait for data first, then take a buffer, so a waiting connection holds none.
     detail::io_handle& h = detail::handle_of(fd_, h_);
     for (;;) {
-        const std::uint32_t seq = detail::readiness_seq(h, false);
+        const detail::stream_readiness snap = detail::stream_snapshot(h, false);
+        if (snap.spent) {
+            // The last receive drained the socket and nothing came since: wait, take no buffer.
+            if (auto ec = co_await detail::readiness(h, false, snap.seq); ec) {
+                co_return ec;
+            }
+            continue;
+        }
         std::byte* data = nullptr;
         detail::bytes_block* block = detail::make_heap_block(chunk, data);  // sets data
         bytes b(block, data, chunk);
         const ssize_t n = ::recv(fd_, data, chunk, MSG_DONTWAIT);
         if (n > 0) {
+            detail::stream_moved(h, false, snap.seq, static_cast<std::size_t>(n), chunk);
             co_return b.slice(0, static_cast<std::size_t>(n));
         }
         if (n == 0) {
@@ -297,7 +305,7 @@ auto tcp_stream::receive() -> task<result<bytes>> {
             co_return detail::errno_code();
         }
         b.reset();
-        if (auto ec = co_await detail::readiness(h, false, seq); ec) {
+        if (auto ec = co_await detail::readiness(h, false, snap.seq); ec) {
             co_return ec;
         }
     }
@@ -331,9 +339,9 @@ auto tcp_stream::write_all(std::span<const std::byte> buf) -> task<result<void>>
             continue;
         }
         const int fd = fd_;
-        auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), true, [&] {
-            return ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        });
+        auto n = co_await detail::retry_when_ready(
+            detail::handle_of(fd_, h_), true, buf.size(),
+            [&] { return ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT); });
         if (!n) {
             co_return n.error();
         }
@@ -379,7 +387,11 @@ auto tcp_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> 
             continue;
         }
         const int fd = fd_;
-        auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), true, [&] {
+        std::size_t want = 0;
+        for (std::size_t i = 0; i < msg.msg_iovlen; ++i) {
+            want += msg.msg_iov[i].iov_len;
+        }
+        auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), true, want, [&] {
             return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         });
         if (!n) {

@@ -82,8 +82,9 @@ auto udp_socket::send_to(std::span<const std::byte> data, socket_address to)
         co_return static_cast<std::size_t>(res);
     }
     const int fd = fd_;
-    co_return co_await detail::retry_when_ready(
-        handle_of(fd_, h_), true, [&] { return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT); });
+    co_return co_await detail::retry_when_ready(handle_of(fd_, h_), true, 0, [&] {
+        return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    });
 }
 
 auto udp_socket::recv_from(std::span<std::byte> buf) -> task<result<datagram_info>> {

@@ -25,6 +25,12 @@ constexpr std::size_t max_batch = 128;
 // the pair of system calls costs far more than the spin. Only searching workers spin (at most
 // half the workers), and an idle runtime parks after one spin: it stays at ~0% CPU.
 constexpr int spin_rounds = 12;
+// A worker with IO in flight looks once and parks (as tokio's workers do): its next work is
+// most likely a completion, which the kernel delivers to the reactor it parks in without
+// costing another worker a system call, so spinning saves nothing and takes the CPU the
+// kernel's network stack needs. Echo server, 2 workers, 100 connections, server CPU per
+// request, 5 interleaved rounds: epoll 4.97 -> 4.67 us, io_uring 4.60 -> 4.51 (tokio 4.43).
+constexpr int io_spin_rounds = 1;
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -434,14 +440,15 @@ auto sched_worker::find_work() -> void* {
     if (!stealable_ || rt_.workers.size() < 2 || !become_searching()) {
         return nullptr;
     }
-    for (int round = 0; round < spin_rounds; ++round) {
+    const int rounds = driver_->expects_io() ? io_spin_rounds : spin_rounds;
+    for (int round = 0; round < rounds; ++round) {
         if (void* h = steal_once()) {
             return h;
         }
         if (void* h = take_injected()) {
             return h;
         }
-        if (fire_timers() || driver_->poll()) {
+        if (fire_timers() || (driver_->poll_is_cheap() && driver_->poll())) {
             return pop();
         }
         if (rt_.terminate.load(std::memory_order_relaxed)) {

@@ -552,6 +552,52 @@ TEST_P(tcp, receive_and_read_some_mixed_keep_the_byte_order) {
     EXPECT_TRUE(ok);
 }
 
+// Request/response turns of random sizes. On epoll a read that returns less than asked marks the
+// socket drained, and the next read waits for the next readiness event instead of trying: every
+// later byte and the final eof must still arrive (a lost edge would hang here, under the
+// watchdog), through receive() and read_some alike.
+TEST_P(tcp, a_drained_socket_still_gets_every_later_byte_and_the_eof) {
+    weft::runtime rt{options()};
+    constexpr int turns = 2000;
+    auto ok = rt.block_on([&]() -> weft::task<bool> {
+        auto [c, s] = co_await connected_pair();
+        auto server = weft::spawn([&s]() -> weft::task<std::size_t> {
+            std::size_t echoed = 0;
+            for (;;) {
+                auto b = co_await s.receive();
+                if (!b) {
+                    EXPECT_EQ(b.error(), weft::io_errc::eof);
+                    co_return echoed;
+                }
+                (co_await s.write_all(b->span())).value();
+                echoed += b->size();
+            }
+        });
+        std::mt19937 rng(11);
+        std::size_t sent = 0;
+        bool same = true;
+        for (int t = 0; t < turns; ++t) {
+            const auto msg = pattern(sent, 1 + rng() % 3000);
+            (co_await c.write_all(msg)).value();
+            std::vector<std::byte> back(msg.size());
+            std::size_t got = 0;
+            while (got < back.size()) {
+                // Ask for more than is coming, so most reads come back short.
+                std::array<std::byte, 4096> buf{};
+                const auto n = (co_await c.read_some(buf)).value();
+                std::memcpy(back.data() + got, buf.data(), std::min(n, back.size() - got));
+                got += n;
+            }
+            same = same && got == msg.size() && back == msg;
+            sent += msg.size();
+        }
+        c.shutdown_write().value();
+        const std::size_t echoed = co_await std::move(server);
+        co_return same&& echoed == sent;
+    }());
+    EXPECT_TRUE(ok);
+}
+
 // A reader that stops reading: on io_uring the multishot receive queues a few chunks, then is
 // cancelled so the rest waits in the socket (flow control), and re-armed when reading resumes.
 TEST_P(tcp, lagging_reader_gets_every_byte_after_a_pause) {

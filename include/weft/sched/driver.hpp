@@ -36,6 +36,15 @@ public:
     /// it queued any. The worker calls it between tasks (every few dozen) and before it looks
     /// for work elsewhere, so a busy worker still completes IO.
     virtual auto poll() -> bool { return false; }
+    /// False if `poll()` makes a system call even when nothing is ready (epoll_wait): a worker
+    /// looking for work then does not poll on every round of its search (each empty look costs
+    /// a system call); it polls once before the search and its park waits on the reactor.
+    [[nodiscard]] virtual auto poll_is_cheap() const noexcept -> bool { return true; }
+    /// Owner thread: true while an IO operation of this worker is in flight or armed, so its
+    /// next work will likely come as a completion, delivered by the kernel to the reactor it
+    /// parks in. Such a worker searches other workers briefly before parking instead of
+    /// spinning: spinning only pays when the wake-up it saves is another worker's system call.
+    [[nodiscard]] virtual auto expects_io() const noexcept -> bool { return false; }
     /// Operations in flight (any thread; shutdown waits until it is 0).
     [[nodiscard]] virtual auto pending() const noexcept -> std::size_t { return 0; }
 };
