@@ -209,6 +209,39 @@ TEST_P(tcp, pending_accept_and_read_are_cancelled) {
     EXPECT_EQ(read_err, std::errc::operation_canceled);
 }
 
+// A worker with IO in flight searches only briefly before it parks in its reactor (its work
+// usually comes back as completions), but work queued on it must still reach the other worker:
+// two tasks that each wait, without suspending, for the other to start finish only if they run
+// at the same time (if they cannot, this hangs under the watchdog).
+TEST_P(tcp, work_spreads_to_the_other_worker_while_io_is_in_flight) {
+    weft::runtime rt{options()};
+    int pairs = 0;
+    rt.block_on([&]() -> weft::task<void> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> { (void)co_await l.accept(); });  // stays pending
+            (co_await weft::sleep_for(5ms)).value();
+            for (int round = 0; round < 200; ++round) {
+                std::atomic<int> met{0};
+                co_await weft::with_scope([&](weft::scope& pair) -> weft::task<void> {
+                    for (int i = 0; i < 2; ++i) {
+                        pair.spawn([&]() -> weft::task<void> {
+                            met.fetch_add(1);
+                            while (met.load() < 2) {
+                            }
+                            co_return;
+                        });
+                    }
+                    co_return;
+                });
+                ++pairs;
+            }
+            s.request_stop();
+        });
+    }());
+    EXPECT_EQ(pairs, 200);
+}
+
 TEST_P(tcp, reset_while_writing_is_reported) {
     weft::runtime rt{options()};
     auto err = rt.block_on([&]() -> weft::task<std::error_code> {
