@@ -165,7 +165,8 @@ inline auto stream_snapshot(io_handle& h, bool for_write) -> stream_readiness {
     // final is set before the sequence moves (under mu) and read after it: a snapshot that
     // sees the event's sequence sees its hang-up too.
     const bool final = (for_write ? h.write_final : h.read_final).load(std::memory_order_relaxed);
-    return {seq, !final && spent_at.load(std::memory_order_relaxed) == seq + 1};
+    const std::uint32_t at = spent_at.load(std::memory_order_relaxed);
+    return {seq, !final && at != 0 && at == seq + 1};
 }
 
 /// Records that a stream transfer attempted at `seq` moved `n` of the `want` bytes it asked
@@ -173,7 +174,8 @@ inline auto stream_snapshot(io_handle& h, bool for_write) -> stream_readiness {
 /// means the receive queue was empty or the send buffer full when it ran.
 inline void stream_moved(
     io_handle& h, bool for_write, std::uint32_t seq, std::size_t n, std::size_t want) noexcept {
-    if (n != 0 && n < want) {
+    // seq + 1 == 0 (the sequence about to wrap) would read as "none": skip that one.
+    if (n != 0 && n < want && seq + 1 != 0) {
         (for_write ? h.write_spent_at : h.read_spent_at).store(seq + 1, std::memory_order_relaxed);
     }
 }
