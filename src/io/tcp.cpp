@@ -15,6 +15,7 @@
 #include "ops.hpp"
 #include "reactor.hpp"
 #include "recv_queue.hpp"
+#include "weft/io/buffer.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/io/tcp_stream.hpp"
 #include "weft/sched/timer.hpp"
@@ -265,16 +266,15 @@ auto tcp_stream::receive() -> task<result<bytes>> {
                 // say): the next wait arms it again.
             }
         }
-        // Into the heap: the kernel has no provided-buffer rings, or they ran out.
-        std::byte* data = nullptr;
-        detail::bytes_block* block = detail::make_heap_block(chunk, data);  // sets data
-        const bytes b(block, data, chunk);
-        auto op = detail::recv_once(fd_, std::span<std::byte>(data, chunk));
+        // Into a pooled block: the kernel has no provided-buffer rings, or they ran out.
+        buffer b{chunk};
+        auto op = detail::recv_once(fd_, b.prepare(chunk));
         auto n = detail::recv_result(co_await op);
         if (!n) {
             co_return n.error();
         }
-        co_return b.slice(0, *n);
+        b.commit(*n);
+        co_return std::move(b).freeze();
     }
     // epoll: wait for data first, then take a buffer, so a waiting connection holds none.
     detail::io_handle& h = detail::handle_of(fd_, h_);
@@ -287,13 +287,14 @@ auto tcp_stream::receive() -> task<result<bytes>> {
             }
             continue;
         }
-        std::byte* data = nullptr;
-        detail::bytes_block* block = detail::make_heap_block(chunk, data);  // sets data
-        bytes b(block, data, chunk);
-        const ssize_t n = ::recv(fd_, data, chunk, MSG_DONTWAIT);
+        // A block from this thread's buffer pool (a 4 KiB malloc per receive cost ~2% of
+        // the echo server's CPU); it goes back to a pool when the last slice of it is dropped.
+        buffer b{chunk};
+        const ssize_t n = ::recv(fd_, b.prepare(chunk).data(), chunk, MSG_DONTWAIT);
         if (n > 0) {
             detail::stream_moved(h, false, snap.seq, static_cast<std::size_t>(n), chunk);
-            co_return b.slice(0, static_cast<std::size_t>(n));
+            b.commit(static_cast<std::size_t>(n));
+            co_return std::move(b).freeze();
         }
         if (n == 0) {
             co_return make_error_code(io_errc::eof);
@@ -304,7 +305,7 @@ auto tcp_stream::receive() -> task<result<bytes>> {
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
             co_return detail::errno_code();
         }
-        b.reset();
+        b = buffer{};  // a waiting connection holds no buffer
         if (auto ec = co_await detail::readiness(h, false, snap.seq); ec) {
             co_return ec;
         }

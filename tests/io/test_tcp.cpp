@@ -20,6 +20,7 @@
 #include "backend_test.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
+#include "weft/io/buffer.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/io/tcp_stream.hpp"
@@ -371,6 +372,36 @@ TEST_P(tcp, receive_returns_data_then_eof) {
     }());
     EXPECT_EQ(text, "hello");
     EXPECT_EQ(end, weft::io_errc::eof);
+}
+
+// receive() in steady state takes its memory from a pool: the provided-buffer ring on io_uring,
+// the worker's buffer pool on epoll. Counted as malloc calls on the one worker's thread.
+TEST_P(tcp, receive_allocates_nothing_per_call_in_steady_state) {
+    weft::runtime rt{options(1)};
+    const auto [mallocs, reused] =
+        rt.block_on([&]() -> weft::task<std::pair<std::size_t, std::size_t>> {
+            auto l = weft::tcp_listener::bind(loopback()).value();
+            auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+            auto s = (co_await l.accept()).value();
+            const std::string msg(256, 'r');
+            weft::buffer_pool_stats before{};
+            for (int turn = 0; turn < 220; ++turn) {
+                if (turn == 20) {
+                    before = weft::this_thread_buffer_stats();  // after the warm-up
+                }
+                (co_await s.write_all(bytes(msg))).value();
+                std::size_t got = 0;
+                while (got < msg.size()) {
+                    got += (co_await c.receive()).value().size();  // dropped at once
+                }
+            }
+            const auto after = weft::this_thread_buffer_stats();
+            co_return std::pair{after.mallocs - before.mallocs, after.reused - before.reused};
+        }());
+    EXPECT_EQ(mallocs, 0U);
+    if (GetParam() == weft::io_backend::epoll) {
+        EXPECT_GE(reused, 200U);  // one pooled block per receive
+    }
 }
 
 // More connections hold received data at once than the worker's provided-buffer ring has
