@@ -92,11 +92,6 @@ public:
     template <typename P>
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
         stop = stop_of(h);
-        epoll_reactor& r = current_epoll();
-        if (auto ec = r.ensure_registered(*handle); ec) {
-            error_ = ec;
-            return false;
-        }
         waiter = h;
         home = current_worker();
         // Register for cancellation first, then publish: once published, an event on another
@@ -108,7 +103,16 @@ public:
             }
             registered = true;
         }
-        std::lock_guard lock(handle->mu);
+        std::unique_lock lock(handle->mu);
+        if (handle->owner == nullptr) {
+            // The socket's first wait: register it with this worker's epoll (not under mu).
+            lock.unlock();
+            if (auto ec = current_epoll().ensure_registered(*handle); ec) {
+                error_ = ec;
+                return false;
+            }
+            lock.lock();
+        }
         if (st == state::cancelled) {
             return false;
         }
@@ -180,35 +184,58 @@ inline void stream_moved(
     }
 }
 
-/// epoll: runs `attempt()` (a non-blocking system call: a count, or -1 and errno) until it
-/// succeeds or fails with something other than EAGAIN / EINTR, waiting for the socket's next
-/// readiness event in between. Every epoll operation is this loop.
+/// What one epoll attempt came to: a result, or "wait for the next readiness event after
+/// `seq`, then try again".
+struct attempt_outcome {
+    bool wait;
+    std::uint32_t seq;
+    result<std::size_t> value;
+};
+
+/// epoll: one try of `attempt()` (a non-blocking system call: a count, or -1 and errno),
+/// repeated on EINTR; EAGAIN, or a socket a short transfer already spent, says wait.
 /// `stream_want` is the byte count a stream transfer asks for (0 for datagrams, where a short
 /// transfer says nothing about what is left): see io_handle::read_spent_at.
+/// Not a coroutine: the hot paths call it inline and build no frame unless they must wait.
 template <typename Attempt>
-auto retry_when_ready(io_handle& h, bool for_write, std::size_t stream_want, Attempt attempt)
-    -> task<result<std::size_t>> {
+auto attempt_once(io_handle& h, bool for_write, std::size_t stream_want, Attempt& attempt)
+    -> attempt_outcome {
     for (;;) {
         const stream_readiness snap = stream_want != 0
                                           ? stream_snapshot(h, for_write)
                                           : stream_readiness{readiness_seq(h, for_write), false};
-        if (!snap.spent) {
-            const auto n = attempt();
-            if (n >= 0) {
-                if (stream_want != 0) {
-                    stream_moved(h, for_write, snap.seq, static_cast<std::size_t>(n), stream_want);
-                }
-                co_return static_cast<std::size_t>(n);
-            }
-            const int e = errno;
-            if (e == EINTR) {
-                continue;
-            }
-            if (e != EAGAIN && e != EWOULDBLOCK) {
-                co_return std::error_code(e, std::system_category());
-            }
+        if (snap.spent) {
+            return {true, snap.seq, std::size_t{0}};
         }
-        if (auto ec = co_await readiness(h, for_write, snap.seq); ec) {
+        const auto n = attempt();
+        if (n >= 0) {
+            if (stream_want != 0) {
+                stream_moved(h, for_write, snap.seq, static_cast<std::size_t>(n), stream_want);
+            }
+            return {false, snap.seq, static_cast<std::size_t>(n)};
+        }
+        const int e = errno;
+        if (e == EINTR) {
+            continue;
+        }
+        if (e != EAGAIN && e != EWOULDBLOCK) {
+            return {false, snap.seq, std::error_code(e, std::system_category())};
+        }
+        return {true, snap.seq, std::size_t{0}};
+    }
+}
+
+/// epoll: attempt_once until it gives a result, waiting for the socket's next readiness event
+/// in between. Every epoll operation is this loop (the hot ones inline it).
+template <typename Attempt>
+auto retry_when_ready(io_handle& h, bool for_write, std::size_t stream_want, Attempt attempt)
+    -> task<result<std::size_t>> {
+    for (;;) {
+        attempt_outcome o = attempt_once(h, for_write, stream_want, attempt);
+        if (!o.wait) {
+            co_return std::move(o.value);
+        }
+        if (auto ec = co_await readiness(h, for_write, o.seq); ec) {
             co_return ec;
         }
     }

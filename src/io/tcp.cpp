@@ -339,14 +339,22 @@ auto tcp_stream::write_all(std::span<const std::byte> buf) -> task<result<void>>
             buf = buf.subspan(static_cast<std::size_t>(res));
             continue;
         }
-        const int fd = fd_;
-        auto n = co_await detail::retry_when_ready(
-            detail::handle_of(fd_, h_), true, buf.size(),
-            [&] { return ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT); });
-        if (!n) {
-            co_return n.error();
+        // epoll: the attempt inline (retry_when_ready would cost a coroutine frame per write).
+        detail::io_handle& h = detail::handle_of(fd_, h_);
+        auto send_now = [&] {
+            return ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        };
+        detail::attempt_outcome o = detail::attempt_once(h, true, buf.size(), send_now);
+        if (o.wait) {
+            if (auto ec = co_await detail::readiness(h, true, o.seq); ec) {
+                co_return ec;
+            }
+            continue;
         }
-        buf = buf.subspan(*n);
+        if (!o.value) {
+            co_return o.value.error();
+        }
+        buf = buf.subspan(*o.value);
     }
     co_return result<void>{};
 }
