@@ -196,10 +196,13 @@ struct attempt_outcome {
 /// repeated on EINTR; EAGAIN, or a socket a short transfer already spent, says wait.
 /// `stream_want` is the byte count a stream transfer asks for (0 for datagrams, where a short
 /// transfer says nothing about what is left): see io_handle::read_spent_at.
-/// Not a coroutine: the hot paths call it inline and build no frame unless they must wait.
+/// Not a coroutine, and always inlined: the hot paths build no frame and make no call unless
+/// they must wait.
 template <typename Attempt>
-auto attempt_once(io_handle& h, bool for_write, std::size_t stream_want, Attempt& attempt)
-    -> attempt_outcome {
+[[gnu::always_inline]] inline auto attempt_once(io_handle& h,
+                                                bool for_write,
+                                                std::size_t stream_want,
+                                                Attempt& attempt) -> attempt_outcome {
     for (;;) {
         const stream_readiness snap = stream_want != 0
                                           ? stream_snapshot(h, for_write)
@@ -225,19 +228,24 @@ auto attempt_once(io_handle& h, bool for_write, std::size_t stream_want, Attempt
     }
 }
 
-/// epoll: attempt_once until it gives a result, waiting for the socket's next readiness event
-/// in between. Every epoll operation is this loop (the hot ones inline it).
+/// epoll: the slow half of an operation whose attempt_once said wait: waits for the readiness
+/// event after `seq`, then attempts again, until a result. Every epoll operation is
+///
+///     auto o = attempt_once(h, write, want, attempt);   // inline: no frame on the fast path
+///     if (o.wait) { o.value = co_await wait_then_retry(h, write, want, o.seq, attempt); }
 template <typename Attempt>
-auto retry_when_ready(io_handle& h, bool for_write, std::size_t stream_want, Attempt attempt)
+auto wait_then_retry(
+    io_handle& h, bool for_write, std::size_t stream_want, std::uint32_t seq, Attempt attempt)
     -> task<result<std::size_t>> {
     for (;;) {
+        if (auto ec = co_await readiness(h, for_write, seq); ec) {
+            co_return ec;
+        }
         attempt_outcome o = attempt_once(h, for_write, stream_want, attempt);
         if (!o.wait) {
             co_return std::move(o.value);
         }
-        if (auto ec = co_await readiness(h, for_write, o.seq); ec) {
-            co_return ec;
-        }
+        seq = o.seq;
     }
 }
 

@@ -226,10 +226,13 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
         auto op = detail::recv_once(fd_, buf);
         co_return detail::recv_result(co_await op);
     }
-    const int fd = fd_;
-    auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), false, buf.size(), [&] {
-        return ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
-    });
+    detail::io_handle& h = detail::handle_of(fd_, h_);
+    auto recv_now = [&] { return ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT); };
+    detail::attempt_outcome o = detail::attempt_once(h, false, buf.size(), recv_now);
+    if (o.wait) {
+        o.value = co_await detail::wait_then_retry(h, false, buf.size(), o.seq, recv_now);
+    }
+    result<std::size_t>& n = o.value;
     if (n && *n == 0) {
         co_return make_error_code(io_errc::eof);
     }
@@ -339,17 +342,13 @@ auto tcp_stream::write_all(std::span<const std::byte> buf) -> task<result<void>>
             buf = buf.subspan(static_cast<std::size_t>(res));
             continue;
         }
-        // epoll: the attempt inline (retry_when_ready would cost a coroutine frame per write).
         detail::io_handle& h = detail::handle_of(fd_, h_);
         auto send_now = [&] {
             return ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         };
         detail::attempt_outcome o = detail::attempt_once(h, true, buf.size(), send_now);
         if (o.wait) {
-            if (auto ec = co_await detail::readiness(h, true, o.seq); ec) {
-                co_return ec;
-            }
-            continue;
+            o.value = co_await detail::wait_then_retry(h, true, buf.size(), o.seq, send_now);
         }
         if (!o.value) {
             co_return o.value.error();
@@ -400,13 +399,16 @@ auto tcp_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> 
         for (std::size_t i = 0; i < msg.msg_iovlen; ++i) {
             want += msg.msg_iov[i].iov_len;
         }
-        auto n = co_await detail::retry_when_ready(detail::handle_of(fd_, h_), true, want, [&] {
-            return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-        });
-        if (!n) {
-            co_return n.error();
+        detail::io_handle& h = detail::handle_of(fd_, h_);
+        auto sendmsg_now = [&] { return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT); };
+        detail::attempt_outcome o = detail::attempt_once(h, true, want, sendmsg_now);
+        if (o.wait) {
+            o.value = co_await detail::wait_then_retry(h, true, want, o.seq, sendmsg_now);
         }
-        advance(*n);
+        if (!o.value) {
+            co_return o.value.error();
+        }
+        advance(*o.value);
     }
     co_return result<void>{};
 }

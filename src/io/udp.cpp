@@ -81,10 +81,13 @@ auto udp_socket::send_to(std::span<const std::byte> data, socket_address to)
         }
         co_return static_cast<std::size_t>(res);
     }
-    const int fd = fd_;
-    co_return co_await detail::retry_when_ready(handle_of(fd_, h_), true, 0, [&] {
-        return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    });
+    detail::io_handle& h = handle_of(fd_, h_);
+    auto sendmsg_now = [&] { return ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT); };
+    detail::attempt_outcome o = detail::attempt_once(h, true, 0, sendmsg_now);
+    if (o.wait) {
+        o.value = co_await detail::wait_then_retry(h, true, 0, o.seq, sendmsg_now);
+    }
+    co_return std::move(o.value);
 }
 
 auto udp_socket::recv_from(std::span<std::byte> buf) -> task<result<datagram_info>> {
@@ -107,25 +110,19 @@ auto udp_socket::recv_from(std::span<std::byte> buf) -> task<result<datagram_inf
             socket_address::from(reinterpret_cast<sockaddr*>(&from), msg.msg_namelen)};
     }
     detail::io_handle& h = handle_of(fd_, h_);
-    for (;;) {
-        const std::uint32_t seq = detail::readiness_seq(h, false);
+    auto recvmsg_now = [&] {
         msg.msg_namelen = sizeof(from);
-        const ssize_t n = ::recvmsg(fd_, &msg, MSG_DONTWAIT);
-        if (n >= 0) {
-            co_return datagram_info{
-                static_cast<std::size_t>(n),
-                socket_address::from(reinterpret_cast<sockaddr*>(&from), msg.msg_namelen)};
-        }
-        if (errno == EINTR) {
-            continue;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            co_return errno_code();
-        }
-        if (auto ec = co_await detail::readiness(h, false, seq); ec) {
-            co_return ec;
-        }
+        return ::recvmsg(fd_, &msg, MSG_DONTWAIT);
+    };
+    detail::attempt_outcome o = detail::attempt_once(h, false, 0, recvmsg_now);
+    if (o.wait) {
+        o.value = co_await detail::wait_then_retry(h, false, 0, o.seq, recvmsg_now);
     }
+    if (!o.value) {
+        co_return o.value.error();
+    }
+    co_return datagram_info{
+        *o.value, socket_address::from(reinterpret_cast<sockaddr*>(&from), msg.msg_namelen)};
 }
 
 }  // namespace weft
