@@ -65,6 +65,12 @@ auto membarrier_ready() noexcept -> bool {
 #endif
 }
 
+// Registered while the process is (almost always) still single-threaded: the kernel then only
+// sets a flag. Registering later, with other threads running, waits for an RCU grace period:
+// 12 ms here, spent inside the first lock that biases, with every other worker spinning on it
+// (a 12-20 ms stall in the first pass of every benchmark that uses a channel on 2 workers).
+[[maybe_unused]] const bool membarrier_registered_early = membarrier_ready();
+
 /// A full memory barrier on every thread of the process that is running now (the owner's
 /// missing StoreLoad fence).
 void process_wide_fence() noexcept {

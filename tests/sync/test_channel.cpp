@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -372,6 +375,23 @@ TEST(biased_lock, revocation_while_the_owner_keeps_locking_excludes) {
     mu.lock();
     EXPECT_EQ(counter, owner_solo + 3L * per_thread);
     mu.unlock();
+}
+
+// The process registers for membarrier(2) while it is still single-threaded (at static
+// initialisation): registering later, with workers running, waits for an RCU grace period
+// (12 ms here) inside the first lock to bias, while the other workers spin on that lock.
+// Run alone (ctest runs each test in its own process): nothing in this test biases a lock.
+TEST(biased_lock, process_registers_for_membarrier_before_any_lock_biases) {
+#if defined(WEFT_BIASED_LOCK_SEQ_CST) || defined(WEFT_NO_BIASED_LOCK)
+    GTEST_SKIP() << "this build never biases a lock (no membarrier)";
+#else
+    constexpr int get_registrations = 1 << 9;  // MEMBARRIER_CMD_GET_REGISTRATIONS (Linux 6.3)
+    const long regs = syscall(SYS_membarrier, get_registrations, 0, 0);
+    if (regs < 0) {
+        GTEST_SKIP() << "this kernel cannot report membarrier registrations";
+    }
+    EXPECT_NE(regs & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0);
+#endif
 }
 
 // A channel used by one thread long enough to be biased, then by three threads at once (plain
