@@ -519,7 +519,9 @@ void sched_worker::run() {
     }
     while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
         void* h = next_task();
-        if (h == nullptr && (fire_timers() || driver_->poll())) {
+        // An expensive poll (epoll_wait) is left to park(): polling here first found nothing in
+        // 60% of calls (1000 echo connections: 0.55 -> 0.14 epoll_wait per request).
+        if (h == nullptr && (fire_timers() || (driver_->poll_is_cheap() && driver_->poll()))) {
             h = pop();
         }
         if (h == nullptr) {

@@ -37,8 +37,9 @@ public:
     /// for work elsewhere, so a busy worker still completes IO.
     virtual auto poll() -> bool { return false; }
     /// False if `poll()` makes a system call even when nothing is ready (epoll_wait): a worker
-    /// looking for work then does not poll on every round of its search (each empty look costs
-    /// a system call); it polls once before the search and its park waits on the reactor.
+    /// that runs out of tasks then does not poll before or during its search (each empty look
+    /// costs a system call); its park waits on the reactor, which returns at once if events are
+    /// ready, and a busy worker still polls at every fairness tick.
     [[nodiscard]] virtual auto poll_is_cheap() const noexcept -> bool { return true; }
     /// Owner thread: true while an IO operation of this worker is in flight or armed, so its
     /// next work will likely come as a completion, delivered by the kernel to the reactor it
