@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "weft/core/detail/spin_lock.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/io/bytes.hpp"
@@ -262,7 +263,7 @@ namespace weft::detail {
 struct io_handle {
     explicit io_handle(int f) noexcept : fd(f) {}
     int fd;
-    std::mutex mu;
+    spin_lock mu;  // held for a few pointer moves (and the epoll_ctl of the first wait)
     epoll_reactor* owner = nullptr;           // guarded by mu; set once
     std::atomic<std::uint32_t> read_seq{0};   // written under mu
     std::atomic<std::uint32_t> write_seq{0};  // written under mu

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "weft/core/result.hpp"
-#include "weft/sync/detail/spin_lock.hpp"
+#include "weft/core/detail/spin_lock.hpp"
 #include "weft/sync/detail/waiter.hpp"
 
 namespace weft {

@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "weft/core/result.hpp"
-#include "weft/sync/detail/spin_lock.hpp"
+#include "weft/core/detail/spin_lock.hpp"
 #include "weft/sync/detail/waiter.hpp"
 
 namespace weft {

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "weft/sync/detail/spin_lock.hpp"
+#include "weft/core/detail/spin_lock.hpp"
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)

@@ -8,7 +8,7 @@
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
 #include "weft/sync/detail/biased_lock.hpp"
-#include "weft/sync/detail/spin_lock.hpp"
+#include "weft/core/detail/spin_lock.hpp"
 
 namespace weft::detail {
 

@@ -6,11 +6,12 @@
 
 namespace weft::detail {
 
-/// The lock of every weft::sync object. Critical sections are a handful of pointer moves (never
-/// a resumption, never a user callback, allocation only when an unbounded ring grows), so a
-/// test-and-test-and-set lock beats a futex mutex: an uncontended lock/unlock pair is one atomic
-/// exchange and one plain store (a pthread mutex pays a second RMW on unlock). A waiter backs off
-/// as detail::spin_wait says.
+/// The lock of every weft::sync object and of each epoll socket's readiness state (weft::io).
+/// Critical sections are a handful of pointer moves (never a resumption, never a user callback;
+/// allocation only when an unbounded ring grows, a system call only when a socket first
+/// registers with an epoll), so a test-and-test-and-set lock beats a futex mutex: an
+/// uncontended lock/unlock pair is one atomic exchange and one plain store (a pthread mutex pays
+/// a second RMW on unlock, and a call each way). A waiter backs off as detail::spin_wait says.
 class spin_lock {
 public:
     spin_lock() = default;
