@@ -227,7 +227,7 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
         co_return detail::recv_result(co_await op);
     }
     detail::io_handle& h = detail::handle_of(fd_, h_);
-    auto recv_now = [&] { return ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT); };
+    auto recv_now = [&] { return detail::sys_recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT); };
     detail::attempt_outcome o = detail::attempt_once(h, false, buf.size(), recv_now);
     if (o.wait) {
         o.value = co_await detail::wait_then_retry(h, false, buf.size(), o.seq, recv_now);
@@ -293,7 +293,7 @@ auto tcp_stream::receive() -> task<result<bytes>> {
         // A block from this thread's buffer pool (a 4 KiB malloc per receive cost ~2% of
         // the echo server's CPU); it goes back to a pool when the last slice of it is dropped.
         buffer b{chunk};
-        const ssize_t n = ::recv(fd_, b.prepare(chunk).data(), chunk, MSG_DONTWAIT);
+        const ssize_t n = detail::sys_recv(fd_, b.prepare(chunk).data(), chunk, MSG_DONTWAIT);
         if (n > 0) {
             detail::stream_moved(h, false, snap.seq, static_cast<std::size_t>(n), chunk);
             b.commit(static_cast<std::size_t>(n));
@@ -344,7 +344,7 @@ auto tcp_stream::write_all(std::span<const std::byte> buf) -> task<result<void>>
         }
         detail::io_handle& h = detail::handle_of(fd_, h_);
         auto send_now = [&] {
-            return ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+            return detail::sys_send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         };
         detail::attempt_outcome o = detail::attempt_once(h, true, buf.size(), send_now);
         if (o.wait) {
@@ -400,7 +400,9 @@ auto tcp_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> 
             want += msg.msg_iov[i].iov_len;
         }
         detail::io_handle& h = detail::handle_of(fd_, h_);
-        auto sendmsg_now = [&] { return ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT); };
+        auto sendmsg_now = [&] {
+            return detail::sys_sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        };
         detail::attempt_outcome o = detail::attempt_once(h, true, want, sendmsg_now);
         if (o.wait) {
             o.value = co_await detail::wait_then_retry(h, true, want, o.seq, sendmsg_now);

@@ -82,7 +82,7 @@ auto udp_socket::send_to(std::span<const std::byte> data, socket_address to)
         co_return static_cast<std::size_t>(res);
     }
     detail::io_handle& h = handle_of(fd_, h_);
-    auto sendmsg_now = [&] { return ::sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT); };
+    auto sendmsg_now = [&] { return detail::sys_sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT); };
     detail::attempt_outcome o = detail::attempt_once(h, true, 0, sendmsg_now);
     if (o.wait) {
         o.value = co_await detail::wait_then_retry(h, true, 0, o.seq, sendmsg_now);
@@ -112,7 +112,7 @@ auto udp_socket::recv_from(std::span<std::byte> buf) -> task<result<datagram_inf
     detail::io_handle& h = handle_of(fd_, h_);
     auto recvmsg_now = [&] {
         msg.msg_namelen = sizeof(from);
-        return ::recvmsg(fd_, &msg, MSG_DONTWAIT);
+        return detail::sys_recvmsg(fd_, &msg, MSG_DONTWAIT);
     };
     detail::attempt_outcome o = detail::attempt_once(h, false, 0, recvmsg_now);
     if (o.wait) {
