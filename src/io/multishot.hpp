@@ -4,7 +4,6 @@
 // recv_queue).
 
 #include <atomic>
-#include <mutex>
 
 #include "reactor.hpp"
 
@@ -61,8 +60,8 @@ protected:
         }
     }
 
-    std::mutex mu_;
-    bool armed_ = false;       // guarded by mu_: the operation is in the kernel (owner: its ring)
+    spin_lock mu_;        // a few moves per CQE and per wait (a cancel queued on the rare path)
+    bool armed_ = false;  // guarded by mu_: the operation is in the kernel (owner: its ring)
     bool cancelling_ = false;  // guarded by mu_
     bool closed_ = false;      // guarded by mu_: the socket let go
 

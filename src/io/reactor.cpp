@@ -280,6 +280,7 @@ void uring_reactor::request_cancel(uring_op& op) noexcept {
             cancel_head_->cancel_prev = &op;
         }
         cancel_head_ = &op;
+        cancels_waiting_.store(true, std::memory_order_release);
     }
     unpark();  // the owner submits the cancel on its next poll or park
 }
@@ -308,7 +309,13 @@ void uring_reactor::forget_cancel(uring_op& op) noexcept {
 }
 
 void uring_reactor::submit_cancels() {
+    // Every poll and park comes here; almost never is a cancel queued: no lock then. A request
+    // racing this look is seen at the next one (request_cancel unparks this worker after it).
+    if (!cancels_waiting_.load(std::memory_order_acquire)) {
+        return;
+    }
     std::lock_guard lock(cancel_mu_);
+    cancels_waiting_.store(false, std::memory_order_relaxed);
     while (uring_op* op = cancel_head_) {
         cancel_head_ = op->cancel_next;
         op->cancel_next = op->cancel_prev = nullptr;
@@ -489,18 +496,22 @@ void buffer_pool::release(bytes_block* b) noexcept {
         } else {
             std::lock_guard lock(p->mu_);
             p->returned_.push_back(s->bid);
+            p->returns_waiting_.store(true, std::memory_order_release);
         }
     }
     p->unref();
 }
 
 void buffer_pool::drain_returns() noexcept {
+    // Every poll and park comes here: no lock unless another thread released a buffer (one
+    // racing this look waits for the next poll; the ring has plenty meanwhile, and grows).
+    if (!returns_waiting_.load(std::memory_order_acquire)) {
+        return;
+    }
     std::vector<unsigned> batch;
     {
         std::lock_guard lock(mu_);
-        if (returned_.empty()) {
-            return;
-        }
+        returns_waiting_.store(false, std::memory_order_relaxed);
         batch.swap(returned_);
     }
     for (unsigned bid : batch) {

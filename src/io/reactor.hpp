@@ -175,7 +175,8 @@ private:
     std::atomic<bool> orphaned_{false};
     std::atomic<std::uint32_t> refs_{1};  // the reactor's + one per buffer out
     std::mutex mu_;
-    std::vector<unsigned> returned_;  // guarded by mu_
+    std::vector<unsigned> returned_;            // guarded by mu_
+    std::atomic<bool> returns_waiting_{false};  // set under mu_ with a push to returned_
 };
 
 class uring_reactor final : public reactor {
@@ -228,7 +229,8 @@ private:
     std::atomic<std::size_t> inflight_{0};
     std::vector<uring_op*> multishot_;  // armed multishot operations (owner only)
     std::mutex cancel_mu_;
-    uring_op* cancel_head_ = nullptr;  // guarded by cancel_mu_
+    uring_op* cancel_head_ = nullptr;           // guarded by cancel_mu_
+    std::atomic<bool> cancels_waiting_{false};  // set under cancel_mu_ with a push to the list
 };
 
 // ---- epoll ---------------------------------------------------------------------------------
