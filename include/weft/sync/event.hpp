@@ -3,8 +3,8 @@
 #include <coroutine>
 #include <mutex>
 
-#include "weft/core/result.hpp"
 #include "weft/core/detail/spin_lock.hpp"
+#include "weft/core/result.hpp"
 #include "weft/sync/detail/waiter.hpp"
 
 namespace weft {

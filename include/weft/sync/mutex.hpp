@@ -4,8 +4,8 @@
 #include <mutex>
 #include <utility>
 
-#include "weft/core/result.hpp"
 #include "weft/core/detail/spin_lock.hpp"
+#include "weft/core/result.hpp"
 #include "weft/sync/detail/waiter.hpp"
 
 namespace weft {

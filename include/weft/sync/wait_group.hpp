@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <mutex>
 
-#include "weft/core/result.hpp"
 #include "weft/core/detail/spin_lock.hpp"
+#include "weft/core/result.hpp"
 #include "weft/sync/detail/waiter.hpp"
 
 namespace weft {

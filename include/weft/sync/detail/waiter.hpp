@@ -4,11 +4,11 @@
 #include <coroutine>
 #include <mutex>
 
+#include "weft/core/detail/spin_lock.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
 #include "weft/sync/detail/biased_lock.hpp"
-#include "weft/core/detail/spin_lock.hpp"
 
 namespace weft::detail {
 
