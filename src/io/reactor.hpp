@@ -225,9 +225,9 @@ private:
     std::uint64_t wake_buf_ = 0;
     buffer_pool* buffers_ = nullptr;
     bool buffers_tried_ = false;
-    unsigned queued_ = 0;  // SQEs prepared since the last submit (owner only)
-    std::atomic<std::size_t> inflight_{0};
-    std::vector<uring_op*> multishot_;  // armed multishot operations (owner only)
+    unsigned queued_ = 0;                   // SQEs prepared since the last submit (owner only)
+    std::atomic<std::size_t> inflight_{0};  // written by the owner only; read by any thread
+    std::vector<uring_op*> multishot_;      // armed multishot operations (owner only)
     std::mutex cancel_mu_;
     uring_op* cancel_head_ = nullptr;           // guarded by cancel_mu_
     std::atomic<bool> cancels_waiting_{false};  // set under cancel_mu_ with a push to the list
