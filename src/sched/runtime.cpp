@@ -31,6 +31,8 @@ constexpr int spin_rounds = 12;
 // kernel's network stack needs. Echo server, 2 workers, 100 connections, server CPU per
 // request, 5 interleaved rounds: epoll 4.97 -> 4.67 us, io_uring 4.60 -> 4.51 (tokio 4.43).
 constexpr int io_spin_rounds = 1;
+// How long a thief leaves a task its victim displaced from the LIFO slot (see settled()).
+constexpr std::chrono::nanoseconds displaced_settle{3000};
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -237,7 +239,8 @@ sched_worker::sched_worker(runtime_core& rt, unsigned index)
       index_(index),
       timers_(*this),
       driver_(rt.opts.make_driver ? rt.opts.make_driver(index) : make_futex_driver()),
-      rng_(0x9E3779B97F4A7C15ULL * (index + 1)) {}
+      rng_(0x9E3779B97F4A7C15ULL * (index + 1)),
+      seen_(rt.planned_workers) {}
 
 void sched_worker::start() {
     thread_ = std::thread([this] { run(); });
@@ -285,6 +288,9 @@ void sched_worker::overflow(std::coroutine_handle<> h) {
     std::int64_t n = 0;
     while (n == 0 && deque_.size() != 0) {
         n = deque_.steal_batch(moved, work_deque::capacity / 2);  // retried if a thief won
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+        moved[i] = untag(moved[i]);
     }
     rt_.inject_batch(moved, static_cast<std::size_t>(n));
     if (!deque_.push(h.address())) {
@@ -372,7 +378,7 @@ auto sched_worker::next_task() -> void* {
         if (void* h = yielded ? take_lifo() : nullptr) {
             return h;
         }
-        if (void* h = deque_.steal()) {  // our own oldest task, past the LIFO stream
+        if (void* h = untag(deque_.steal())) {  // our own oldest task, past the LIFO stream
             // Work is waiting here: let a parked worker come for it (on the periodic tick; a
             // yield's pick wakes nobody, see yield_turn).
             if (tick && stealable_ && deque_.size() != 0) {
@@ -403,7 +409,7 @@ auto sched_worker::steal_once() -> void* {
     const auto start = static_cast<unsigned>(xorshift(rng_) % n);
     for (unsigned k = 0; k < n; ++k) {
         sched_worker& victim = *rt_.workers[(start + k) % n];
-        if (&victim == this) {
+        if (&victim == this || !settled(victim)) {
             continue;
         }
         // Take half of the victim's queue (at most max_batch), one CAS each (see
@@ -428,6 +434,29 @@ auto sched_worker::steal_once() -> void* {
         }
     }
     return nullptr;
+}
+
+auto sched_worker::settled(const sched_worker& victim) noexcept -> bool {
+    // A task the victim displaced from its LIFO slot (worker_base::wake) is left to the victim
+    // until it has been the oldest there for displaced_settle: the victim's chain of hand-offs
+    // usually comes back to it first (its fairness tick, or the chain pausing), on the core
+    // whose cache holds its data. Go's thieves give a busy P's runnext task 3 us the same way.
+    // Stolen at once, it was the receiving end of a pipeline that then took every item across
+    // cores: weft-sake chan_coord (harness parameters, 13 alternating runs, 2 workers)
+    // 1.01 -> 0.69 us per item; spawn, fib, pipeline, ping-pong, pool.map rows unchanged.
+    std::int64_t pos = 0;
+    void* oldest = victim.peek_oldest(pos);
+    if (oldest == nullptr || !is_displaced(oldest) || victim.index() >= seen_.size()) {
+        return true;  // nothing there (steal finds out), or ordinary queued work
+    }
+    sighting& s = seen_[victim.index()];
+    const auto now = std::chrono::steady_clock::now();
+    if (s.pos != pos) {  // a new oldest entry: start its clock
+        s.pos = pos;
+        s.since = now;
+        return false;
+    }
+    return now - s.since >= displaced_settle;
 }
 
 auto sched_worker::find_work() -> void* {

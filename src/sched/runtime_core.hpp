@@ -63,7 +63,9 @@ public:
         return deque_.size() + (lifo_.load(std::memory_order_relaxed) != nullptr ? 1 : 0);
     }
     /// Thieves: one of this worker's oldest tasks, or nullptr.
-    auto steal_one() noexcept -> void* { return deque_.steal(); }
+    auto steal_one() noexcept -> void* { return untag(deque_.steal()); }
+    /// Thieves: this worker's oldest queued entry (still tagged) and its position.
+    auto peek_oldest(std::int64_t& pos) const noexcept -> void* { return deque_.peek_top(pos); }
     /// Handles to resume after timers fired (filled by fire_timers, owner only).
     auto fire_timers() -> bool;
 
@@ -82,6 +84,9 @@ private:
     auto find_work() -> void*;
     auto become_searching() noexcept -> bool;
     auto steal_once() -> void*;
+    /// May this worker steal from `victim` now? (Its oldest entry is not a freshly displaced
+    /// task, or has been one for long enough.)
+    auto settled(const sched_worker& victim) noexcept -> bool;
     auto take_injected() -> void*;
     void park();
 
@@ -98,6 +103,13 @@ private:
     std::uint32_t until_fairness_ = 61;  // tasks until the next fairness check
     bool yielded_ = false;               // a task yielded its turn: the next pick is a fair one
     std::uint64_t rng_;
+    /// Per victim: the displaced entry this worker last found oldest there (its position) and
+    /// when it first saw it (see steal_once).
+    struct sighting {
+        std::int64_t pos = -1;
+        std::chrono::steady_clock::time_point since{};
+    };
+    std::vector<sighting> seen_;
 };
 
 /// Shared state of a runtime.

@@ -129,6 +129,17 @@ public:
         return n;
     }
 
+    /// Any thread: the oldest element, and its position in `t` (a snapshot; nullptr when
+    /// empty). The same `t` later means nobody took that element meanwhile (top_ only grows).
+    [[nodiscard]] auto peek_top(std::int64_t& t) const noexcept -> void* {
+        t = top_.load(std::memory_order_acquire);
+        const std::int64_t b = bottom_.load(std::memory_order_acquire);
+        if (t >= b) {
+            return nullptr;
+        }
+        return slots_[index(t)].load(std::memory_order_relaxed);
+    }
+
     /// Approximate, any thread.
     [[nodiscard]] auto size() const noexcept -> std::int64_t {
         const std::int64_t b = bottom_.load(std::memory_order_relaxed);

@@ -60,11 +60,28 @@ public:
     /// each other is the fairness tick (every 61 tasks the deque's oldest runs and idle workers
     /// are called for the rest) and the turn budget. Without the cap, 2 workers: ping-pong ~190
     /// -> 101 ns, pool_map_serial 0.21 -> 0.14 us (`weft-sake`, medians of 7 interleaved).
+    /// The task already in the slot goes to the deque marked as displaced (see is_displaced).
     void wake(std::coroutine_handle<> h) {
         if (void* prev = lifo_.load(std::memory_order_relaxed)) {
-            push(std::coroutine_handle<>::from_address(prev));
+            if (!deque_.push(mark_displaced(prev))) {
+                overflow(std::coroutine_handle<>::from_address(prev));
+            } else if (idle_hint_ != nullptr && idle_hint_->load(std::memory_order_relaxed) != 0) {
+                on_push();
+            }
         }
         lifo_.store(h.address(), std::memory_order_relaxed);
+    }
+
+    /// Deque entries are frame addresses (16-byte aligned); bit 0 marks a task that wake()
+    /// moved out of the LIFO slot. Such a task was just woken by this worker's running chain of
+    /// hand-offs and will likely run here soon (at the next fairness tick, or when the chain
+    /// pauses), with its data in this core's cache; a thief leaves it alone for a moment (see
+    /// sched_worker::steal_once). Everything that takes an entry out of the deque untags it.
+    [[nodiscard]] static auto is_displaced(void* entry) noexcept -> bool {
+        return (reinterpret_cast<std::uintptr_t>(entry) & displaced_bit) != 0;
+    }
+    [[nodiscard]] static auto untag(void* entry) noexcept -> void* {
+        return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(entry) & ~displaced_bit);
     }
 
     /// Owner thread: the next handle to run (the LIFO slot, else the most recently pushed), or
@@ -74,7 +91,7 @@ public:
             lifo_.store(nullptr, std::memory_order_relaxed);
             return l;
         }
-        return stealable_ ? deque_.pop() : deque_.pop_unshared();
+        return untag(stealable_ ? deque_.pop() : deque_.pop_unshared());
     }
 
     /// Owner thread: the LIFO slot's task, taken out (nullptr when empty).
@@ -88,14 +105,14 @@ public:
 
     /// Owner thread: pops `h` if it is the bottom element (a fork's parent that nobody stole).
     auto pop_if(void* h) noexcept -> bool {
-        if (deque_.peek_bottom() != h) {
+        if (untag(deque_.peek_bottom()) != h) {
             return false;
         }
         if (!stealable_) {
             (void)deque_.pop_unshared();
             return true;
         }
-        void* got = deque_.pop();
+        void* got = untag(deque_.pop());
         if (got == h) {
             return true;
         }
@@ -122,6 +139,11 @@ public:
     void reset_budget() noexcept { budget_ = budget_per_turn; }
 
 protected:
+    static constexpr std::uintptr_t displaced_bit = 1;
+    [[nodiscard]] static auto mark_displaced(void* h) noexcept -> void* {
+        return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(h) | displaced_bit);
+    }
+
     /// `idle_hint`: a count of parked workers that could steal from this one (nullptr: none
     /// ever can). Read relaxed on every push; see the parking protocol in sched.
     worker_base(bool stealable, stop_state* root, const std::atomic<unsigned>* idle_hint) noexcept
