@@ -104,7 +104,7 @@ private:
     bool yielded_ = false;               // a task yielded its turn: the next pick is a fair one
     std::uint64_t rng_;
     /// Per victim: the displaced entry this worker last found oldest there (its position) and
-    /// when it first saw it (see steal_once).
+    /// when it first saw it (see settled).
     struct sighting {
         std::int64_t pos = -1;
         std::chrono::steady_clock::time_point since{};

@@ -76,7 +76,7 @@ public:
     /// moved out of the LIFO slot. Such a task was just woken by this worker's running chain of
     /// hand-offs and will likely run here soon (at the next fairness tick, or when the chain
     /// pauses), with its data in this core's cache; a thief leaves it alone for a moment (see
-    /// sched_worker::steal_once). Everything that takes an entry out of the deque untags it.
+    /// sched_worker::settled). Everything that takes an entry out of the deque untags it.
     [[nodiscard]] static auto is_displaced(void* entry) noexcept -> bool {
         return (reinterpret_cast<std::uintptr_t>(entry) & displaced_bit) != 0;
     }
