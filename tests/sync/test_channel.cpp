@@ -1,7 +1,4 @@
 #include <gtest/gtest.h>
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <memory>
@@ -344,56 +341,6 @@ TEST(channel, ping_pong_across_workers) {
     EXPECT_EQ(last, n);
 }
 
-// The channel's lock, biased to the thread that used it alone, then revoked while that thread
-// keeps using it: mutual exclusion holds throughout (a plain counter; TSan checks the accesses).
-TEST(biased_lock, revocation_while_the_owner_keeps_locking_excludes) {
-    weft::detail::biased_lock mu;
-    long counter = 0;
-    const int owner_solo = 4 * static_cast<int>(weft::detail::biased_lock::bias_after);
-    for (int i = 0; i < owner_solo; ++i) {  // biased to this thread from bias_after on
-        mu.lock();
-        ++counter;
-        mu.unlock();
-    }
-    const int per_thread = 20'000;
-    std::atomic<bool> go{false};
-    auto hammer = [&] {
-        while (!go.load(std::memory_order_acquire)) {
-        }
-        for (int i = 0; i < per_thread; ++i) {
-            mu.lock();
-            ++counter;
-            mu.unlock();
-        }
-    };
-    std::thread a(hammer);
-    std::thread b(hammer);
-    go.store(true, std::memory_order_release);
-    hammer();  // the owner, racing with the revocations
-    a.join();
-    b.join();
-    mu.lock();
-    EXPECT_EQ(counter, owner_solo + 3L * per_thread);
-    mu.unlock();
-}
-
-// The process registers for membarrier(2) while it is still single-threaded (at static
-// initialisation): registering later, with workers running, waits for an RCU grace period
-// (12 ms here) inside the first lock to bias, while the other workers spin on that lock.
-// Run alone (ctest runs each test in its own process): nothing in this test biases a lock.
-TEST(biased_lock, process_registers_for_membarrier_before_any_lock_biases) {
-#if defined(WEFT_BIASED_LOCK_SEQ_CST) || defined(WEFT_NO_BIASED_LOCK)
-    GTEST_SKIP() << "this build never biases a lock (no membarrier)";
-#else
-    constexpr int get_registrations = 1 << 9;  // MEMBARRIER_CMD_GET_REGISTRATIONS (Linux 6.3)
-    const long regs = syscall(SYS_membarrier, get_registrations, 0, 0);
-    if (regs < 0) {
-        GTEST_SKIP() << "this kernel cannot report membarrier registrations";
-    }
-    EXPECT_NE(regs & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0);
-#endif
-}
-
 // A channel used by one thread long enough to be biased, then by three threads at once (plain
 // try_ operations, no runtime): every item is received exactly once.
 TEST(channel, biased_channel_shared_later_delivers_every_item_once) {
@@ -431,111 +378,6 @@ TEST(channel, biased_channel_shared_later_delivers_every_item_once) {
     const long n = 2 * per_producer;
     EXPECT_EQ(received.load(), n);
     EXPECT_EQ(sum.load(), n * (n - 1) / 2);
-}
-
-}  // namespace
-
-namespace {
-
-// A producer that never blocks (an unbounded channel) spends its turn again and again; the
-// consumer it woke waits in the worker's LIFO slot. Each spent turn must let that consumer run
-// (one worker: nobody can steal it), so it sees items while the producer is still sending.
-TEST(budget, a_spent_turn_lets_the_woken_task_run) {
-    weft::runtime rt{{.workers = 1}};
-    constexpr int items = 20 * weft::detail::worker_base::budget_per_turn;
-    const int sent_when_first_received = rt.block_on([]() -> weft::task<int> {
-        weft::channel<int> ch{weft::unbounded};
-        int sent = 0;
-        int seen_at = -1;
-        auto consumer = weft::spawn([&]() -> weft::task<void> {
-            for (int got = 0; got < items; ++got) {
-                (void)(co_await ch.recv()).value();
-                if (seen_at < 0) {
-                    seen_at = sent;
-                }
-            }
-        });
-        co_await weft::yield();  // the consumer parks on the empty channel
-        for (; sent < items; ++sent) {
-            (void)co_await ch.send(sent);
-        }
-        co_await std::move(consumer);
-        co_return seen_at;
-    }());
-    EXPECT_GE(sent_when_first_received, 0);
-    EXPECT_LT(sent_when_first_received, items);
-}
-
-// Two tasks that keep handing off through channels run from the worker's LIFO slot, which is
-// not capped (see worker_base::wake): a task queued before them must still run, within a
-// fairness interval (61 tasks), not after the pair is done. One worker: nobody can steal it.
-TEST(budget, a_handing_off_pair_does_not_starve_an_older_task) {
-    weft::runtime rt{{.workers = 1}};
-    const long rounds_before_it_ran = rt.block_on([]() -> weft::task<long> {
-        weft::channel<int> ping{1};
-        weft::channel<int> pong{1};
-        long rounds = 0;
-        long seen_at = -1;
-        // Queued first: the oldest task in the deque for the whole ping-pong.
-        auto older = weft::spawn([&]() -> weft::task<void> {
-            seen_at = rounds;
-            co_return;
-        });
-        auto partner = weft::spawn([&]() -> weft::task<void> {
-            while (auto v = co_await ping.recv()) {
-                (void)co_await pong.send(*v);
-            }
-        });
-        while (seen_at < 0 && rounds < 1'000'000) {
-            (void)co_await ping.send(1);
-            (void)co_await pong.recv();
-            ++rounds;
-        }
-        ping.close();
-        co_await std::move(partner);
-        co_await std::move(older);
-        co_return seen_at;
-    }());
-    EXPECT_GE(rounds_before_it_ran, 0);
-    EXPECT_LT(rounds_before_it_ran, 100);
-}
-
-// A task displaced from the LIFO slot (worker_base::wake) is left to its own worker for a
-// moment only (sched_worker::settled): when that worker stays busy, an idle worker steals it.
-// Here the worker that displaced it spins until it has run, so the test ends only if it was
-// stolen.
-TEST(lifo, a_displaced_task_is_stolen_while_its_worker_stays_busy) {
-    weft::runtime rt{{.workers = 2}};
-    std::atomic<bool> ran{false};
-    std::thread::id spinner;
-    std::thread::id ran_on;
-    rt.block_on([&]() -> weft::task<void> {
-        weft::channel<int> first{0};  // rendezvous: try_send succeeds only into a parked receiver
-        weft::channel<int> second{0};
-        auto displaced = weft::spawn([&]() -> weft::task<void> {
-            (void)co_await first.recv();
-            ran_on = std::this_thread::get_id();
-            ran.store(true);
-        });
-        auto occupant = weft::spawn([&]() -> weft::task<void> { (void)co_await second.recv(); });
-        // Both wakes land in this worker's LIFO slot: the second moves the first to the deque.
-        while (!first.try_send(1)) {
-            co_await weft::yield();  // until `displaced` is parked
-        }
-        // From here no yield (it would run `displaced` from the slot): `occupant` parks here
-        // already or, stolen, on the other worker.
-        while (!second.try_send(2)) {
-            std::this_thread::yield();
-        }
-        spinner = std::this_thread::get_id();
-        while (!ran.load()) {
-            std::this_thread::yield();  // this worker stays busy
-        }
-        co_await std::move(displaced);
-        co_await std::move(occupant);
-    }());
-    EXPECT_TRUE(ran.load());
-    EXPECT_NE(ran_on, spinner);
 }
 
 }  // namespace

@@ -44,6 +44,10 @@ struct chan_node : wait_node {
 
 enum class chan_status : unsigned char { done, closed, blocked };
 
+/// select's way into a channel: the operations it performs under the channel's lock (which it
+/// takes itself, together with the other cases' locks). Defined in select.hpp.
+struct channel_access;
+
 }  // namespace detail
 
 /// A multi-producer multi-consumer channel between tasks on any workers: bounded
@@ -177,7 +181,10 @@ public:
     /// The capacity; SIZE_MAX for an unbounded channel.
     [[nodiscard]] auto capacity() const noexcept -> std::size_t { return cap_; }
 
-    // ---- internals, also used by select (callers hold mu_) -----------------------------------
+private:
+    friend struct detail::channel_access;
+
+    // ---- what select uses, through detail::channel_access (callers hold mu_) ----------------
 
     /// Takes one item: from the buffer (refilling it from the first live sender) or, for
     /// rendezvous, straight from a sender. Woken senders go to `woken`.
@@ -217,9 +224,7 @@ public:
 
     void park_receiver(detail::chan_node<T>& n) noexcept { receivers_.push_back(&n); }
     void park_sender(detail::chan_node<T>& n) noexcept { senders_.push_back(&n); }
-    [[nodiscard]] auto lock_ref() const noexcept -> detail::biased_lock& { return mu_; }
 
-private:
     /// One send attempt: done or closed (the lock released, whom it served woken), or blocked
     /// WITH mu_ STILL HELD, so that a send that must wait parks under the same lock acquisition
     /// that saw it blocked (one locked instruction per operation, waiting or not).

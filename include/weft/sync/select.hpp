@@ -46,6 +46,32 @@ protected:
     virtual auto node() noexcept -> wait_node* = 0;
 };
 
+/// The channel members select needs (private to channel: select is their only other user).
+/// Every function but lock_of is called with the channel's lock held.
+struct channel_access {
+    template <typename T>
+    [[nodiscard]] static auto lock_of(channel<T>& ch) noexcept -> biased_lock& {
+        return ch.mu_;
+    }
+    template <typename T>
+    static auto recv_locked(channel<T>& ch, std::optional<T>& out, wake_chain& woken)
+        -> chan_status {
+        return ch.recv_locked(out, woken);
+    }
+    template <typename T>
+    static auto send_locked(channel<T>& ch, T& v, wake_chain& woken) -> chan_status {
+        return ch.send_locked(v, woken);
+    }
+    template <typename T>
+    static void park_receiver(channel<T>& ch, chan_node<T>& n) noexcept {
+        ch.park_receiver(n);
+    }
+    template <typename T>
+    static void park_sender(channel<T>& ch, chan_node<T>& n) noexcept {
+        ch.park_sender(n);
+    }
+};
+
 /// A small per-thread generator for select's random start index (fairness, not security).
 inline auto select_random() noexcept -> std::uint32_t {
     thread_local std::uint32_t s =
@@ -74,17 +100,17 @@ public:
     }
 
     [[nodiscard]] auto lock_ref() const noexcept -> detail::biased_lock& override {
-        return ch_->lock_ref();
+        return detail::channel_access::lock_of(*ch_);
     }
     auto try_now(detail::wake_chain& woken) -> bool override {
-        const auto s = ch_->recv_locked(value_, woken);
+        const auto s = detail::channel_access::recv_locked(*ch_, value_, woken);
         node_.closed = s == detail::chan_status::closed;
         return s != detail::chan_status::blocked;
     }
     void park(detail::wait_sync* sync, int index) noexcept override {
         node_.sync = sync;
         node_.index = index;
-        ch_->park_receiver(node_);
+        detail::channel_access::park_receiver(*ch_, node_);
     }
 
 private:
@@ -112,17 +138,17 @@ public:
     }
 
     [[nodiscard]] auto lock_ref() const noexcept -> detail::biased_lock& override {
-        return ch_->lock_ref();
+        return detail::channel_access::lock_of(*ch_);
     }
     auto try_now(detail::wake_chain& woken) -> bool override {
-        const auto s = ch_->send_locked(value_, woken);
+        const auto s = detail::channel_access::send_locked(*ch_, value_, woken);
         node_.closed = s == detail::chan_status::closed;
         return s != detail::chan_status::blocked;
     }
     void park(detail::wait_sync* sync, int index) noexcept override {
         node_.sync = sync;
         node_.index = index;
-        ch_->park_sender(node_);
+        detail::channel_access::park_sender(*ch_, node_);
     }
 
 private:

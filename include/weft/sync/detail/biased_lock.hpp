@@ -21,6 +21,11 @@ namespace weft::detail {
 /// another thread (see current_worker()).
 [[nodiscard]] auto this_thread_lock_id() noexcept -> std::uintptr_t;
 
+/// Test hook: while set, every membarrier(2) call fails with EPERM, as under a seccomp filter
+/// that refuses it (a revocation then aborts; see biased_lock). Set it before starting the
+/// threads that use the locks.
+void simulate_membarrier_refusal_for_test(bool refuse) noexcept;
+
 /// A spin_lock that a channel used by one thread only takes without any atomic read-modify-write
 /// (an uncontended locked instruction costs ~8.5 ns on the VMs we measure on; a send+recv pair
 /// took two of them). The channel's lock: same contract as spin_lock (lock/unlock, any thread).
@@ -40,8 +45,10 @@ namespace weft::detail {
 /// `owner_busy_ = true` came before P, the revoker reads it after membarrier returns and waits;
 /// else the owner's re-read of owner_ comes after P and sees never_biased, and it backs off to
 /// the inner lock. Where membarrier is unavailable (or with -DWEFT_NO_BIASED_LOCK) nothing is
-/// ever biased; under TSan both
-/// sides use seq_cst instead (the C++-model Dekker TSan understands; slower, same protocol).
+/// ever biased; under TSan both sides use seq_cst instead (the C++-model Dekker TSan
+/// understands; slower, same protocol). Should membarrier be refused after a lock was biased (a
+/// seccomp filter installed later), the revoker cannot exclude the owner: the process aborts
+/// with a message rather than run two threads in one critical section.
 ///
 /// States of owner_: 0 = not decided (counting), 1 = never_biased, >= 2 = the owner's id.
 /// Invariant: at most one thread is between lock and unlock: either it holds inner_, or it is
