@@ -11,11 +11,13 @@ namespace weft::detail {
 // tl_worker_unsafe_in_coroutines directly: each call runs on one thread from start to end, so
 // its read is current (one call less per operation than going through current_worker()).
 
-void resume_waiter(std::coroutine_handle<> h, worker_base* home) {
-    if (worker_base* w = tl_worker_unsafe_in_coroutines; w != nullptr) {
+void resume_waiter(std::coroutine_handle<> h, waiter_home home) {
+    worker_base* w = tl_worker_unsafe_in_coroutines;
+    // w == home.worker first: the common case, decided without a load.
+    if (w != nullptr && (w == home.worker || w->root_stop() == home.executor)) {
         w->wake(h);  // the LIFO slot: the woken partner runs next, on this core
-    } else if (home != nullptr) {
-        home->schedule_remote(h);
+    } else if (home.worker != nullptr) {
+        home.worker->schedule_remote(h);
     } else {
         h.resume();
     }

@@ -395,7 +395,7 @@ private:
                 list->remove(&ws->node);
             }
             std::coroutine_handle<> h = ws->handle;
-            detail::worker_base* home = ws->home;
+            const detail::waiter_home home = ws->home;
             mu.unlock();
             if (list != nullptr) {
                 detail::resume_waiter(h, home);

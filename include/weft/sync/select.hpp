@@ -265,7 +265,7 @@ private:
             }
         }
         std::coroutine_handle<> h = self->handle;
-        detail::worker_base* home = self->home;
+        const detail::waiter_home home = self->home;
         unlock_all(locks, nlocks);
         if (parked) {
             detail::resume_waiter(h, home);

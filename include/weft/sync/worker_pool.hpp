@@ -45,13 +45,13 @@ struct pool_job {
     std::optional<std::conditional_t<std::is_void_v<Out>, bool, Out>> out;
     std::exception_ptr error;
     std::atomic<std::uintptr_t> word{0};
-    worker_base* home = nullptr;
+    waiter_home home;
 
     /// Worker side: the result is written; wake the caller if it waits.
     void complete() {
         const std::uintptr_t prev = word.exchange(1, std::memory_order_acq_rel);
         if (prev > 1) {
-            worker_base* h = home;  // the caller is parked: its frame (and this job) is alive
+            const waiter_home h = home;  // the caller is parked: its frame (and this job) is alive
             resume_waiter(std::coroutine_handle<>::from_address(reinterpret_cast<void*>(prev)), h);
         }
     }
@@ -62,7 +62,7 @@ struct pool_job {
             return job->word.load(std::memory_order_acquire) == 1;
         }
         WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<> h) noexcept -> bool {
-            job->home = tl_worker_unsafe_in_coroutines;  // out of line: see its comment
+            job->home = waiter_home::here();  // out of line: see its comment
             std::uintptr_t expected = 0;
             return job->word.compare_exchange_strong(
                 expected, reinterpret_cast<std::uintptr_t>(h.address()), std::memory_order_acq_rel,
@@ -184,7 +184,7 @@ public:
         if (!sent_) {
             return typename task<void>::awaiter{slow_.handle()}.await_suspend(h);
         }
-        job_.home = tl_worker_unsafe_in_coroutines;  // out of line: see its comment
+        job_.home = waiter_home::here();  // out of line: see its comment
         std::uintptr_t expected = 0;
         // acq_rel: see pool_job's `word` (publishes `home`; on failure, sees the result).
         if (job_.word.compare_exchange_strong(
@@ -194,7 +194,7 @@ public:
         }
         // Done already (a handler on another worker was quicker). Charge the turn's budget as
         // a completed channel operation does, so a loop of such maps still lets others run.
-        if (worker_base* w = job_.home; w != nullptr && w->consume_budget()) {
+        if (worker_base* w = job_.home.worker; w != nullptr && w->consume_budget()) {
             w->yield_turn(h);
             return std::noop_coroutine();
         }

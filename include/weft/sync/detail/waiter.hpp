@@ -12,14 +12,37 @@
 
 namespace weft::detail {
 
+/// Where a parked task came from: the worker it suspended on and that worker's executor.
+/// `executor` is the worker's root_stop(): one per executor (every worker of a runtime shares
+/// its runtime's; a sync_wait has its own), read when the task parks, on its own worker, so a
+/// waker on another core compares it without touching that worker's cache lines.
+struct waiter_home {
+    worker_base* worker = nullptr;   // nullptr: it suspended on no weft executor
+    stop_state* executor = nullptr;  // worker->root_stop(), or nullptr
+
+    /// The executor running this thread now. NOTE: call only from a WEFT_PUBLISHES_HANDLE
+    /// await_suspend (it reads the worker thread_local inline).
+    [[nodiscard]] static auto here() noexcept -> waiter_home {
+        worker_base* w = tl_worker_unsafe_in_coroutines;
+        return waiter_home{w, w != nullptr ? w->root_stop() : nullptr};
+    }
+};
+
 /// Resumes a waiter that some other party woke (a channel hand-off, a lock release, a stop
-/// request). On a thread that runs a weft executor the waiter goes to this worker's queue (LIFO:
-/// it runs next, which is what message passing wants, and idle workers may steal it). Elsewhere
-/// (a stop requested from a plain thread, runtime shutdown) it goes back to the executor it
-/// suspended on, `home`; with no home at all it runs inline.
+/// request, a pool job's completion). Where it runs:
+/// - The waker runs on a worker of the waiter's own executor (the same runtime, or the same
+///   sync_wait): that worker's LIFO slot. The woken task runs next, on the waker's core, with the
+///   data just handed over still in cache (what message passing wants; a ping-pong pair stays
+///   on one core). Tasks of a runtime are not tied to a worker, so this is not a migration:
+///   the waiter may have run anywhere in its runtime. (With `.stealing = false` this also moves
+///   it to the waker's worker.)
+/// - The waker runs elsewhere (a plain thread, a worker of another runtime, a sync_wait on a
+///   worker-less thread): back to its own executor, `home.worker->schedule_remote` (a runtime's
+///   injector, a sync_wait's queue). A task never runs on an executor it does not belong to.
+/// - It suspended on no executor at all: it runs inline, on the waker's thread.
 /// NOTE: the caller must have copied out everything it needs from the waiter's frame: once this
 /// is called the waiter may run (and end) on another thread.
-void resume_waiter(std::coroutine_handle<> h, worker_base* home);
+void resume_waiter(std::coroutine_handle<> h, waiter_home home);
 
 /// Yields the awaiting coroutine `h` (its turn's budget is spent): queued behind the others.
 void yield_waiter(std::coroutine_handle<> h);
@@ -86,7 +109,7 @@ struct wait_sync : stop_callback_node {
     template <typename P>
     [[nodiscard]] auto begin(std::coroutine_handle<P> h) noexcept -> bool {
         handle = h;
-        home = tl_worker_unsafe_in_coroutines;
+        home = waiter_home::here();
         stop = stop_of(h);
         if (stop != nullptr) {
             if (!stop->try_add(this)) {
@@ -109,7 +132,7 @@ struct wait_sync : stop_callback_node {
 
     std::atomic<int> st{wait_pending};
     std::coroutine_handle<> handle;
-    worker_base* home = nullptr;  // the executor the waiter suspended on
+    waiter_home home;  // where the waiter suspended
     stop_state* stop = nullptr;
     bool registered = false;
 
@@ -195,7 +218,7 @@ struct wake_chain {
             // Copy out before resuming: the node lives in the woken frame.
             wait_node* next = n->next;
             std::coroutine_handle<> h = n->sync->handle;
-            worker_base* home = n->sync->home;
+            const waiter_home home = n->sync->home;
             resume_waiter(h, home);
             n = next;
         }
@@ -269,7 +292,7 @@ private:
             self->list_->remove(&self->node_);
         }
         std::coroutine_handle<> h = self->handle;
-        worker_base* home = self->home;
+        const waiter_home home = self->home;
         mu->unlock();
         if (suspended) {
             resume_waiter(h, home);
