@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "announce_parked.hpp"
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/sync_wait.hpp"
@@ -75,17 +76,19 @@ TEST(channel, send_suspends_when_full) {
     weft::runtime rt{{.workers = 2}};
     weft::channel<int> ch{1};
     std::atomic<int> sent{0};
+    weft::latch second_parked{1};
     rt.block_on([&]() -> weft::task<void> {
         auto h = weft::spawn([&]() -> weft::task<void> {
-            for (int i = 0; i < 3; ++i) {
-                (co_await ch.send(i)).value();
-                sent.fetch_add(1);
-            }
+            (co_await ch.send(0)).value();
+            sent.fetch_add(1);
+            (co_await weft::test::announce_parked(second_parked, [&] {
+                return ch.send(1);
+            })).value();
+            sent.fetch_add(1);
+            (co_await ch.send(2)).value();
+            sent.fetch_add(1);
         });
-        while (sent.load() < 1) {
-            co_await weft::yield();
-        }
-        (void)co_await weft::sleep_for(5ms);
+        (co_await second_parked.wait()).value();
         EXPECT_EQ(sent.load(), 1);  // the second send waits for space
         for (int i = 0; i < 3; ++i) {
             EXPECT_EQ((co_await ch.recv()).value(), i);
@@ -99,12 +102,13 @@ TEST(channel, rendezvous_send_waits_for_receiver) {
     weft::runtime rt{{.workers = 2}};
     weft::channel<int> ch{0};
     std::atomic<bool> delivered{false};
+    weft::latch parked{1};
     rt.block_on([&]() -> weft::task<void> {
         auto h = weft::spawn([&]() -> weft::task<void> {
-            (co_await ch.send(5)).value();
+            (co_await weft::test::announce_parked(parked, [&] { return ch.send(5); })).value();
             delivered.store(true);
         });
-        (void)co_await weft::sleep_for(5ms);
+        (co_await parked.wait()).value();
         EXPECT_FALSE(delivered.load());
         EXPECT_EQ((co_await ch.recv()).value(), 5);
         co_await std::move(h);
@@ -144,17 +148,19 @@ TEST(channel, close_wakes_waiting_receivers_with_closed) {
     weft::runtime rt{{.workers = 2}};
     weft::channel<int> ch{2};
     std::atomic<int> closed{0};
+    weft::latch parked{4};
     rt.block_on([&]() -> weft::task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             for (int i = 0; i < 4; ++i) {
                 s.spawn([&]() -> weft::task<void> {
-                    auto r = co_await ch.recv();
+                    auto r =
+                        co_await weft::test::announce_parked(parked, [&] { return ch.recv(); });
                     if (!r && is_closed(r.error())) {
                         closed.fetch_add(1);
                     }
                 });
             }
-            (void)co_await weft::sleep_for(5ms);
+            (co_await parked.wait()).value();
             ch.close();
         });
     }());
@@ -165,18 +171,20 @@ TEST(channel, close_fails_waiting_senders_and_keeps_buffered_items) {
     weft::runtime rt{{.workers = 2}};
     weft::channel<int> ch{1};
     std::atomic<int> failed{0};
+    weft::latch parked{3};
     rt.block_on([&]() -> weft::task<void> {
         (co_await ch.send(100)).value();
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             for (int i = 0; i < 3; ++i) {
                 s.spawn([&, i]() -> weft::task<void> {
-                    auto r = co_await ch.send(i);
+                    auto r =
+                        co_await weft::test::announce_parked(parked, [&] { return ch.send(i); });
                     if (!r && is_closed(r.error())) {
                         failed.fetch_add(1);
                     }
                 });
             }
-            (void)co_await weft::sleep_for(5ms);
+            (co_await parked.wait()).value();
             ch.close();
         });
         EXPECT_EQ((co_await ch.recv()).value(), 100);
@@ -189,11 +197,16 @@ TEST(channel, close_fails_waiting_senders_and_keeps_buffered_items) {
 TEST(channel, cancelled_recv_returns_operation_canceled) {
     weft::runtime rt{{.workers = 2}};
     weft::channel<int> ch{1};
+    weft::latch parked{1};
     auto ec = rt.block_on([&]() -> weft::task<std::error_code> {
         std::error_code out;
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
-            s.spawn([&]() -> weft::task<void> { out = (co_await ch.recv()).error(); });
-            (void)co_await weft::sleep_for(2ms);
+            s.spawn([&]() -> weft::task<void> {
+                out = (co_await weft::test::announce_parked(parked, [&] {
+                          return ch.recv();
+                      })).error();
+            });
+            (co_await parked.wait()).value();
             s.request_stop();
             co_return;
         });
@@ -207,11 +220,16 @@ TEST(channel, cancelled_recv_returns_operation_canceled) {
 TEST(channel, cancelled_send_does_not_deliver) {
     weft::runtime rt{{.workers = 2}};
     weft::channel<int> ch{0};
+    weft::latch parked{1};
     auto ec = rt.block_on([&]() -> weft::task<std::error_code> {
         std::error_code out;
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
-            s.spawn([&]() -> weft::task<void> { out = (co_await ch.send(9)).error(); });
-            (void)co_await weft::sleep_for(2ms);
+            s.spawn([&]() -> weft::task<void> {
+                out = (co_await weft::test::announce_parked(parked, [&] {
+                          return ch.send(9);
+                      })).error();
+            });
+            (co_await parked.wait()).value();
             s.request_stop();
             co_return;
         });
@@ -261,12 +279,17 @@ TEST(channel, recv_batch_takes_what_is_ready) {
         EXPECT_EQ((co_await ch.recv_batch(out, 3)).value(), 3U);
         EXPECT_EQ((co_await ch.recv_batch(out, 10)).value(), 2U);
         EXPECT_EQ(out, (std::vector<int>{0, 1, 2, 3, 4}));
+        weft::latch parked{1};
         auto h = weft::spawn([&]() -> weft::task<void> {
-            (void)co_await weft::sleep_for(2ms);
+            (co_await parked.wait()).value();
             (co_await ch.send(9)).value();
         });
         std::vector<int> more;
-        EXPECT_EQ((co_await ch.recv_batch(more, 10)).value(), 1U);  // waited for one
+        // waited for one
+        EXPECT_EQ(
+            (co_await weft::test::announce_parked(parked, [&] { return ch.recv_batch(more, 10); }))
+                .value(),
+            1U);
         EXPECT_EQ(more, (std::vector<int>{9}));
         co_await std::move(h);
         ch.close();

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "announce_parked.hpp"
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
@@ -42,11 +43,16 @@ TEST(latch, zero_latch_is_ready) {
 TEST(latch, cancelled_wait) {
     weft::runtime rt{{.workers = 2}};
     weft::latch l{1};
+    weft::latch parked{1};
     std::error_code ec;
     rt.block_on([&]() -> weft::task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
-            s.spawn([&]() -> weft::task<void> { ec = (co_await l.wait()).error(); });
-            (void)co_await weft::sleep_for(2ms);
+            s.spawn([&]() -> weft::task<void> {
+                ec = (co_await weft::test::announce_parked(parked, [&] {
+                         return l.wait();
+                     })).error();
+            });
+            (co_await parked.wait()).value();
             s.request_stop();
             co_return;
         });

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "announce_parked.hpp"
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/sync_wait.hpp"
@@ -61,12 +62,17 @@ TEST(mutex, excludes_across_workers) {
 TEST(mutex, cancelled_waiter_gets_operation_canceled_and_does_not_own) {
     weft::runtime rt{{.workers = 2}};
     weft::mutex m;
+    weft::latch parked{1};
     std::error_code ec;
     rt.block_on([&]() -> weft::task<void> {
         auto held = (co_await m.lock()).value();
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
-            s.spawn([&]() -> weft::task<void> { ec = (co_await m.lock()).error(); });
-            (void)co_await weft::sleep_for(2ms);
+            s.spawn([&]() -> weft::task<void> {
+                ec = (co_await weft::test::announce_parked(parked, [&] {
+                         return m.lock();
+                     })).error();
+            });
+            (co_await parked.wait()).value();
             s.request_stop();
             co_return;
         });

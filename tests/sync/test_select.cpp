@@ -3,6 +3,7 @@
 #include <atomic>
 #include <vector>
 
+#include "announce_parked.hpp"
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
@@ -33,14 +34,15 @@ TEST(select, waits_then_completes_exactly_one_case) {
     weft::runtime rt{{.workers = 2}};
     weft::channel<int> a{0};
     weft::channel<int> b{0};
+    weft::latch parked{1};
     rt.block_on([&]() -> weft::task<void> {
         auto h = weft::spawn([&]() -> weft::task<void> {
-            (void)co_await weft::sleep_for(2ms);
+            (co_await parked.wait()).value();
             (co_await b.send(3)).value();
         });
         weft::recv_case<int> ra{a};
         weft::recv_case<int> rb{b};
-        auto r = co_await weft::select(ra, rb);
+        auto r = co_await weft::test::announce_parked(parked, [&] { return weft::select(ra, rb); });
         EXPECT_EQ(r.value(), 1U);
         EXPECT_EQ(rb.result().value(), 3);
         co_await std::move(h);
@@ -84,13 +86,14 @@ TEST(select, closed_channel_case_is_ready_with_closed) {
 TEST(select, close_wakes_a_waiting_select) {
     weft::runtime rt{{.workers = 2}};
     weft::channel<int> a{0};
+    weft::latch parked{1};
     rt.block_on([&]() -> weft::task<void> {
         auto h = weft::spawn([&]() -> weft::task<void> {
-            (void)co_await weft::sleep_for(2ms);
+            (co_await parked.wait()).value();
             a.close();
         });
         weft::recv_case<int> ra{a};
-        auto r = co_await weft::select(ra);
+        auto r = co_await weft::test::announce_parked(parked, [&] { return weft::select(ra); });
         EXPECT_EQ(r.value(), 0U);
         EXPECT_EQ(ra.result().error(), weft::sync_errc::closed);
         co_await std::move(h);
@@ -116,15 +119,18 @@ TEST(select, cancelled_select_returns_operation_canceled) {
     weft::runtime rt{{.workers = 2}};
     weft::channel<int> a{0};
     weft::channel<int> b{0};
+    weft::latch parked{1};
     std::error_code ec;
     rt.block_on([&]() -> weft::task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             s.spawn([&]() -> weft::task<void> {
                 weft::recv_case<int> ra{a};
                 weft::recv_case<int> rb{b};
-                ec = (co_await weft::select(ra, rb)).error();
+                ec = (co_await weft::test::announce_parked(parked, [&] {
+                         return weft::select(ra, rb);
+                     })).error();
             });
-            (void)co_await weft::sleep_for(2ms);
+            (co_await parked.wait()).value();
             s.request_stop();
             co_return;
         });

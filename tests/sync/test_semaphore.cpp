@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "announce_parked.hpp"
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
@@ -53,11 +54,16 @@ TEST(semaphore, bounds_concurrency) {
 TEST(semaphore, cancelled_acquire_takes_no_unit) {
     weft::runtime rt{{.workers = 2}};
     weft::semaphore sem{0};
+    weft::latch parked{1};
     std::error_code ec;
     rt.block_on([&]() -> weft::task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
-            s.spawn([&]() -> weft::task<void> { ec = (co_await sem.acquire()).error(); });
-            (void)co_await weft::sleep_for(2ms);
+            s.spawn([&]() -> weft::task<void> {
+                ec = (co_await weft::test::announce_parked(parked, [&] {
+                         return sem.acquire();
+                     })).error();
+            });
+            (co_await parked.wait()).value();
             s.request_stop();
             co_return;
         });
@@ -71,15 +77,18 @@ TEST(semaphore, release_wakes_waiters) {
     weft::runtime rt{{.workers = 2}};
     weft::semaphore sem{0};
     std::atomic<int> woke{0};
+    weft::latch parked{5};
     rt.block_on([&]() -> weft::task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             for (int i = 0; i < 5; ++i) {
                 s.spawn([&]() -> weft::task<void> {
-                    (co_await sem.acquire()).value();
+                    (co_await weft::test::announce_parked(parked, [&] {
+                        return sem.acquire();
+                    })).value();
                     woke.fetch_add(1);
                 });
             }
-            (void)co_await weft::sleep_for(2ms);
+            (co_await parked.wait()).value();
             sem.release(5);
         });
     }());

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "announce_parked.hpp"
 #include "test_util.hpp"
 #include "weft/core/join_handle.hpp"
 #include "weft/core/scope.hpp"
@@ -46,11 +47,16 @@ TEST(wait_group, cancelled_wait) {
     weft::runtime rt{{.workers = 2}};
     weft::wait_group wg;
     wg.add(1);
+    weft::latch parked{1};
     std::error_code ec;
     rt.block_on([&]() -> weft::task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
-            s.spawn([&]() -> weft::task<void> { ec = (co_await wg.wait()).error(); });
-            (void)co_await weft::sleep_for(2ms);
+            s.spawn([&]() -> weft::task<void> {
+                ec = (co_await weft::test::announce_parked(parked, [&] {
+                         return wg.wait();
+                     })).error();
+            });
+            (co_await parked.wait()).value();
             s.request_stop();
             co_return;
         });
