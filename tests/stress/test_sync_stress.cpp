@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
+#include "sync/announce_parked.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
@@ -348,6 +350,93 @@ TEST(sync_stress, worker_pool_many_callers) {
         co_await pool.close();
     }());
     EXPECT_EQ(sum.load(), static_cast<long>(callers) * (callers - 1) / 2);
+}
+
+// ---- shutdown with waiters parked in every primitive ------------------------------------------
+
+/// Counts live coroutine frames: a task takes one by value, so the copy lives in its frame and
+/// dies only when the frame is destroyed (a parameter, unlike a local, outlives the body).
+class frame_token {
+public:
+    explicit frame_token(std::atomic<int>& live) noexcept : live_(&live) { live.fetch_add(1); }
+    frame_token(frame_token&& o) noexcept : live_(std::exchange(o.live_, nullptr)) {}
+    frame_token(const frame_token&) = delete;
+    auto operator=(const frame_token&) -> frame_token& = delete;
+    auto operator=(frame_token&&) -> frame_token& = delete;
+    ~frame_token() {
+        if (live_ != nullptr) {
+            live_->fetch_sub(1);
+        }
+    }
+
+private:
+    std::atomic<int>* live_;
+};
+
+/// What the waiters wait on; outlives the runtime (a primitive must outlive its waiters).
+struct parking_lot {
+    weft::channel<int> empty{4};       // receivers wait
+    weft::channel<int> also_empty{4};  // the second case of the selects
+    weft::channel<int> full{1};        // senders wait
+    weft::channel<int> rendezvous{0};  // senders wait (nobody receives)
+    weft::mutex m;                     // the first locker holds it while it waits on `empty`
+    weft::semaphore sem{0};            // acquirers wait
+    weft::latch parked;                // one count per waiter: parked (or done)
+    explicit parking_lot(std::ptrdiff_t waiters) : parked(waiters) {}
+};
+
+auto wait_recv(frame_token /*unused*/, parking_lot& p) -> weft::task<void> {
+    (void)co_await weft::test::announce_parked(p.parked, [&] { return p.empty.recv(); });
+}
+auto wait_send(frame_token /*unused*/, parking_lot& p, bool rendezvous) -> weft::task<void> {
+    weft::channel<int>& ch = rendezvous ? p.rendezvous : p.full;
+    (void)co_await weft::test::announce_parked(p.parked, [&] { return ch.send(1); });
+}
+auto wait_select(frame_token /*unused*/, parking_lot& p) -> weft::task<void> {
+    weft::recv_case<int> a{p.empty};
+    weft::recv_case<int> b{p.also_empty};
+    (void)co_await weft::test::announce_parked(p.parked, [&] { return weft::select(a, b); });
+}
+auto wait_lock(frame_token /*unused*/, parking_lot& p) -> weft::task<void> {
+    auto g = co_await weft::test::announce_parked(p.parked, [&] { return p.m.lock(); });
+    if (g) {
+        (void)co_await p.empty.recv();  // holds the lock until shutdown cancels this
+    }
+}
+auto wait_acquire(frame_token /*unused*/, parking_lot& p) -> weft::task<void> {
+    (void)co_await weft::test::announce_parked(p.parked, [&] { return p.sem.acquire(); });
+}
+
+// Runtimes shut down while many tasks wait in channel sends and receives, selects, a mutex and a
+// semaphore (every other round before they have all parked): shutdown cancels every waiter and
+// destroys every frame (frame_token counts them), none is stranded.
+TEST(sync_stress, shutdown_destroys_every_parked_waiter) {
+    const int rounds = scaled(40);
+    const int per_kind = scaled(200);
+    constexpr int kinds = 6;
+    for (int round = 0; round < rounds; ++round) {
+        std::atomic<int> live{0};
+        parking_lot p{static_cast<std::ptrdiff_t>(kinds) * per_kind};
+        ASSERT_TRUE(p.full.try_send(0));
+        {
+            weft::runtime rt{{.workers = 2}};
+            for (int i = 0; i < per_kind; ++i) {
+                rt.spawn(wait_recv(frame_token{live}, p)).detach();
+                rt.spawn(wait_send(frame_token{live}, p, false)).detach();
+                rt.spawn(wait_send(frame_token{live}, p, true)).detach();
+                rt.spawn(wait_select(frame_token{live}, p)).detach();
+                rt.spawn(wait_lock(frame_token{live}, p)).detach();
+                rt.spawn(wait_acquire(frame_token{live}, p)).detach();
+            }
+            if (round % 2 == 0) {
+                rt.block_on([](parking_lot& lot) -> weft::task<void> {
+                    (void)co_await lot.parked.wait();
+                }(p));
+                ASSERT_EQ(live.load(), kinds * per_kind);  // all parked, none done
+            }
+        }
+        ASSERT_EQ(live.load(), 0) << "round " << round << ": frames left after shutdown";
+    }
 }
 
 }  // namespace
