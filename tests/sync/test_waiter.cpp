@@ -38,7 +38,7 @@ struct resumed {
     weft::stop_state* executor = nullptr;  // current_worker()->root_stop()
 };
 
-auto record_resumption() -> resumed {
+[[gnu::noinline]] auto record_resumption() -> resumed {
     return resumed{std::this_thread::get_id(), weft::detail::current_worker()->root_stop()};
 }
 
@@ -51,17 +51,20 @@ TEST(resume_waiter, woken_by_a_task_of_its_runtime_runs_on_the_wakers_worker) {
     resumed at;
     rt.block_on([&]() -> weft::task<void> {
         weft::channel<int> ch{0};
+        const weft::switch_to_worker to_0{0};
+        co_await to_0;
+        // Queued on worker 0, where it stays (nobody steals); it runs once this task has left.
         auto waiter = weft::spawn([&]() -> weft::task<void> {
-            const weft::switch_to_worker to{0};
-            co_await to;
             parked_on = std::this_thread::get_id();
             (void)co_await ch.recv();
             at = record_resumption();
         });
-        const weft::switch_to_worker to{1};
-        co_await to;
+        const weft::switch_to_worker to_1{1};
+        co_await to_1;
+        // No suspension from here to the end of the loop: this task stays on worker 1. (A
+        // weft::yield could move it: it may go through the injector.)
         while (!ch.try_send(1)) {
-            co_await weft::yield();
+            std::this_thread::yield();
         }
         waker = std::this_thread::get_id();
         co_await std::move(waiter);
