@@ -6,13 +6,10 @@
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
-#include "weft/sched/timer.hpp"
 #include "weft/sync/channel.hpp"
 #include "weft/sync/event.hpp"
 
 namespace {
-
-using namespace std::chrono_literals;
 
 TEST(event, manual_reset_releases_all_and_stays_set) {
     weft::runtime rt{{.workers = 2}};

@@ -6,12 +6,9 @@
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
-#include "weft/sched/timer.hpp"
 #include "weft/sync/latch.hpp"
 
 namespace {
-
-using namespace std::chrono_literals;
 
 TEST(latch, wait_completes_when_count_reaches_zero) {
     weft::runtime rt{{.workers = 2}};

@@ -7,13 +7,10 @@
 #include "weft/core/scope.hpp"
 #include "weft/core/sync_wait.hpp"
 #include "weft/sched/runtime.hpp"
-#include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
 #include "weft/sync/mutex.hpp"
 
 namespace {
-
-using namespace std::chrono_literals;
 
 TEST(mutex, lock_and_try_lock) {
     weft::mutex m;

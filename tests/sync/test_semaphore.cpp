@@ -6,13 +6,10 @@
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
-#include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
 #include "weft/sync/semaphore.hpp"
 
 namespace {
-
-using namespace std::chrono_literals;
 
 TEST(semaphore, try_acquire_and_release) {
     weft::semaphore s{2};

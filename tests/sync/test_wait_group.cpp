@@ -7,13 +7,10 @@
 #include "weft/core/join_handle.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
-#include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
 #include "weft/sync/wait_group.hpp"
 
 namespace {
-
-using namespace std::chrono_literals;
 
 TEST(wait_group, waits_for_every_done_and_is_reusable) {
     weft::runtime rt{{.workers = 2}};
