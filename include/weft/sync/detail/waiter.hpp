@@ -33,12 +33,11 @@ struct waiter_home {
 /// - The waker runs on a worker of the waiter's own executor (the same runtime, or the same
 ///   sync_wait): that worker's LIFO slot. The woken task runs next, on the waker's core, with the
 ///   data just handed over still in cache (what message passing wants; a ping-pong pair stays
-///   on one core). Tasks of a runtime are not tied to a worker, so this is not a migration:
-///   the waiter may have run anywhere in its runtime. (With `.stealing = false` this also moves
-///   it to the waker's worker.)
-/// - The waker runs elsewhere (a plain thread, a worker of another runtime, a sync_wait on a
-///   worker-less thread): back to its own executor, `home.worker->schedule_remote` (a runtime's
-///   injector, a sync_wait's queue). A task never runs on an executor it does not belong to.
+///   on one core). A runtime's tasks belong to the runtime, not to one worker (thieves move
+///   them too); with `.stealing = false` as well, the waiter moves to the waker's worker.
+/// - The waker runs anywhere else (a plain thread, a worker of another runtime, another
+///   sync_wait): back to its own executor, `home.worker->schedule_remote` (a runtime's injector,
+///   a sync_wait's queue). A task never runs on an executor it does not belong to.
 /// - It suspended on no executor at all: it runs inline, on the waker's thread.
 /// NOTE: the caller must have copied out everything it needs from the waiter's frame: once this
 /// is called the waiter may run (and end) on another thread.
