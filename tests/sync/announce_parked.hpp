@@ -14,7 +14,8 @@ namespace weft::test {
 /// factory returns (built in place: weft's awaiters do not move) and counts `parked` down once
 /// the awaiting task is parked in it, or once the operation completed without parking. The test
 /// waits with `co_await parked.wait()`, then knows every such waiter is parked (or done).
-/// For weft::sync operations, whose await_suspend returns bool.
+/// For weft::sync operations (their await_suspend returns bool or a handle: either way the
+/// task is parked, or has its operation queued, once it returns).
 template <typename Factory>
 class [[nodiscard]] announce_parked {
 public:
@@ -31,12 +32,12 @@ public:
         return false;
     }
     template <typename P>
-    [[gnu::noinline]] auto await_suspend(std::coroutine_handle<P> h) -> bool {
+    [[gnu::noinline]] auto await_suspend(std::coroutine_handle<P> h) -> decltype(auto) {
         // A local: once parked, the task may be resumed (and this awaiter gone) at once.
         weft::latch* parked = parked_;
-        const bool suspended = inner_.await_suspend(h);
+        decltype(auto) next = inner_.await_suspend(h);  // bool, or a handle to transfer to
         parked->count_down();
-        return suspended;
+        return next;
     }
     auto await_resume() -> decltype(auto) { return inner_.await_resume(); }
 

@@ -4,16 +4,15 @@
 #include <stdexcept>
 #include <vector>
 
+#include "announce_parked.hpp"
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
-#include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
+#include "weft/sync/event.hpp"
 #include "weft/sync/worker_pool.hpp"
 
 namespace {
-
-using namespace std::chrono_literals;
 
 TEST(worker_pool, map_runs_the_async_handler) {
     weft::runtime rt{{.workers = 2}};
@@ -56,29 +55,52 @@ TEST(worker_pool, map_batch_keeps_input_order) {
     }());
 }
 
+// close() while work is queued: the handler is held until the intake is closed, so close must
+// drain everything queued before it, and a map after close fails.
 TEST(worker_pool, close_drains_queued_work_then_map_fails_closed) {
     weft::runtime rt{{.workers = 2}};
+    constexpr int capacity = 8;
     std::atomic<int> ran{0};
+    weft::event handler_busy;  // the handler holds the first job
+    weft::event gate;          // opened once the intake is closed
+    weft::latch queued{capacity};
     rt.block_on([&]() -> weft::task<void> {
         weft::worker_pool<int, int> pool{1,
                                          [&](int x) -> weft::task<int> {
-                                             (void)co_await weft::sleep_for(1ms);
+                                             handler_busy.set();
+                                             (co_await gate.wait()).value();
                                              ran.fetch_add(1);
                                              co_return x;
                                          },
-                                         8};
+                                         capacity};
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
-            for (int i = 0; i < 8; ++i) {
+            s.spawn([&]() -> weft::task<void> {
+                const int r = co_await pool.map(0);
+                EXPECT_EQ(r, 0);
+            });
+            (co_await handler_busy.wait()).value();
+            for (int i = 1; i <= capacity; ++i) {  // these fill the intake
                 s.spawn([&, i]() -> weft::task<void> {
-                    const int r = co_await pool.map(i);
+                    const int r =
+                        co_await weft::test::announce_parked(queued, [&] { return pool.map(i); });
                     EXPECT_EQ(r, i);
                 });
             }
-            co_await weft::yield();
-            co_return;
+            (co_await queued.wait()).value();
+            // Opens the gate once the intake is closed: its map finds the intake full and waits
+            // until close fails it (or, run later, finds it closed).
+            s.spawn([&]() -> weft::task<void> {
+                try {
+                    (void)co_await pool.map(-1);
+                    ADD_FAILURE() << "a map the intake had no room for before close must fail";
+                } catch (const std::system_error& e) {
+                    EXPECT_EQ(e.code(), weft::sync_errc::closed);
+                }
+                gate.set();
+            });
+            co_await pool.close();
+            EXPECT_EQ(ran.load(), capacity + 1);  // everything queued before close ran
         });
-        co_await pool.close();
-        EXPECT_EQ(ran.load(), 8);
         try {
             (void)co_await pool.map(1);
             ADD_FAILURE() << "map after close must throw";
@@ -86,6 +108,7 @@ TEST(worker_pool, close_drains_queued_work_then_map_fails_closed) {
             EXPECT_EQ(e.code(), weft::sync_errc::closed);
         }
     }());
+    EXPECT_EQ(ran.load(), capacity + 1);
 }
 
 TEST(worker_pool, back_pressure_bounds_the_intake) {
