@@ -374,7 +374,7 @@ auto uring_reactor::reap() -> bool {
             queued_any = op->on_complete(*op) || queued_any;
             continue;
         }
-        current_worker()->push_quiet(op->waiter);
+        current_worker()->push_io_ready(op->waiter);
         queued_any = true;
         ++queued;
     }
@@ -696,7 +696,7 @@ auto epoll_reactor::wait(int timeout_ms) -> bool {
             while (w != nullptr) {
                 readiness_waiter* next = w->next_waiter;  // read first: once resumed, w may be gone
                 waiting_changed(-1);
-                current_worker()->push_quiet(w->waiter);
+                current_worker()->push_io_ready(w->waiter);
                 queued_any = true;
                 ++queued;
                 w = next;

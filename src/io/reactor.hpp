@@ -60,7 +60,7 @@ inline auto is_uring() -> bool { return current_io_backend() == io_backend::io_u
 inline auto resume_from_ring(std::coroutine_handle<> h, worker_base* home) -> bool {
     worker_base* here = current_worker();
     if (home == nullptr || home == here) {
-        here->push_quiet(h);
+        here->push_io_ready(h);
         return true;
     }
     home->schedule_remote(h);

@@ -419,12 +419,15 @@ auto sched_worker::steal_once() -> void* {
         want = std::min<std::int64_t>(want, static_cast<std::int64_t>(max_batch));
         void* first = nullptr;
         for (std::int64_t i = 0; i < want; ++i) {
-            void* a = victim.steal_one();
-            if (a == nullptr) {
+            void* entry = victim.steal_one();
+            if (entry == nullptr) {
                 break;
             }
+            void* a = untag(entry);
             if (first == nullptr) {
                 first = a;
+            } else if (is_io_ready(entry)) {
+                push_io_ready(std::coroutine_handle<>::from_address(a));  // still oldest first
             } else {
                 push(std::coroutine_handle<>::from_address(a));
             }

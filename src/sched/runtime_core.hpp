@@ -62,8 +62,8 @@ public:
     [[nodiscard]] auto queued() const noexcept -> std::int64_t {
         return deque_.size() + (lifo_.load(std::memory_order_relaxed) != nullptr ? 1 : 0);
     }
-    /// Thieves: one of this worker's oldest tasks, or nullptr.
-    auto steal_one() noexcept -> void* { return untag(deque_.steal()); }
+    /// Thieves: one of this worker's oldest entries, still tagged (nullptr: none, or lost a race).
+    auto steal_one() noexcept -> void* { return deque_.steal(); }
     /// Thieves: this worker's oldest queued entry (still tagged) and its position.
     auto peek_oldest(std::int64_t& pos) const noexcept -> void* { return deque_.peek_top(pos); }
     /// Handles to resume after timers fired (filled by fire_timers, owner only).
