@@ -90,6 +90,18 @@ TEST(with_timeout, expired_operation_yields_timed_out) {
     EXPECT_EQ(r.error(), std::errc::timed_out);
 }
 
+// Only a cancellation can have been caused by the deadline: a failure of the task's own, thrown
+// after the deadline passed, reaches the caller as itself.
+TEST(with_timeout, other_exception_after_the_deadline_propagates) {
+    weft::runtime rt{{.workers = 2}};
+    EXPECT_THROW((void)rt.block_on(weft::with_timeout(2ms,
+                                                      []() -> weft::task<int> {
+                                                          (void)co_await weft::sleep_for(1h);
+                                                          throw std::runtime_error("own failure");
+                                                      }())),
+                 std::runtime_error);
+}
+
 TEST(with_timeout, result_holding_cancellation_becomes_timed_out) {
     weft::runtime rt{{.workers = 2}};
     auto r = rt.block_on(weft::with_timeout(

@@ -57,6 +57,19 @@ struct is_result : std::false_type {};
 template <typename T>
 struct is_result<result<T>> : std::true_type {};
 
+/// Does `e` report a cancellation (a std::system_error holding operation_canceled, as
+/// `result::value()` throws on a cancelled operation)? Only such a failure can have been caused
+/// by with_timeout's deadline.
+inline auto is_cancellation(const std::exception_ptr& e) noexcept -> bool {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::system_error& se) {
+        return se.code() == std::errc::operation_canceled;
+    } catch (...) {
+        return false;
+    }
+}
+
 inline auto timeout_timer(std::chrono::steady_clock::time_point deadline,
                           stop_state& work,
                           std::atomic<bool>& timed_out) -> task<void> {
@@ -69,8 +82,9 @@ inline auto timeout_timer(std::chrono::steady_clock::time_point deadline,
 
 /// Runs `t`; if it has not finished after `d`, cancels it, waits for it to wind down and yields
 /// `timed_out`. A value the task produced anyway (it finished before it saw the cancellation)
-/// is returned, never dropped; a task that reports its own cancellation (a result holding
-/// operation_canceled, or an exception) after the deadline becomes `timed_out`.
+/// is returned, never dropped; a task that reports its own cancellation after the deadline (a
+/// result holding operation_canceled, or a std::system_error holding it) becomes `timed_out`.
+/// Any other exception propagates, whenever it was thrown.
 ///
 ///     auto r = co_await weft::with_timeout(100ms, fetch());   // result<T>
 template <typename T, typename Rep, typename Period>
@@ -103,10 +117,10 @@ auto with_timeout(std::chrono::duration<Rep, Period> d, task<T> t)
     co_await std::move(timer_handle);
     const bool expired = timed_out.load(std::memory_order_relaxed);
     if (error) {
-        if (expired) {
+        if (expired && detail::is_cancellation(error)) {
             co_return R{std::errc::timed_out};
         }
-        std::rethrow_exception(error);
+        std::rethrow_exception(error);  // a failure of its own, even if it came late
     }
     if constexpr (detail::is_result<T>::value) {
         if (expired && !*value && value->error() == std::errc::operation_canceled) {
