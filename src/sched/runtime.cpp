@@ -1,6 +1,8 @@
 #include "weft/sched/runtime.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -264,6 +266,19 @@ void sched_worker::yield_turn(std::coroutine_handle<> h) noexcept {
     // item, Go 58; `weft-sake chan_throughput`.)
     push_quiet(h);
     yielded_ = true;
+}
+
+void sched_worker::detached_failure(std::exception_ptr e) noexcept {
+    if (!rt_.opts.on_detached_failure) {
+        print_detached_failure(e);
+        return;
+    }
+    try {
+        rt_.opts.on_detached_failure(std::move(e));
+    } catch (...) {
+        std::fprintf(stderr, "weft: runtime_options::on_detached_failure threw\n");
+        std::terminate();
+    }
 }
 
 void sched_worker::on_push() noexcept {

@@ -48,6 +48,7 @@ public:
     void join();
     void schedule_remote(std::coroutine_handle<> h) noexcept override;
     void yield_turn(std::coroutine_handle<> h) noexcept override;
+    void detached_failure(std::exception_ptr e) noexcept override;
 
     [[nodiscard]] auto runtime() noexcept -> runtime_core& { return rt_; }
     [[nodiscard]] auto timers() noexcept -> timer_queue& { return timers_; }

@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -25,6 +28,46 @@ TEST(runtime, block_on_returns_value_and_rethrows) {
         co_return;
     }()),
                  std::runtime_error);
+}
+
+// A detached task's failure reaches the runtime's handler, on a worker, with its exception.
+TEST(runtime, detached_failure_goes_to_the_handler) {
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<std::string> seen;
+    weft::runtime rt{{.workers = 2, .on_detached_failure = [&](std::exception_ptr e) {
+                          try {
+                              std::rethrow_exception(e);
+                          } catch (const std::exception& ex) {
+                              const std::lock_guard lock(m);
+                              seen.emplace_back(ex.what());
+                          }
+                          cv.notify_all();
+                      }}};
+    rt.spawn([]() -> weft::task<void> {
+          throw std::runtime_error("lost?");
+          co_return;
+      }).detach();
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return !seen.empty(); });
+    EXPECT_EQ(seen, std::vector<std::string>{"lost?"});
+}
+
+// A handle dropped after its task failed (nobody joined it) reports the failure too; off the
+// runtime's workers it goes to stderr.
+TEST(runtime, failure_of_a_finished_task_whose_handle_is_dropped_is_printed) {
+    weft::runtime rt{{.workers = 1}};
+    auto h = rt.spawn([]() -> weft::task<void> {
+        throw std::runtime_error("never joined");
+        co_return;
+    });
+    while (!h.done()) {
+        std::this_thread::yield();
+    }
+    testing::internal::CaptureStderr();
+    h.detach();
+    EXPECT_EQ(testing::internal::GetCapturedStderr(),
+              "weft: a detached task failed: never joined\n");
 }
 
 TEST(runtime, default_worker_count_is_cpu_count) {

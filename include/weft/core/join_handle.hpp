@@ -39,7 +39,8 @@ public:
         return h_ && h_.promise().join_.load(std::memory_order_acquire) == detail::join_done;
     }
 
-    /// Lets the child run on unobserved; it frees its own frame.
+    /// Lets the child run on unobserved; it frees its own frame. If it fails, the exception goes
+    /// to the runtime's on_detached_failure handler (default: printed to stderr).
     void detach() noexcept {
         if (!h_) {
             return;
@@ -49,6 +50,9 @@ public:
         // orders our last reads of it before a child that finishes later frees it.
         if (h.promise().join_.exchange(detail::join_detached, std::memory_order_acq_rel) ==
             detail::join_done) {
+            if (auto e = h.promise().take_exception()) {  // finished, failed, never joined
+                detail::report_detached_failure(std::move(e));
+            }
             h.destroy();
         }
     }

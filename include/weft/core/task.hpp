@@ -163,6 +163,9 @@ private:
             return std::noop_coroutine();
         }
         if (prev == join_detached) {
+            if (has_exception_) {
+                report_detached_failure(take_exception());
+            }
             self.destroy();
             return std::noop_coroutine();
         }

@@ -28,6 +28,10 @@ struct runtime_options {
     unsigned max_blocking_threads = 64;
     /// How worker `i` sleeps when idle. Default: a futex (weft::io installs its reactor here).
     std::function<std::unique_ptr<park_driver>(unsigned worker)> make_driver = {};
+    /// Called on the worker where a detached task (its join_handle dropped) ended with an
+    /// exception; it must not throw. Default (empty): print "weft: a detached task failed:
+    /// <what()>" to stderr. A failure is never dropped silently.
+    std::function<void(std::exception_ptr)> on_detached_failure = {};
 };
 
 /// The M:N scheduler: N worker threads, each with a bounded work-stealing deque, a timer wheel

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <coroutine>
+#include <exception>
 
 #include "weft/core/detail/work_deque.hpp"
 #include "weft/core/stop.hpp"
@@ -157,6 +158,11 @@ public:
 
     [[nodiscard]] auto root_stop() const noexcept -> stop_state* { return root_stop_; }
 
+    /// A task whose result nobody will observe (its join_handle was dropped) failed with `e`.
+    /// Default: print_detached_failure. The runtime's workers call its handler
+    /// (runtime_options::on_detached_failure) instead.
+    virtual void detached_failure(std::exception_ptr e) noexcept;
+
     /// Charges one operation to the running task; true when its turn is used up and the caller
     /// should yield instead of continuing (the hot task gives others a chance). A spent turn
     /// with nobody to give it to (see turn_over) starts a new turn instead: the yield would only
@@ -213,6 +219,14 @@ protected:
     const std::atomic<unsigned>* idle_hint_;
     int budget_ = budget_per_turn;
 };
+
+/// Writes "weft: a detached task failed: <what()>" to stderr.
+void print_detached_failure(const std::exception_ptr& e) noexcept;
+
+/// Routes the failure of a detached task to the worker running on this thread
+/// (worker_base::detached_failure), or prints it when there is none. Never silent: tokio and Go
+/// report a panicking detached task too.
+void report_detached_failure(std::exception_ptr e) noexcept;
 
 /// The worker running on this thread, or nullptr on a thread that runs no weft executor.
 /// NOTE: thread_locals are only ever read through out-of-line functions like this one. Inlined
