@@ -21,6 +21,7 @@
 #include "weft/io/tcp_listener.hpp"
 #include "weft/io/tcp_stream.hpp"
 #include "weft/io/udp_socket.hpp"
+#include "weft/sched/cpu_count.hpp"
 #include "weft/sched/driver.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/spawn_blocking.hpp"

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "runtime_core.hpp"
+#include "weft/sched/cpu_count.hpp"
 
 namespace weft {
 namespace detail {
@@ -54,8 +55,7 @@ auto xorshift(std::uint64_t& s) noexcept -> std::uint64_t {
 
 runtime_core::runtime_core(runtime_options o)
     : opts(std::move(o)),
-      planned_workers(opts.workers != 0 ? opts.workers
-                                        : std::max(1U, std::thread::hardware_concurrency())),
+      planned_workers(opts.workers != 0 ? opts.workers : available_cpus()),
       blocking(opts.max_blocking_threads == 0 ? 1 : opts.max_blocking_threads),
       epoch_(std::chrono::steady_clock::now()) {
     const unsigned n = planned_workers;

@@ -12,6 +12,7 @@
 
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
+#include "weft/sched/cpu_count.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 
@@ -70,9 +71,9 @@ TEST(runtime, failure_of_a_finished_task_whose_handle_is_dropped_is_printed) {
               "weft: a detached task failed: never joined\n");
 }
 
-TEST(runtime, default_worker_count_is_cpu_count) {
+TEST(runtime, default_worker_count_is_the_cpus_available) {
     weft::runtime rt;
-    EXPECT_EQ(rt.worker_count(), std::max(1U, std::thread::hardware_concurrency()));
+    EXPECT_EQ(rt.worker_count(), weft::available_cpus());
 }
 
 TEST(runtime, spawn_from_outside_and_join) {

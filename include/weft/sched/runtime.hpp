@@ -19,7 +19,8 @@
 namespace weft {
 
 struct runtime_options {
-    /// Worker threads; 0 means one per CPU (std::thread::hardware_concurrency()).
+    /// Worker threads; 0 means one per CPU this process may use (weft::available_cpus(): the
+    /// affinity mask, capped by the cgroup's CPU quota).
     unsigned workers = 0;
     /// false: thread-per-core mode. Workers never steal; each runs what was queued on it.
     bool stealing = true;
