@@ -50,10 +50,7 @@ public:
         // orders our last reads of it before a child that finishes later frees it.
         if (h.promise().join_.exchange(detail::join_detached, std::memory_order_acq_rel) ==
             detail::join_done) {
-            if (auto e = h.promise().take_exception()) {  // finished, failed, never joined
-                detail::report_detached_failure(std::move(e));
-            }
-            h.destroy();
+            detail::destroy_unjoined(h);
         }
     }
 

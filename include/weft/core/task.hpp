@@ -155,6 +155,15 @@ private:
     alignas(std::exception_ptr) unsigned char exception_storage_[sizeof(std::exception_ptr)];
     bool has_exception_ = false;
 
+    // Out of line and cold: the fork-join fast path around it stays as small as before.
+    [[gnu::noinline, gnu::cold]] void finish_detached(std::coroutine_handle<> self) noexcept {
+        if (has_exception_) {
+            report_detached_failure(take_exception());
+        }
+        self.destroy();
+    }
+    friend void destroy_unjoined(std::coroutine_handle<> self, promise_base& p) noexcept;
+
     auto finish_join(std::coroutine_handle<> self) noexcept -> std::coroutine_handle<> {
         // acq_rel: release publishes the result to the joiner; acquire sees the joiner's frame
         // (or the handle's detach) before we resume or free.
@@ -163,15 +172,23 @@ private:
             return std::noop_coroutine();
         }
         if (prev == join_detached) {
-            if (has_exception_) {
-                report_detached_failure(take_exception());
-            }
-            self.destroy();
+            finish_detached(self);
             return std::noop_coroutine();
         }
         return std::coroutine_handle<>::from_address(reinterpret_cast<void*>(prev));
     }
 };
+
+/// A finished task whose handle is dropped without a join: reports its failure, if any, and
+/// frees it. Out of line and cold (every fork's handle is destroyed, almost always joined).
+[[gnu::noinline, gnu::cold]] inline void destroy_unjoined(std::coroutine_handle<> self,
+                                                          promise_base& p) noexcept {
+    p.finish_detached(self);
+}
+template <typename P>
+void destroy_unjoined(std::coroutine_handle<P> h) noexcept {
+    destroy_unjoined(h, h.promise());
+}
 
 template <typename P>
 inline constexpr bool is_weft_promise = std::derived_from<P, promise_base>;
