@@ -9,6 +9,22 @@ namespace detail {
 
 namespace {
 constinit thread_local frame_lists tl_frame_lists{};
+
+// What live_frames() adds up. Updated on slow paths only.
+struct frame_census {
+    std::mutex mu;
+    frame_lists* threads = nullptr;       // every thread with frame_lists, until it exits; under mu
+    std::atomic<std::int64_t> carved{0};  // blocks ever carved from slabs (never returned)
+    std::atomic<std::int64_t> transfer{0};  // blocks in the transfer stacks
+    std::atomic<std::int64_t> unpooled{0};  // large and pmr frames alive
+};
+auto census() noexcept -> frame_census& {
+    // Never destroyed: threads may exit (and unregister) after main returns.
+    static auto* c = new frame_census;
+    return *c;
+}
+
+void register_thread(frame_lists& l) noexcept;
 }  // namespace
 
 auto this_thread_frame_lists() noexcept -> frame_lists& { return tl_frame_lists; }
@@ -58,6 +74,7 @@ void give_back(frame_lists& l, std::size_t k, std::uint32_t n) noexcept {
     std::lock_guard lock(t.mu);
     bh->next_batch = t.batches;
     t.batches = bh;
+    census().transfer.fetch_add(n, std::memory_order_relaxed);
 }
 
 // Takes one batch of class k from the transfer stack into this thread's (empty) list.
@@ -71,6 +88,8 @@ auto take_batch(frame_lists& l, std::size_t k) noexcept -> bool {
             return false;
         }
         t.batches = bh->next_batch;
+        census().transfer.fetch_sub(static_cast<std::int64_t>(bh->count),
+                                    std::memory_order_relaxed);
     }
     l.heads[k] = reinterpret_cast<free_block*>(bh);
     l.count[k] = static_cast<std::uint32_t>(bh->count);
@@ -87,6 +106,7 @@ void carve(frame_lists& l, std::size_t k) {
         throw std::bad_alloc();
     }
     ++l.stats.system_allocs;
+    census().carved.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
     free_block* head = l.heads[k];
     for (std::size_t i = n; i-- > 0;) {
         auto* b = reinterpret_cast<free_block*>(slab + i * size);
@@ -110,23 +130,47 @@ struct exit_hand_back {
                 give_back(l, k, l.count[k]);
             }
         }
+        if (l.registered) {
+            frame_census& c = census();
+            std::lock_guard lock(c.mu);
+            for (frame_lists** p = &c.threads; *p != nullptr; p = &(*p)->next_thread) {
+                if (*p == &l) {
+                    *p = l.next_thread;
+                    break;
+                }
+            }
+            // Not re-registered if a later thread_local destructor frees a frame here: its
+            // block stays on this dead list and counts as live (a bounded, rare error).
+        }
     }
 };
 thread_local exit_hand_back tl_exit_hand_back;
+
+void register_thread(frame_lists& l) noexcept {
+    (void)&tl_exit_hand_back;  // hands back and unregisters at thread exit (first use builds it)
+    frame_census& c = census();
+    std::lock_guard lock(c.mu);
+    l.next_thread = c.threads;
+    c.threads = &l;
+    l.registered = true;
+}
 
 }  // namespace
 
 auto frame_alloc_slow(std::size_t bytes) -> void* {
     frame_lists& l = tl_frame_lists;
     if (bytes > max_recycled_frame) {
-        ++l.stats.system_allocs;
         void* p = std::malloc(bytes);
         if (p == nullptr) {
             throw std::bad_alloc();
         }
+        ++l.stats.system_allocs;
+        census().unpooled.fetch_add(1, std::memory_order_relaxed);
         return p;
     }
-    (void)&tl_exit_hand_back;  // registers the thread-exit hand-back (first use constructs it)
+    if (!l.registered) {
+        register_thread(l);  // before this thread holds a block
+    }
     const std::size_t k = frame_class_of(bytes);
     if (!take_batch(l, k)) {
         carve(l, k);
@@ -138,10 +182,13 @@ void frame_free_slow(void* p, std::size_t bytes) noexcept {
     frame_lists& l = tl_frame_lists;
     if (bytes > max_recycled_frame) {
         ++l.stats.system_frees;
+        census().unpooled.fetch_sub(1, std::memory_order_relaxed);
         std::free(p);
         return;
     }
-    (void)&tl_exit_hand_back;
+    if (!l.registered) {
+        register_thread(l);  // before this thread holds a block
+    }
     const std::size_t k = frame_class_of(bytes);
     auto* b = static_cast<free_block*>(p);
     b->next = l.heads[k];
@@ -149,13 +196,39 @@ void frame_free_slow(void* p, std::size_t bytes) noexcept {
     ++l.count[k];
     WEFT_POISON(static_cast<char*>(p) + sizeof(free_block),
                 frame_block_size(k) - sizeof(free_block));
-    give_back(l, k, l.count[k] / 2);
+    if (l.count[k] > 1) {  // over the cap: half moves on (an empty class merely starts here)
+        give_back(l, k, l.count[k] / 2);
+    }
+}
+
+auto allocate_with_resource(std::size_t bytes, std::pmr::memory_resource* r) -> void* {
+    void* p = r->allocate(bytes, alignof(frame_header));
+    census().unpooled.fetch_add(1, std::memory_order_relaxed);
+    return p;
+}
+
+void deallocate_with_resource(void* p, std::size_t bytes, std::pmr::memory_resource* r) noexcept {
+    census().unpooled.fetch_sub(1, std::memory_order_relaxed);
+    r->deallocate(p, bytes, alignof(frame_header));
 }
 
 }  // namespace detail
 
 auto this_thread_frame_stats() noexcept -> frame_allocator_stats {
     return detail::tl_frame_lists.stats;
+}
+
+auto live_frames() noexcept -> std::int64_t {
+    detail::frame_census& c = detail::census();
+    std::lock_guard lock(c.mu);
+    std::int64_t pooled = 0;  // blocks waiting on some thread's free lists
+    for (const detail::frame_lists* l = c.threads; l != nullptr; l = l->next_thread) {
+        for (const std::uint32_t n : l->count) {
+            pooled += n;
+        }
+    }
+    return c.carved.load(std::memory_order_relaxed) + c.unpooled.load(std::memory_order_relaxed) -
+           c.transfer.load(std::memory_order_relaxed) - pooled;
 }
 
 }  // namespace weft

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <thread>
 
 #include "weft/core/frame_allocator.hpp"
 #include "weft/core/join_handle.hpp"
@@ -71,6 +72,21 @@ TEST(frame_allocator, large_frames_go_to_the_system) {
     const auto after = weft::this_thread_frame_stats();
     EXPECT_EQ(after.system_allocs, before.system_allocs + 1);
     EXPECT_EQ(after.system_frees, before.system_frees + 1);
+}
+
+// live_frames() counts frames made on one thread and freed on another, and by threads that
+// have exited since.
+TEST(frame_allocator, live_frames_counts_across_threads) {
+    const std::int64_t base = weft::live_frames();
+    auto t = leaf(1);  // made here
+    EXPECT_EQ(weft::live_frames(), base + 1);
+    std::thread([&] {
+        auto other = leaf(2);  // made and kept past this thread's exit
+        t = std::move(other);  // the first frame is freed here
+    }).join();
+    EXPECT_EQ(weft::live_frames(), base + 1);
+    t = {};
+    EXPECT_EQ(weft::live_frames(), base);
 }
 
 }  // namespace
