@@ -368,15 +368,18 @@ auto uring_reactor::reap() -> bool {
             continue;
         }
         op->st = uring_op::state::done;
-        inflight_.fetch_sub(1, std::memory_order_seq_cst);
+        // The in-flight count drops only after the woken task is queued (release, by the
+        // seq_cst RMW): shutdown reads this count before the queues (acquire), so it sees the
+        // operation either still in flight or its task queued, never neither.
         // file_batch hook (see uring_op::on_complete): one resumption for many operations.
         if (op->on_complete != nullptr) {
             queued_any = op->on_complete(*op) || queued_any;
-            continue;
+        } else {
+            current_worker()->push_io_ready(op->waiter);
+            queued_any = true;
+            ++queued;
         }
-        current_worker()->push_io_ready(op->waiter);
-        queued_any = true;
-        ++queued;
+        inflight_.fetch_sub(1, std::memory_order_seq_cst);
     }
     io_uring_cq_advance(&ring_, seen);
     if (queued >= wake_helper_batch) {
@@ -695,8 +698,8 @@ auto epoll_reactor::wait(int timeout_ms) -> bool {
         for (readiness_waiter* w : woken) {
             while (w != nullptr) {
                 readiness_waiter* next = w->next_waiter;  // read first: once resumed, w may be gone
-                waiting_changed(-1);
                 current_worker()->push_io_ready(w->waiter);
+                waiting_changed(-1);  // after the push: see uring_reactor::reap
                 queued_any = true;
                 ++queued;
                 w = next;
@@ -758,9 +761,10 @@ void readiness_waiter::on_stop(stop_callback_node* n) noexcept {
         }
     }
     if (resume) {
-        owner->waiting_changed(-1);
-        // NOTE: w may be gone once resume runs.
+        // NOTE: w may be gone once resume runs; the count drops after the task is queued (see
+        // uring_reactor::reap).
         resume_soon(resume, home);
+        owner->waiting_changed(-1);
     }
 }
 

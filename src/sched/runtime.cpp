@@ -101,19 +101,33 @@ void runtime_core::worker_started(std::exception_ptr error) {
 }
 
 auto runtime_core::quiescent() const noexcept -> bool {
+    // A snapshot that cannot miss a task on its way to a queue:
+    // - every worker parked, and none left its park while we looked (the unpark count is the
+    //   same at the end): a parked worker runs nothing, so nothing it runs can start work;
+    // - counters of work on its way (blocking jobs, armed timers, IO in flight) before the
+    //   queues it ends in: whoever completes such work queues the task first and lowers the
+    //   count after (seq_cst RMW), so a count read as lowered shows the task in its queue.
+    const std::uint64_t unparks_before = unparks.load(std::memory_order_seq_cst);
     if (idle_count.load(std::memory_order_seq_cst) != workers.size()) {
         return false;
     }
-    if (!injector_empty() || blocking.in_flight() != 0) {
+    if (blocking.in_flight() != 0) {
         return false;
     }
     for (const auto& w : workers) {
-        if (w->queued() != 0 || w->timers().pending.load(std::memory_order_seq_cst) != 0 ||
-            w->io_pending() != 0 || !w->inbox_empty()) {
+        if (w->timers().pending.load(std::memory_order_seq_cst) != 0 || w->io_pending() != 0) {
             return false;
         }
     }
-    return true;
+    if (!injector_empty()) {
+        return false;
+    }
+    for (const auto& w : workers) {
+        if (w->queued() != 0 || !w->inbox_empty()) {
+            return false;
+        }
+    }
+    return unparks.load(std::memory_order_seq_cst) == unparks_before;
 }
 
 void runtime_core::shutdown() {
@@ -180,6 +194,7 @@ void runtime_core::notify_parked() noexcept {
         idle.pop_back();
         w->in_idle_list = false;
         idle_count.fetch_sub(1, std::memory_order_seq_cst);
+        unparks.fetch_add(1, std::memory_order_seq_cst);
         // The woken worker starts out searching, so that further submissions do not wake more
         // workers until it found work or gave up.
         w->searching = true;
@@ -527,6 +542,7 @@ void sched_worker::park() {
             v.erase(std::find(v.begin(), v.end(), this));
             in_idle_list = false;
             rt_.idle_count.fetch_sub(1, std::memory_order_seq_cst);
+            rt_.unparks.fetch_add(1, std::memory_order_seq_cst);
         }
     };
     // A worker that cannot steal (thread-per-core) must not stay up for other workers' queues:

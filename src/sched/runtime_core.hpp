@@ -166,6 +166,9 @@ public:
     std::mutex idle_mu;
     std::vector<sched_worker*> idle;      // guarded by idle_mu
     std::atomic<unsigned> idle_count{0};  // == idle.size(), readable without the lock
+    // Times a worker left the idle list (see quiescent: a snapshot during which it did not
+    // change saw every worker parked throughout).
+    std::atomic<std::uint64_t> unparks{0};
     std::atomic<unsigned> searching{0};
     std::atomic<bool> shutting_down{false};
     std::atomic<bool> terminate{false};
