@@ -204,12 +204,12 @@ void runtime_core::notify_parked() noexcept {
 }
 
 auto runtime_core::has_work_for(const sched_worker& self, bool may_steal) const noexcept -> bool {
-    if (!injector_empty() || self.queued() != 0) {
+    if (!injector_empty() || self.stealable_size_seq_cst() != 0) {  // (own LIFO slot: empty)
         return true;
     }
     if (may_steal) {
         for (const auto& w : workers) {
-            if (w->queued() != 0) {
+            if (w->stealable_size_seq_cst() != 0) {
                 return true;
             }
         }
@@ -525,6 +525,7 @@ auto sched_worker::find_work() -> void* {
 }
 
 void sched_worker::park() {
+    bump(park_attempts);
     if (searching) {
         searching = false;
         rt_.searching.fetch_sub(1, std::memory_order_seq_cst);
@@ -564,6 +565,7 @@ void sched_worker::park() {
         rt_.quiet_cv.notify_all();
     }
     if (!timeout || *timeout > 0) {
+        bump(sleeps);
         driver_->park(timeout);
     }
     unlist();
@@ -699,6 +701,12 @@ runtime::~runtime() { core_->shutdown(); }
 
 auto runtime::worker_count() const noexcept -> unsigned {
     return static_cast<unsigned>(core_->workers.size());
+}
+
+auto runtime::worker_metrics(unsigned i) const -> weft::worker_metrics {
+    const detail::sched_worker& w = *core_->workers.at(i);
+    return {.park_attempts = w.park_attempts.load(std::memory_order_relaxed),
+            .sleeps = w.sleeps.load(std::memory_order_relaxed)};
 }
 
 auto runtime::stop() noexcept -> stop_state& { return core_->root; }

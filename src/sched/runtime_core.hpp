@@ -50,6 +50,13 @@ public:
     void yield_turn(std::coroutine_handle<> h) noexcept override;
     void detached_failure(std::exception_ptr e) noexcept override;
 
+    // runtime::worker_metrics: written by this worker only (load + store, no RMW), read by any.
+    std::atomic<std::uint64_t> park_attempts{0};
+    std::atomic<std::uint64_t> sleeps{0};
+    static void bump(std::atomic<std::uint64_t>& c) noexcept {
+        c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+
     [[nodiscard]] auto runtime() noexcept -> runtime_core& { return rt_; }
     [[nodiscard]] auto timers() noexcept -> timer_queue& { return timers_; }
     [[nodiscard]] auto index() const noexcept -> unsigned { return index_; }
@@ -60,6 +67,11 @@ public:
         return !inbox_nonempty_.load(std::memory_order_seq_cst);
     }
     [[nodiscard]] auto io_pending() const noexcept -> std::size_t { return driver_->pending(); }
+    /// What thieves could take from this worker (its deque; not the LIFO slot). seq_cst: for the
+    /// parking protocol.
+    [[nodiscard]] auto stealable_size_seq_cst() const noexcept -> std::int64_t {
+        return deque_.size_seq_cst();
+    }
     [[nodiscard]] auto queued() const noexcept -> std::int64_t {
         return deque_.size() + (lifo_.load(std::memory_order_relaxed) != nullptr ? 1 : 0);
     }
@@ -121,10 +133,22 @@ private:
 ///   `idle_` (under idle_mu_), counts it as searching and unparks it.
 /// - A worker about to park adds itself to `idle_` (under idle_mu_, bumping idle_count_
 ///   seq_cst), then re-checks every queue; if it finds work it takes itself off the list again.
-/// Submitter "write work; read idle_count_" and parker "write idle_count_; read queues" are
-/// both seq_cst, so at least one of them sees the other. Local deque pushes check idle_count_
-/// with a relaxed load first (a fence per fork would cost more than the fork): the owner is
-/// awake and will run that work itself, and re-checks every 61 ticks, so nothing is stranded.
+/// Why no wake-up is lost (C++ memory model, [atomics.order]): the submitter's publication
+/// (a deque's bottom_ store, the injector's count) is sequenced before a seq_cst fence F
+/// (notify_parked), which is sequenced before its seq_cst load of idle_count. The parker's
+/// idle_count increment (a seq_cst RMW) is sequenced before its seq_cst loads of the queues
+/// (has_work_for: injector count, deque bottom_/top_ through size_seq_cst, inbox flag). All of
+/// these are in the single total order S. If a queue load follows F in S, it sees the
+/// publication (a seq_cst fence after a store makes every later-in-S load of that object see
+/// it or something later). Otherwise it precedes F, so the RMW, sequenced before it, precedes F
+/// in S too, and the submitter's idle_count load, sequenced after F, sees the RMW: it finds
+/// the worker parked and wakes it. Relaxed queue loads would not be in S, and nothing would tie
+/// them to F (x86's locked RMW orders them anyway; the model, and weaker CPUs, do not).
+/// Local deque pushes check idle_count_ with a relaxed load first (a fence per fork would cost
+/// more than the fork): the owner is awake and will run that work itself, and re-checks every
+/// 61 ticks, so nothing is stranded.
+/// A task in another worker's LIFO slot is not work for a parker: only its owner may run it,
+/// and the owner is awake (it put it there).
 /// - At most half the workers search (steal) at once; the last searcher to find work wakes
 ///   another parked worker, so a burst fans out one worker at a time.
 class runtime_core {
@@ -148,7 +172,8 @@ public:
 
     void notify_parked() noexcept;
     /// Is there work `self` could run: the injector, its own queue, and (may_steal) any other
-    /// worker's queue?
+    /// worker's deque (not its LIFO slot: thieves may not take that)? seq_cst loads: see the
+    /// parking protocol above.
     [[nodiscard]] auto has_work_for(const sched_worker& self, bool may_steal) const noexcept
         -> bool;
 

@@ -35,6 +35,14 @@ struct runtime_options {
     std::function<void(std::exception_ptr)> on_detached_failure = {};
 };
 
+/// What a worker has done so far (see runtime::worker_metrics).
+struct worker_metrics {
+    /// Times the worker ran out of tasks and went to park.
+    std::uint64_t park_attempts = 0;
+    /// Of those, the times it actually slept in its driver (the rest found work to do first).
+    std::uint64_t sleeps = 0;
+};
+
 /// The M:N scheduler: N worker threads, each with a bounded work-stealing deque, a timer wheel
 /// and a park driver; a global injector for work from other threads; a bounded pool for
 /// blocking calls.
@@ -68,6 +76,8 @@ public:
     }
 
     [[nodiscard]] auto worker_count() const noexcept -> unsigned;
+    /// Counters of worker `i` (any thread; each counter is read on its own, not as a snapshot).
+    [[nodiscard]] auto worker_metrics(unsigned i) const -> worker_metrics;
     /// The root cancellation of every task on this runtime.
     [[nodiscard]] auto stop() noexcept -> stop_state&;
 

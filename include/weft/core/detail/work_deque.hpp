@@ -140,6 +140,14 @@ public:
         return slots_[index(t)].load(std::memory_order_relaxed);
     }
 
+    /// Any thread, for a worker deciding whether to sleep: the size with seq_cst loads, so that
+    /// they take part in the parking protocol's single total order (see sched's runtime_core).
+    [[nodiscard]] auto size_seq_cst() const noexcept -> std::int64_t {
+        const std::int64_t b = bottom_.load(std::memory_order_seq_cst);
+        const std::int64_t t = top_.load(std::memory_order_seq_cst);
+        return b > t ? b - t : 0;
+    }
+
     /// Approximate, any thread.
     [[nodiscard]] auto size() const noexcept -> std::int64_t {
         const std::int64_t b = bottom_.load(std::memory_order_relaxed);
