@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -133,13 +134,27 @@ auto runtime_core::quiescent() const noexcept -> bool {
 void runtime_core::shutdown() {
     shutting_down.store(true, std::memory_order_seq_cst);
     root.request_stop();  // cancellation callbacks queue every cancelled waiter
+    const auto deadline =
+        opts.shutdown_timeout
+            ? std::optional(std::chrono::steady_clock::now() + *opts.shutdown_timeout)
+            : std::nullopt;
+    bool quiet = false;
     {
         std::unique_lock lock(quiet_mu);
         // Workers notify quiet_cv each time one parks while shutting down; the timeout only
         // guards against a notification racing the predicate check (it does not drive work).
-        while (!quiescent()) {
+        while (!(quiet = quiescent()) &&
+               (!deadline || std::chrono::steady_clock::now() < *deadline)) {
             quiet_cv.wait_for(lock, std::chrono::milliseconds(50));
         }
+    }
+    if (!quiet) {
+        const std::size_t calls = blocking.abandon();
+        std::fprintf(stderr,
+                     "weft: runtime shutdown_timeout (%lld ms) passed: %zu blocking call(s) "
+                     "still running are left to finish on detached threads; tasks still "
+                     "waiting or queued are never resumed\n",
+                     static_cast<long long>(opts.shutdown_timeout->count()), calls);
     }
     terminate.store(true, std::memory_order_seq_cst);
     for (auto& w : workers) {

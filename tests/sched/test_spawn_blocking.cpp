@@ -1,9 +1,15 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <stdexcept>
+#include <string>
+#include <system_error>
 #include <thread>
 
+#include "blocking_pool.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/spawn_blocking.hpp"
@@ -25,6 +31,70 @@ TEST(spawn_blocking, returns_value_from_another_thread) {
     }());
     EXPECT_EQ(v, 7);
     EXPECT_FALSE(same);
+}
+
+// A thread that cannot be created: the awaiting task gets the error as an exception, and the
+// call is neither queued nor counted (it used to be both: a later thread ran it from the dead
+// awaiter, and the runtime waited forever for its count to drop).
+TEST(spawn_blocking, thread_creation_failure_is_thrown_and_leaves_nothing_behind) {
+    weft::runtime rt{{.workers = 1}};
+    std::atomic<int> ran{0};
+    bool threw = false;
+    const int v = rt.block_on([&]() -> weft::task<int> {
+        weft::detail::fail_next_blocking_threads_for_test(1);
+        try {
+            (void)co_await weft::spawn_blocking([&] { ran.fetch_add(1); });
+        } catch (const std::system_error&) {
+            threw = true;
+        }
+        auto r = co_await weft::spawn_blocking([&] {
+            ran.fetch_add(1);
+            return 7;
+        });
+        co_return r.value();
+    }());
+    EXPECT_TRUE(threw);
+    EXPECT_EQ(v, 7);
+    EXPECT_EQ(ran.load(), 1);
+}
+
+// A call that does not return by the shutdown deadline is reported and left to finish on its
+// own thread; the runtime's destructor returns (it used to wait forever), and the thread, once
+// released, finishes without touching the runtime that is gone.
+TEST(spawn_blocking, shutdown_timeout_leaves_a_call_that_never_returns_behind) {
+    std::mutex m;
+    std::condition_variable cv;
+    bool release = false;
+    std::atomic<bool> started{false};
+    std::atomic<bool> finished{false};
+    std::string report;
+    {
+        weft::runtime rt{{.workers = 1, .shutdown_timeout = std::chrono::milliseconds(20)}};
+        rt.spawn([&]() -> weft::task<void> {
+              (void)co_await weft::spawn_blocking([&] {
+                  started.store(true);
+                  {
+                      std::unique_lock lock(m);
+                      cv.wait(lock, [&] { return release; });
+                  }
+                  finished.store(true);  // the last thing it touches of this test
+              });
+          }).detach();
+        while (!started.load()) {
+            std::this_thread::yield();
+        }
+        testing::internal::CaptureStderr();
+    }  // ~runtime: returns once the deadline has passed
+    report = testing::internal::GetCapturedStderr();
+    EXPECT_NE(report.find("1 blocking call(s) still running"), std::string::npos) << report;
+    {
+        const std::lock_guard lock(m);
+        release = true;
+    }
+    cv.notify_all();
+    while (!finished.load()) {
+        std::this_thread::yield();
+    }
 }
 
 TEST(spawn_blocking, rethrows_exception) {

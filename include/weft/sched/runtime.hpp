@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -33,6 +34,12 @@ struct runtime_options {
     /// exception; it must not throw. Default (empty): print "weft: a detached task failed:
     /// <what()>" to stderr. A failure is never dropped silently.
     std::function<void(std::exception_ptr)> on_detached_failure = {};
+    /// How long the destructor waits, after requesting stop on every task, for them to finish.
+    /// Empty (the default): as long as it takes. Past it, what is still running is reported on
+    /// stderr and left behind: threads inside a spawn_blocking call are detached (they finish
+    /// the call and exit; the tasks waiting for them are never resumed nor freed), and tasks
+    /// that ignored their cancellation are never resumed again.
+    std::optional<std::chrono::milliseconds> shutdown_timeout = {};
 };
 
 /// What a worker has done so far (see runtime::worker_metrics).
@@ -50,7 +57,8 @@ struct worker_metrics {
 /// `block_on` and `spawn` may be called from any thread (block_on not from a worker: it would
 /// wait on the thread that has to do the work). The destructor requests stop on every task it
 /// runs (sleeps, waits and IO end with operation_canceled), waits until all of them have
-/// finished and nothing is left to do, then joins the workers.
+/// finished and nothing is left to do (or runtime_options::shutdown_timeout has passed), then
+/// joins the workers.
 ///
 ///     weft::runtime rt{{.workers = 2}};
 ///     int v = rt.block_on(compute());
