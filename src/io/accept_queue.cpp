@@ -3,7 +3,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <system_error>
 #include <utility>
 
 namespace weft::detail {
@@ -30,6 +32,14 @@ auto accept_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
         out_.single_shot = true;
         return false;
     }
+    // Armed before the stop callback is registered: arm() can throw, and an exception here
+    // leaves this awaiter (and the frame around it) behind, so nothing may point into it yet.
+    // (A stop callback could not be removed here either: removal waits for a running on_stop,
+    // which takes mu_.) A cancellation that then finds the task stopping leaves the operation
+    // armed for the next accept; connections wait in ready_ meanwhile.
+    if (!q.armed_) {
+        q.arm();
+    }
     // Registered under mu_ (the stop lock is a leaf, and on_stop takes mu_, so on_stop waits
     // until this task is queued or has returned).
     if (s != nullptr) {
@@ -39,9 +49,6 @@ auto accept_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
         }
         stop_ = s;
         registered_ = true;
-    }
-    if (!q.armed_) {
-        q.arm();
     }
     waiter_ = h;
     home_ = current_worker();
@@ -118,7 +125,19 @@ accept_queue::~accept_queue() {
     }
 }
 
+namespace {
+std::atomic<int> g_arm_failures_for_test{0};
+}  // namespace
+
+void fail_next_accept_arms_for_test(int n) noexcept {
+    g_arm_failures_for_test.store(n, std::memory_order_relaxed);
+}
+
 void accept_queue::arm() {
+    if (g_arm_failures_for_test.load(std::memory_order_relaxed) > 0) {
+        g_arm_failures_for_test.fetch_sub(1, std::memory_order_relaxed);
+        throw std::system_error(ENOMEM, std::system_category(), "weft: accept arm failed (test)");
+    }
     io_uring_sqe* sqe = arm_on(current_uring());
     io_uring_prep_multishot_accept(sqe, fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }

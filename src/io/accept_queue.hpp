@@ -26,6 +26,9 @@ struct accept_outcome {
 
 class accept_queue;
 
+/// Test hook: the next `n` arms of a multishot accept throw std::system_error.
+void fail_next_accept_arms_for_test(int n) noexcept;
+
 /// A task waiting for a connection, embedded in its frame; queued FIFO on the accept_queue.
 /// `st` is guarded by the queue's mutex: idle -> waiting -> done. Whoever moves it to done
 /// (a CQE, the listener's close, a cancellation) fills `out` and resumes the task, once.

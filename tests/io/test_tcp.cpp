@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "accept_queue.hpp"
 #include "backend_test.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
@@ -26,6 +27,7 @@
 #include "weft/io/tcp_stream.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
+#include "weft/sched/yield.hpp"
 
 namespace {
 
@@ -241,6 +243,51 @@ TEST_P(tcp, work_spreads_to_the_other_worker_while_io_is_in_flight) {
         });
     }());
     EXPECT_EQ(pairs, 200);
+}
+
+// arm() failing inside accept's await_suspend: the error reaches the task as an exception and
+// no stop callback is left pointing into the awaiter it unwound (a later stop request on the
+// task would have run it: ASan reports that as a use after return).
+TEST_P(tcp, accept_whose_arm_fails_throws_and_leaves_no_stop_callback) {
+    if (GetParam() != weft::io_backend::io_uring) {
+        GTEST_SKIP() << "epoll accepts are single-shot: nothing is armed";
+    }
+    weft::runtime rt{options(1)};
+    bool threw = false;
+    bool accepted = false;
+    rt.block_on([&]() -> weft::task<void> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        const auto addr = l.local_address().value();
+        std::atomic<bool> failed{false};
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                weft::detail::fail_next_accept_arms_for_test(1);
+                try {
+                    (void)co_await l.accept();
+                } catch (const std::system_error&) {
+                    threw = true;
+                }
+                failed.store(true);
+                (void)co_await weft::sleep_for(1h);  // until the stop request below
+            });
+            while (!failed.load()) {
+                co_await weft::yield();
+            }
+            s.request_stop();  // runs every stop callback the child has registered
+            co_return;
+        });
+        // The listener still works: the next accept arms it.
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                auto c = co_await weft::tcp_stream::connect(addr);
+                c.value();
+            });
+            auto a = co_await l.accept();
+            accepted = a.has_value();
+        });
+    }());
+    EXPECT_TRUE(threw);
+    EXPECT_TRUE(accepted);
 }
 
 TEST_P(tcp, reset_while_writing_is_reported) {
