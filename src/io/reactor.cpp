@@ -698,8 +698,8 @@ auto epoll_reactor::wait(int timeout_ms) -> bool {
         for (readiness_waiter* w : woken) {
             while (w != nullptr) {
                 readiness_waiter* next = w->next_waiter;  // read first: once resumed, w may be gone
-                current_worker()->push_io_ready(w->waiter);
-                waiting_changed(-1);  // after the push: see uring_reactor::reap
+                resume_from_reactor(w->waiter, w->home);
+                waiting_changed(-1);  // after the queueing: see uring_reactor::reap
                 queued_any = true;
                 ++queued;
                 w = next;

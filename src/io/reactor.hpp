@@ -67,6 +67,21 @@ inline auto resume_from_ring(std::coroutine_handle<> h, worker_base* home) -> bo
     return false;
 }
 
+/// On an epoll reactor's thread, for a task whose socket became ready: queued here when the
+/// task belongs to this worker's runtime (whichever worker it last ran on: the socket's events
+/// arrive here, and a thief takes the task if this worker is busy), else handed back to its
+/// own runtime, so a task never runs on a runtime it does not belong to (a socket registered
+/// with one runtime's epoll, then waited on by another runtime's task). Workers of one runtime
+/// share its root stop_state.
+inline void resume_from_reactor(std::coroutine_handle<> h, worker_base* home) {
+    worker_base* here = current_worker();
+    if (home == nullptr || home == here || home->root_stop() == here->root_stop()) {
+        here->push_io_ready(h);
+    } else {
+        home->schedule_remote(h);
+    }
+}
+
 inline void resume_soon(std::coroutine_handle<> h, worker_base* home) {
     if (worker_base* w = current_worker(); w != nullptr) {
         w->push(h);

@@ -290,6 +290,53 @@ TEST_P(tcp, accept_whose_arm_fails_throws_and_leaves_no_stop_callback) {
     EXPECT_TRUE(accepted);
 }
 
+// A socket first waited on by one runtime (on epoll: registered with that runtime's reactor,
+// which goes on delivering its events) and then read by a task of another runtime, while the
+// first is alive and idle: the reader resumes on its own runtime's thread (on epoll it was
+// pushed onto the first runtime's worker, which then ran it).
+TEST_P(tcp, a_reader_of_another_runtime_resumes_on_its_own_runtime) {
+    weft::runtime a{options(1)};
+    weft::runtime b{options(1)};
+    auto [server, client] =
+        a.block_on([]() -> weft::task<std::pair<weft::tcp_stream, weft::tcp_stream>> {
+            auto l = weft::tcp_listener::bind(loopback()).value();
+            auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+            auto s = (co_await l.accept()).value();
+            // One wait here (the read parks before the write): on epoll the socket is now
+            // registered with runtime a's reactor.
+            std::array<std::byte, 1> one{};
+            co_await weft::with_scope([&](weft::scope& sc) -> weft::task<void> {
+                sc.spawn([&]() -> weft::task<void> { (co_await s.read_exact(one)).value(); });
+                co_await weft::yield();
+                (co_await c.write_all(bytes("x"))).value();
+            });
+            co_return std::pair{std::move(s), std::move(c)};
+        }());
+    constexpr int rounds = 20;
+    int on_own_thread = 0;
+    std::atomic<int> waiting{0};
+    std::thread writer([&, fd = client.native_handle()] {
+        for (int i = 1; i <= rounds; ++i) {
+            while (waiting.load() < i) {
+                std::this_thread::yield();
+            }
+            const char byte = 'y';
+            EXPECT_EQ(::send(fd, &byte, 1, MSG_NOSIGNAL), 1);
+        }
+    });
+    b.block_on([&]() -> weft::task<void> {
+        for (int i = 0; i < rounds; ++i) {
+            const auto before = std::this_thread::get_id();
+            std::array<std::byte, 1> one{};
+            waiting.fetch_add(1);  // the writer sends once this read is (most likely) parked
+            (co_await server.read_exact(one)).value();
+            on_own_thread += std::this_thread::get_id() == before ? 1 : 0;
+        }
+    }());
+    writer.join();
+    EXPECT_EQ(on_own_thread, rounds);
+}
+
 TEST_P(tcp, reset_while_writing_is_reported) {
     weft::runtime rt{options()};
     auto err = rt.block_on([&]() -> weft::task<std::error_code> {
