@@ -202,7 +202,7 @@ auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
     }
     bool queued_here = false;
     wake.resume_all([&](std::coroutine_handle<> h, worker_base* home) {
-        queued_here = resume_from_ring(h, home) || queued_here;
+        queued_here = resume_from_io(h, home) || queued_here;
     });
     if (last) {
         q.unref();  // the ring's reference (may delete q)

@@ -4,6 +4,7 @@
 // recv_queue).
 
 #include <atomic>
+#include <cstdint>
 
 #include "reactor.hpp"
 
@@ -13,11 +14,14 @@ namespace weft::detail {
 /// may still name it: reference-counted, the last reference deletes it. It is armed on the
 /// ring of the worker that first waits and re-armed after it ends (an error, a cancel, the
 /// reactor detaching); the derived class keeps what the CQEs bring under mu_. Waiters are
-/// resumed on their own worker (resume_from_ring), also when the socket moved to another
-/// runtime.
+/// resumed by the ring's worker when they belong to its runtime, else on their own runtime
+/// (resume_from_io).
 /// CRTP, not a virtual destructor: no vtable (UBSan's vptr check of a polymorphic object needs
 /// a pipe, which fails, and so reports an error, in a process out of descriptors - exactly
 /// where accept must keep working).
+/// Multishot operations armed so far, process-wide (tests count re-arms with it).
+inline std::atomic<std::uint64_t> multishot_arms{0};
+
 template <typename Derived>
 class multishot_op : protected uring_op {
 public:
@@ -35,6 +39,8 @@ protected:
     auto arm_on(uring_reactor& r) -> io_uring_sqe* {
         io_uring_sqe* sqe = r.submit_multishot(*this);
         armed_ = true;
+        armed_runtime_ = current_worker()->root_stop();
+        multishot_arms.fetch_add(1, std::memory_order_relaxed);
         cancelling_ = false;
         refs_.fetch_add(1, std::memory_order_relaxed);  // the ring's
         return sqe;
@@ -62,6 +68,12 @@ protected:
 
     spin_lock mu_;        // a few moves per CQE and per wait (a cancel queued on the rare path)
     bool armed_ = false;  // guarded by mu_: the operation is in the kernel (owner: its ring)
+    // Guarded by mu_: the runtime of the ring it is armed on (its workers' shared root stop).
+    stop_state* armed_runtime_ = nullptr;
+    /// Under mu_: is it armed on a ring of the calling worker's runtime?
+    [[nodiscard]] auto armed_in_this_runtime() const noexcept -> bool {
+        return armed_ && armed_runtime_ == current_worker()->root_stop();
+    }
     bool cancelling_ = false;  // guarded by mu_
     bool closed_ = false;      // guarded by mu_: the socket let go
 

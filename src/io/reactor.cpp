@@ -698,7 +698,7 @@ auto epoll_reactor::wait(int timeout_ms) -> bool {
         for (readiness_waiter* w : woken) {
             while (w != nullptr) {
                 readiness_waiter* next = w->next_waiter;  // read first: once resumed, w may be gone
-                resume_from_reactor(w->waiter, w->home);
+                (void)resume_from_io(w->waiter, w->home);
                 waiting_changed(-1);  // after the queueing: see uring_reactor::reap
                 queued_any = true;
                 ++queued;

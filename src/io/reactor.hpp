@@ -54,32 +54,20 @@ private:
 /// Does the calling worker run io_uring (else epoll)?
 inline auto is_uring() -> bool { return current_io_backend() == io_backend::io_uring; }
 
-/// On a ring's thread, for a task that waited on one of its operations: queued here when it
-/// waited on this worker, else handed back to its own worker (a socket used from another
-/// runtime), so a task never runs on a runtime it does not belong to. True if queued here.
-inline auto resume_from_ring(std::coroutine_handle<> h, worker_base* home) -> bool {
+/// On a reactor's thread (its ring's completions, its epoll's events), for a task that waited
+/// there: queued here when the task belongs to this worker's runtime, whichever worker it last
+/// ran on (the completions of its socket arrive here; a thief takes the task if this worker is
+/// busy); else handed back to its own runtime (a socket used from another runtime), so a task
+/// never runs on a runtime it does not belong to. Workers of one runtime share its root
+/// stop_state. True if queued here.
+inline auto resume_from_io(std::coroutine_handle<> h, worker_base* home) -> bool {
     worker_base* here = current_worker();
-    if (home == nullptr || home == here) {
+    if (home == nullptr || home == here || home->root_stop() == here->root_stop()) {
         here->push_io_ready(h);
         return true;
     }
     home->schedule_remote(h);
     return false;
-}
-
-/// On an epoll reactor's thread, for a task whose socket became ready: queued here when the
-/// task belongs to this worker's runtime (whichever worker it last ran on: the socket's events
-/// arrive here, and a thief takes the task if this worker is busy), else handed back to its
-/// own runtime, so a task never runs on a runtime it does not belong to (a socket registered
-/// with one runtime's epoll, then waited on by another runtime's task). Workers of one runtime
-/// share its root stop_state.
-inline void resume_from_reactor(std::coroutine_handle<> h, worker_base* home) {
-    worker_base* here = current_worker();
-    if (home == nullptr || home == here || home->root_stop() == here->root_stop()) {
-        here->push_io_ready(h);
-    } else {
-        home->schedule_remote(h);
-    }
 }
 
 inline void resume_soon(std::coroutine_handle<> h, worker_base* home) {

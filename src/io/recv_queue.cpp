@@ -19,7 +19,11 @@ auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
         return false;
     }
     const bool here_on_uring = is_uring();
-    if (q.armed_ && (!here_on_uring || q.owner != &current_uring())) {
+    // Armed on a ring of this runtime (this worker's or, the reader having been stolen,
+    // another's): it stays there; its CQEs resume us on that ring's worker (resume_from_io),
+    // which brings the reader back beside its socket's completions. Cancelling and re-arming
+    // it cost an SQE pair and a wait for the last CQE each time a reader moved between workers.
+    if (q.armed_ && (!here_on_uring || !q.armed_in_this_runtime())) {
         // Armed on another runtime's ring (the stream moved): end it there, then take what it
         // queued before reading anything else. We wait for its last CQE, as for data.
         q.cancel_armed();
@@ -165,7 +169,7 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
         }
     }
     chunk = bytes();  // a chunk nobody will read (closed, or empty) back to the ring, unlocked
-    const bool queued_here = wake && resume_from_ring(wake, home);
+    const bool queued_here = wake && resume_from_io(wake, home);
     if (last) {
         q.unref();  // the ring's reference (may delete q)
     }

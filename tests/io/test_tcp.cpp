@@ -19,6 +19,7 @@
 
 #include "accept_queue.hpp"
 #include "backend_test.hpp"
+#include "multishot.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
 #include "weft/io/buffer.hpp"
@@ -335,6 +336,33 @@ TEST_P(tcp, a_reader_of_another_runtime_resumes_on_its_own_runtime) {
     }());
     writer.join();
     EXPECT_EQ(on_own_thread, rounds);
+}
+
+// A reader that moves between the workers of one runtime leaves its multishot receive armed
+// where it is (the ring's worker resumes it); it used to cancel and re-arm it at every move.
+TEST_P(tcp, a_receive_stays_armed_when_its_reader_moves_to_another_worker) {
+    if (GetParam() != weft::io_backend::io_uring) {
+        GTEST_SKIP() << "io_uring only (multishot receive)";
+    }
+    constexpr int moves = 20;
+    weft::runtime rt{options(2)};
+    std::uint64_t arms = 0;
+    rt.block_on([&]() -> weft::task<void> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        auto s = (co_await l.accept()).value();
+        co_await weft::switch_to_worker(0);
+        (co_await c.write_all(bytes("a"))).value();
+        (void)(co_await s.receive()).value();  // armed on worker 0's ring
+        const std::uint64_t before = weft::detail::multishot_arms.load();
+        for (int i = 0; i < moves; ++i) {
+            co_await weft::switch_to_worker(static_cast<unsigned>((i + 1) % 2));
+            (co_await c.write_all(bytes("b"))).value();
+            (void)(co_await s.receive()).value();
+        }
+        arms = weft::detail::multishot_arms.load() - before;
+    }());
+    EXPECT_EQ(arms, 0U);
 }
 
 TEST_P(tcp, reset_while_writing_is_reported) {
