@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the peer programs that weft-bench compares weft against:
-#   $OUT/go-coflux     $OUT/go-echo     $OUT/go-sake     Go         (bench/peers/go)
+#   $OUT/go-coflux     $OUT/go-echo     $OUT/go-sake     Go         (bench/peers/go;
+#                      $OUT/go-echoclient: the echo rows' load client from outside weft)
 #   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio)
 #   $OUT/tbb-coflux                     C++/oneTBB (bench/peers/tbb)
-#                      $OUT/asio-echo   C++/Asio   (bench/peers/asio)
+#                      $OUT/asio-echo   C++/Asio   (bench/peers/asio; --per-core: a context per thread)
+#   $OUT/BUILD-FLAGS.json: each peer's toolchain and flags (shown in the report)
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
 # Incremental: Go and cargo use their own caches (cargo's target dir is $OUT/tokio-target), CMake
 # builds in $OUT/tbb-build and $OUT/asio-build. A peer whose toolchain is missing is reported in
-# one line and skipped; the others are still built. Exit status 0 only if all eight were built.
+# one line and skipped; the others are still built. Exit status 0 only if all of them were built.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,7 +40,7 @@ publish() { # src dst
 
 # --- Go -----------------------------------------------------------------------------------------
 if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
-    for prog in coflux echo sake; do
+    for prog in coflux echo echoclient sake; do
         say "building go-$prog"
         # GOTOOLCHAIN=local: build with the installed Go, never download another toolchain.
         if (cd "$here/go" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-$prog" "./cmd/$prog"); then
@@ -48,7 +50,7 @@ if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
         fi
     done
 else
-    skip "go-coflux go-echo go-sake" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
+    skip "go-coflux go-echo go-echoclient go-sake" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
 fi
 
 # --- tokio --------------------------------------------------------------------------------------
@@ -74,6 +76,11 @@ else
 fi
 
 # --- CMake peers (oneTBB, Asio) -----------------------------------------------------------------
+# Built Release (-O3 -DNDEBUG), as weft's own bench build, with g++ 12: Asio's C++20 coroutines
+# built with clang 16 crash here (the shared-context echo segfaulted under its first load, at
+# 3.6k requests/s), so the C++ peers cannot use weft's compiler; the report states both.
+# PEER_CXX overrides.
+peer_cxx=${PEER_CXX:-g++}
 # Configures $here/DIR in $out/DIR-build and copies its target PROG to $out/PROG. If configuring
 # fails because the library's package was not found (CMake cache entry NOTFOUND_VAR-NOTFOUND), says
 # MISSING_MSG in one line instead of dumping the configure log.
@@ -83,8 +90,8 @@ cmake_peer() { # dir prog notfound_var missing_msg
     if ! command -v cmake >/dev/null 2>&1; then
         skip "$prog" "'cmake' not found (apt-get install cmake)"; return
     fi
-    if ! command -v "${CXX:-c++}" >/dev/null 2>&1; then
-        skip "$prog" "C++ compiler '${CXX:-c++}' not found (apt-get install g++)"; return
+    if ! command -v "$peer_cxx" >/dev/null 2>&1; then
+        skip "$prog" "C++ compiler '$peer_cxx' not found (apt-get install clang-16, or set PEER_CXX)"; return
     fi
     local gen="Unix Makefiles"
     command -v ninja >/dev/null 2>&1 && gen=Ninja
@@ -96,7 +103,7 @@ cmake_peer() { # dir prog notfound_var missing_msg
     say "building $prog"
     mkdir -p "$build"
     if ! cmake -S "$here/$dir" -B "$build" -G "$gen" -DCMAKE_BUILD_TYPE=Release \
-            >"$build/configure.log" 2>&1; then
+            -DCMAKE_CXX_COMPILER="$peer_cxx" >"$build/configure.log" 2>&1; then
         if grep -q "$notfound_var-NOTFOUND" "$build/CMakeCache.txt" 2>/dev/null; then
             skip "$prog" "$missing_msg"
         else
@@ -114,6 +121,22 @@ cmake_peer tbb tbb-coflux TBB_DIR \
     "oneTBB CMake package (TBBConfig.cmake) not found (apt-get install libtbb-dev, or put its install prefix in CMAKE_PREFIX_PATH)"
 cmake_peer asio asio-echo ASIO_INCLUDE_DIR \
     "standalone Asio header asio.hpp not found (apt-get install libasio-dev, or pass its include dir via CMAKE_PREFIX_PATH/ASIO_INCLUDE_DIR)"
+
+# What each peer was built with, for the report (weft-bench reads $out/BUILD-FLAGS.json).
+cxx_version=$("$peer_cxx" --version 2>/dev/null | head -1)
+go_version=$( [ -n "${go:-}" ] && "$go" version 2>/dev/null)
+rustc_version=$(command -v rustc >/dev/null 2>&1 && rustc --version 2>/dev/null)
+python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" <<'PY'
+import json, sys
+path, cxx, go, rustc = sys.argv[1:5]
+json.dump({
+    "weft": "scripts/bench.sh: clang++-16, CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG)",
+    "asio, tbb (C++)": f"{cxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
+                       "not clang 16: Asio's coroutines built with it crash here",
+    "go": f"{go or 'not found'}; go build -trimpath (default optimisation)",
+    "tokio (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3)",
+}, open(path, "w"), indent=1)
+PY
 
 if [ ${#failed[@]} -gt 0 ]; then
     say "not built: ${failed[*]}"

@@ -1,10 +1,12 @@
 // Asio peer for weft-bench's TCP echo benchmark (see ../README.md).
 //
-//   asio-echo [-h HOST] [-p PORT] [-t THREADS]
+//   asio-echo [-h HOST] [-p PORT] [-t THREADS] [--per-core]
 //
-// Standalone Asio with C++20 coroutines (asio::awaitable / co_spawn / use_awaitable). One
-// io_context run by THREADS threads (0 or absent: number of CPUs) — the usual multi-threaded Asio
-// setup. The accept loop is a coroutine; every accepted connection gets its own coroutine that
+// Standalone Asio with C++20 coroutines (asio::awaitable / co_spawn / use_awaitable). Default:
+// one io_context run by THREADS threads (0 or absent: number of CPUs) — the usual multi-threaded
+// Asio setup. --per-core: an io_context per thread, each with its own acceptor on the same port
+// (SO_REUSEPORT: the kernel spreads connections over them), the configuration Asio's examples
+// recommend for throughput (io_context_pool) and what weft's thread-per-core mode does. The accept loop is a coroutine; every accepted connection gets its own coroutine that
 // reads up to 4096 bytes and writes back exactly what it read until the peer closes. A coroutine
 // never has two operations in flight, so no strand is needed even with several threads.
 //
@@ -19,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -50,10 +53,12 @@ struct Args {
     std::string host = "127.0.0.1";
     unsigned short port = 8080;
     unsigned threads = 0;
+    bool per_core = false;
 };
 
 [[noreturn]] void usage(const std::string& msg) {
-    std::fprintf(stderr, "asio-echo: %s\nusage: asio-echo [-h HOST] [-p PORT] [-t THREADS]\n",
+    std::fprintf(stderr,
+                 "asio-echo: %s\nusage: asio-echo [-h HOST] [-p PORT] [-t THREADS] [--per-core]\n",
                  msg.c_str());
     std::exit(2);
 }
@@ -71,6 +76,11 @@ Args parse_args(int argc, char** argv) {
     Args a;
     for (int i = 1; i < argc; i += 2) {
         std::string_view flag = argv[i];
+        if (flag == "--per-core") {
+            a.per_core = true;
+            --i;  // takes no value
+            continue;
+        }
         if (i + 1 >= argc) usage(std::string(flag) + ": missing value");
         std::string_view value = argv[i + 1];
         if (flag == "-h")
@@ -130,6 +140,20 @@ asio::awaitable<void> accept_loop(tcp::acceptor acceptor) {
     }
 }
 
+// Opens, binds and listens; SO_REUSEPORT when several acceptors share the port.
+tcp::acceptor make_acceptor(asio::io_context& ctx, const tcp::endpoint& ep, bool reuse_port) {
+    tcp::acceptor acceptor(ctx);
+    acceptor.open(ep.protocol());
+    acceptor.set_option(tcp::acceptor::reuse_address(true));
+    if (reuse_port) {
+        using reuse_port_option = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+        acceptor.set_option(reuse_port_option(true));
+    }
+    acceptor.bind(ep);
+    acceptor.listen(kBacklog);
+    return acceptor;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,37 +162,46 @@ int main(int argc, char** argv) {
     if (threads == 0) threads = std::thread::hardware_concurrency();
     if (threads == 0) threads = 1;
 
-    asio::io_context ctx(static_cast<int>(threads));
+    // One io_context shared by every thread, or (--per-core) one per thread.
+    const unsigned contexts = args.per_core ? threads : 1;
+    std::vector<std::unique_ptr<asio::io_context>> ctxs;
+    for (unsigned i = 0; i < contexts; ++i) {
+        ctxs.push_back(std::make_unique<asio::io_context>(args.per_core ? 1 : static_cast<int>(threads)));
+    }
 
     // Signals first, so a SIGTERM sent right after the "listening" line is already ours.
-    asio::signal_set signals(ctx, SIGINT, SIGTERM);
-    signals.async_wait([&ctx](std::error_code, int) { ctx.stop(); });
+    asio::signal_set signals(*ctxs[0], SIGINT, SIGTERM);
+    signals.async_wait([&ctxs](std::error_code, int) {
+        for (auto& c : ctxs) c->stop();
+    });
 
-    tcp::acceptor acceptor(ctx);
+    unsigned short port = args.port;
     try {
-        tcp::resolver resolver(ctx);
+        tcp::resolver resolver(*ctxs[0]);
         auto results = resolver.resolve(args.host, std::to_string(args.port));
         if (results.empty()) throw std::runtime_error("host resolves to no address");
         tcp::endpoint ep = results.begin()->endpoint();
-        acceptor.open(ep.protocol());
-        acceptor.set_option(tcp::acceptor::reuse_address(true));
-        acceptor.bind(ep);
-        acceptor.listen(kBacklog);
+        for (unsigned i = 0; i < contexts; ++i) {
+            tcp::acceptor acceptor = make_acceptor(*ctxs[i], ep, args.per_core);
+            port = acceptor.local_endpoint().port();
+            ep.port(port);  // port 0: the others join the port the first one got
+            asio::co_spawn(*ctxs[i], accept_loop(std::move(acceptor)), asio::detached);
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "asio-echo: listening on %s:%u: %s\n", args.host.c_str(),
                      static_cast<unsigned>(args.port), e.what());
         return 1;
     }
-    std::printf("listening on %s:%u\n", args.host.c_str(),
-                static_cast<unsigned>(acceptor.local_endpoint().port()));
+    std::printf("listening on %s:%u\n", args.host.c_str(), static_cast<unsigned>(port));
     std::fflush(stdout);
-
-    asio::co_spawn(ctx, accept_loop(std::move(acceptor)), asio::detached);
 
     std::vector<std::thread> pool;
     pool.reserve(threads - 1);
-    for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&ctx] { ctx.run(); });
-    ctx.run();  // the main thread is one of the THREADS
+    for (unsigned i = 1; i < threads; ++i) {
+        asio::io_context& c = *ctxs[args.per_core ? i : 0];
+        pool.emplace_back([&c] { c.run(); });
+    }
+    ctxs[0]->run();  // the main thread is one of the THREADS
     for (auto& t : pool) t.join();
     // ~io_context destroys the remaining coroutine frames, closing their sockets.
     return 0;

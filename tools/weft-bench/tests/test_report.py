@@ -24,6 +24,7 @@ def measured(system, value):
 RESULT = {
     "suite": "demo", "mode": "quick", "rounds": 5, "seed_file": "001_x.txt", "elapsed_s": 1.0,
     "machine": {"cpu_model": "test cpu", "date": "today"},
+    "builds": {"asio, tbb (C++)": "g++ 12; Release (-O3 -DNDEBUG)"},
     "method": {"noise_threshold_percent": 10, "retries": 3},
     "systems": [{"name": "weft", "status": "ran"}, {"name": "go", "status": "ran"},
                 {"name": "tbb", "status": "not run", "reason": "t not found — run make"}],
@@ -44,6 +45,7 @@ class ReportTest(unittest.TestCase):
         self.assertIn('class="yes"', page)
         self.assertIn("tbb not run: t not found — run make", page)
         self.assertIn("test cpu", page)
+        self.assertIn("g++ 12; Release (-O3 -DNDEBUG)", page)  # the peers' build flags
         if plots:  # matplotlib present
             self.assertIn('<img src="demo-spawn-ns_per_task.png"', page)
 

@@ -22,3 +22,15 @@ class RotationTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BuildFlagsTest(unittest.TestCase):
+    def test_read_from_the_peers_dir_or_said_unknown(self):
+        import json
+        import tempfile
+        from pathlib import Path
+        from weftbench import runner
+        with tempfile.TemporaryDirectory() as d:
+            self.assertIn("unknown", runner.build_flags(Path(d))["peers"])
+            (Path(d) / "BUILD-FLAGS.json").write_text(json.dumps({"go": "go1.26"}))
+            self.assertEqual(runner.build_flags(Path(d)), {"go": "go1.26"})

@@ -263,6 +263,8 @@ def write_report(out_dir: Path, suites: list[Suite], results: dict[str, dict]) -
     facts = {k: " ".join(map(str, v)) if isinstance(v, list) else v
              for k, v in first["machine"].items()}
     machine = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in facts.items())
+    builds = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>"
+                     for k, v in first.get("builds", {}).items())
     method = first.get("method", {})
     text = METHOD.format(threshold=method.get("noise_threshold_percent", 10),
                          retries=method.get("retries", 3))
@@ -274,6 +276,7 @@ def write_report(out_dir: Path, suites: list[Suite], results: dict[str, dict]) -
 <h1>weft-bench report</h1>
 <p>Suites: {toc}</p>
 <h3>Machine</h3><dl class="facts">{machine}</dl>
+<h3>Builds</h3><dl class="facts">{builds}</dl>
 <h3>Method</h3><p>{esc(text)}</p>
 {body}
 </body></html>

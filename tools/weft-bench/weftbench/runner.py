@@ -1,6 +1,7 @@
 """Runs a suite: systems interleaved round by round, each run measured, rows summarized."""
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -132,6 +133,14 @@ def rotated(systems: list, k: int) -> list:
     return systems[k:] + systems[:k]
 
 
+def build_flags(peers_dir: Path) -> dict:
+    """What weft and each peer were built with (bench/peers/build.sh writes BUILD-FLAGS.json)."""
+    try:
+        return json.loads((peers_dir / "BUILD-FLAGS.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"peers": f"unknown: no readable {peers_dir / 'BUILD-FLAGS.json'}"}
+
+
 def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
     """Every scenario on every runnable system, interleaved round by round -> the suite's JSON."""
     started = time.monotonic()
@@ -139,6 +148,7 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
     result = {
         "suite": suite.name, "title": suite.title, "mode": settings.mode, "rounds": rounds,
         "seed_file": suite.seed_file, "machine": measure.machine_facts(),
+        "builds": build_flags(settings.peers_dir),
         "method": {"noise_threshold_percent": settings.noise_threshold,
                    "retries": settings.retries, "clock_ticks_per_s": measure.HZ},
         "systems": [], "failures": [], "rows": [],

@@ -135,13 +135,19 @@ type job struct {
 }
 
 // pool is `size` long-lived goroutines reading a shared jobs channel (capacity 2*size, as
-// weft's worker_pool intake). Map sends a job carrying its own reply channel and waits on it.
+// weft's worker_pool intake). Map sends a job carrying a reply channel and waits on it. The
+// reply channels are recycled through a sync.Pool (the lowest-cost idiomatic form: a channel
+// made per call cost an allocation and its garbage every time, which weft's awaitable map does
+// not pay); a channel goes back to the pool only after its one reply was received, so it is
+// always empty when reused.
 type pool struct {
-	jobs chan job
+	jobs    chan job
+	replies sync.Pool
 }
 
 func newPool(size int, handler func(string) string) *pool {
 	p := &pool{jobs: make(chan job, 2*size)}
+	p.replies.New = func() any { return make(chan string, 1) }
 	for i := 0; i < size; i++ {
 		go func() {
 			for j := range p.jobs {
@@ -153,9 +159,11 @@ func newPool(size int, handler func(string) string) *pool {
 }
 
 func (p *pool) Map(in string) string {
-	reply := make(chan string, 1)
+	reply := p.replies.Get().(chan string)
 	p.jobs <- job{in, reply}
-	return <-reply
+	out := <-reply
+	p.replies.Put(reply)
+	return out
 }
 
 // --- the five rows of the seed's table ----------------------------------------------------------

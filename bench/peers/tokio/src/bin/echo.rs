@@ -1,10 +1,14 @@
 //! tokio peer for weft-bench's TCP echo benchmark (see ../../../README.md).
 //!
-//!     echo [-h HOST] [-p PORT] [-t THREADS]
+//!     echo [-h HOST] [-p PORT] [-t THREADS] [-m echo|idle]
 //!
 //! accepts connections forever; each connection is a `tokio::spawn`ed task that reads up to 4096
 //! bytes and writes back exactly what it read until the peer closes. THREADS sets the
-//! multi-thread runtime's `worker_threads` (0 or absent: number of CPUs). Prints
+//! multi-thread runtime's `worker_threads` (0 or absent: number of CPUs). `-m idle` (weft-bench's
+//! idle-connection row): a connection waits for readability (`readable()`) before it takes a
+//! buffer, reads with `try_read` into a `Vec` made then and dropped after the echo, so an idle
+//! connection holds no buffer (the design weft's io_uring receive has); the default keeps a
+//! 4 KiB array in the task, the usual tokio echo. Prints
 //! `listening on HOST:PORT` on stdout once the listener is bound; exits 0 on SIGTERM/SIGINT.
 //! Exit code 2 on bad arguments, 1 if the listener cannot be set up.
 
@@ -26,15 +30,16 @@ struct Args {
     host: String,
     port: u16,
     threads: usize,
+    lazy_buffer: bool,
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("echo: {msg}\nusage: echo [-h HOST] [-p PORT] [-t THREADS]");
+    eprintln!("echo: {msg}\nusage: echo [-h HOST] [-p PORT] [-t THREADS] [-m echo|idle]");
     exit(2);
 }
 
 fn parse_args() -> Args {
-    let mut args = Args { host: "127.0.0.1".into(), port: 8080, threads: 0 };
+    let mut args = Args { host: "127.0.0.1".into(), port: 8080, threads: 0, lazy_buffer: false };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let Some(value) = it.next() else { usage(&format!("{flag}: missing value")) };
@@ -47,6 +52,11 @@ fn parse_args() -> Args {
                 args.threads =
                     value.parse().unwrap_or_else(|_| usage(&format!("bad thread count {value:?}")))
             }
+            "-m" => match value.as_str() {
+                "echo" => args.lazy_buffer = false,
+                "idle" => args.lazy_buffer = true,
+                _ => usage(&format!("bad mode {value:?}")),
+            },
             _ => usage(&format!("unknown option {flag:?}")),
         }
     }
@@ -86,7 +96,7 @@ fn main() {
 
         // The accept loop runs in a spawned task, not here: block_on polls on the main thread,
         // which is not a worker, so its spawns would all go through the injection queue.
-        tokio::spawn(accept_loop(listener));
+        tokio::spawn(accept_loop(listener, args.lazy_buffer));
 
         tokio::select! {
             _ = term.recv() => {}
@@ -107,13 +117,17 @@ fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
 
 /// Accepts forever. On EMFILE/ENFILE (and other accept errors) backs off 5 ms, doubling up to
 /// 1 s, and retries; the backoff resets after the next successful accept.
-async fn accept_loop(listener: TcpListener) {
+async fn accept_loop(listener: TcpListener, lazy_buffer: bool) {
     let mut backoff = Duration::ZERO;
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
                 backoff = Duration::ZERO;
-                tokio::spawn(echo(stream));
+                if lazy_buffer {
+                    tokio::spawn(echo_lazy(stream));
+                } else {
+                    tokio::spawn(echo(stream));
+                }
             }
             Err(e) => {
                 backoff = if backoff.is_zero() {
@@ -139,6 +153,27 @@ async fn echo(mut stream: TcpStream) {
         let n = match stream.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
+        };
+        if stream.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The same echo, holding no buffer while it waits: readability first, then a buffer for this
+/// one read and write.
+async fn echo_lazy(mut stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    loop {
+        if stream.readable().await.is_err() {
+            return;
+        }
+        let mut buf = vec![0u8; BUF_SIZE];
+        let n = match stream.try_read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => return,
         };
         if stream.write_all(&buf[..n]).await.is_err() {
             return;

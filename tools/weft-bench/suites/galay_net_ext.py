@@ -1,0 +1,45 @@
+"""The galay-net echo rows again with a load client from outside weft: Go's echoclient (one
+thread, as weft's bench_client), so that the servers' ranking does not rest on weft's own client
+(weft is the client of every galay-net row, and its scheduling shapes their latency)."""
+from weftbench.suite import HIGHER, Metric, Scenario, Server, Suite, System, Target
+
+PEER_BUILD = "bash bench/peers/build.sh {peers}"
+CLIENT = "{peers}/go-echoclient"
+
+
+def server(cmd):
+    return Server(tuple(cmd))
+
+
+SUITE = Suite(
+    name="galay-net-ext",
+    title="Galay-Kernel echo (seed 003) with an outside load client (Go)",
+    seed_file="003_2c837114ee96d0ab.txt",
+    notes="Same servers and parameters as galay-net's echo rows; the client is "
+          "bench/peers/go/cmd/echoclient with GOMAXPROCS=1 instead of weft's bench_client.",
+    systems=(
+        System("weft", CLIENT, extra=("port={port}",),
+               server=server(("{bin}/bench_server", "-p", "{port}", "-m", "echo")),
+               build="cmake --build build/release --target bench_server " + "&& " + PEER_BUILD),
+        System("go", CLIENT, extra=("port={port}",),
+               server=server(("{peers}/go-echo", "-p", "{port}")), build=PEER_BUILD),
+        System("tokio", CLIENT, extra=("port={port}",),
+               server=server(("{peers}/tokio-echo", "-p", "{port}")), build=PEER_BUILD),
+        System("asio-per-core", CLIENT, extra=("port={port}",),
+               server=server(("{peers}/asio-echo", "-p", "{port}", "--per-core")),
+               build=PEER_BUILD),
+    ),
+    metrics={
+        "qps": Metric("req/s", HIGHER),
+        "server_cpu_ns_per_op": Metric("ns"),
+        "p99_us": Metric("us"),
+        "errors": Metric("count"),
+    },
+    scenarios=tuple(
+        Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "p99_us",
+                                                       "errors"),
+                 quick={"d": 1},
+                 targets={"qps": Target(beats=("go", "tokio", "asio-per-core")),
+                          "errors": Target(at_most=0)})
+        for c in (100, 1000)),
+)
