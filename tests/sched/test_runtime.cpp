@@ -15,6 +15,7 @@
 #include "weft/sched/cpu_count.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
+#include "weft/sched/yield.hpp"
 
 namespace {
 
@@ -45,10 +46,14 @@ TEST(runtime, detached_failure_goes_to_the_handler) {
                           }
                           cv.notify_all();
                       }}};
-    rt.spawn([]() -> weft::task<void> {
+    std::atomic<bool> detached{false};
+    rt.spawn([&]() -> weft::task<void> {
+          while (!detached.load()) {  // fails only once its handle is gone
+              co_await weft::yield();
+          }
           throw std::runtime_error("lost?");
-          co_return;
       }).detach();
+    detached.store(true);
     std::unique_lock lock(m);
     cv.wait(lock, [&] { return !seen.empty(); });
     EXPECT_EQ(seen, std::vector<std::string>{"lost?"});
