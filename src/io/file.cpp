@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "ops.hpp"
 #include "reactor.hpp"
+#include "uring_awaiter.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 
 namespace weft {

@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "accept_queue.hpp"
-#include "ops.hpp"
 #include "reactor.hpp"
+#include "readiness.hpp"
 #include "socket_setup.hpp"
+#include "uring_awaiter.hpp"
 #include "weft/io/tcp_stream.hpp"
 #include "weft/sched/timer.hpp"
 

@@ -11,10 +11,12 @@
 #include <cstring>
 #include <vector>
 
-#include "ops.hpp"
 #include "reactor.hpp"
+#include "readiness.hpp"
 #include "recv_queue.hpp"
 #include "socket_setup.hpp"
+#include "syscalls.hpp"
+#include "uring_awaiter.hpp"
 #include "weft/io/buffer.hpp"
 #include "weft/sched/timer.hpp"
 

@@ -3,8 +3,10 @@
 
 #include <cerrno>
 
-#include "ops.hpp"
 #include "reactor.hpp"
+#include "readiness.hpp"
+#include "syscalls.hpp"
+#include "uring_awaiter.hpp"
 #include "weft/io/udp_socket.hpp"
 
 namespace weft {

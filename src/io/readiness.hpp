@@ -2,104 +2,19 @@
 
 #include "weft/core/detail/worker_base.hpp"
 
-// Private to weft::io: the awaiters every socket operation is built from.
-//   uring_awaiter   - one io_uring operation on the awaiting worker's ring
-//   readiness       - (epoll) wait until the socket may be readable / writable again
-
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+// Private to weft::io: the epoll backend's readiness wait (until the socket may be readable or
+// writable again) and the attempt-then-wait pattern every epoll operation is built from.
 
 #include <cerrno>
 #include <coroutine>
 #include <utility>
 
 #include "reactor.hpp"
+#include "syscalls.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
 
 namespace weft::detail {
-
-/// The epoll backend's socket transfers: the system calls themselves, not glibc's recv / send /
-/// recvmsg / sendmsg. Those are cancellation points: in a process with threads glibc wraps each
-/// call in two atomic compare-exchanges (asynchronous pthread cancellation on, then off), which
-/// is 4 of the echo server's locked instructions per request (~8.5 ns each on the machines we
-/// measure on). weft never cancels threads; its operations are cancelled through stop tokens.
-/// Same results and errno as the glibc functions.
-inline auto sys_recv(int fd, void* buf, std::size_t len, int flags) noexcept -> ssize_t {
-    return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);
-}
-inline auto sys_send(int fd, const void* buf, std::size_t len, int flags) noexcept -> ssize_t {
-    return ::syscall(SYS_sendto, fd, buf, len, flags, nullptr, 0);
-}
-inline auto sys_recvmsg(int fd, msghdr* msg, int flags) noexcept -> ssize_t {
-    return ::syscall(SYS_recvmsg, fd, msg, flags);
-}
-inline auto sys_sendmsg(int fd, const msghdr* msg, int flags) noexcept -> ssize_t {
-    return ::syscall(SYS_sendmsg, fd, msg, flags);
-}
-
-/// What a CQE said: `res` (negative errno; -ECANCELED when the task was cancelled) and its
-/// flags (the buffer id of a buffer-select receive). Converts to res.
-struct uring_result {
-    int res;
-    std::uint32_t flags;
-    operator int() const noexcept { return res; }  // NOLINT(google-explicit-constructor)
-};
-
-/// `int res = co_await uring_awaiter{prep}` where prep(io_uring_sqe*) fills the SQE.
-template <typename Prep>
-class uring_awaiter : private uring_op {
-public:
-    /// `eager`: see uring_op::eager_submit.
-    explicit uring_awaiter(Prep p,
-                           bool eager = false) noexcept(std::is_nothrow_move_constructible_v<Prep>)
-        : prep_(std::move(p)) {
-        eager_submit = eager;
-    }
-
-    auto await_ready() const noexcept -> bool { return false; }
-
-    template <typename P>
-    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-        stop = stop_of(h);
-        if (stop != nullptr && stop->stop_requested()) {
-            res = -ECANCELED;
-            return false;
-        }
-        uring_reactor& r = current_uring();
-        owner = &r;
-        waiter = h;
-        io_uring_sqe* sqe = r.get_sqe();
-        prep_(sqe);
-        io_uring_sqe_set_data(sqe, static_cast<uring_op*>(this));
-        r.submitted(*this);
-        // The completion is reaped only on this thread, in poll or park (also when the SQE
-        // went to the kernel at once, eager_submit): nothing can resume us before we return.
-        if (stop != nullptr) {
-            if (stop->try_add(this)) {
-                registered = true;
-            } else {
-                r.request_cancel(*this);
-            }
-        }
-        return true;
-    }
-
-    auto await_resume() noexcept -> uring_result {
-        if (registered) {
-            stop->remove(this);
-            registered = false;
-        }
-        if (owner != nullptr) {
-            owner->forget_cancel(*this);
-        }
-        return {res, cqe_flags};
-    }
-
-private:
-    Prep prep_;
-};
 
 /// `co_await readiness{handle, write, seq}`: returns at once if an event arrived since `seq`
 /// was read, else when the next one does. Result: false if cancelled.
