@@ -10,6 +10,7 @@
 
 #include "multishot.hpp"
 #include "reactor.hpp"
+#include "uring_reactor.hpp"
 
 namespace weft::detail {
 

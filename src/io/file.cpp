@@ -18,6 +18,7 @@
 
 #include "reactor.hpp"
 #include "uring_awaiter.hpp"
+#include "uring_reactor.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 
 namespace weft {

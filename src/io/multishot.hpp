@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "reactor.hpp"
+#include "uring_reactor.hpp"
 
 namespace weft::detail {
 

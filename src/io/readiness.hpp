@@ -9,6 +9,7 @@
 #include <coroutine>
 #include <utility>
 
+#include "epoll_reactor.hpp"
 #include "reactor.hpp"
 #include "syscalls.hpp"
 #include "weft/core/result.hpp"
@@ -20,7 +21,7 @@ namespace weft::detail {
 /// was read, else when the next one does. Result: false if cancelled.
 class readiness : private readiness_waiter {
 public:
-    readiness(io_handle& h, bool for_write, std::uint32_t seq) noexcept : seq_(seq) {
+    readiness(epoll_socket& h, bool for_write, std::uint32_t seq) noexcept : seq_(seq) {
         handle = &h;
         write = for_write;
     }
@@ -88,8 +89,8 @@ private:
 };
 
 /// The current readiness sequence of `h` (snapshot before a non-blocking attempt; see
-/// io_handle for why no lock is needed).
-inline auto readiness_seq(io_handle& h, bool for_write) -> std::uint32_t {
+/// epoll_socket for why no lock is needed).
+inline auto readiness_seq(epoll_socket& h, bool for_write) -> std::uint32_t {
     return (for_write ? h.write_seq : h.read_seq).load(std::memory_order_acquire);
 }
 
@@ -101,7 +102,7 @@ struct stream_readiness {
     bool spent;
 };
 
-inline auto stream_snapshot(io_handle& h, bool for_write) -> stream_readiness {
+inline auto stream_snapshot(epoll_socket& h, bool for_write) -> stream_readiness {
     const std::uint32_t seq = readiness_seq(h, for_write);
     const auto& spent_at = for_write ? h.write_spent_at : h.read_spent_at;
     // final is set before the sequence moves (under mu) and read after it: a snapshot that
@@ -115,7 +116,7 @@ inline auto stream_snapshot(io_handle& h, bool for_write) -> stream_readiness {
 /// for. Fewer (and not 0: end of stream stays readable, and no further edge would announce it)
 /// means the receive queue was empty or the send buffer full when it ran.
 inline void stream_moved(
-    io_handle& h, bool for_write, std::uint32_t seq, std::size_t n, std::size_t want) noexcept {
+    epoll_socket& h, bool for_write, std::uint32_t seq, std::size_t n, std::size_t want) noexcept {
     // seq + 1 == 0 (the sequence about to wrap) would read as "none": skip that one.
     if (n != 0 && n < want && seq + 1 != 0) {
         (for_write ? h.write_spent_at : h.read_spent_at).store(seq + 1, std::memory_order_relaxed);
@@ -133,11 +134,11 @@ struct attempt_outcome {
 /// epoll: one try of `attempt()` (a non-blocking system call: a count, or -1 and errno),
 /// repeated on EINTR; EAGAIN, or a socket a short transfer already spent, says wait.
 /// `stream_want` is the byte count a stream transfer asks for (0 for datagrams, where a short
-/// transfer says nothing about what is left): see io_handle::read_spent_at.
+/// transfer says nothing about what is left): see epoll_socket::read_spent_at.
 /// Not a coroutine, and always inlined: the hot paths build no frame and make no call unless
 /// they must wait.
 template <typename Attempt>
-[[gnu::always_inline]] inline auto attempt_once(io_handle& h,
+[[gnu::always_inline]] inline auto attempt_once(epoll_socket& h,
                                                 bool for_write,
                                                 std::size_t stream_want,
                                                 Attempt& attempt) -> attempt_outcome {
@@ -173,7 +174,7 @@ template <typename Attempt>
 ///     if (o.wait) { o.value = co_await wait_then_retry(h, write, want, o.seq, attempt); }
 template <typename Attempt>
 auto wait_then_retry(
-    io_handle& h, bool for_write, std::size_t stream_want, std::uint32_t seq, Attempt attempt)
+    epoll_socket& h, bool for_write, std::size_t stream_want, std::uint32_t seq, Attempt attempt)
     -> task<result<std::size_t>> {
     for (;;) {
         if (auto ec = co_await readiness(h, for_write, seq); ec) {

@@ -127,7 +127,7 @@ void recv_queue::arm(uring_reactor& r) {
     io_uring_sqe* sqe = arm_on(r);
     io_uring_prep_recv_multishot(sqe, fd_, nullptr, 0, 0);  // 0: a whole provided buffer
     sqe->flags |= IOSQE_BUFFER_SELECT;
-    sqe->buf_group = buffer_pool::group;
+    sqe->buf_group = provided_buffer_ring::group;
 }
 
 // On the ring's thread, for every CQE of the operation.

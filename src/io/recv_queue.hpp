@@ -11,6 +11,7 @@
 
 #include "multishot.hpp"
 #include "reactor.hpp"
+#include "uring_reactor.hpp"
 #include "weft/io/bytes.hpp"
 
 namespace weft::detail {
@@ -111,7 +112,7 @@ private:
     // (a default std::deque allocates ~570 B, which doubled an idle connection's memory).
     std::vector<bytes> ready_;
     std::size_t head_ = 0;
-    buffer_pool* pool_ = nullptr;  // of the ring it is armed on
+    provided_buffer_ring* pool_ = nullptr;  // of the ring it is armed on
     recv_awaiter* reader_ = nullptr;
     std::error_code end_;  // eof or an error, after the queued data
     bool out_of_buffers_ = false;

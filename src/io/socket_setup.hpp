@@ -11,6 +11,7 @@
 #include <memory>
 #include <system_error>
 
+#include "epoll_reactor.hpp"
 #include "reactor.hpp"
 
 namespace weft::detail {
@@ -30,9 +31,10 @@ inline void set_nodelay(int fd) noexcept {
 }
 
 /// The handle of a socket, made on first use (epoll only needs it).
-inline auto handle_of(int fd, std::unique_ptr<io_handle, io_handle_deleter>& h) -> io_handle& {
+inline auto handle_of(int fd, std::unique_ptr<epoll_socket, epoll_socket_deleter>& h)
+    -> epoll_socket& {
     if (!h) {
-        h.reset(new io_handle(fd));
+        h.reset(new epoll_socket(fd));
     }
     return *h;
 }

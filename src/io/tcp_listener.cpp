@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "accept_queue.hpp"
+#include "epoll_reactor.hpp"
 #include "reactor.hpp"
 #include "readiness.hpp"
 #include "socket_setup.hpp"
@@ -62,7 +63,7 @@ auto tcp_listener::bind(socket_address addr, listen_options opts) -> result<tcp_
     // Both made here, not on first accept, since several tasks may accept at once: the
     // multishot accept queue (io_uring) and the readiness state (epoll).
     l.q_.reset(new detail::accept_queue(fd));
-    l.h_.reset(new detail::io_handle(fd));
+    l.h_.reset(new detail::epoll_socket(fd));
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (opts.reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
@@ -105,7 +106,7 @@ auto tcp_listener::accept() -> task<result<tcp_stream>> {
                 err = o.err;
             }
         } else {
-            detail::io_handle& h = detail::handle_of(fd_, h_);
+            detail::epoll_socket& h = detail::handle_of(fd_, h_);
             const std::uint32_t seq = detail::readiness_seq(h, false);
             fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) {

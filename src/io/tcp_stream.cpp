@@ -11,12 +11,14 @@
 #include <cstring>
 #include <vector>
 
+#include "epoll_reactor.hpp"
 #include "reactor.hpp"
 #include "readiness.hpp"
 #include "recv_queue.hpp"
 #include "socket_setup.hpp"
 #include "syscalls.hpp"
 #include "uring_awaiter.hpp"
+#include "uring_reactor.hpp"
 #include "weft/io/buffer.hpp"
 #include "weft/sched/timer.hpp"
 
@@ -25,7 +27,7 @@ namespace detail {
 
 void recv_queue_closer::operator()(recv_queue* q) const noexcept { q->close(); }
 
-void io_handle_deleter::operator()(io_handle* h) const noexcept {
+void epoll_socket_deleter::operator()(epoll_socket* h) const noexcept {
     epoll_reactor* owner = nullptr;
     {
         std::lock_guard lock(h->mu);
@@ -105,7 +107,7 @@ auto tcp_stream::connect(socket_address addr) -> task<result<tcp_stream>> {
             if (errno != EINPROGRESS) {
                 co_return detail::errno_code();
             }
-            detail::io_handle& h = detail::handle_of(fd, s.h_);
+            detail::epoll_socket& h = detail::handle_of(fd, s.h_);
             const std::uint32_t seq = detail::readiness_seq(h, true);
             if (auto ec = co_await detail::readiness(h, true, seq); ec) {
                 co_return ec;
@@ -200,7 +202,7 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
         auto op = detail::recv_once(fd_, buf);
         co_return detail::recv_result(co_await op);
     }
-    detail::io_handle& h = detail::handle_of(fd_, h_);
+    detail::epoll_socket& h = detail::handle_of(fd_, h_);
     auto recv_now = [&] { return detail::sys_recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT); };
     detail::attempt_outcome o = detail::attempt_once(h, false, buf.size(), recv_now);
     if (o.wait) {
@@ -214,7 +216,7 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
 }
 
 auto tcp_stream::receive() -> task<result<bytes>> {
-    constexpr std::size_t chunk = detail::buffer_pool::size;
+    constexpr std::size_t chunk = detail::provided_buffer_ring::size;
     const bool uring = detail::is_uring();
     const bool multishot = uring && detail::current_uring().buffers() != nullptr;
     if (rq_ && !multishot) {
@@ -254,7 +256,7 @@ auto tcp_stream::receive() -> task<result<bytes>> {
         co_return std::move(b).freeze();
     }
     // epoll: wait for data first, then take a buffer, so a waiting connection holds none.
-    detail::io_handle& h = detail::handle_of(fd_, h_);
+    detail::epoll_socket& h = detail::handle_of(fd_, h_);
     for (;;) {
         const detail::stream_readiness snap = detail::stream_snapshot(h, false);
         if (snap.spent) {
@@ -316,7 +318,7 @@ auto tcp_stream::write_all(std::span<const std::byte> buf) -> task<result<void>>
             buf = buf.subspan(static_cast<std::size_t>(res));
             continue;
         }
-        detail::io_handle& h = detail::handle_of(fd_, h_);
+        detail::epoll_socket& h = detail::handle_of(fd_, h_);
         auto send_now = [&] {
             return detail::sys_send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         };
@@ -373,7 +375,7 @@ auto tcp_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> 
         for (std::size_t i = 0; i < msg.msg_iovlen; ++i) {
             want += msg.msg_iov[i].iov_len;
         }
-        detail::io_handle& h = detail::handle_of(fd_, h_);
+        detail::epoll_socket& h = detail::handle_of(fd_, h_);
         auto sendmsg_now = [&] {
             return detail::sys_sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         };
@@ -400,7 +402,7 @@ auto tcp_stream::wait_writable() -> task<result<void>> {
         }
         co_return result<void>{};
     }
-    detail::io_handle& h = detail::handle_of(fd_, h_);
+    detail::epoll_socket& h = detail::handle_of(fd_, h_);
     const std::uint32_t seq = detail::readiness_seq(h, true);
     // The caller's EAGAIN may predate seq: look once, so an edge between the two is not lost.
     pollfd p{fd_, POLLOUT, 0};

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 
+#include "epoll_reactor.hpp"
 #include "reactor.hpp"
 #include "readiness.hpp"
 #include "syscalls.hpp"
@@ -13,10 +14,10 @@ namespace weft {
 namespace {
 auto errno_code(int e = errno) -> std::error_code { return {e, std::system_category()}; }
 auto uring_backend() -> bool { return current_io_backend() == io_backend::io_uring; }
-auto handle_of(int fd, std::unique_ptr<detail::io_handle, detail::io_handle_deleter>& h)
-    -> detail::io_handle& {
+auto handle_of(int fd, std::unique_ptr<detail::epoll_socket, detail::epoll_socket_deleter>& h)
+    -> detail::epoll_socket& {
     if (!h) {
-        h.reset(new detail::io_handle(fd));
+        h.reset(new detail::epoll_socket(fd));
     }
     return *h;
 }
@@ -83,7 +84,7 @@ auto udp_socket::send_to(std::span<const std::byte> data, socket_address to)
         }
         co_return static_cast<std::size_t>(res);
     }
-    detail::io_handle& h = handle_of(fd_, h_);
+    detail::epoll_socket& h = handle_of(fd_, h_);
     auto sendmsg_now = [&] { return detail::sys_sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT); };
     detail::attempt_outcome o = detail::attempt_once(h, true, 0, sendmsg_now);
     if (o.wait) {
@@ -111,7 +112,7 @@ auto udp_socket::recv_from(std::span<std::byte> buf) -> task<result<datagram_inf
             static_cast<std::size_t>(res),
             socket_address::from(reinterpret_cast<sockaddr*>(&from), msg.msg_namelen)};
     }
-    detail::io_handle& h = handle_of(fd_, h_);
+    detail::epoll_socket& h = handle_of(fd_, h_);
     auto recvmsg_now = [&] {
         msg.msg_namelen = sizeof(from);
         return detail::sys_recvmsg(fd_, &msg, MSG_DONTWAIT);

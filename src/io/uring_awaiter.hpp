@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "reactor.hpp"
+#include "uring_reactor.hpp"
 #include "weft/core/task.hpp"
 
 namespace weft::detail {

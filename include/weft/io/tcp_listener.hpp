@@ -53,8 +53,8 @@ public:
 
 private:
     int fd_ = -1;
-    std::unique_ptr<detail::io_handle, detail::io_handle_deleter> h_;       // epoll
-    std::unique_ptr<detail::accept_queue, detail::accept_queue_closer> q_;  // io_uring
+    std::unique_ptr<detail::epoll_socket, detail::epoll_socket_deleter> h_;  // epoll
+    std::unique_ptr<detail::accept_queue, detail::accept_queue_closer> q_;   // io_uring
 };
 
 }  // namespace weft

@@ -14,9 +14,9 @@
 namespace weft {
 
 namespace detail {
-struct io_handle;  // per-socket reactor state (src/io)
-struct io_handle_deleter {
-    void operator()(io_handle* h) const noexcept;
+struct epoll_socket;  // per-socket reactor state (src/io)
+struct epoll_socket_deleter {
+    void operator()(epoll_socket* h) const noexcept;
 };
 class recv_queue;  // multishot receive on io_uring (src/io)
 struct recv_queue_closer {
@@ -83,8 +83,8 @@ public:
 
 private:
     int fd_ = -1;
-    std::unique_ptr<detail::io_handle, detail::io_handle_deleter> h_;    // epoll
-    std::unique_ptr<detail::recv_queue, detail::recv_queue_closer> rq_;  // io_uring receive
+    std::unique_ptr<detail::epoll_socket, detail::epoll_socket_deleter> h_;  // epoll
+    std::unique_ptr<detail::recv_queue, detail::recv_queue_closer> rq_;      // io_uring receive
 };
 
 }  // namespace weft

@@ -48,7 +48,7 @@ public:
 
 private:
     int fd_ = -1;
-    std::unique_ptr<detail::io_handle, detail::io_handle_deleter> h_;
+    std::unique_ptr<detail::epoll_socket, detail::epoll_socket_deleter> h_;
 };
 
 }  // namespace weft

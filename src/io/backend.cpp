@@ -1,0 +1,85 @@
+// Which reactor a worker gets: io_uring when the kernel allows it (probed once), else epoll;
+// WEFT_IO_BACKEND forces one.
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "epoll_reactor.hpp"
+#include "reactor.hpp"
+#include "uring_reactor.hpp"
+#include "weft/io/error.hpp"
+#include "weft/io/reactor.hpp"
+
+namespace weft {
+
+auto to_string(io_backend b) noexcept -> std::string_view {
+    switch (b) {
+        case io_backend::automatic:
+            return "automatic";
+        case io_backend::io_uring:
+            return "io_uring";
+        case io_backend::epoll:
+            return "epoll";
+    }
+    return "?";
+}
+
+namespace {
+auto uring_works() -> bool {
+    io_uring ring{};
+    if (io_uring_queue_init(8, &ring, 0) != 0) {
+        return false;
+    }
+    io_uring_queue_exit(&ring);
+    return true;
+}
+}  // namespace
+
+auto resolve_io_backend(io_backend requested) -> io_backend {
+    if (requested == io_backend::automatic) {
+        if (const char* env = std::getenv("WEFT_IO_BACKEND"); env != nullptr && *env != '\0') {
+            const std::string_view v = env;
+            if (v == "io_uring") {
+                requested = io_backend::io_uring;
+            } else if (v == "epoll") {
+                requested = io_backend::epoll;
+            } else {
+                throw std::invalid_argument("WEFT_IO_BACKEND must be io_uring or epoll, not '" +
+                                            std::string(v) + "'");
+            }
+        }
+    }
+    if (requested == io_backend::automatic) {
+        return uring_works() ? io_backend::io_uring : io_backend::epoll;
+    }
+    if (requested == io_backend::io_uring && !uring_works()) {
+        throw std::system_error(make_error_code(io_errc::backend_unavailable),
+                                "io_uring requested but io_uring_queue_init fails here");
+    }
+    return requested;
+}
+
+auto make_reactor_factory(io_backend b) -> std::function<std::unique_ptr<park_driver>(unsigned)> {
+    const io_backend chosen = resolve_io_backend(b);
+    return [chosen](unsigned) -> std::unique_ptr<park_driver> {
+        if (chosen == io_backend::io_uring) {
+            return std::make_unique<detail::uring_reactor>();
+        }
+        return std::make_unique<detail::epoll_reactor>();
+    };
+}
+
+auto current_io_backend() -> io_backend {
+    detail::reactor* r = detail::reactor::current();
+    if (r == nullptr) {
+        throw std::logic_error(
+            "weft IO: this thread is not a worker of a runtime with reactors (create it with "
+            "weft::io_runtime_options())");
+    }
+    return r->backend();
+}
+
+}  // namespace weft

@@ -1,0 +1,122 @@
+#pragma once
+
+// Private to weft::io: the epoll reactor and its per-socket readiness state.
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <system_error>
+#include <vector>
+
+#include "reactor.hpp"
+
+namespace weft::detail {
+
+class epoll_reactor;
+struct readiness_waiter;
+
+/// Per-socket state. io_uring needs none of it beyond the fd; epoll keeps the readiness
+/// registration here: the socket is registered (edge-triggered, in and out) with the epoll of the
+/// first worker that waits on it, and that worker's reactor delivers its events from then on,
+/// whichever worker the waiting task runs on.
+/// read_seq / write_seq count readiness events (changed under mu; read without it for a
+/// snapshot): a waiter snapshots one before its non-blocking attempt and sleeps only if, under
+/// mu, no event came in between (so an edge is never lost between EAGAIN and the wait; a stale
+/// snapshot only costs one more attempt).
+/// read_spent_at / write_spent_at: a stream transfer moved fewer bytes than asked, so it drained
+/// the receive queue (or filled the send buffer); the field holds the sequence it ran at, plus
+/// one (0: none). Until the next event another attempt could only fail with EAGAIN, so the next
+/// transfer waits for the event instead: one system call per request saved. Edge-triggered epoll
+/// reports every arrival after the drain as a new event, and the wait re-checks the sequence
+/// under mu, so skipping the attempt never strands data. Except the end: a peer's FIN or reset
+/// that came in with the last data is reported in the same event as the data, and no later
+/// event announces it; so once an event has said hang-up or error, read_final / write_final
+/// are set for good and every transfer is attempted (it returns 0 or the error at once).
+/// readers / writers list the tasks waiting (usually one of each; several tasks accepting on
+/// one listener wait together): an event wakes them all, and those that lose the race for the
+/// data (or connection) wait again.
+struct epoll_socket {
+    explicit epoll_socket(int f) noexcept : fd(f) {}
+    int fd;
+    spin_lock mu;  // held for a few pointer moves (and the epoll_ctl of the first wait)
+    epoll_reactor* owner = nullptr;           // guarded by mu; set once
+    std::atomic<std::uint32_t> read_seq{0};   // written under mu
+    std::atomic<std::uint32_t> write_seq{0};  // written under mu
+    std::atomic<std::uint32_t> read_spent_at{0};
+    std::atomic<std::uint32_t> write_spent_at{0};
+    std::atomic<bool> read_final{false};
+    std::atomic<bool> write_final{false};
+    readiness_waiter* readers = nullptr;  // guarded by mu
+    readiness_waiter* writers = nullptr;  // guarded by mu
+    epoll_socket* reg_prev = nullptr;     // in owner's registered list (its reg_mu_)
+    epoll_socket* reg_next = nullptr;
+};
+
+/// Waits for a readiness event on an epoll_socket, embedded in the awaiting frame.
+/// `state` (guarded by the handle's mu): idle -> waiting -> fired | cancelled. Whoever moves it
+/// out of waiting resumes the waiter, once.
+struct readiness_waiter : stop_callback_node {
+    enum class state : std::uint8_t { idle, waiting, fired, cancelled };
+    readiness_waiter() noexcept : stop_callback_node(&readiness_waiter::on_stop) {}
+    readiness_waiter(const readiness_waiter&) = delete;
+    auto operator=(const readiness_waiter&) -> readiness_waiter& = delete;
+    static void on_stop(stop_callback_node* n) noexcept;
+
+    epoll_socket* handle = nullptr;
+    bool write = false;
+    state st = state::idle;
+    bool registered = false;
+    readiness_waiter* next_waiter = nullptr;  // in the handle's readers / writers (its mu)
+    std::coroutine_handle<> waiter;
+    worker_base* home = nullptr;
+    stop_state* stop = nullptr;
+};
+
+class epoll_reactor final : public reactor {
+public:
+    epoll_reactor();
+    ~epoll_reactor() override;
+
+    void attach() override;
+    void detach() noexcept override;
+    void park(std::optional<std::int64_t> timeout_ns) override;
+    auto poll() -> bool override;
+    [[nodiscard]] auto poll_is_cheap() const noexcept -> bool override { return false; }
+    [[nodiscard]] auto expects_io() const noexcept -> bool override {
+        return waiting_.load(std::memory_order_relaxed) != 0;
+    }
+    [[nodiscard]] auto pending() const noexcept -> std::size_t override {
+        return waiting_.load(std::memory_order_seq_cst);
+    }
+
+    /// Owner thread: registers `h` with this epoll if it is not registered anywhere yet (or
+    /// only with the epoll of a runtime that has stopped: sockets may outlive a runtime).
+    auto ensure_registered(epoll_socket& h) -> std::error_code;
+    /// Any thread: unregisters and frees `h` once no event of this reactor can still name it.
+    void retire(epoll_socket* h) noexcept;
+    void waiting_changed(int delta) noexcept {
+        waiting_.fetch_add(delta, std::memory_order_seq_cst);
+    }
+
+private:
+    void kick() noexcept override;
+    auto wait(int timeout_ms) -> bool;
+    void free_retired() noexcept;
+
+    int epfd_ = -1;
+    int wake_fd_ = -1;
+    std::atomic<std::size_t> waiting_{0};
+    std::mutex retire_mu_;
+    std::vector<epoll_socket*> retired_;  // guarded by retire_mu_
+    std::mutex reg_mu_;
+    epoll_socket* registered_ = nullptr;  // guarded by reg_mu_; orphaned at detach
+};
+
+/// The reactor on this thread as an io_uring / epoll reactor, or a clear error.
+
+/// This thread's epoll reactor; throws std::logic_error when it has none.
+auto current_epoll() -> epoll_reactor&;
+
+}  // namespace weft::detail

@@ -1,0 +1,114 @@
+#include "provided_buffer_ring.hpp"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <system_error>
+
+namespace weft::detail {
+
+auto provided_buffer_ring::create(io_uring* ring) -> provided_buffer_ring* {
+    auto* p = new provided_buffer_ring;
+    void* br = nullptr;
+    if (::posix_memalign(&br, 4096, count * sizeof(io_uring_buf)) != 0) {
+        delete p;
+        return nullptr;
+    }
+    p->br_ = static_cast<io_uring_buf_ring*>(br);
+    io_uring_buf_ring_init(p->br_);
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<std::uint64_t>(p->br_);
+    reg.ring_entries = count;
+    reg.bgid = group;
+    if (io_uring_register_buf_ring(ring, &reg, 0) != 0) {
+        delete p;  // an older kernel: receive falls back to heap buffers
+        return nullptr;
+    }
+    p->mem_ = static_cast<std::byte*>(std::aligned_alloc(64, count * size));
+    p->slots_ = new slot[count];
+    p->owner_ = std::this_thread::get_id();
+    for (unsigned i = 0; i < count; ++i) {
+        p->slots_[i].pool = p;
+        p->slots_[i].bid = i;
+        p->slots_[i].release = &provided_buffer_ring::release;
+    }
+    p->grow();  // mem_ is only address space until a buffer is in the ring and used
+    return p;
+}
+
+void provided_buffer_ring::grow() noexcept {
+    const unsigned n = std::min(grow_by, count - added_);
+    for (unsigned i = 0; i < n; ++i) {
+        const unsigned bid = added_ + i;
+        io_uring_buf_ring_add(br_, mem_ + bid * size, size, static_cast<unsigned short>(bid),
+                              io_uring_buf_ring_mask(count), static_cast<int>(i));
+    }
+    io_uring_buf_ring_advance(br_, static_cast<int>(n));
+    added_ += n;
+}
+
+provided_buffer_ring::~provided_buffer_ring() {
+    std::free(br_);
+    std::free(mem_);
+    delete[] slots_;
+}
+
+auto provided_buffer_ring::take(unsigned bid, std::size_t len) noexcept -> bytes {
+    refs_.fetch_add(1, std::memory_order_relaxed);
+    slot& s = slots_[bid];
+    s.refs.store(1, std::memory_order_relaxed);
+    return bytes(&s, mem_ + bid * size, len);
+}
+
+void provided_buffer_ring::give_back(unsigned bid) noexcept {
+    io_uring_buf_ring_add(br_, mem_ + bid * size, size, static_cast<unsigned short>(bid),
+                          io_uring_buf_ring_mask(count), 0);
+    io_uring_buf_ring_advance(br_, 1);
+}
+
+void provided_buffer_ring::release(bytes_block* b) noexcept {
+    auto* s = static_cast<slot*>(b);
+    provided_buffer_ring* p = s->pool;
+    if (!p->orphaned_.load(std::memory_order_acquire)) {
+        if (std::this_thread::get_id() == p->owner_) {
+            p->give_back(s->bid);
+        } else {
+            std::lock_guard lock(p->mu_);
+            p->returned_.push_back(s->bid);
+            p->returns_waiting_.store(true, std::memory_order_release);
+        }
+    }
+    p->unref();
+}
+
+void provided_buffer_ring::drain_returns() noexcept {
+    // Every poll and park comes here: no lock unless another thread released a buffer (one
+    // racing this look waits for the next poll; the ring has plenty meanwhile, and grows).
+    if (!returns_waiting_.load(std::memory_order_acquire)) {
+        return;
+    }
+    std::vector<unsigned> batch;
+    {
+        std::lock_guard lock(mu_);
+        returns_waiting_.store(false, std::memory_order_relaxed);
+        batch.swap(returned_);
+    }
+    for (unsigned bid : batch) {
+        give_back(bid);
+    }
+}
+
+void provided_buffer_ring::orphan(io_uring* ring) noexcept {
+    io_uring_unregister_buf_ring(ring, group);
+    orphaned_.store(true, std::memory_order_release);
+    unref();
+}
+
+void provided_buffer_ring::unref() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        delete this;
+    }
+}
+
+}  // namespace weft::detail
