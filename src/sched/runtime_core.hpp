@@ -14,116 +14,12 @@
 #include <vector>
 
 #include "blocking_pool.hpp"
-#include "timer_wheel.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/sched/detail/context.hpp"
 #include "weft/sched/runtime.hpp"
+#include "worker.hpp"
 
 namespace weft::detail {
-
-/// A worker's timers: the wheel plus the lock that lets other threads cancel entries in it.
-/// Only the owning worker arms entries and advances the wheel; any thread may cancel.
-class timer_queue {
-public:
-    explicit timer_queue(sched_worker& owner) noexcept : owner_(owner) {}
-    std::mutex mu;
-    timer_wheel wheel;  // guarded by mu
-    [[nodiscard]] auto owner() const noexcept -> sched_worker& { return owner_; }
-    /// Timers armed here and not yet fired or cancelled (read without the lock: a hint).
-    std::atomic<std::size_t> pending{0};
-
-private:
-    sched_worker& owner_;
-};
-
-/// One worker thread. Owns its deque (worker_base), timer wheel and park driver.
-class sched_worker final : public worker_base {
-public:
-    sched_worker(runtime_core& rt, unsigned index);
-    sched_worker(const sched_worker&) = delete;
-    auto operator=(const sched_worker&) -> sched_worker& = delete;
-    ~sched_worker() = default;
-
-    void start();
-    void join();
-    void schedule_remote(std::coroutine_handle<> h) noexcept override;
-    void yield_turn(std::coroutine_handle<> h) noexcept override;
-    void detached_failure(std::exception_ptr e) noexcept override;
-
-    // runtime::worker_metrics: written by this worker only (load + store, no RMW), read by any.
-    std::atomic<std::uint64_t> park_attempts{0};
-    std::atomic<std::uint64_t> sleeps{0};
-    static void bump(std::atomic<std::uint64_t>& c) noexcept {
-        c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    }
-
-    [[nodiscard]] auto runtime() noexcept -> runtime_core& { return rt_; }
-    [[nodiscard]] auto timers() noexcept -> timer_queue& { return timers_; }
-    [[nodiscard]] auto index() const noexcept -> unsigned { return index_; }
-    void unpark() noexcept { driver_->unpark(); }
-    /// Any thread: run `h` on this worker (not on any other), soon.
-    void post(std::coroutine_handle<> h);
-    [[nodiscard]] auto inbox_empty() const noexcept -> bool {
-        return !inbox_nonempty_.load(std::memory_order_seq_cst);
-    }
-    [[nodiscard]] auto io_pending() const noexcept -> std::size_t { return driver_->pending(); }
-    /// What thieves could take from this worker (its deque; not the LIFO slot). seq_cst: for the
-    /// parking protocol.
-    [[nodiscard]] auto stealable_size_seq_cst() const noexcept -> std::int64_t {
-        return deque_.size_seq_cst();
-    }
-    [[nodiscard]] auto queued() const noexcept -> std::int64_t {
-        return deque_.size() + (lifo_.load(std::memory_order_relaxed) != nullptr ? 1 : 0);
-    }
-    /// Thieves: one of this worker's oldest entries, still tagged (nullptr: none, or lost a race).
-    auto steal_one() noexcept -> void* { return deque_.steal(); }
-    /// Thieves: this worker's oldest queued entry (still tagged) and its position.
-    auto peek_oldest(std::int64_t& pos) const noexcept -> void* { return deque_.peek_top(pos); }
-    /// Handles to resume after timers fired (filled by fire_timers, owner only).
-    auto fire_timers() -> bool;
-
-    // Idle bookkeeping, guarded by runtime_core::idle_mu_.
-    bool in_idle_list = false;
-    // True while this worker counts in runtime_core::searching_ (owner only, except that a
-    // waker sets it for the worker it wakes, under idle_mu_, before unparking it).
-    bool searching = false;
-
-private:
-    void on_push() noexcept override;
-    void overflow(std::coroutine_handle<> h) override;
-    [[nodiscard]] auto others_may_wait() const noexcept -> bool override;
-    void run();
-    auto next_task() -> void*;
-    auto find_work() -> void*;
-    auto become_searching() noexcept -> bool;
-    auto steal_once() -> void*;
-    /// May this worker steal from `victim` now? (Its oldest entry is not a freshly displaced
-    /// task, or has been one for long enough.)
-    auto settled(const sched_worker& victim) noexcept -> bool;
-    auto take_injected() -> void*;
-    void park();
-
-    auto take_inbox() -> void*;
-
-    runtime_core& rt_;
-    unsigned index_;
-    std::mutex inbox_mu_;
-    std::vector<void*> inbox_;                 // guarded by inbox_mu_: tasks posted to this worker
-    std::atomic<bool> inbox_nonempty_{false};  // == !inbox_.empty(), readable without the lock
-    timer_queue timers_;
-    std::unique_ptr<park_driver> driver_;
-    std::thread thread_;
-    std::uint32_t until_fairness_ = 61;  // tasks until the next fairness check
-    bool yielded_ = false;               // a task yielded its turn: the next pick is a fair one
-    std::uint64_t rng_;
-    /// Per victim: the displaced entry this worker last found oldest there (its position) and
-    /// when it first saw it (see settled).
-    struct sighting {
-        std::int64_t pos = -1;
-        std::chrono::steady_clock::time_point since{};
-    };
-    std::vector<sighting> seen_;
-};
 
 /// Shared state of a runtime.
 ///

@@ -1,0 +1,224 @@
+#include "runtime_core.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "weft/sched/cpu_count.hpp"
+
+namespace weft::detail {
+
+runtime_core::runtime_core(runtime_options o)
+    : opts(std::move(o)),
+      planned_workers(opts.workers != 0 ? opts.workers : available_cpus()),
+      blocking(opts.max_blocking_threads == 0 ? 1 : opts.max_blocking_threads),
+      epoch_(std::chrono::steady_clock::now()) {
+    const unsigned n = planned_workers;
+    workers.reserve(n);
+    for (unsigned i = 0; i < n; ++i) {
+        workers.push_back(std::make_unique<sched_worker>(*this, i));
+    }
+    idle.reserve(n);
+}
+
+runtime_core::~runtime_core() = default;
+
+void runtime_core::start() {
+    for (auto& w : workers) {
+        w->start();
+    }
+    // Wait until every worker has set up its driver (a reactor creates its ring or epoll there):
+    // a failure is the constructor's, not a crash on a worker thread later.
+    std::unique_lock lock(start_mu_);
+    start_cv_.wait(lock, [&] { return started_ == workers.size(); });
+    if (start_error_) {
+        lock.unlock();
+        terminate.store(true, std::memory_order_seq_cst);
+        for (auto& w : workers) {
+            w->unpark();
+        }
+        for (auto& w : workers) {
+            w->join();
+        }
+        std::rethrow_exception(start_error_);
+    }
+}
+
+void runtime_core::worker_started(std::exception_ptr error) {
+    {
+        std::lock_guard lock(start_mu_);
+        if (error && !start_error_) {
+            start_error_ = std::move(error);
+        }
+        ++started_;
+    }
+    start_cv_.notify_all();
+}
+
+auto runtime_core::quiescent() const noexcept -> bool {
+    // A snapshot that cannot miss a task on its way to a queue:
+    // - every worker parked, and none left its park while we looked (the unpark count is the
+    //   same at the end): a parked worker runs nothing, so nothing it runs can start work;
+    // - counters of work on its way (blocking jobs, armed timers, IO in flight) before the
+    //   queues it ends in: whoever completes such work queues the task first and lowers the
+    //   count after (seq_cst RMW), so a count read as lowered shows the task in its queue.
+    const std::uint64_t unparks_before = unparks.load(std::memory_order_seq_cst);
+    if (idle_count.load(std::memory_order_seq_cst) != workers.size()) {
+        return false;
+    }
+    if (blocking.in_flight() != 0) {
+        return false;
+    }
+    for (const auto& w : workers) {
+        if (w->timers().pending.load(std::memory_order_seq_cst) != 0 || w->io_pending() != 0) {
+            return false;
+        }
+    }
+    if (!injector_empty()) {
+        return false;
+    }
+    for (const auto& w : workers) {
+        if (w->queued() != 0 || !w->inbox_empty()) {
+            return false;
+        }
+    }
+    return unparks.load(std::memory_order_seq_cst) == unparks_before;
+}
+
+void runtime_core::shutdown() {
+    shutting_down.store(true, std::memory_order_seq_cst);
+    root.request_stop();  // cancellation callbacks queue every cancelled waiter
+    const auto deadline =
+        opts.shutdown_timeout
+            ? std::optional(std::chrono::steady_clock::now() + *opts.shutdown_timeout)
+            : std::nullopt;
+    bool quiet = false;
+    {
+        std::unique_lock lock(quiet_mu);
+        // Workers notify quiet_cv each time one parks while shutting down; the timeout only
+        // guards against a notification racing the predicate check (it does not drive work).
+        while (!(quiet = quiescent()) &&
+               (!deadline || std::chrono::steady_clock::now() < *deadline)) {
+            quiet_cv.wait_for(lock, std::chrono::milliseconds(50));
+        }
+    }
+    if (!quiet) {
+        const std::size_t calls = blocking.abandon();
+        std::fprintf(stderr,
+                     "weft: runtime shutdown_timeout (%lld ms) passed: %zu blocking call(s) "
+                     "still running are left to finish on detached threads; tasks still "
+                     "waiting or queued are never resumed\n",
+                     static_cast<long long>(opts.shutdown_timeout->count()), calls);
+    }
+    terminate.store(true, std::memory_order_seq_cst);
+    for (auto& w : workers) {
+        w->unpark();
+    }
+    for (auto& w : workers) {
+        w->join();
+    }
+    blocking.stop_threads();
+}
+
+void runtime_core::inject(void* h) { inject_batch(&h, 1); }
+
+void runtime_core::inject_batch(void* const* hs, std::size_t n) {
+    {
+        std::lock_guard lock(inject_mu_);
+        injector_.insert(injector_.end(), hs, hs + n);
+        injected_.store(injector_.size(), std::memory_order_seq_cst);
+    }
+    notify_parked();
+}
+
+auto runtime_core::take_injected(void** out, std::size_t max) -> std::size_t {
+    if (injected_.load(std::memory_order_relaxed) == 0) {
+        return 0;
+    }
+    std::lock_guard lock(inject_mu_);
+    // Take a fair share, so one worker does not drain a burst the others could share.
+    std::size_t n = std::min(max, injector_.size() / workers.size() + 1);
+    n = std::min(n, injector_.size());
+    std::copy_n(injector_.begin(), n, out);
+    injector_.erase(injector_.begin(), injector_.begin() + static_cast<std::ptrdiff_t>(n));
+    injected_.store(injector_.size(), std::memory_order_seq_cst);
+    return n;
+}
+
+void runtime_core::notify_parked() noexcept {
+    // seq_cst: orders the caller's publication of work before these loads (see the class
+    // comment; the matching store is the parker's idle_count increment).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (searching.load(std::memory_order_seq_cst) != 0 ||
+        idle_count.load(std::memory_order_seq_cst) == 0) {
+        return;
+    }
+    sched_worker* w = nullptr;
+    {
+        std::lock_guard lock(idle_mu);
+        if (idle.empty() || searching.load(std::memory_order_relaxed) != 0) {
+            return;
+        }
+        w = idle.back();
+        idle.pop_back();
+        w->in_idle_list = false;
+        idle_count.fetch_sub(1, std::memory_order_seq_cst);
+        unparks.fetch_add(1, std::memory_order_seq_cst);
+        // The woken worker starts out searching, so that further submissions do not wake more
+        // workers until it found work or gave up.
+        w->searching = true;
+        searching.fetch_add(1, std::memory_order_seq_cst);
+    }
+    w->unpark();
+}
+
+auto runtime_core::has_work_for(const sched_worker& self, bool may_steal) const noexcept -> bool {
+    if (!injector_empty() || self.stealable_size_seq_cst() != 0) {  // (own LIFO slot: empty)
+        return true;
+    }
+    if (may_steal) {
+        for (const auto& w : workers) {
+            if (w->stealable_size_seq_cst() != 0) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+auto runtime_core::now_ms() const noexcept -> std::uint64_t {
+    const auto d = std::chrono::steady_clock::now() - epoch_;
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+}
+
+auto runtime_core::to_ms_ceil(std::chrono::steady_clock::time_point t) const noexcept
+    -> std::uint64_t {
+    if (t <= epoch_) {
+        return 0;
+    }
+    return static_cast<std::uint64_t>(
+        std::chrono::ceil<std::chrono::milliseconds>(t - epoch_).count());
+}
+
+auto runtime_core::ms_to_ns_from_now(std::uint64_t when_ms) const noexcept -> std::int64_t {
+    const auto target = epoch_ + std::chrono::milliseconds(when_ms);
+    const auto d = target - std::chrono::steady_clock::now();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+void runtime_schedule(runtime_core& rt, std::coroutine_handle<> h) {
+    sched_worker* w = tl_sched_worker;
+    if (w != nullptr && &w->runtime() == &rt) {
+        w->push(h);
+    } else {
+        rt.inject(h.address());
+    }
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,86 @@
+// The timer awaiters' side in the runtime: arming an entry on the worker's wheel, cancelling it.
+
+#include "weft/sched/timer.hpp"
+
+#include <stdexcept>
+
+#include "runtime_core.hpp"
+
+namespace weft::detail {
+
+auto timer_arm(timer_op& op,
+               std::chrono::steady_clock::time_point deadline,
+               stop_state* stop,
+               std::coroutine_handle<> waiter) -> bool {
+    sched_worker* w = tl_sched_worker;
+    if (w == nullptr) {
+        throw std::logic_error("weft::sleep_for/sleep_until: not on a weft::runtime worker");
+    }
+    op.stop = stop;
+    op.waiter = waiter;
+    if (stop != nullptr && stop->stop_requested()) {
+        op.st = timer_op::state::cancelled;
+        return false;
+    }
+    runtime_core& rt = w->runtime();
+    const std::uint64_t when = rt.to_ms_ceil(deadline);
+    if (when <= rt.now_ms() && std::chrono::steady_clock::now() >= deadline) {
+        if (w->consume_budget()) {
+            w->yield_turn(waiter);  // turn used up: let the others run first
+            return true;
+        }
+        return false;
+    }
+    timer_queue& q = w->timers();
+    op.owner = &q;
+    if (stop != nullptr) {
+        if (!stop->try_add(&op)) {
+            op.st = timer_op::state::cancelled;
+            return false;
+        }
+        op.registered = true;
+    }
+    std::lock_guard lock(q.mu);
+    if (op.st == timer_op::state::cancelled) {  // stop arrived between try_add and here
+        return false;
+    }
+    op.when_ms = when;
+    op.st = timer_op::state::armed;
+    q.wheel.insert(&op);
+    q.pending.fetch_add(1, std::memory_order_seq_cst);
+    return true;
+}
+
+void timer_op::on_stop(stop_callback_node* n) noexcept {
+    auto* op = static_cast<timer_op*>(n);
+    timer_queue* q = op->owner;
+    std::coroutine_handle<> resume;
+    {
+        std::lock_guard lock(q->mu);
+        if (op->st == state::armed) {
+            q->wheel.remove(op);
+            q->pending.fetch_sub(1, std::memory_order_seq_cst);
+            op->st = state::cancelled;
+            resume = op->waiter;
+        } else if (op->st == state::idle) {
+            op->st = state::cancelled;  // timer_arm sees it and does not suspend
+        }
+    }
+    if (resume) {
+        // NOTE: op may be gone once resume runs; touch nothing of it from here on.
+        runtime_schedule(q->owner().runtime(), resume);
+    }
+}
+
+auto timer_finish(timer_op& op) noexcept -> result<void> {
+    if (op.registered) {
+        op.stop->remove(&op);
+        op.registered = false;
+    }
+    if (op.st == timer_op::state::cancelled) {
+        return std::errc::operation_canceled;
+    }
+    return {};
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,415 @@
+#include "worker.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "runtime_core.hpp"
+
+namespace weft::detail {
+
+constinit thread_local sched_worker* tl_sched_worker = nullptr;
+
+namespace {
+// How often (in tasks run) a worker looks at the injector and its own oldest task first, so
+// neither remote submissions nor old local work starve behind a LIFO stream (Go and tokio: 61).
+constexpr std::uint32_t fairness_interval = 61;
+// Most tasks taken from the injector or from a victim in one go.
+constexpr std::size_t max_batch = 128;
+// Before parking, a searching worker keeps looking for this many rounds (with a growing pause
+// between them, ~10-20 us in all). A producer that spawns a little slower than the consumer
+// drains would otherwise make the consumer park and be woken through a futex every few tasks;
+// the pair of system calls costs far more than the spin. Only searching workers spin (at most
+// half the workers), and an idle runtime parks after one spin: it stays at ~0% CPU.
+constexpr int spin_rounds = 12;
+// A worker with IO in flight looks once and parks (as tokio's workers do): its next work is
+// most likely a completion, which the kernel delivers to the reactor it parks in without
+// costing another worker a system call, so spinning saves nothing and takes the CPU the
+// kernel's network stack needs. Echo server, 2 workers, 100 connections, server CPU per
+// request, 5 interleaved rounds: epoll 4.97 -> 4.67 us, io_uring 4.60 -> 4.51 (tokio 4.43).
+constexpr int io_spin_rounds = 1;
+// How long a thief leaves a task its victim displaced from the LIFO slot (see settled()).
+constexpr std::chrono::nanoseconds displaced_settle{3000};
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+auto xorshift(std::uint64_t& s) noexcept -> std::uint64_t {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+}
+}  // namespace
+
+sched_worker::sched_worker(runtime_core& rt, unsigned index)
+    // A lone worker has nobody to steal from it: its deque then runs without fences.
+    : worker_base(rt.opts.stealing && rt.planned_workers > 1, &rt.root, &rt.idle_count),
+      rt_(rt),
+      index_(index),
+      timers_(*this),
+      driver_(rt.opts.make_driver ? rt.opts.make_driver(index) : make_futex_driver()),
+      rng_(0x9E3779B97F4A7C15ULL * (index + 1)),
+      seen_(rt.planned_workers) {}
+
+void sched_worker::start() {
+    thread_ = std::thread([this] { run(); });
+}
+
+void sched_worker::join() {
+    if (thread_.joinable()) {
+        thread_.join();
+    }
+}
+
+void sched_worker::schedule_remote(std::coroutine_handle<> h) noexcept { rt_.inject(h.address()); }
+
+void sched_worker::yield_turn(std::coroutine_handle<> h) noexcept {
+    // Behind what was woken here, and after a fair pick (timers, IO, posted and injected work,
+    // the LIFO slot, this deque's oldest task): not through the injector, which hands the task
+    // to whichever worker looks first and splits a producer from the consumer it just woke.
+    // Quietly: a yield makes no new work, so it wakes no parked worker to come and split the
+    // pair; tasks that do not hand off to each other still spread at the next fairness tick.
+    // (A producer and its consumer streaming through a channel on 2 workers: 67 -> 24 ns per
+    // item, Go 58; `weft-sake chan_throughput`.)
+    push_quiet(h);
+    yielded_ = true;
+}
+
+void sched_worker::detached_failure(std::exception_ptr e) noexcept {
+    if (!rt_.opts.on_detached_failure) {
+        print_detached_failure(e);
+        return;
+    }
+    try {
+        rt_.opts.on_detached_failure(std::move(e));
+    } catch (...) {
+        std::fprintf(stderr, "weft: runtime_options::on_detached_failure threw\n");
+        std::terminate();
+    }
+}
+
+void sched_worker::on_push() noexcept {
+    // Reached after a relaxed check of idle_count (worker_base::push): see runtime_core's
+    // class comment.
+    rt_.notify_parked();
+}
+
+auto sched_worker::others_may_wait() const noexcept -> bool {
+    // Everything a yield through the injector would let run or complete first on this worker:
+    // posted and injected tasks, due timers, IO completions (polled between tasks). Relaxed
+    // reads are enough: a submission racing with this check is picked up at the next turn or
+    // fairness tick, as it would be if it had arrived just after the yield.
+    return !inbox_empty() || !rt_.injector_empty() ||
+           timers_.pending.load(std::memory_order_relaxed) != 0 || io_pending() != 0;
+}
+
+void sched_worker::overflow(std::coroutine_handle<> h) {
+    // Full deque: move the older half to the injector in one batch (thieves and the injector
+    // check share it out), then push.
+    void* moved[work_deque::capacity / 2];
+    std::int64_t n = 0;
+    while (n == 0 && deque_.size() != 0) {
+        n = deque_.steal_batch(moved, work_deque::capacity / 2);  // retried if a thief won
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+        moved[i] = untag(moved[i]);
+    }
+    rt_.inject_batch(moved, static_cast<std::size_t>(n));
+    if (!deque_.push(h.address())) {
+        rt_.inject(h.address());
+    }
+}
+
+auto sched_worker::fire_timers() -> bool {
+    if (timers_.pending.load(std::memory_order_relaxed) == 0) {
+        return false;
+    }
+    std::vector<std::coroutine_handle<>> due;
+    {
+        std::lock_guard lock(timers_.mu);
+        timers_.wheel.advance(rt_.now_ms(), [&](timer_op* op) {
+            op->st = timer_op::state::fired;
+            due.push_back(op->waiter);
+        });
+        timers_.pending.fetch_sub(due.size(), std::memory_order_seq_cst);
+    }
+    for (auto h : due) {
+        push(h);
+    }
+    return !due.empty();
+}
+
+void sched_worker::post(std::coroutine_handle<> h) {
+    {
+        std::lock_guard lock(inbox_mu_);
+        inbox_.push_back(h.address());
+        inbox_nonempty_.store(true, std::memory_order_seq_cst);
+    }
+    // The worker may be parked: it is not in the idle list's choice (any worker would do for
+    // the injector), so wake this one directly.
+    unpark();
+}
+
+auto sched_worker::take_inbox() -> void* {
+    if (!inbox_nonempty_.load(std::memory_order_relaxed)) {
+        return nullptr;
+    }
+    std::vector<void*> batch;
+    {
+        std::lock_guard lock(inbox_mu_);
+        batch.swap(inbox_);
+        inbox_nonempty_.store(false, std::memory_order_relaxed);
+    }
+    for (std::size_t i = batch.size(); i-- > 1;) {
+        push(std::coroutine_handle<>::from_address(batch[i]));
+    }
+    return batch.empty() ? nullptr : batch[0];
+}
+
+auto sched_worker::take_injected() -> void* {
+    void* batch[max_batch];
+    const std::size_t n = rt_.take_injected(batch, max_batch);
+    if (n == 0) {
+        return nullptr;
+    }
+    // Run the oldest now; queue the rest (pushed newest-first so the next pops keep FIFO order
+    // among them).
+    for (std::size_t i = n; i-- > 1;) {
+        push(std::coroutine_handle<>::from_address(batch[i]));
+    }
+    return batch[0];
+}
+
+auto sched_worker::next_task() -> void* {
+    const bool tick = --until_fairness_ == 0;
+    if (tick || yielded_) {
+        if (tick) {
+            until_fairness_ = fairness_interval;
+        }
+        const bool yielded = std::exchange(yielded_, false);
+        fire_timers();
+        driver_->poll();
+        if (void* h = take_inbox()) {
+            return h;
+        }
+        if (void* h = take_injected()) {
+            return h;
+        }
+        // After a yield, the task the yielder woke (a consumer it fed, waiting in the LIFO
+        // slot, which nobody else may take) goes before the yielder, which may be the oldest.
+        if (void* h = yielded ? take_lifo() : nullptr) {
+            return h;
+        }
+        if (void* h = untag(deque_.steal())) {  // our own oldest task, past the LIFO stream
+            // Work is waiting here: let a parked worker come for it (on the periodic tick; a
+            // yield's pick wakes nobody, see yield_turn).
+            if (tick && stealable_ && deque_.size() != 0) {
+                on_push();
+            }
+            return h;
+        }
+    }
+    return pop();
+}
+
+auto sched_worker::become_searching() noexcept -> bool {
+    if (searching) {
+        return true;
+    }
+    const auto n = static_cast<unsigned>(rt_.workers.size());
+    // At most half of the workers search at once: more only burn CPU contending.
+    if (2 * rt_.searching.load(std::memory_order_seq_cst) >= n) {
+        return false;
+    }
+    searching = true;
+    rt_.searching.fetch_add(1, std::memory_order_seq_cst);
+    return true;
+}
+
+auto sched_worker::steal_once() -> void* {
+    const auto n = static_cast<unsigned>(rt_.workers.size());
+    const auto start = static_cast<unsigned>(xorshift(rng_) % n);
+    for (unsigned k = 0; k < n; ++k) {
+        sched_worker& victim = *rt_.workers[(start + k) % n];
+        if (&victim == this || !settled(victim)) {
+            continue;
+        }
+        // Take half of the victim's queue (at most max_batch), one CAS each (see
+        // work_deque::steal_batch for why not in one go): the oldest runs now, the rest queue
+        // here.
+        std::int64_t want = (victim.queued() + 1) / 2;
+        want = std::min<std::int64_t>(want, static_cast<std::int64_t>(max_batch));
+        void* first = nullptr;
+        for (std::int64_t i = 0; i < want; ++i) {
+            void* entry = victim.steal_one();
+            if (entry == nullptr) {
+                break;
+            }
+            void* a = untag(entry);
+            if (first == nullptr) {
+                first = a;
+            } else if (is_io_ready(entry)) {
+                push_io_ready(std::coroutine_handle<>::from_address(a));  // still oldest first
+            } else {
+                push(std::coroutine_handle<>::from_address(a));
+            }
+        }
+        if (first != nullptr) {
+            return first;
+        }
+    }
+    return nullptr;
+}
+
+auto sched_worker::settled(const sched_worker& victim) noexcept -> bool {
+    // A task the victim displaced from its LIFO slot (worker_base::wake) is left to the victim
+    // until it has been the oldest there for displaced_settle: the victim's chain of hand-offs
+    // usually comes back to it first (its fairness tick, or the chain pausing), on the core
+    // whose cache holds its data. Go's thieves give a busy P's runnext task 3 us the same way.
+    // Stolen at once, it was the receiving end of a pipeline that then took every item across
+    // cores: weft-sake chan_coord (harness parameters, 13 alternating runs, 2 workers)
+    // 0.98 -> 0.70 us per item; spawn, fib, pipeline, ping-pong, pool.map rows unchanged.
+    std::int64_t pos = 0;
+    void* oldest = victim.peek_oldest(pos);
+    if (oldest == nullptr || !is_displaced(oldest) || victim.index() >= seen_.size()) {
+        return true;  // nothing there (steal finds out), or ordinary queued work
+    }
+    sighting& s = seen_[victim.index()];
+    const auto now = std::chrono::steady_clock::now();
+    if (s.pos != pos) {  // a new oldest entry: start its clock
+        s.pos = pos;
+        s.since = now;
+        return false;
+    }
+    return now - s.since >= displaced_settle;
+}
+
+auto sched_worker::find_work() -> void* {
+    if (void* h = take_inbox()) {
+        return h;
+    }
+    if (void* h = take_injected()) {
+        return h;
+    }
+    if (!stealable_ || rt_.workers.size() < 2 || !become_searching()) {
+        return nullptr;
+    }
+    const int rounds = driver_->expects_io() ? io_spin_rounds : spin_rounds;
+    for (int round = 0; round < rounds; ++round) {
+        if (void* h = steal_once()) {
+            return h;
+        }
+        if (void* h = take_injected()) {
+            return h;
+        }
+        if (fire_timers() || (driver_->poll_is_cheap() && driver_->poll())) {
+            return pop();
+        }
+        if (rt_.terminate.load(std::memory_order_relaxed)) {
+            break;
+        }
+        const int pauses = 1 << std::min(round, 5);
+        for (int i = 0; i < pauses; ++i) {
+            cpu_relax();
+        }
+    }
+    return nullptr;
+}
+
+void sched_worker::park() {
+    bump(park_attempts);
+    if (searching) {
+        searching = false;
+        rt_.searching.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    {
+        std::lock_guard lock(rt_.idle_mu);
+        rt_.idle.push_back(this);
+        in_idle_list = true;
+        rt_.idle_count.fetch_add(1, std::memory_order_seq_cst);
+    }
+    auto unlist = [this] {
+        std::lock_guard lock(rt_.idle_mu);
+        if (in_idle_list) {
+            auto& v = rt_.idle;
+            v.erase(std::find(v.begin(), v.end(), this));
+            in_idle_list = false;
+            rt_.idle_count.fetch_sub(1, std::memory_order_seq_cst);
+            rt_.unparks.fetch_add(1, std::memory_order_seq_cst);
+        }
+    };
+    // A worker that cannot steal (thread-per-core) must not stay up for other workers' queues:
+    // it would spin through park() for as long as they are busy.
+    if (rt_.has_work_for(*this, stealable_) || !inbox_empty() ||
+        rt_.terminate.load(std::memory_order_seq_cst)) {
+        unlist();
+        return;
+    }
+    std::optional<std::int64_t> timeout;
+    {
+        std::lock_guard lock(timers_.mu);
+        if (auto d = timers_.wheel.next_deadline()) {
+            timeout = rt_.ms_to_ns_from_now(*d);
+        }
+    }
+    if (rt_.shutting_down.load(std::memory_order_seq_cst)) {
+        std::lock_guard lock(rt_.quiet_mu);
+        rt_.quiet_cv.notify_all();
+    }
+    if (!timeout || *timeout > 0) {
+        bump(sleeps);
+        driver_->park(timeout);
+    }
+    unlist();
+}
+
+void sched_worker::run() {
+    set_current_worker(this);
+    tl_sched_worker = this;
+    bool attached = false;
+    try {
+        driver_->attach();
+        attached = true;
+        rt_.worker_started(nullptr);
+    } catch (...) {
+        rt_.worker_started(std::current_exception());
+    }
+    while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
+        void* h = next_task();
+        // An expensive poll (epoll_wait) is left to park(): polling here first found nothing in
+        // 60% of calls (1000 echo connections: 0.55 -> 0.14 epoll_wait per request).
+        if (h == nullptr && (fire_timers() || (driver_->poll_is_cheap() && driver_->poll()))) {
+            h = pop();
+        }
+        if (h == nullptr) {
+            h = find_work();
+        }
+        if (h != nullptr) {
+            if (searching) {
+                searching = false;
+                // The last searcher to find work wakes another, so bursts fan out.
+                if (rt_.searching.fetch_sub(1, std::memory_order_seq_cst) == 1) {
+                    rt_.notify_parked();
+                }
+            }
+            reset_budget();
+            std::coroutine_handle<>::from_address(h).resume();
+            continue;
+        }
+        park();
+    }
+    driver_->detach();
+    tl_sched_worker = nullptr;
+    set_current_worker(nullptr);
+}
+
+}  // namespace weft::detail
