@@ -70,7 +70,13 @@ void sched_worker::join() {
     }
 }
 
-void sched_worker::schedule_remote(std::coroutine_handle<> h) noexcept { rt_.inject(h.address()); }
+void sched_worker::schedule_remote(std::coroutine_handle<> h) noexcept {
+    if (!stealable_) {
+        post(h);  // thread-per-core: back to this worker, never to whichever takes the injector
+    } else {
+        rt_.inject(h.address());
+    }
+}
 
 void sched_worker::yield_turn(std::coroutine_handle<> h) noexcept {
     // Behind what was woken here, and after a fair pick (timers, IO, posted and injected work,

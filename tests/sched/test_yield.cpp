@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <thread>
 #include <vector>
 
 #include "weft/core/join_handle.hpp"
@@ -67,6 +68,22 @@ TEST(budget, ready_joins_yield_when_the_turn_is_spent) {
         co_return seen_before_end;
     }());
     EXPECT_TRUE(other_ran_first);
+}
+
+// Thread-per-core: a task placed on a worker stays there across yields and remote wake-ups (a
+// yield went through the shared injector, so any worker could take the task).
+TEST(yield, thread_per_core_keeps_the_task_on_its_worker) {
+    weft::runtime rt{{.workers = 2, .stealing = false}};
+    int moved = 0;
+    rt.block_on([&]() -> weft::task<void> {
+        co_await weft::switch_to_worker(1);
+        const auto home = std::this_thread::get_id();
+        for (int i = 0; i < 200; ++i) {
+            co_await weft::yield();
+            moved += std::this_thread::get_id() == home ? 0 : 1;
+        }
+    }());
+    EXPECT_EQ(moved, 0);
 }
 
 }  // namespace
