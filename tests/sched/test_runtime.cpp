@@ -10,12 +10,14 @@
 #include <tuple>
 #include <vector>
 
+#include "sync/announce_parked.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
 #include "weft/sched/cpu_count.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
+#include "weft/sync/latch.hpp"
 
 namespace {
 
@@ -149,18 +151,17 @@ TEST(runtime, shutdown_cancels_parked_timers) {
     std::atomic<int> cancelled{0};
     {
         weft::runtime rt{{.workers = 2}};
+        weft::latch parked{100};
         for (int i = 0; i < 100; ++i) {
             rt.spawn([&]() -> weft::task<void> {
-                  auto r = co_await weft::sleep_for(1h);
+                  auto r = co_await weft::test::announce_parked(parked,
+                                                                [] { return weft::sleep_for(1h); });
                   if (!r && r.error() == std::errc::operation_canceled) {
                       cancelled.fetch_add(1);
                   }
               }).detach();
         }
-        rt.block_on([]() -> weft::task<void> {
-            auto r = co_await weft::sleep_for(5ms);  // let the sleepers park
-            r.value();
-        }());
+        rt.block_on([&]() -> weft::task<void> { co_await parked.wait(); }());
     }  // ~runtime: cancel, drain, join
     EXPECT_EQ(cancelled.load(), 100);
 }

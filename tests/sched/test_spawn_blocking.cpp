@@ -10,11 +10,13 @@
 #include <thread>
 
 #include "blocking_pool.hpp"
+#include "sync/announce_parked.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
+#include "weft/sync/latch.hpp"
 
 namespace {
 
@@ -128,13 +130,14 @@ TEST(spawn_blocking, cancelled_before_start_never_runs) {
             while (!first_started.load()) {  // the only blocking thread is now taken
                 co_await weft::yield();
             }
+            weft::latch queued{1};
             co_await weft::with_scope([&](weft::scope& inner) -> weft::task<void> {
                 inner.spawn([&]() -> weft::task<void> {
-                    auto r = co_await weft::spawn_blocking([&] { second_ran = true; });
+                    auto r = co_await weft::test::announce_parked(
+                        queued, [&] { return weft::spawn_blocking([&] { second_ran = true; }); });
                     second = r.error();
                 });
-                auto r = co_await weft::sleep_for(2ms);
-                r.value();
+                co_await queued.wait();  // the call is queued behind the first: cancel it there
                 inner.request_stop();
             });
             release = true;

@@ -2,11 +2,13 @@
 
 #include <chrono>
 
+#include "sync/announce_parked.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/sync_wait.hpp"
 #include "weft/core/when_any.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
+#include "weft/sync/latch.hpp"
 
 namespace {
 
@@ -41,13 +43,14 @@ TEST(sleep_for, cancelled_sleep_returns_operation_canceled) {
     weft::runtime rt{{.workers = 2}};
     auto err = rt.block_on([]() -> weft::task<std::error_code> {
         std::error_code ec;
+        weft::latch parked{1};
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             s.spawn([&]() -> weft::task<void> {
-                auto r = co_await weft::sleep_for(1h);
+                auto r = co_await weft::test::announce_parked(parked,
+                                                              [] { return weft::sleep_for(1h); });
                 ec = r.error();
             });
-            auto r = co_await weft::sleep_for(2ms);
-            r.value();
+            co_await parked.wait();  // the sleeper is armed: cancel it there
             s.request_stop();
         });
         co_return ec;

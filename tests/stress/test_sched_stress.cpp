@@ -9,11 +9,13 @@
 #include <stdexcept>
 #include <vector>
 
+#include "sync/announce_parked.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_any.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
+#include "weft/sync/latch.hpp"
 
 namespace {
 
@@ -212,17 +214,18 @@ TEST(sched_stress, shutdown_while_many_tasks_parked_on_timers) {
     const int n = scaled(10'000);
     {
         weft::runtime rt{{.workers = 0}};
+        weft::latch parked{n};
         rt.block_on([&]() -> weft::task<void> {
             for (int i = 0; i < n; ++i) {
                 weft::spawn([&, i]() -> weft::task<void> {
-                    auto r = co_await weft::sleep_for(std::chrono::seconds(100 + i));
+                    auto r = co_await weft::test::announce_parked(
+                        parked, [i] { return weft::sleep_for(std::chrono::seconds(100 + i)); });
                     if (!r) {
                         cancelled.fetch_add(1);
                     }
                 }).detach();
             }
-            auto r = co_await weft::sleep_for(10ms);
-            r.value();
+            co_await parked.wait();  // every sleeper armed: shut down with all of them parked
         }());
     }
     EXPECT_EQ(cancelled.load(), n);
