@@ -164,7 +164,8 @@ void uring_reactor::request_cancel(uring_op& op) noexcept {
 void uring_reactor::forget_cancel(uring_op& op) noexcept {
     // Called after the op's stop callback was removed (stop_state::remove waited for a running
     // one), so no request_cancel can still set the flag; the acquire pairs with that callback's
-    // unlock. Almost every op was never cancelled: no lock then.
+    // unlock, and with submit_cancels' release when it took the op off the list. Almost every op
+    // was never cancelled: no lock then.
     if (!op.cancel_queued.load(std::memory_order_acquire)) {
         return;
     }
@@ -195,7 +196,12 @@ void uring_reactor::submit_cancels() {
     while (uring_op* op = cancel_head_) {
         cancel_head_ = op->cancel_next;
         op->cancel_next = op->cancel_prev = nullptr;
-        op->cancel_queued.store(false, std::memory_order_relaxed);  // off the list for good
+        // Off the list for good. release: forget_cancel's fast path reads false without the
+        // lock (acquire) and may then free the op's frame at once; this store publishes the
+        // writes to the op above, so none of them can race with whoever reuses that memory
+        // (TSan saw the frame reused on another worker with relaxed here, in the shutdown
+        // stress test).
+        op->cancel_queued.store(false, std::memory_order_release);
         io_uring_sqe* sqe = get_sqe();
         io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(op), 0);
         io_uring_sqe_set_data64(sqe, cancel_tag);

@@ -161,7 +161,7 @@ TEST(runtime, shutdown_cancels_parked_timers) {
                   }
               }).detach();
         }
-        rt.block_on([&]() -> weft::task<void> { co_await parked.wait(); }());
+        rt.block_on([&]() -> weft::task<void> { (co_await parked.wait()).value(); }());
     }  // ~runtime: cancel, drain, join
     EXPECT_EQ(cancelled.load(), 100);
 }

@@ -137,7 +137,7 @@ TEST(spawn_blocking, cancelled_before_start_never_runs) {
                         queued, [&] { return weft::spawn_blocking([&] { second_ran = true; }); });
                     second = r.error();
                 });
-                co_await queued.wait();  // the call is queued behind the first: cancel it there
+                (co_await queued.wait()).value();  // queued behind the first: cancel it there
                 inner.request_stop();
             });
             release = true;

@@ -50,7 +50,7 @@ TEST(sleep_for, cancelled_sleep_returns_operation_canceled) {
                                                               [] { return weft::sleep_for(1h); });
                 ec = r.error();
             });
-            co_await parked.wait();  // the sleeper is armed: cancel it there
+            (co_await parked.wait()).value();  // the sleeper is armed: cancel it there
             s.request_stop();
         });
         co_return ec;

@@ -225,7 +225,7 @@ TEST(sched_stress, shutdown_while_many_tasks_parked_on_timers) {
                     }
                 }).detach();
             }
-            co_await parked.wait();  // every sleeper armed: shut down with all of them parked
+            (co_await parked.wait()).value();  // every sleeper armed: shut down with all parked
         }());
     }
     EXPECT_EQ(cancelled.load(), n);
