@@ -19,6 +19,15 @@
 
 namespace weft::test {
 
+/// A stress test's size divided by WEFT_STRESS_SCALE (the sanitizer runs set it), at least 1.
+inline auto scaled(int n) -> int {
+    static const int div = [] {
+        const char* s = std::getenv("WEFT_STRESS_SCALE");
+        return s != nullptr ? std::max(1, std::atoi(s)) : 1;
+    }();
+    return std::max(1, n / div);
+}
+
 /// Aborts the process when one test runs longer than WEFT_TEST_WATCHDOG_S (default 120 s;
 /// sanitizer builds are slow), naming the test. Installed for every test by a listener.
 class watchdog_listener : public ::testing::EmptyTestEventListener {

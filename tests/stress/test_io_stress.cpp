@@ -12,6 +12,7 @@
 #include <random>
 
 #include "io/backend_test.hpp"
+#include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/io/tcp_stream.hpp"
@@ -20,14 +21,7 @@
 
 namespace {
 
-auto scaled(int n) -> int {
-    // Sanitizer builds may scale the sizes down with WEFT_STRESS_SCALE (a divisor).
-    static const int div = [] {
-        const char* s = std::getenv("WEFT_STRESS_SCALE");
-        return s != nullptr ? std::max(1, std::atoi(s)) : 1;
-    }();
-    return std::max(1, n / div);
-}
+using weft::test::scaled;
 
 class io_stress : public weft::test::backend_test {};
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sync/announce_parked.hpp"
+#include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_any.hpp"
 #include "weft/sched/runtime.hpp"
@@ -21,14 +22,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-auto scaled(int n) -> int {
-    // Sanitizer builds may scale the sizes down with WEFT_STRESS_SCALE (a divisor).
-    static const int div = [] {
-        const char* s = std::getenv("WEFT_STRESS_SCALE");
-        return s != nullptr ? std::max(1, std::atoi(s)) : 1;
-    }();
-    return std::max(1, n / div);
-}
+using weft::test::scaled;
 
 TEST(sched_stress, million_spawns_each_counted_exactly_once) {
     const int n = scaled(1'000'000);

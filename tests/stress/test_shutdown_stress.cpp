@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "io/backend_test.hpp"
+#include "test_util.hpp"
 #include "weft/core/frame_allocator.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/io/tcp_stream.hpp"
@@ -30,13 +31,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-auto scaled(int n) -> int {
-    static const int div = [] {
-        const char* s = std::getenv("WEFT_STRESS_SCALE");
-        return s != nullptr ? std::max(1, std::atoi(s)) : 1;
-    }();
-    return std::max(1, n / div);
-}
+using weft::test::scaled;
 
 auto open_fds() -> int {
     int n = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sync/announce_parked.hpp"
+#include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
@@ -27,14 +28,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-auto scaled(int n) -> int {
-    // Sanitizer builds may scale the sizes down with WEFT_STRESS_SCALE (a divisor).
-    static const int div = [] {
-        const char* s = std::getenv("WEFT_STRESS_SCALE");
-        return s != nullptr ? std::max(1, std::atoi(s)) : 1;
-    }();
-    return std::max(1, n / div);
-}
+using weft::test::scaled;
 
 struct ledger {
     explicit ledger(int n)
