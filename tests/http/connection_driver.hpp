@@ -37,7 +37,7 @@ struct request_record {
 };
 
 struct connection_record {
-    std::vector<request_record> requests;  ///< complete requests, head and body
+    std::vector<request_record> requests;   ///< complete requests, head and body
     parse_error error = parse_error::none;  ///< what stopped the connection, if anything
     bool partial = false;                   ///< the input ended inside a request
 
@@ -69,8 +69,7 @@ struct connection_record {
 /// Feeds `input` cut at the offsets in `cuts` (ascending, each in 1..size-1).
 [[nodiscard]] inline auto run_connection(std::string_view input,
                                          const std::vector<std::size_t>& cuts,
-                                         const request_limits& limits = {})
-    -> connection_record {
+                                         const request_limits& limits = {}) -> connection_record {
     connection_record out;
     request_parser parser{limits};
     std::optional<body_decoder> body;
