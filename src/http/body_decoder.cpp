@@ -67,9 +67,20 @@ auto body_decoder::decode(std::string_view input) noexcept -> body_step {
     // The trailer line being read starts at `line`: while one is incomplete it is kept
     // unconsumed, so it is the input's first byte, and line_scanned_ of it were examined.
     const char* line = base;
-    const bool in_line = state_ >= state::trailer_name && state_ <= state::trailer_lf;
-    if (in_line) {
+    // While in a trailer line: where the line must end by (the trailer section's size limit)
+    // or the input ends; `lend_is_limit` says which. Reaching it unfinished is 431 or
+    // need_more, respectively, so the error never depends on how the input was cut.
+    const char* lend = end;
+    bool lend_is_limit = false;
+    const auto start_line = [&] {
+        const std::size_t allowed = block_limit_ - trailer_bytes_;  // trailer_bytes_ <= limit
+        const auto have = static_cast<std::size_t>(end - line);
+        lend_is_limit = allowed <= have;
+        lend = line + (lend_is_limit ? allowed : have);
+    };
+    if (state_ >= state::trailer_name && state_ <= state::trailer_lf) {
         p += line_scanned_;
+        start_line();
     }
     const auto at = [base](const char* q) { return static_cast<std::size_t>(q - base); };
 
@@ -281,6 +292,7 @@ auto body_decoder::decode(std::string_view input) noexcept -> body_step {
                 if (p == end) {
                     goto out;
                 }
+                start_line();
                 if (*p == '\r') {
                     ++p;
                     state_ = state::end_lf;
@@ -294,15 +306,14 @@ auto body_decoder::decode(std::string_view input) noexcept -> body_step {
                     }
                     return fail(*p == '\n' ? parse_error::bare_lf : parse_error::bad_field_name);
                 }
-                ++p;
                 state_ = state::trailer_name;
                 [[fallthrough]];
             case state::trailer_name:
-                while (p != end && is_tchar(*p)) {
+                while (p != lend && is_tchar(*p)) {
                     ++p;
                 }
-                if (p == end) {
-                    goto out;
+                if (p == lend) {
+                    goto line_out;
                 }
                 if (*p != ':') {
                     return fail(is_ows(*p)   ? parse_error::whitespace_before_colon
@@ -314,21 +325,21 @@ auto body_decoder::decode(std::string_view input) noexcept -> body_step {
                 state_ = state::trailer_ows;
                 [[fallthrough]];
             case state::trailer_ows:
-                while (p != end && is_ows(*p)) {
+                while (p != lend && is_ows(*p)) {
                     ++p;
                 }
-                if (p == end) {
-                    goto out;
+                if (p == lend) {
+                    goto line_out;
                 }
                 vstart_ = static_cast<std::uint32_t>(p - line);
                 state_ = state::trailer_value;
                 [[fallthrough]];
             case state::trailer_value:
-                while (p != end && detail::has(*p, detail::value_bit)) {
+                while (p != lend && detail::has(*p, detail::value_bit)) {
                     ++p;
                 }
-                if (p == end) {
-                    goto out;
+                if (p == lend) {
+                    goto line_out;
                 }
                 if (*p != '\r') {
                     return fail(*p == '\n' ? parse_error::bare_lf : parse_error::bad_field_value);
@@ -337,17 +348,14 @@ auto body_decoder::decode(std::string_view input) noexcept -> body_step {
                 state_ = state::trailer_lf;
                 [[fallthrough]];
             case state::trailer_lf: {
-                if (p == end) {
-                    goto out;
+                if (p == lend) {
+                    goto line_out;
                 }
                 if (*p != '\n') {
                     return fail(parse_error::bare_cr);
                 }
                 ++p;
-                trailer_bytes_ += static_cast<std::size_t>(p - line);
-                if (trailer_bytes_ > block_limit_) {
-                    return fail(parse_error::header_block_too_large);
-                }
+                trailer_bytes_ += static_cast<std::size_t>(p - line);  // p <= lend: within
                 if (++trailer_fields_ > field_limit_) {
                     return fail(parse_error::too_many_fields);
                 }
@@ -376,14 +384,13 @@ auto body_decoder::decode(std::string_view input) noexcept -> body_step {
                 return step(body_status::error);
         }
     }
-out:
-    if (state_ >= state::trailer_name && state_ <= state::trailer_lf) {
-        line_scanned_ = static_cast<std::uint32_t>(p - line);
-        if (trailer_bytes_ + line_scanned_ > block_limit_) {
-            return fail(parse_error::header_block_too_large);
-        }
-        return step(body_status::need_more, at(line));
+line_out:
+    if (lend_is_limit) {
+        return fail(parse_error::header_block_too_large);
     }
+    line_scanned_ = static_cast<std::uint32_t>(p - line);
+    return step(body_status::need_more, at(line));
+out:
     return step(body_status::need_more, at(p));
 }
 

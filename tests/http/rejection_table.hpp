@@ -36,6 +36,8 @@ struct rejection_row {
     tiny_line.request_line = 32;
     request_limits tiny_block;
     tiny_block.header_block = 48;
+    request_limits trailer_block;
+    trailer_block.header_block = 64;
     request_limits few_fields;
     few_fields.fields = 3;
 
@@ -165,6 +167,10 @@ struct rejection_row {
         {"trailers_too_many",
          post + "Transfer-Encoding: chunked\r\n\r\n0\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", 431,
          true, few_fields},
+        {"trailer_over_block_limit",  // 431 at any cut, whatever follows the limit
+         post + "Transfer-Encoding: chunked\r\n\r\n0\r\nX: " + std::string(70, 'v') +
+             "\x01\r\n\r\n",
+         431, true, trailer_block},
         // ---- Expect ----
         {"expect_unknown", get + "Expect: 200-ok\r\n\r\n", 417, true},
         // ---- accepted edge cases: the keep-alive outcome ----
