@@ -1,0 +1,1 @@
+//! Models live in tests/; each follows a C++ file line by line.
