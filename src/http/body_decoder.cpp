@@ -79,6 +79,11 @@ auto body_decoder::decode(std::string_view input) noexcept -> body_step {
         lend = line + (lend_is_limit ? allowed : have);
     };
     if (state_ >= state::trailer_name && state_ <= state::trailer_lf) {
+        if (input.size() < line_scanned_) {
+            // The incomplete trailer line must be given again whole: fewer bytes than were
+            // examined of it is a caller bug, reported rather than read past.
+            return fail(parse_error::input_shrank);
+        }
         p += line_scanned_;
         start_line();
     }

@@ -21,6 +21,8 @@ auto status_of(parse_error e) noexcept -> int {
             return 501;
         case parse_error::unsupported_version:
             return 505;
+        case parse_error::input_shrank:
+            return 500;
         default:
             return 400;
     }
@@ -92,6 +94,8 @@ auto describe(parse_error e) noexcept -> std::string_view {
             return "unsupported transfer coding";
         case parse_error::unsupported_version:
             return "unsupported HTTP version";
+        case parse_error::input_shrank:
+            return "input shorter than the bytes already parsed (caller bug)";
     }
     return "unknown error";
 }

@@ -204,6 +204,13 @@ auto request_parser::parse(std::string_view input) -> parse_status {
     if (state_ == state::failed) {
         return parse_status::error;
     }
+    if (input.size() < pos_) {
+        // The contract is "the same bytes, then more": fewer means the caller lost some.
+        // Resuming at pos_ would read past the input, so this is an error, never a read.
+        state_ = state::failed;
+        error_ = parse_error::input_shrank;
+        return parse_status::error;
+    }
     const char* const base = input.data();
     head_.base_ = base;
     const detail::scan_ops& scan = detail::active_scan();

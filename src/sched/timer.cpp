@@ -51,6 +51,80 @@ auto timer_arm(timer_op& op,
     return true;
 }
 
+auto timer_arm_movable(timer_op& op,
+                       const std::atomic<std::int64_t>& deadline_ns,
+                       std::atomic<timer_queue*>& armed_on,
+                       stop_state* stop,
+                       std::coroutine_handle<> waiter) -> bool {
+    sched_worker* w = tl_sched_worker;
+    if (w == nullptr) {
+        throw std::logic_error("weft::deadline_timer::wait: not on a weft::runtime worker");
+    }
+    op.stop = stop;
+    op.waiter = waiter;
+    op.st = timer_op::state::idle;
+    if (stop != nullptr && stop->stop_requested()) {
+        op.st = timer_op::state::cancelled;
+        return false;
+    }
+    timer_queue& q = w->timers();
+    op.owner = &q;
+    if (stop != nullptr) {
+        if (!stop->try_add(&op)) {
+            op.st = timer_op::state::cancelled;
+            return false;
+        }
+        op.registered = true;
+    }
+    runtime_core& rt = w->runtime();
+    std::lock_guard lock(q.mu);
+    if (op.st == timer_op::state::cancelled) {
+        return false;
+    }
+    armed_on.store(&q, std::memory_order_seq_cst);
+    const std::chrono::steady_clock::time_point deadline{
+        std::chrono::nanoseconds{deadline_ns.load(std::memory_order_seq_cst)}};
+    const std::uint64_t when = rt.to_ms_ceil(deadline);
+    if (when <= rt.now_ms() && std::chrono::steady_clock::now() >= deadline) {
+        armed_on.store(nullptr, std::memory_order_relaxed);
+        return false;  // already due
+    }
+    op.when_ms = when;
+    op.st = timer_op::state::armed;
+    q.wheel.insert(&op);
+    q.pending.fetch_add(1, std::memory_order_seq_cst);
+    return true;
+}
+
+void timer_move(timer_op& op,
+                const std::atomic<std::int64_t>& deadline_ns,
+                std::atomic<timer_queue*>& armed_on) noexcept {
+    timer_queue* q = armed_on.load(std::memory_order_seq_cst);
+    if (q == nullptr) {
+        return;  // not armed: the next arm reads the new deadline
+    }
+    bool earlier = false;
+    {
+        std::lock_guard lock(q->mu);
+        if (op.st != timer_op::state::armed || op.owner != q) {
+            return;
+        }
+        const std::chrono::steady_clock::time_point deadline{
+            std::chrono::nanoseconds{deadline_ns.load(std::memory_order_seq_cst)}};
+        const std::uint64_t when = q->owner().runtime().to_ms_ceil(deadline);
+        if (when == op.when_ms) {
+            return;
+        }
+        earlier = when < op.when_ms;
+        q->wheel.remove(&op);
+        op.when_ms = when;
+        q->wheel.insert(&op);
+    }
+    if (earlier && tl_sched_worker != &q->owner()) {
+        q->owner().unpark();  // it may be parked until the old, later deadline
+    }
+}
+
 void timer_op::on_stop(stop_callback_node* n) noexcept {
     auto* op = static_cast<timer_op*>(n);
     timer_queue* q = op->owner;

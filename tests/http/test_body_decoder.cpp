@@ -164,6 +164,14 @@ TEST(body_decoder, trailer_line_kept_unconsumed_until_whole) {
     EXPECT_EQ(s.consumed, 2U);
 }
 
+TEST(body_decoder, a_trailer_line_given_shorter_is_an_error_not_a_read) {
+    body_decoder d{chunked, {}};
+    ASSERT_EQ(d.decode("0\r\nX-Long-Trailer: 1").status, body_status::need_more);
+    const body_step s = d.decode("X-");  // fewer bytes than were examined of the line
+    EXPECT_EQ(s.status, body_status::error);
+    EXPECT_EQ(d.error(), parse_error::input_shrank);
+}
+
 TEST(body_decoder, sizes_against_the_limit) {
     request_limits l;
     l.body = 16;

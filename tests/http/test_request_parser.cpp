@@ -423,6 +423,18 @@ TEST_P(request_parser_test, sticky_results_and_reset) {
     EXPECT_EQ(p.head().field_count(), 1U);
 }
 
+TEST_P(request_parser_test, input_shorter_than_what_was_scanned_is_an_error_not_a_read) {
+    request_parser p;
+    const std::string in = "GET /index.html HTTP/1.1\r\nHost: a";
+    ASSERT_EQ(p.parse(in), parse_status::incomplete);
+    ASSERT_EQ(p.scanned(), in.size());
+    // A caller that lost bytes: under ASan the old code read past the 5-byte input here.
+    const std::string shorter = in.substr(0, 5);
+    EXPECT_EQ(p.parse(shorter), parse_status::error);
+    EXPECT_EQ(p.error(), parse_error::input_shrank);
+    EXPECT_EQ(status_of(p.error()), 500);
+}
+
 TEST(parse_error, statuses_and_error_codes) {
     EXPECT_EQ(status_of(parse_error::none), 0);
     EXPECT_EQ(status_of(parse_error::bare_lf), 400);

@@ -8,6 +8,7 @@
 #include "weft/core/when_any.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
+#include "weft/sched/yield.hpp"
 #include "weft/sync/latch.hpp"
 
 namespace {
@@ -138,3 +139,82 @@ TEST(when_any, sleeps_race_and_loser_is_cancelled) {
 }
 
 }  // namespace
+
+namespace deadline_tests {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+// A wait armed for an hour ends when the deadline is moved to the past from another task: the
+// move re-files the pending wait, it does not wait for the hour (the test would hang).
+TEST(deadline_timer, moving_earlier_re_files_the_pending_wait) {
+    for (unsigned workers : {1U, 2U}) {
+        weft::runtime rt{{.workers = workers}};
+        const bool expired = rt.block_on([]() -> weft::task<bool> {
+            weft::deadline_timer dl{clock_type::now() + 1h};
+            bool seen = false;
+            co_await weft::with_scope([&](weft::scope& s) -> weft::task<> {
+                s.spawn([&]() -> weft::task<> {
+                    (co_await dl.wait()).value();
+                    seen = dl.expired();
+                });
+                co_await weft::yield();
+                dl.expires_at(clock_type::now() + 2ms);
+            });
+            co_return seen;
+        }());
+        EXPECT_TRUE(expired) << workers;
+    }
+}
+
+// Moves to a later time only record it: the wait wakes at the armed time, sees the deadline
+// has not passed, and a watchdog loop waits again; it ends exactly once, after the last move.
+TEST(deadline_timer, moving_later_is_seen_when_the_armed_wait_ends) {
+    weft::runtime rt{{.workers = 1}};
+    const auto [rounds, after_last] = rt.block_on([]() -> weft::task<std::pair<int, bool>> {
+        weft::deadline_timer dl{clock_type::now() + 2ms};
+        int waits = 0;
+        bool late = false;
+        clock_type::time_point last;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<> {
+            s.spawn([&]() -> weft::task<> {
+                for (;;) {
+                    (co_await dl.wait()).value();
+                    ++waits;
+                    if (dl.expired()) {
+                        late = clock_type::now() >= last;
+                        co_return;
+                    }
+                }
+            });
+            for (int i = 0; i < 5; ++i) {
+                last = clock_type::now() + 5ms;
+                dl.expires_at(last);
+                (co_await weft::sleep_for(1ms)).value();
+            }
+        });
+        co_return std::pair{waits, late};
+    }());
+    EXPECT_GE(rounds, 1);
+    EXPECT_TRUE(after_last);
+}
+
+TEST(deadline_timer, cancelled_wait_returns_operation_canceled) {
+    weft::runtime rt{{.workers = 1}};
+    const auto err = rt.block_on([]() -> weft::task<std::error_code> {
+        weft::deadline_timer dl{clock_type::now() + 1h};
+        std::error_code ec;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<> {
+            s.spawn([&]() -> weft::task<> {
+                auto r = co_await dl.wait();
+                ec = r ? std::error_code{} : r.error();
+            });
+            co_await weft::yield();
+            s.request_stop();
+        });
+        co_return ec;
+    }());
+    EXPECT_EQ(err, std::errc::operation_canceled);
+}
+
+}  // namespace deadline_tests

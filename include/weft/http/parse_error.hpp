@@ -50,9 +50,11 @@ enum class parse_error : std::uint8_t {
     unsupported_transfer_coding,  ///< a transfer coding list that is not exactly `chunked`
     // 505 HTTP Version Not Supported
     unsupported_version,  ///< a well-formed version other than HTTP/1.x
+    // 500 Internal Server Error
+    input_shrank,  ///< the caller gave fewer bytes than were already examined (a caller bug)
 };
 
-/// The response status for `e` (400, 413, 414, 417, 431, 501, 505); 0 for `none`.
+/// The response status for `e` (400, 413, 414, 417, 431, 500, 501, 505); 0 for `none`.
 [[nodiscard]] auto status_of(parse_error e) noexcept -> int;
 
 /// A short English reason, for logs and the body of the error response.

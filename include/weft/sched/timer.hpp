@@ -4,6 +4,7 @@
 #include <chrono>
 #include <coroutine>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <system_error>
 #include <type_traits>
@@ -50,6 +51,81 @@ template <typename Rep, typename Period>
     return sleep_awaiter{std::chrono::steady_clock::now() +
                          std::chrono::ceil<std::chrono::steady_clock::duration>(d)};
 }
+
+/// A deadline that moves while a task waits for it: `expires_at(t)` re-files the pending wait
+/// in place on the worker's timer wheel, or, when `t` is later than the time it is armed for,
+/// only records it (the wait wakes at the armed time, sees the later deadline and sleeps on).
+/// So a deadline that moves with every request of a connection costs a store and a clock read
+/// per move, and no timer is created or cancelled per request.
+///
+/// One task waits at a time; `expires_at` may be called from any thread.
+///
+///     weft::deadline_timer dl;                 // never expires until set
+///     // watchdog:   while (co_await dl.wait()) { if (dl.expired()) { conn.request_stop(); break;
+///     } }
+///     // connection: dl.expires_after(10s); ... dl.expires_after(60s);
+class deadline_timer {
+public:
+    using clock = std::chrono::steady_clock;
+
+    deadline_timer() noexcept = default;
+    explicit deadline_timer(clock::time_point t) noexcept : ns_(to_ns(t)) {}
+    deadline_timer(const deadline_timer&) = delete;
+    auto operator=(const deadline_timer&) -> deadline_timer& = delete;
+
+    /// Moves the deadline to `t` (clock::time_point::max(): never).
+    void expires_at(clock::time_point t) noexcept {
+        const std::int64_t ns = to_ns(t);
+        ns_.store(ns, std::memory_order_seq_cst);
+        if (ns < armed_ns_.load(std::memory_order_relaxed)) {
+            detail::timer_move(op_, ns_, armed_on_);
+        }
+    }
+    template <typename Rep, typename Period>
+    void expires_after(std::chrono::duration<Rep, Period> d) noexcept {
+        expires_at(clock::now() + std::chrono::ceil<clock::duration>(d));
+    }
+    [[nodiscard]] auto expiry() const noexcept -> clock::time_point {
+        return clock::time_point{std::chrono::nanoseconds{ns_.load(std::memory_order_seq_cst)}};
+    }
+    /// Whether the deadline has passed.
+    [[nodiscard]] auto expired() const noexcept -> bool { return clock::now() >= expiry(); }
+
+    class [[nodiscard]] awaiter {
+    public:
+        explicit awaiter(deadline_timer& t) noexcept : t_(t) {}
+        auto await_ready() const noexcept -> bool { return false; }
+        template <typename P>
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
+            t_.armed_ns_.store(t_.ns_.load(std::memory_order_seq_cst), std::memory_order_relaxed);
+            return detail::timer_arm_movable(t_.op_, t_.ns_, t_.armed_on_, detail::stop_of(h), h);
+        }
+        auto await_resume() noexcept -> result<void> {
+            t_.armed_on_.store(nullptr, std::memory_order_seq_cst);
+            t_.armed_ns_.store(std::numeric_limits<std::int64_t>::max(), std::memory_order_relaxed);
+            return detail::timer_finish(t_.op_);
+        }
+
+    private:
+        deadline_timer& t_;
+    };
+
+    /// Waits until the deadline as it was when the wait was armed, or moved earlier since; ok
+    /// then (check expired(): it may have moved later), operation_canceled when the task's stop
+    /// is requested. Needs a runtime worker.
+    [[nodiscard]] auto wait() noexcept -> awaiter { return awaiter{*this}; }
+
+private:
+    static auto to_ns(clock::time_point t) noexcept -> std::int64_t {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    }
+
+    std::atomic<std::int64_t> ns_{std::numeric_limits<std::int64_t>::max()};
+    // The deadline the pending wait was armed for (max when none): a later move only stores.
+    std::atomic<std::int64_t> armed_ns_{std::numeric_limits<std::int64_t>::max()};
+    std::atomic<detail::timer_queue*> armed_on_{nullptr};
+    detail::timer_op op_;
+};
 
 namespace detail {
 template <typename T>

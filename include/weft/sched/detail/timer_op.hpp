@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <coroutine>
 #include <cstdint>
@@ -49,6 +50,21 @@ struct timer_op : stop_callback_node {
                              stop_state* stop,
                              std::coroutine_handle<> waiter) -> bool;
 
+/// Like timer_arm, for a deadline that may move while armed (weft::deadline_timer): the
+/// deadline is read from `deadline_ns` (steady_clock nanoseconds) under the wheel's lock, after
+/// `armed_on` is published, so a concurrent timer_move either sees the queue or the arm sees
+/// the moved deadline.
+[[nodiscard]] auto timer_arm_movable(timer_op& op,
+                                     const std::atomic<std::int64_t>& deadline_ns,
+                                     std::atomic<timer_queue*>& armed_on,
+                                     stop_state* stop,
+                                     std::coroutine_handle<> waiter) -> bool;
+/// Re-files an armed movable timer at the deadline now in `deadline_ns`, in place on its wheel
+/// (remove + insert, O(1)); wakes the owning worker when it moved earlier and the caller runs
+/// elsewhere, so that worker does not sleep past it. Does nothing if not armed.
+void timer_move(timer_op& op,
+                const std::atomic<std::int64_t>& deadline_ns,
+                std::atomic<timer_queue*>& armed_on) noexcept;
 /// After resumption: unregisters from the stop_state; the outcome (ok or operation_canceled).
 [[nodiscard]] auto timer_finish(timer_op& op) noexcept -> result<void>;
 
