@@ -27,6 +27,15 @@ auto runtime::stop() noexcept -> stop_state& { return core_->root; }
 
 void runtime::inject(std::coroutine_handle<> h) { detail::runtime_schedule(*core_, h); }
 
+auto this_runtime() noexcept -> std::optional<runtime_info> {
+    detail::sched_worker* w = detail::tl_sched_worker;
+    if (w == nullptr) {
+        return std::nullopt;
+    }
+    detail::runtime_core& rt = w->runtime();
+    return runtime_info{static_cast<unsigned>(rt.workers.size()), rt.opts.stealing, w->index()};
+}
+
 auto switch_to_worker::await_suspend(std::coroutine_handle<> h) const -> bool {
     detail::sched_worker* w = detail::tl_sched_worker;
     if (w == nullptr) {

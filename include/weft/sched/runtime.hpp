@@ -96,6 +96,16 @@ private:
     std::unique_ptr<detail::runtime_core> core_;
 };
 
+/// What a task can learn of the runtime it runs on (this_runtime()).
+struct runtime_info {
+    unsigned workers = 0;       ///< worker threads
+    bool stealing = true;       ///< false: thread-per-core (runtime_options::stealing)
+    unsigned worker_index = 0;  ///< the worker running the caller
+};
+
+/// The runtime running the calling thread, or nullopt off a runtime worker.
+[[nodiscard]] auto this_runtime() noexcept -> std::optional<runtime_info>;
+
 /// `co_await weft::switch_to_worker(i)`: continue on worker `i` of the current runtime. With
 /// stealing off (thread-per-core) everything the task spawns afterwards stays on that worker.
 /// Throws std::out_of_range for a bad index, std::logic_error off a runtime worker.

@@ -61,8 +61,7 @@ template <typename Rep, typename Period>
 /// One task waits at a time; `expires_at` may be called from any thread.
 ///
 ///     weft::deadline_timer dl;                 // never expires until set
-///     // watchdog:   while (co_await dl.wait()) { if (dl.expired()) { conn.request_stop(); break;
-///     } }
+///     // watchdog:   for (;;) { auto r = co_await dl.wait(); if (!r || dl.expired()) break; }
 ///     // connection: dl.expires_after(10s); ... dl.expires_after(60s);
 class deadline_timer {
 public:

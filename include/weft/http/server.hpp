@@ -1,0 +1,121 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "weft/core/result.hpp"
+#include "weft/core/task.hpp"
+#include "weft/http/request.hpp"
+#include "weft/http/request_limits.hpp"
+#include "weft/http/response.hpp"
+#include "weft/http/router.hpp"
+#include "weft/io/socket_address.hpp"
+#include "weft/io/tcp_listener.hpp"
+
+namespace weft::http {
+
+/// Runs around the handler: may answer by itself, or call `next(req)` and change its response.
+///
+///     srv.use([](weft::http::request& req, const weft::http::handler& next)
+///                 -> weft::task<weft::http::response> {
+///         auto r = co_await next(req);
+///         r.set_header("X-Frame-Options", "DENY");
+///         co_return r;
+///     });
+using middleware = std::function<task<response>(request&, const handler& next)>;
+
+/// Limits and timeouts. The defaults follow nginx and Go's net/http in order of magnitude.
+struct server_options {
+    /// Request line 8 KiB (414), header block 16 KiB and 100 fields (431), body 1 MiB (413,
+    /// per route overridable), chunk extensions 4 KiB.
+    request_limits limits{};
+    /// From a request's first byte until its head is complete.
+    std::chrono::milliseconds header_timeout{std::chrono::seconds{10}};
+    /// Longest wait for the next piece of a body.
+    std::chrono::milliseconds body_timeout{std::chrono::seconds{30}};
+    /// Longest wait for the client to take more of a response (a client that stops reading is
+    /// dropped).
+    std::chrono::milliseconds send_timeout{std::chrono::seconds{30}};
+    /// An idle keep-alive connection is closed after this.
+    std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds{60}};
+    /// shutdown(): how long requests in flight may take before they are cancelled.
+    std::chrono::milliseconds drain_timeout{std::chrono::seconds{30}};
+    /// After an error response, how long the server reads and discards what the client still
+    /// sends before closing, so the client reads the response instead of a reset.
+    std::chrono::milliseconds linger_timeout{std::chrono::seconds{1}};
+    /// Open connections at most; at the limit the server stops accepting (the kernel's backlog
+    /// holds the rest). 0: 90% of RLIMIT_NOFILE.
+    std::size_t max_connections = 0;
+    /// Pipelined requests answered before their responses are written out together.
+    std::size_t max_pipelined = 16;
+    /// The Server field's value; empty: no Server field.
+    std::string server_name = "weft";
+    /// listen(): called with each bound address once it is listening (port 0 picks one).
+    std::function<void(const socket_address&)> on_listening;
+};
+
+/// Counters, read at any time (each one is exact; together they are a snapshot in motion).
+struct server_stats {
+    std::uint64_t accepted = 0;        ///< connections accepted
+    std::uint64_t open = 0;            ///< connections open now
+    std::uint64_t requests = 0;        ///< requests answered (including error responses)
+    std::uint64_t rejected = 0;        ///< requests refused by the parser (4xx / 5xx, then closed)
+    std::uint64_t timed_out = 0;       ///< connections dropped by a header/body/send/idle timeout
+    std::uint64_t writes = 0;          ///< vectored writes of responses (pipelining coalesces)
+    std::uint64_t deadline_moves = 0;  ///< per-connection deadline re-filed earlier in place
+};
+
+/// An HTTP/1.1 server. Routes and middleware are added first; then `serve` (one listener) or
+/// `listen` (binds; in thread-per-core mode one SO_REUSEPORT listener per worker) runs it until
+/// `shutdown()` drains it or the serving task is cancelled.
+///
+///     weft::http::server srv;
+///     srv.route(weft::http::method::get, "/", [](weft::http::request&)
+///                   -> weft::task<weft::http::response> {
+///         co_return weft::http::response::text("Hello, World!");
+///     });
+///     co_await srv.listen(weft::socket_address::parse("0.0.0.0", 8080).value());
+///
+/// Each connection runs in one task: it reads, parses (zero-copy, views into the received
+/// bytes), runs the handler, and writes. Every complete request already received is answered
+/// before the responses go out in one vectored write (at most max_pipelined at a time). One
+/// deadline per connection, moved in place on the worker's timer wheel, enforces the timeouts.
+class server {
+public:
+    explicit server(server_options o = {});
+    server(const server&) = delete;
+    auto operator=(const server&) -> server& = delete;
+    ~server();
+
+    /// Routes `method` requests for `pattern` to `h` (router.hpp for patterns). Before serving.
+    void route(http::method m, std::string_view pattern, handler h, route_options o = {});
+    void route(std::string_view method, std::string_view pattern, handler h, route_options o = {});
+    /// Adds a middleware; the first added runs outermost. Before serving.
+    void use(middleware m);
+
+    /// Accepts and serves connections on `l` until shutdown() or cancellation; returns when
+    /// every connection it accepted has ended.
+    [[nodiscard]] auto serve(tcp_listener& l) -> task<void>;
+    /// Binds `addr` and serves it: on a thread-per-core runtime (`stealing = false`) one
+    /// SO_REUSEPORT listener per worker, each served on its own worker; otherwise one.
+    [[nodiscard]] auto listen(socket_address addr) -> task<result<void>>;
+    /// Graceful drain: stops accepting, closes idle keep-alive connections at once, lets
+    /// requests in flight finish (their responses say `Connection: close`), and after
+    /// drain_timeout cancels what is left. Returns when every connection has ended.
+    [[nodiscard]] auto shutdown() -> task<void>;
+
+    [[nodiscard]] auto stats() const noexcept -> server_stats;
+    [[nodiscard]] auto options() const noexcept -> const server_options&;
+
+    struct state;  // src/http/server.cpp
+
+private:
+    std::shared_ptr<state> st_;
+};
+
+}  // namespace weft::http

@@ -1,0 +1,647 @@
+#include "connection.hpp"
+
+#include <sys/sendfile.h>
+
+#include <cerrno>
+#include <charconv>
+#include <ctime>
+#include <exception>
+#include <system_error>
+
+#include "server_state.hpp"
+#include "weft/core/scope.hpp"
+#include "weft/io/error.hpp"
+
+// NOTE: every co_await here is a statement of its own, never inside an `if` or `while`
+// condition: g++ 12 miscompiles an awaiter in a condition (`if (!co_await dl.wait())` went
+// on without waiting, leaving the connection's watchdog running forever).
+
+namespace weft::http::detail {
+
+namespace {
+
+constexpr std::size_t inline_body_max = 4096;          // smaller bodies are copied into out_
+constexpr std::uint64_t discard_max = 256 * 1024;      // unread body drained to keep the conn
+constexpr std::uint64_t linger_bytes_max = 64 * 1024;  // read after an error, then close
+constexpr std::uint64_t file_chunk = 1024 * 1024;
+
+struct date_cache {
+    std::time_t second = -1;
+    char text[32] = {};
+    std::size_t len = 0;
+};
+thread_local date_cache tl_date;
+
+void two(char* p, int v) {
+    p[0] = static_cast<char>('0' + v / 10);
+    p[1] = static_cast<char>('0' + v % 10);
+}
+
+auto as_bytes(std::string_view s) -> std::span<const std::byte> {
+    return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+}  // namespace
+
+auto http_date() noexcept -> std::string_view {
+    const std::time_t now = std::time(nullptr);
+    date_cache& d = tl_date;
+    if (now != d.second) {
+        // IMF-fixdate (RFC 9110 5.6.7), rendered by hand: strftime follows the C locale.
+        static constexpr const char* days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+        static constexpr const char* months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                                 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+        std::tm tm{};
+        gmtime_r(&now, &tm);
+        char* p = d.text;
+        for (int i = 0; i < 3; ++i) {
+            *p++ = days[tm.tm_wday][i];
+        }
+        *p++ = ',';
+        *p++ = ' ';
+        two(p, tm.tm_mday);
+        p += 2;
+        *p++ = ' ';
+        for (int i = 0; i < 3; ++i) {
+            *p++ = months[tm.tm_mon][i];
+        }
+        *p++ = ' ';
+        const int year = tm.tm_year + 1900;
+        two(p, year / 100);
+        two(p + 2, year % 100);
+        p += 4;
+        *p++ = ' ';
+        two(p, tm.tm_hour);
+        p[2] = ':';
+        two(p + 3, tm.tm_min);
+        p[5] = ':';
+        two(p + 6, tm.tm_sec);
+        p += 8;
+        for (char c : std::string_view{" GMT"}) {
+            *p++ = c;
+        }
+        d.len = static_cast<std::size_t>(p - d.text);
+        d.second = now;
+    }
+    return {d.text, d.len};
+}
+
+connection::connection(server::state& st, tcp_stream s, socket_address peer) noexcept
+    : st_(st), s_(std::move(s)), peer_(peer), parser_(st.opts.limits) {}
+
+void connection::set_deadline(std::chrono::milliseconds d) noexcept { deadline_.expires_after(d); }
+
+void connection::clear_deadline() noexcept {
+    deadline_.expires_at(deadline_timer::clock::time_point::max());  // a store: moves later
+}
+
+auto connection::watchdog() -> task<void> {
+    for (;;) {
+        const auto ok1 = co_await deadline_.wait();
+        if (!ok1) {
+            co_return;  // the connection ended first
+        }
+        if (deadline_.expired()) {
+            if (!lingering_) {
+                st_.timed_out.fetch_add(1, std::memory_order_relaxed);
+            }
+            stop->request_stop();  // fails the connection's pending read or write
+            co_return;
+        }
+        // moved later since it was armed: wait again for the new deadline
+    }
+}
+
+auto connection::run() -> task<void> {
+    try {
+        co_await with_scope([this](scope& cs) -> task<void> {
+            stop = &cs.stop();
+            if (!st_.enter(this)) {
+                co_return;
+            }
+            cs.spawn(watchdog());
+            co_await serve();
+            cs.request_stop();  // ends the watchdog
+        });
+    } catch (...) {
+        // A failure of this connection (out of memory, a bug in a handler that escaped
+        // handle()) ends it alone, never the server's other connections.
+    }
+    st_.leave(this);
+}
+
+auto connection::fill() -> task<result<void>> {
+    if (mark_ == storage().size()) {
+        // Nothing of a request is held: drop the buffers, so an idle connection keeps none.
+        block_ = bytes{};
+        in_carry_ = false;
+        carry_.clear();
+        if (carry_.capacity() > 16 * 1024) {
+            carry_.shrink_to_fit();
+        }
+        mark_ = head_end_ = pos_ = 0;
+    }
+    auto got = co_await s_.receive();
+    if (!got) {
+        co_return got.error();
+    }
+    if (!in_carry_ && block_.empty()) {
+        block_ = std::move(*got);  // the usual case: the request is served from this block
+        co_return result<void>{};
+    }
+    if (!in_carry_) {
+        carry_.assign(storage().substr(mark_));
+        pos_ -= mark_;
+        head_end_ -= mark_;
+        mark_ = 0;
+        in_carry_ = true;
+        block_ = bytes{};
+    } else {
+        if (pos_ > head_end_) {  // body bytes already handed out
+            carry_.erase(head_end_, pos_ - head_end_);
+            pos_ = head_end_;
+        }
+        if (mark_ > 0) {
+            carry_.erase(0, mark_);
+            pos_ -= mark_;
+            head_end_ -= mark_;
+            mark_ = 0;
+        }
+    }
+    carry_.append(reinterpret_cast<const char*>(got->data()), got->size());
+    if (head_end_ > mark_) {
+        parser_.head().rebase(carry_.data() + mark_);  // the head's views follow the bytes
+    }
+    co_return result<void>{};
+}
+
+void connection::add_out(std::string_view s, bool copy) {
+    if (copy || s.size() <= inline_body_max) {
+        if (!segs_.empty() && segs_.back().ptr == nullptr) {
+            segs_.back().len += s.size();
+        } else {
+            segs_.push_back({nullptr, out_.size(), s.size()});
+        }
+        out_.append(s);
+    } else {
+        segs_.push_back({s.data(), 0, s.size()});
+    }
+}
+
+auto connection::flush() -> task<result<void>> {
+    if (segs_.empty()) {
+        co_return result<void>{};
+    }
+    // Up to 16 pieces on the stack; a longer list (many large pipelined bodies) allocates.
+    std::span<const std::byte> small[16];
+    std::vector<std::span<const std::byte>> large;
+    std::span<std::span<const std::byte>> pieces;
+    if (segs_.size() <= std::size(small)) {
+        pieces = {small, segs_.size()};
+    } else {
+        large.resize(segs_.size());
+        pieces = large;
+    }
+    for (std::size_t i = 0; i < segs_.size(); ++i) {
+        const segment& g = segs_[i];
+        const char* p = g.ptr != nullptr ? g.ptr : out_.data() + g.off;
+        pieces[i] = as_bytes({p, g.len});
+    }
+    set_deadline(st_.opts.send_timeout);
+    auto r = co_await s_.write_all(std::span<const std::span<const std::byte>>{pieces});
+    clear_deadline();
+    st_.writes.fetch_add(1, std::memory_order_relaxed);
+    out_.clear();
+    segs_.clear();
+    held_.clear();
+    pending_ = 0;
+    co_return r;
+}
+
+void connection::write_head(const response& r, std::uint64_t length, bool chunked, bool keep) {
+    const int status = r.status();
+    char line[32] = "HTTP/1.1 000 ";
+    line[9] = static_cast<char>('0' + status / 100 % 10);
+    line[10] = static_cast<char>('0' + status / 10 % 10);
+    line[11] = static_cast<char>('0' + status % 10);
+    add_out({line, 13}, true);
+    add_out(reason_phrase(status), true);
+    add_out("\r\n", true);
+    if (!st_.opts.server_name.empty()) {
+        add_out("Server: ", true);
+        add_out(st_.opts.server_name, true);
+        add_out("\r\n", true);
+    }
+    add_out("Date: ", true);
+    add_out(http_date(), true);
+    add_out("\r\n", true);
+    for (const auto& [name, value] : r.headers()) {
+        add_out(name, true);
+        add_out(": ", true);
+        add_out(value, true);
+        add_out("\r\n", true);
+    }
+    const bool no_body = (status >= 100 && status < 200) || status == 204 || status == 304;
+    if (!no_body) {
+        if (chunked) {
+            add_out("Transfer-Encoding: chunked\r\n", true);
+        } else if (length != UINT64_MAX) {
+            char num[24];
+            const auto end = std::to_chars(num, num + sizeof num, length).ptr;
+            add_out("Content-Length: ", true);
+            add_out({num, static_cast<std::size_t>(end - num)}, true);
+            add_out("\r\n", true);
+        }
+    }
+    if (!keep) {
+        add_out("Connection: close\r\n\r\n", true);
+    } else if (version_minor_ == 0) {
+        add_out("Connection: keep-alive\r\n\r\n", true);
+    } else {
+        add_out("\r\n", true);
+    }
+}
+
+auto connection::body_read() -> task<result<std::string_view>> {
+    if (body_.done()) {
+        co_return std::string_view{};
+    }
+    if (body_.error() != parse_error::none) {
+        co_return std::error_code{body_.error()};
+    }
+    if (continue_pending_) {
+        continue_pending_ = false;
+        if (auto r = co_await flush(); !r) {
+            co_return r.error();
+        }
+        if (auto r = co_await s_.write_all(as_bytes("HTTP/1.1 100 Continue\r\n\r\n")); !r) {
+            co_return r.error();
+        }
+    }
+    for (;;) {
+        const body_step s = body_.decode(storage().substr(pos_));
+        pos_ += s.consumed;
+        switch (s.status) {
+            case body_status::data:
+                co_return s.data;
+            case body_status::trailer:
+                continue;  // trailers are read and dropped: nothing in weft uses them
+            case body_status::done:
+                co_return std::string_view{};
+            case body_status::error:
+                co_return std::error_code{body_.error()};
+            case body_status::need_more:
+                break;
+        }
+        set_deadline(st_.opts.body_timeout);
+        if (auto r = co_await fill(); !r) {
+            co_return r.error();
+        }
+        clear_deadline();  // the handler's own time is not limited
+    }
+}
+
+auto connection::body_read_all() -> task<result<std::string>> {
+    std::string all;
+    if (head_end_ > mark_ && parser_.head().framing().kind == body_kind::content_length) {
+        all.reserve(static_cast<std::size_t>(parser_.head().framing().length));
+    }
+    for (;;) {
+        auto piece = co_await body_read();
+        if (!piece) {
+            co_return piece.error();
+        }
+        if (piece->empty()) {
+            co_return all;
+        }
+        all.append(*piece);
+    }
+}
+
+auto connection::handle(request& req, const router::match& m) -> task<response> {
+    if (m.status == 404) {
+        co_return response::text("Not Found\n", 404);
+    }
+    if (m.status == 405) {
+        auto r = response::text("Method Not Allowed\n", 405);
+        r.set_header("Allow", m.allow);
+        co_return r;
+    }
+    co_return co_await st_.call(req, *m.h);
+}
+
+// After the handler: the rest of the body is read and dropped, so that the next request on
+// the connection starts where it should. False: the connection must close instead (a body
+// the client was told to hold back, a large remainder, a framing error, a dead socket).
+auto connection::finish_body() -> task<bool> {
+    if (body_.done()) {
+        co_return true;
+    }
+    if (continue_pending_) {
+        co_return false;  // the client waits for 100 Continue: it has not sent the body
+    }
+    while (!body_.done()) {
+        if (body_.received() > discard_max || body_.error() != parse_error::none) {
+            co_return false;
+        }
+        auto piece = co_await body_read();
+        if (!piece) {
+            co_return false;
+        }
+    }
+    co_return true;
+}
+
+auto connection::send_file(file_body& f) -> task<result<void>> {
+    if (auto r = co_await flush(); !r) {
+        co_return r;
+    }
+    std::uint64_t left = f.length;
+    auto off = static_cast<off_t>(f.offset);
+    while (left > 0) {
+        const ssize_t n = ::sendfile(s_.native_handle(), f.fd, &off,
+                                     static_cast<std::size_t>(std::min(left, file_chunk)));
+        if (n > 0) {
+            left -= static_cast<std::uint64_t>(n);
+            continue;
+        }
+        if (n == 0) {
+            co_return std::error_code{EIO, std::system_category()};  // the file is shorter
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno != EAGAIN) {
+            co_return std::error_code{errno, std::system_category()};
+        }
+        set_deadline(st_.opts.send_timeout);
+        if (auto r = co_await s_.wait_writable(); !r) {
+            co_return r;
+        }
+    }
+    co_return result<void>{};
+}
+
+namespace {
+
+// Writes a streamed body: chunked framing when the length is unknown (HTTP/1.1). `sending`
+// is called with true before each write and false after it (the send deadline).
+class stream_writer final : public body_writer {
+public:
+    stream_writer(tcp_stream& s, bool chunked, std::function<void(bool)> sending)
+        : s_(s), chunked_(chunked), sending_(std::move(sending)) {}
+    auto write(std::string_view data) -> task<result<void>> override {
+        if (data.empty()) {
+            co_return result<void>{};
+        }
+        sending_(true);
+        result<void> r;
+        if (!chunked_) {
+            r = co_await s_.write_all(as_bytes(data));
+        } else {
+            char size[24];
+            char* p = std::to_chars(size, size + 20, data.size(), 16).ptr;
+            *p++ = '\r';
+            *p++ = '\n';
+            const std::span<const std::byte> pieces[] = {
+                as_bytes({size, static_cast<std::size_t>(p - size)}), as_bytes(data),
+                as_bytes("\r\n")};
+            r = co_await s_.write_all(std::span<const std::span<const std::byte>>{pieces});
+        }
+        sending_(false);
+        co_return r;
+    }
+
+private:
+    tcp_stream& s_;
+    bool chunked_;
+    std::function<void(bool)> sending_;
+};
+
+}  // namespace
+
+// Adds the response to the pending output (string and bytes bodies) or sends it now (file and
+// stream bodies). False: the connection is done (a failed write, or a body that could only be
+// delimited by closing).
+auto connection::send(response r, bool keep) -> task<bool> {
+    st_.requests.fetch_add(1, std::memory_order_relaxed);
+    auto& body = r.body();
+    if (auto* s = std::get_if<std::string>(&body)) {
+        write_head(r, s->size(), false, keep);
+        if (!head_request_) {
+            add_out(*s, false);
+        }
+    } else if (auto* b = std::get_if<bytes>(&body)) {
+        write_head(r, b->size(), false, keep);
+        if (!head_request_) {
+            add_out({reinterpret_cast<const char*>(b->data()), b->size()}, false);
+        }
+    } else if (std::holds_alternative<std::monostate>(body)) {
+        write_head(r, 0, false, keep);
+    } else if (auto* f = std::get_if<file_body>(&body)) {
+        write_head(r, f->length, false, keep);
+        if (!head_request_) {
+            const auto ok2 = co_await send_file(*f);
+            if (!ok2) {
+                co_return false;
+            }
+        }
+    } else if (auto* st = std::get_if<stream_body>(&body)) {
+        const bool chunked = !st->length && version_minor_ == 1;
+        if (!st->length && !chunked) {
+            keep = false;  // HTTP/1.0 without a length: the close ends the body
+        }
+        write_head(r, st->length.value_or(UINT64_MAX), chunked, keep);
+        if (!head_request_) {
+            const auto ok3 = co_await flush();
+            if (!ok3) {
+                co_return false;
+            }
+            stream_writer w{s_, chunked, [this](bool sending) {
+                                if (sending) {
+                                    set_deadline(st_.opts.send_timeout);
+                                } else {
+                                    clear_deadline();
+                                }
+                            }};
+            auto produced = co_await st->fn(w);
+            if (!produced) {
+                co_return false;  // a chunked body left unterminated tells the client
+            }
+            if (chunked) {
+                const auto ok4 = co_await s_.write_all(as_bytes("0\r\n\r\n"));
+                if (!ok4) {
+                    co_return false;
+                }
+            }
+        }
+    }
+    ++pending_;
+    if (std::holds_alternative<std::string>(body) || std::holds_alternative<bytes>(body)) {
+        held_.push_back(std::move(r));  // segs_ may point into its body until the flush
+    }
+    co_return keep;
+}
+
+auto connection::reject(int status, std::string_view why) -> task<void> {
+    st_.rejected.fetch_add(1, std::memory_order_relaxed);
+    std::string body{why};
+    body += '\n';
+    (void)co_await send(response::text(std::move(body), status), false);
+    const auto ok5 = co_await flush();
+    if (!ok5) {
+        co_return;
+    }
+    // A staged close: half-close, then read and drop what the client still sends for a
+    // moment, so it reads the response rather than a reset (closing with unread bytes in the
+    // socket sends RST, which may destroy the response in the client's buffer).
+    (void)s_.shutdown_write();
+    lingering_ = true;
+    set_deadline(st_.opts.linger_timeout);
+    block_ = bytes{};
+    in_carry_ = false;
+    carry_.clear();
+    std::uint64_t dropped = 0;
+    while (dropped < linger_bytes_max) {
+        auto got = co_await s_.receive();
+        if (!got) {
+            break;
+        }
+        dropped += got->size();
+    }
+}
+
+auto connection::serve() -> task<void> {
+    const server_options& o = st_.opts;
+    for (;;) {
+        // ---- the head -----------------------------------------------------------------
+        parser_.reset();
+        mark_ = head_end_ = pos_;
+        bool first_byte_seen = mark_ < storage().size();
+        if (first_byte_seen) {
+            set_deadline(o.header_timeout);
+        }
+        for (;;) {
+            const parse_status ps = parser_.parse(storage().substr(mark_));
+            if (ps == parse_status::complete) {
+                break;
+            }
+            if (ps == parse_status::error) {
+                version_minor_ = 1;
+                co_await reject(status_of(parser_.error()), describe(parser_.error()));
+                co_return;
+            }
+            const auto ok6 = co_await flush();
+            if (!ok6) {  // answer pipelined requests before waiting for more
+                co_return;
+            }
+            const bool idle = !first_byte_seen;
+            if (idle) {
+                set_deadline(o.keep_alive_timeout);
+                // seq_cst, with shutdown()'s store of draining before it looks at the states:
+                // either it sees this connection idle and closes it, or this sees draining.
+                state.store(phase::idle, std::memory_order_seq_cst);
+                if (st_.draining.load(std::memory_order_seq_cst)) {
+                    co_return;
+                }
+            }
+            auto got = co_await fill();
+            if (idle) {
+                phase expected = phase::idle;
+                if (!state.compare_exchange_strong(expected, phase::busy,
+                                                   std::memory_order_seq_cst)) {
+                    co_return;  // the drain closed this idle connection
+                }
+            }
+            if (!got) {
+                co_return;  // closed by the client (between requests or not), reset, timeout
+            }
+            if (!first_byte_seen) {
+                first_byte_seen = true;
+                set_deadline(o.header_timeout);
+            }
+        }
+        request_head& head = parser_.head();
+        head_end_ = mark_ + head.size();
+        pos_ = head_end_;
+        version_minor_ = head.version_minor();
+        head_request_ = head.method() == method::head;
+
+        // ---- route, body framing, handler ---------------------------------------------
+        request req{&head, &peer_, this};
+        const router::match m = st_.routes.find(head.method_name(), head.path(), req);
+        body_limits_ = o.limits;
+        if (m.options != nullptr && m.options->body_limit) {
+            body_limits_.body = *m.options->body_limit;
+        }
+        const body_framing framing = head.framing();
+        if (framing.kind == body_kind::content_length && framing.length > body_limits_.body) {
+            co_await reject(413, describe(parse_error::body_too_large));
+            co_return;
+        }
+        body_ =
+            framing.kind == body_kind::none ? body_decoder{} : body_decoder{framing, body_limits_};
+        continue_pending_ = head.expect_continue() && framing.kind != body_kind::none;
+        close_ = !head.keep_alive();
+
+        clear_deadline();
+        response r;
+        bool failed = false;
+        try {
+            r = co_await handle(req, m);
+        } catch (...) {
+            failed = true;  // answered below (no co_await in a handler block)
+        }
+        if (failed && body_.error() == parse_error::none) {
+            if (stop->stop_requested()) {
+                co_return;  // timed out or drained: the socket is not ours to answer on
+            }
+            r = response::text("Internal Server Error\n", 500);
+            close_ = true;
+        }
+        if (body_.error() != parse_error::none) {
+            co_await reject(status_of(body_.error()), describe(body_.error()));
+            co_return;
+        }
+        const auto ok7 = co_await finish_body();
+        if (!ok7) {
+            close_ = true;
+        }
+        const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
+        const auto ok8 = co_await send(std::move(r), keep);
+        if (!ok8) {
+            (void)co_await flush();
+            (void)s_.shutdown_write();
+            co_return;
+        }
+        // ---- pipelining: answer what is already here before writing -------------------
+        if (pos_ == storage().size() || pending_ >= o.max_pipelined) {
+            const auto ok9 = co_await flush();
+            if (!ok9) {
+                co_return;
+            }
+        }
+    }
+}
+
+}  // namespace weft::http::detail
+
+namespace weft::http {
+
+namespace {
+auto no_body() -> task<result<std::string_view>> { co_return std::string_view{}; }
+auto no_body_all() -> task<result<std::string>> { co_return std::string{}; }
+}  // namespace
+
+auto body_reader::read() -> task<result<std::string_view>> {
+    return c_ != nullptr ? c_->body_read() : no_body();
+}
+auto body_reader::read_all() -> task<result<std::string>> {
+    return c_ != nullptr ? c_->body_read_all() : no_body_all();
+}
+auto body_reader::received() const noexcept -> std::uint64_t {
+    return c_ != nullptr ? c_->body_received() : 0;
+}
+auto body_reader::done() const noexcept -> bool { return c_ == nullptr || c_->body_done(); }
+
+}  // namespace weft::http

@@ -1,0 +1,115 @@
+#pragma once
+
+// One HTTP/1.1 connection: receive, parse, route, run the handler, write. Internal to
+// weft::http (server.cpp spawns one per accepted socket).
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/core/result.hpp"
+#include "weft/core/stop.hpp"
+#include "weft/core/task.hpp"
+#include "weft/http/body_decoder.hpp"
+#include "weft/http/request.hpp"
+#include "weft/http/request_parser.hpp"
+#include "weft/http/response.hpp"
+#include "weft/http/server.hpp"
+#include "weft/io/bytes.hpp"
+#include "weft/io/socket_address.hpp"
+#include "weft/io/tcp_stream.hpp"
+#include "weft/sched/timer.hpp"
+
+namespace weft::http::detail {
+
+/// The Date field's value for now, rendered at most once a second per thread.
+[[nodiscard]] auto http_date() noexcept -> std::string_view;
+
+class connection {
+public:
+    enum class phase : std::uint8_t { busy, idle, closing };
+
+    connection(server::state& st, tcp_stream s, socket_address peer) noexcept;
+    connection(const connection&) = delete;
+    auto operator=(const connection&) -> connection& = delete;
+
+    /// Serves the connection until it closes; never throws.
+    auto run() -> task<void>;
+
+    // For body_reader.
+    auto body_read() -> task<result<std::string_view>>;
+    auto body_read_all() -> task<result<std::string>>;
+    [[nodiscard]] auto body_received() const noexcept -> std::uint64_t { return body_.received(); }
+    [[nodiscard]] auto body_done() const noexcept -> bool { return body_.done(); }
+
+    // For the server's drain (under the server's lock).
+    std::atomic<phase> state{phase::busy};
+    stop_state* stop = nullptr;
+    connection* prev = nullptr;
+    connection* next = nullptr;
+
+private:
+    // -- input: the received bytes of the current request --------------------------------
+    // A request that arrives in one receive is parsed and served from that `bytes` block, with
+    // no copy. One that spans receives is gathered in `carry_` (which the parser limits keep
+    // small): from `mark_`, the request's first byte, to the end. Offsets into the storage
+    // in use: mark_ <= head_end_ <= pos_ <= size.
+    [[nodiscard]] auto storage() const noexcept -> std::string_view {
+        return in_carry_
+                   ? std::string_view{carry_}
+                   : std::string_view{reinterpret_cast<const char*>(block_.data()), block_.size()};
+    }
+    auto fill() -> task<result<void>>;
+
+    // -- output: responses waiting for one vectored write ---------------------------------
+    struct segment {
+        const char* ptr;  // nullptr: [off, off + len) of out_
+        std::size_t off;
+        std::size_t len;
+    };
+    void add_out(std::string_view s, bool copy);
+    auto flush() -> task<result<void>>;
+    void write_head(const response& r, std::uint64_t length, bool chunked, bool keep);
+
+    auto serve() -> task<void>;
+    auto handle(request& req, const router::match& m) -> task<response>;
+    auto finish_body() -> task<bool>;
+    auto send(response r, bool keep) -> task<bool>;
+    auto send_file(file_body& f) -> task<result<void>>;
+    auto reject(int status, std::string_view why) -> task<void>;
+    auto watchdog() -> task<void>;
+    void set_deadline(std::chrono::milliseconds d) noexcept;
+    void clear_deadline() noexcept;
+
+    server::state& st_;
+    tcp_stream s_;
+    socket_address peer_;
+    request_parser parser_;
+    body_decoder body_;
+    request_limits body_limits_;
+    deadline_timer deadline_;
+
+    bytes block_;
+    std::string carry_;
+    bool in_carry_ = false;
+    std::size_t mark_ = 0;
+    std::size_t head_end_ = 0;
+    std::size_t pos_ = 0;
+
+    bool continue_pending_ = false;  // 100 Continue owed before the first body read
+    bool head_request_ = false;
+    bool close_ = false;      // close after the current response
+    bool lingering_ = false;  // the deadline now is the linger after an error
+    int version_minor_ = 1;
+
+    std::string out_;
+    std::vector<segment> segs_;
+    std::vector<response> held_;  // responses whose bodies segs_ point into
+    std::size_t pending_ = 0;     // responses in out_ / segs_
+};
+
+}  // namespace weft::http::detail

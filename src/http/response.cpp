@@ -1,0 +1,192 @@
+#include "weft/http/response.hpp"
+
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "char_class.hpp"
+
+namespace weft::http {
+
+auto reason_phrase(int status) noexcept -> std::string_view {
+    switch (status) {
+        case 100:
+            return "Continue";
+        case 101:
+            return "Switching Protocols";
+        case 200:
+            return "OK";
+        case 201:
+            return "Created";
+        case 202:
+            return "Accepted";
+        case 204:
+            return "No Content";
+        case 206:
+            return "Partial Content";
+        case 301:
+            return "Moved Permanently";
+        case 302:
+            return "Found";
+        case 303:
+            return "See Other";
+        case 304:
+            return "Not Modified";
+        case 307:
+            return "Temporary Redirect";
+        case 308:
+            return "Permanent Redirect";
+        case 400:
+            return "Bad Request";
+        case 401:
+            return "Unauthorized";
+        case 403:
+            return "Forbidden";
+        case 404:
+            return "Not Found";
+        case 405:
+            return "Method Not Allowed";
+        case 408:
+            return "Request Timeout";
+        case 409:
+            return "Conflict";
+        case 411:
+            return "Length Required";
+        case 412:
+            return "Precondition Failed";
+        case 413:
+            return "Content Too Large";
+        case 414:
+            return "URI Too Long";
+        case 415:
+            return "Unsupported Media Type";
+        case 416:
+            return "Range Not Satisfiable";
+        case 417:
+            return "Expectation Failed";
+        case 426:
+            return "Upgrade Required";
+        case 429:
+            return "Too Many Requests";
+        case 431:
+            return "Request Header Fields Too Large";
+        case 500:
+            return "Internal Server Error";
+        case 501:
+            return "Not Implemented";
+        case 502:
+            return "Bad Gateway";
+        case 503:
+            return "Service Unavailable";
+        case 504:
+            return "Gateway Timeout";
+        case 505:
+            return "HTTP Version Not Supported";
+        default:
+            return "Unknown";
+    }
+}
+
+namespace {
+
+using detail::iequals;
+
+// Header injection: a CR or LF in a name or value would let a handler's data start a new
+// field or a new response; NUL is refused by every client.
+void check_field(std::string_view name, std::string_view value) {
+    if (name.empty()) {
+        throw std::invalid_argument("weft::http::response: empty header name");
+    }
+    for (char c : name) {
+        if (!detail::is_tchar(c)) {
+            throw std::invalid_argument("weft::http::response: header name is not a token");
+        }
+    }
+    for (char c : value) {
+        if (c == '\r' || c == '\n' || c == '\0') {
+            throw std::invalid_argument("weft::http::response: CR, LF or NUL in a header value");
+        }
+    }
+}
+
+}  // namespace
+
+response::response(response&& o) noexcept
+    : status_(o.status_), headers_(std::move(o.headers_)), body_(std::move(o.body_)) {
+    o.body_ = std::monostate{};
+}
+
+auto response::operator=(response&& o) noexcept -> response& {
+    if (this != &o) {
+        close_file();
+        status_ = o.status_;
+        headers_ = std::move(o.headers_);
+        body_ = std::move(o.body_);
+        o.body_ = std::monostate{};
+    }
+    return *this;
+}
+
+response::~response() { close_file(); }
+
+void response::close_file() noexcept {
+    if (auto* f = std::get_if<file_body>(&body_); f != nullptr && f->fd >= 0) {
+        ::close(f->fd);
+        f->fd = -1;
+    }
+}
+
+auto response::text(std::string body, int status, std::string_view content_type) -> response {
+    response r{status};
+    r.headers_.emplace_back("Content-Type", content_type);
+    r.body_ = std::move(body);
+    return r;
+}
+
+auto response::of_bytes(bytes body, int status, std::string_view content_type) -> response {
+    response r{status};
+    r.headers_.emplace_back("Content-Type", content_type);
+    r.body_ = std::move(body);
+    return r;
+}
+
+auto response::file(int fd,
+                    std::uint64_t offset,
+                    std::uint64_t length,
+                    std::string_view content_type) -> response {
+    response r{200};
+    r.headers_.emplace_back("Content-Type", content_type);
+    r.body_ = file_body{fd, offset, length};
+    return r;
+}
+
+auto response::stream(std::function<task<result<void>>(body_writer&)> fn,
+                      std::optional<std::uint64_t> length,
+                      std::string_view content_type) -> response {
+    response r{200};
+    r.headers_.emplace_back("Content-Type", content_type);
+    r.body_ = stream_body{std::move(fn), length};
+    return r;
+}
+
+void response::add_header(std::string_view name, std::string_view value) {
+    check_field(name, value);
+    headers_.emplace_back(name, value);
+}
+
+void response::set_header(std::string_view name, std::string_view value) {
+    check_field(name, value);
+    std::erase_if(headers_, [&](const auto& h) { return iequals(h.first, name); });
+    headers_.emplace_back(name, value);
+}
+
+auto response::header(std::string_view name) const noexcept -> std::optional<std::string_view> {
+    for (const auto& [n, v] : headers_) {
+        if (iequals(n, name)) {
+            return std::string_view{v};
+        }
+    }
+    return std::nullopt;
+}
+
+}  // namespace weft::http

@@ -1,0 +1,253 @@
+#include "weft/http/server.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "server_state.hpp"
+#include "weft/core/scope.hpp"
+#include "weft/sched/runtime.hpp"
+#include "weft/sched/timer.hpp"
+
+namespace weft::http {
+
+namespace {
+
+auto default_max_connections() -> std::size_t {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) {
+        return 65536;
+    }
+    return std::max<std::size_t>(1, static_cast<std::size_t>(rl.rlim_cur) * 9 / 10);
+}
+
+auto method_token(method m) -> std::string_view {
+    switch (m) {
+        case method::get:
+            return "GET";
+        case method::head:
+            return "HEAD";
+        case method::post:
+            return "POST";
+        case method::put:
+            return "PUT";
+        case method::delete_:
+            return "DELETE";
+        case method::connect:
+            return "CONNECT";
+        case method::options:
+            return "OPTIONS";
+        case method::trace:
+            return "TRACE";
+        case method::patch:
+            return "PATCH";
+        case method::other:
+            break;
+    }
+    throw std::invalid_argument("weft::http::server::route: method::other has no name");
+}
+
+auto connection_task(std::shared_ptr<server::state> st, tcp_stream s, socket_address peer)
+    -> task<void> {
+    detail::connection c{*st, std::move(s), peer};
+    co_await c.run();
+}
+
+}  // namespace
+
+server::state::state(server_options o)
+    : opts(std::move(o)),
+      slots(static_cast<std::ptrdiff_t>(opts.max_connections != 0 ? opts.max_connections
+                                                                  : default_max_connections())) {}
+
+auto server::state::call(request& req, const handler& h) -> task<response> {
+    if (layers.empty()) {
+        return h(req);
+    }
+    return call_from(0, req, h);
+}
+
+auto server::state::call_from(std::size_t i, request& req, const handler& h) -> task<response> {
+    if (i == layers.size()) {
+        co_return co_await h(req);
+    }
+    const handler next = [this, i, &h](request& r) { return call_from(i + 1, r, h); };
+    co_return co_await layers[i](req, next);
+}
+
+auto server::state::enter(detail::connection* c) -> bool {
+    std::lock_guard lock(mu);
+    if (draining.load(std::memory_order_relaxed)) {
+        return false;
+    }
+    c->next = conns;
+    if (conns != nullptr) {
+        conns->prev = c;
+    }
+    conns = c;
+    return true;
+}
+
+void server::state::leave(detail::connection* c) {
+    {
+        std::lock_guard lock(mu);
+        if (c->prev != nullptr || conns == c) {
+            (c->prev != nullptr ? c->prev->next : conns) = c->next;
+            if (c->next != nullptr) {
+                c->next->prev = c->prev;
+            }
+        }
+        --open;
+        if (open == 0 && draining.load(std::memory_order_relaxed)) {
+            drained.set();
+        }
+    }
+    slots.release();
+}
+
+server::server(server_options o) : st_(std::make_shared<state>(std::move(o))) {}
+server::~server() = default;
+
+void server::route(method m, std::string_view pattern, handler h, route_options o) {
+    st_->routes.add(method_token(m), pattern, std::move(h), o);
+}
+
+void server::route(std::string_view m, std::string_view pattern, handler h, route_options o) {
+    st_->routes.add(m, pattern, std::move(h), o);
+}
+
+void server::use(middleware m) { st_->layers.push_back(std::move(m)); }
+
+auto server::options() const noexcept -> const server_options& { return st_->opts; }
+
+auto server::stats() const noexcept -> server_stats {
+    server_stats s;
+    s.accepted = st_->accepted.load(std::memory_order_relaxed);
+    s.requests = st_->requests.load(std::memory_order_relaxed);
+    s.rejected = st_->rejected.load(std::memory_order_relaxed);
+    s.timed_out = st_->timed_out.load(std::memory_order_relaxed);
+    s.writes = st_->writes.load(std::memory_order_relaxed);
+    {
+        std::lock_guard lock(st_->mu);
+        s.open = st_->open;
+    }
+    return s;
+}
+
+auto server::serve(tcp_listener& l) -> task<void> {
+    std::shared_ptr<state> st = st_;  // connections hold it too: it outlives them all
+    co_await with_scope([&](scope& conns) -> task<void> {
+        co_await with_scope([&](scope& acceptor) -> task<void> {
+            {
+                std::lock_guard lock(st->mu);
+                if (st->draining.load(std::memory_order_relaxed)) {
+                    co_return;
+                }
+                st->acceptors.push_back(&acceptor.stop());
+            }
+            for (;;) {
+                // At the connection limit, wait for one to end before accepting: the kernel's
+                // backlog holds the rest, and no CPU is spent meanwhile.
+                const auto ok1 = co_await st->slots.acquire();
+                if (!ok1) {
+                    break;
+                }
+                auto c = co_await l.accept();
+                if (!c) {
+                    st->slots.release();
+                    if (c.error() == std::errc::operation_canceled) {
+                        break;
+                    }
+                    continue;  // a connection aborted before it was accepted, and the like
+                }
+                auto addr = c->peer_address();
+                const socket_address peer = addr ? *addr : socket_address{};
+                st->accepted.fetch_add(1, std::memory_order_relaxed);
+                {
+                    std::lock_guard lock(st->mu);
+                    ++st->open;
+                }
+                conns.spawn(connection_task(st, std::move(*c), peer));
+            }
+            std::lock_guard lock(st->mu);
+            std::erase(st->acceptors, &acceptor.stop());
+        });
+    });
+}
+
+auto server::listen(socket_address addr) -> task<result<void>> {
+    const auto rt = this_runtime();
+    if (!rt) {
+        throw std::logic_error("weft::http::server::listen: not on a weft::runtime worker");
+    }
+    const bool per_core = !rt->stealing && rt->workers > 1;
+    const unsigned n = per_core ? rt->workers : 1;
+    std::vector<tcp_listener> ls;
+    for (unsigned i = 0; i < n; ++i) {
+        auto l = tcp_listener::bind(addr, {.backlog = 4096, .reuse_port = per_core});
+        if (!l) {
+            co_return l.error();
+        }
+        if (i == 0) {
+            auto bound = l->local_address();
+            if (!bound) {
+                co_return bound.error();
+            }
+            addr = *bound;  // port 0: every listener takes the port the first one got
+        }
+        ls.push_back(std::move(*l));
+    }
+    if (st_->opts.on_listening) {
+        st_->opts.on_listening(addr);
+    }
+    co_await with_scope([&](scope& s) -> task<void> {
+        for (unsigned i = 0; i < n; ++i) {
+            if (per_core) {
+                co_await switch_to_worker(i);  // s.spawn queues on worker i, where it stays
+            }
+            s.spawn(serve(ls[i]));
+        }
+    });
+    co_return result<void>{};
+}
+
+auto server::shutdown() -> task<void> {
+    std::shared_ptr<state> st = st_;
+    bool wait = false;
+    {
+        std::lock_guard lock(st->mu);
+        st->draining.store(true, std::memory_order_seq_cst);
+        for (stop_state* a : st->acceptors) {
+            a->request_stop();
+        }
+        for (detail::connection* c = st->conns; c != nullptr; c = c->next) {
+            auto expected = detail::connection::phase::idle;
+            if (c->state.compare_exchange_strong(expected, detail::connection::phase::closing,
+                                                 std::memory_order_seq_cst)) {
+                c->stop->request_stop();  // idle keep-alive: close it now
+            }
+        }
+        wait = st->open > 0;
+        if (!wait) {
+            st->drained.set();
+        }
+    }
+    if (!wait) {
+        co_return;
+    }
+    auto drained = [](std::shared_ptr<state> s) -> task<result<void>> {
+        co_return co_await s->drained.wait();
+    };
+    const auto ok2 = co_await with_timeout(st->opts.drain_timeout, drained(st));
+    if (!ok2) {
+        std::lock_guard lock(st->mu);
+        for (detail::connection* c = st->conns; c != nullptr; c = c->next) {
+            c->stop->request_stop();  // past the drain timeout: cancel what is left
+        }
+    }
+    (void)co_await st->drained.wait();
+}
+
+}  // namespace weft::http
