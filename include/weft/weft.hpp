@@ -15,6 +15,7 @@
 #include "weft/io/buffer.hpp"
 #include "weft/io/bytes.hpp"
 #include "weft/io/error.hpp"
+#include "weft/io/fd_wait.hpp"
 #include "weft/io/file.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/io/socket_address.hpp"
