@@ -18,6 +18,7 @@
 #include "weft/io/fd_wait.hpp"
 #include "weft/io/file.hpp"
 #include "weft/io/reactor.hpp"
+#include "weft/io/signal.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/io/tcp_stream.hpp"
