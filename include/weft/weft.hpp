@@ -13,6 +13,7 @@
 #include "weft/core/when_any.hpp"
 #include "weft/io/aligned_buffer.hpp"
 #include "weft/io/buffer.hpp"
+#include "weft/io/buffered_reader.hpp"
 #include "weft/io/bytes.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/fd_wait.hpp"
