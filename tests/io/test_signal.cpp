@@ -41,9 +41,11 @@ protected:
     }
 };
 
-auto reactor_pending() -> std::size_t { return weft::detail::reactor::current()->pending(); }
+[[gnu::noinline]] auto reactor_pending() -> std::size_t {
+    return weft::detail::reactor::current()->pending();
+}
 
-auto registrations() -> std::size_t {
+[[gnu::noinline]] auto registrations() -> std::size_t {
     auto* r = weft::detail::reactor::current();
     if (r->backend() != weft::io_backend::epoll) {
         return 0;

@@ -25,11 +25,15 @@ namespace weft {
 /// the caller simply waits again. Several tasks may wait on one descriptor at the same time;
 /// every waiter whose condition holds is woken.
 ///
+/// For descriptors weft does not own: on epoll, a socket that a weft tcp_stream or listener
+/// also waits on may be refused (EEXIST); use its own operations (tcp_stream::wait_writable).
+///
 /// Results: ok; `operation_canceled` when the task's stop is requested (on io_uring the poll is
 /// cancelled in the kernel first); the system error of a bad descriptor (EBADF). A regular file
 /// is always ready.
 ///
-///     rd_kafka_queue_io_event_enable(q, efd, "1", 1);       // librdkafka writes to efd
+///     const std::uint64_t one = 1;                  // librdkafka writes it to efd (an eventfd)
+///     rd_kafka_queue_io_event_enable(q, efd, &one, sizeof(one));
 ///     for (;;) {
 ///         if (auto r = co_await weft::wait_readable(efd); !r) break;   // cancelled
 ///         drain(efd); while (auto* ev = rd_kafka_queue_poll(q, 0)) handle(ev);
