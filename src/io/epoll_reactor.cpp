@@ -60,6 +60,15 @@ void epoll_reactor::detach() noexcept {
         }
     }
     free_retired();
+    {
+        // Shutdown resumed every waiter first (each is counted in waiting_): what is left here
+        // has no waiter, and closing the epoll below removes its registration.
+        std::lock_guard lock(foreign_mu_);
+        for (auto& [fd, f] : foreign_) {
+            delete f;
+        }
+        foreign_.clear();
+    }
     if (epfd_ >= 0) {
         ::close(epfd_);
         epfd_ = -1;
@@ -119,6 +128,186 @@ void epoll_reactor::free_retired() noexcept {
     for (epoll_socket* h : batch) {
         delete h;
     }
+    std::vector<foreign_fd*> foreign_batch;
+    {
+        std::lock_guard lock(foreign_mu_);
+        foreign_batch.swap(foreign_retired_);
+    }
+    for (foreign_fd* f : foreign_batch) {
+        delete f;
+    }
+}
+
+// ---- foreign descriptors (fd_wait.hpp) -------------------------------------------------------
+//
+// epoll_event.data of a foreign descriptor: the address of its foreign_fd with bit 0 set
+// (foreign_fd is at least 8-aligned; an epoll_socket's address has bit 0 clear, the wake fd is 0).
+
+namespace {
+constexpr std::uint64_t foreign_tag = 1;
+
+auto events_of(const foreign_waiter* w) noexcept -> std::uint32_t {
+    std::uint32_t m = 0;
+    for (; w != nullptr; w = w->next_waiter) {
+        m |= w->events;
+    }
+    return m;
+}
+
+auto foreign_ctl(int epfd, int op, foreign_fd& f, std::uint32_t events) noexcept -> int {
+    epoll_event ev{};
+    ev.events = events | EPOLLONESHOT;
+    ev.data.u64 = reinterpret_cast<std::uintptr_t>(&f) | foreign_tag;
+    return ::epoll_ctl(epfd, op, f.fd, &ev);
+}
+
+// Does an event `e` end the wait of a waiter for `events`? Hang-up and error end every wait.
+auto satisfies(std::uint32_t e, std::uint32_t events) noexcept -> bool {
+    return (e & (events | EPOLLHUP | EPOLLERR)) != 0;
+}
+}  // namespace
+
+auto epoll_reactor::add_foreign(foreign_waiter& w, std::error_code& ec) -> bool {
+    std::lock_guard lock(foreign_mu_);
+    if (w.st == foreign_waiter::state::cancelled) {
+        return false;
+    }
+    auto [it, inserted] = foreign_.try_emplace(w.fd, nullptr);
+    if (inserted) {
+        auto* f = new foreign_fd(w.fd);
+        if (foreign_ctl(epfd_, EPOLL_CTL_ADD, *f, w.events) != 0) {
+            const int e = errno;
+            delete f;
+            foreign_.erase(it);
+            if (e == EPERM) {  // a regular file or a directory: always ready
+                w.st = foreign_waiter::state::fired;
+                return false;
+            }
+            ec.assign(e, std::system_category());
+            return false;
+        }
+        f->armed = w.events;
+        it->second = f;
+    }
+    foreign_fd& f = *it->second;
+    if ((f.armed & w.events) != w.events) {
+        // Armed here (the owner processed every event it collected before running this task),
+        // but for the other direction: widen it.
+        if (foreign_ctl(epfd_, EPOLL_CTL_MOD, f, f.armed | w.events) != 0) {
+            ec.assign(errno, std::system_category());
+            return false;
+        }
+        f.armed |= w.events;
+    }
+    w.next_waiter = f.waiters;
+    w.entry = &f;
+    f.waiters = &w;
+    w.st = foreign_waiter::state::waiting;
+    waiting_changed(+1);
+    return true;
+}
+
+auto epoll_reactor::rearm_or_retire(foreign_fd& f, bool fired) noexcept -> foreign_waiter* {
+    const std::uint32_t want = events_of(f.waiters);
+    if (want != 0 && (fired || want != f.armed)) {
+        if (foreign_ctl(epfd_, EPOLL_CTL_MOD, f, want) == 0) {
+            f.armed = want;
+            return nullptr;
+        }
+        // The descriptor was closed under its waiters (the library broke the contract): wake
+        // them all rather than strand them; their library calls report the failure.
+    } else if (want != 0) {
+        return nullptr;
+    }
+    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, f.fd, nullptr);
+    foreign_.erase(f.fd);
+    f.retired = true;
+    f.armed = 0;
+    foreign_retired_.push_back(&f);
+    foreign_waiter* left = std::exchange(f.waiters, nullptr);
+    for (foreign_waiter* w = left; w != nullptr; w = w->next_waiter) {
+        w->st = foreign_waiter::state::fired;
+    }
+    return left;
+}
+
+auto epoll_reactor::foreign_event(foreign_fd* f, std::uint32_t e) -> unsigned {
+    foreign_waiter* woken = nullptr;
+    {
+        std::lock_guard lock(foreign_mu_);
+        if (f->retired) {
+            return 0;  // its last waiter was cancelled after epoll_wait reported it
+        }
+        f->armed = 0;  // one-shot: this event disarmed it
+        foreign_waiter** link = &f->waiters;
+        while (foreign_waiter* w = *link) {
+            if (satisfies(e, w->events)) {
+                *link = w->next_waiter;
+                w->st = foreign_waiter::state::fired;
+                w->next_waiter = woken;
+                woken = w;
+            } else {
+                link = &w->next_waiter;
+            }
+        }
+        // Removed (or re-armed for the others) before anyone resumes: the library may close
+        // the descriptor as soon as its task runs.
+        foreign_waiter* left = rearm_or_retire(*f, /*fired=*/true);
+        while (left != nullptr) {
+            foreign_waiter* next = left->next_waiter;
+            left->next_waiter = woken;
+            woken = left;
+            left = next;
+        }
+    }
+    unsigned queued = 0;
+    while (woken != nullptr) {
+        foreign_waiter* next = woken->next_waiter;  // read first: once resumed, it may be gone
+        (void)resume_from_io(woken->waiter, woken->home);
+        waiting_changed(-1);  // after the queueing: see uring_reactor::reap
+        ++queued;
+        woken = next;
+    }
+    return queued;
+}
+
+void epoll_reactor::cancel_foreign(foreign_waiter& w) noexcept {
+    foreign_waiter* resume = nullptr;
+    {
+        std::lock_guard lock(foreign_mu_);
+        if (w.st == foreign_waiter::state::idle) {
+            w.st = foreign_waiter::state::cancelled;  // the waiter sees it before it publishes
+            return;
+        }
+        if (w.st != foreign_waiter::state::waiting) {
+            return;
+        }
+        foreign_fd& f = *w.entry;
+        foreign_waiter** link = &f.waiters;
+        while (*link != &w) {
+            link = &(*link)->next_waiter;
+        }
+        *link = w.next_waiter;
+        w.st = foreign_waiter::state::cancelled;
+        w.next_waiter = rearm_or_retire(f, /*fired=*/false);
+        resume = &w;
+    }
+    while (resume != nullptr) {
+        foreign_waiter* next = resume->next_waiter;  // read first: once resumed, it may be gone
+        resume_soon(resume->waiter, resume->home);
+        waiting_changed(-1);
+        resume = next;
+    }
+}
+
+auto epoll_reactor::foreign_registrations() -> std::size_t {
+    std::lock_guard lock(foreign_mu_);
+    return foreign_.size();
+}
+
+void foreign_waiter::on_stop(stop_callback_node* n) noexcept {
+    auto* w = static_cast<foreign_waiter*>(n);
+    w->owner->cancel_foreign(*w);
 }
 
 auto epoll_reactor::wait(int timeout_ms) -> bool {
@@ -129,13 +318,21 @@ auto epoll_reactor::wait(int timeout_ms) -> bool {
     const int n = ::epoll_wait(epfd_, events, 256, timeout_ms);
     bool queued_any = false;
     for (int i = 0; i < n; ++i) {
-        auto* h = static_cast<epoll_socket*>(events[i].data.ptr);
-        if (h == nullptr) {
+        const std::uint64_t tag = events[i].data.u64;
+        if (tag == 0) {
             std::uint64_t v = 0;
             (void)!::read(wake_fd_, &v, sizeof(v));
             continue;
         }
         const std::uint32_t e = events[i].events;
+        if ((tag & foreign_tag) != 0) {
+            const unsigned n_woken =
+                foreign_event(reinterpret_cast<foreign_fd*>(tag & ~foreign_tag), e);
+            queued += n_woken;
+            queued_any = queued_any || n_woken != 0;
+            continue;
+        }
+        auto* h = static_cast<epoll_socket*>(events[i].data.ptr);
         readiness_waiter* woken[2] = {nullptr, nullptr};
         {
             std::lock_guard lock(h->mu);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <system_error>
+#include <unordered_map>
 #include <vector>
 
 #include "reactor.hpp"
@@ -16,6 +17,7 @@ namespace weft::detail {
 
 class epoll_reactor;
 struct readiness_waiter;
+struct foreign_fd;
 
 /// Per-socket state. io_uring needs none of it beyond the fd; epoll keeps the readiness
 /// registration here: the socket is registered (edge-triggered, in and out) with the epoll of the
@@ -74,6 +76,43 @@ struct readiness_waiter : stop_callback_node {
     stop_state* stop = nullptr;
 };
 
+/// A task waiting for a descriptor weft does not own to become ready (fd_wait.hpp), embedded in
+/// the awaiting frame. `st` (guarded by owner->foreign_mu_): idle -> waiting -> fired |
+/// cancelled, or idle -> cancelled (stop requested before it was published). Whoever moves it
+/// out of waiting takes it off its foreign_fd and resumes the waiter, once.
+struct foreign_waiter : stop_callback_node {
+    enum class state : std::uint8_t { idle, waiting, fired, cancelled };
+    foreign_waiter() noexcept : stop_callback_node(&foreign_waiter::on_stop) {}
+    foreign_waiter(const foreign_waiter&) = delete;
+    auto operator=(const foreign_waiter&) -> foreign_waiter& = delete;
+    static void on_stop(stop_callback_node* n) noexcept;
+
+    int fd = -1;
+    std::uint32_t events = 0;  // EPOLLIN or EPOLLOUT
+    state st = state::idle;
+    foreign_waiter* next_waiter = nullptr;  // in its foreign_fd's list (owner->foreign_mu_)
+    foreign_fd* entry = nullptr;            // while waiting (owner->foreign_mu_)
+    std::coroutine_handle<> waiter;
+    worker_base* home = nullptr;
+    epoll_reactor* owner = nullptr;
+};
+
+/// A foreign descriptor registered with one reactor's epoll while tasks wait on it there.
+/// Level-triggered and EPOLLONESHOT: an event disarms it, and the reactor re-arms it (MOD) for
+/// the waiters that remain or removes it (DEL) when none does, before it resumes anyone; so a
+/// descriptor nobody waits on is never in the epoll, and its owner may close it.
+/// Invariants (under foreign_mu_): registered in the epoll <=> in foreign_ <=> !retired;
+/// waiters != nullptr for every entry of foreign_ outside foreign_mu_; armed == the OR of its
+/// waiters' events whenever no event for it is collected but unprocessed (only the owner
+/// collects events, and it processes them before it returns to any task).
+struct foreign_fd {
+    explicit foreign_fd(int f) noexcept : fd(f) {}
+    int fd;
+    std::uint32_t armed = 0;  // events of the current registration; 0: fired (disarmed)
+    bool retired = false;     // deleted from the epoll; freed at the owner's next wait
+    foreign_waiter* waiters = nullptr;
+};
+
 class epoll_reactor final : public reactor {
 public:
     epoll_reactor();
@@ -100,10 +139,28 @@ public:
         waiting_.fetch_add(delta, std::memory_order_seq_cst);
     }
 
+    /// Owner thread: publishes `w` (its fd, events, waiter, home and owner set), registering or
+    /// re-arming its descriptor. True: `w` waits, and an event or cancel_foreign resumes it, on
+    /// any thread at any moment (the caller must not touch it again). False: it does not wait,
+    /// and w.st says why: fired (ready at once: a regular file, which epoll refuses), cancelled
+    /// (its stop came first), or idle with `ec` set to the failure of epoll_ctl (EBADF...).
+    auto add_foreign(foreign_waiter& w, std::error_code& ec) -> bool;
+    /// Any thread: ends `w`'s wait if it still waits (removing or re-arming its descriptor) and
+    /// resumes it; marks it cancelled if it is not published yet.
+    void cancel_foreign(foreign_waiter& w) noexcept;
+    /// Foreign descriptors registered with this epoll now (tests: none is left behind).
+    [[nodiscard]] auto foreign_registrations() -> std::size_t;
+
 private:
     void kick() noexcept override;
     auto wait(int timeout_ms) -> bool;
     void free_retired() noexcept;
+    auto foreign_event(foreign_fd* f, std::uint32_t e) -> unsigned;
+    /// Under foreign_mu_: after f's waiters changed (`fired`: an event disarmed it), re-arm it
+    /// for those left, or delete it from the epoll when none is left. Returns the waiters it had
+    /// to take off (marked fired; the caller resumes them): those of a descriptor that can no
+    /// longer be re-armed, because its owner closed it under them.
+    auto rearm_or_retire(foreign_fd& f, bool fired) noexcept -> foreign_waiter*;
 
     int epfd_ = -1;
     int wake_fd_ = -1;
@@ -111,7 +168,10 @@ private:
     std::mutex retire_mu_;
     std::vector<epoll_socket*> retired_;  // guarded by retire_mu_
     std::mutex reg_mu_;
-    epoll_socket* registered_ = nullptr;  // guarded by reg_mu_; orphaned at detach
+    epoll_socket* registered_ = nullptr;            // guarded by reg_mu_; orphaned at detach
+    std::mutex foreign_mu_;                         // held for an epoll_ctl and a few pointer moves
+    std::unordered_map<int, foreign_fd*> foreign_;  // guarded by foreign_mu_
+    std::vector<foreign_fd*> foreign_retired_;      // guarded by foreign_mu_
 };
 
 /// The reactor on this thread as an io_uring / epoll reactor, or a clear error.

@@ -14,8 +14,17 @@ public:
                 return "connection closed by peer";
             case io_errc::backend_unavailable:
                 return "IO backend unavailable on this kernel";
+            case io_errc::too_long:
+                return "record longer than the limit";
         }
         return "unknown weft.io error";
+    }
+    [[nodiscard]] auto default_error_condition(int c) const noexcept
+        -> std::error_condition override {
+        if (static_cast<io_errc>(c) == io_errc::too_long) {
+            return std::errc::message_size;
+        }
+        return {c, *this};
     }
 };
 }  // namespace

@@ -9,6 +9,8 @@ namespace weft {
 enum class io_errc {
     eof = 1,              ///< the peer closed the connection (a read returned 0 bytes)
     backend_unavailable,  ///< the requested IO backend cannot run on this kernel
+    too_long,  ///< a record passed the reader's limit before its delimiter (compares equal to
+               ///< std::errc::message_size)
 };
 
 [[nodiscard]] auto io_category() noexcept -> const std::error_category&;
