@@ -31,11 +31,11 @@ struct header {
 ///                             .payload = R"({"total": 12})"};
 struct envelope {
     message_id id{};
-    std::string topic;
-    std::string key;
-    std::string type;
-    std::vector<header> headers;
-    std::string payload;
+    std::string topic{};
+    std::string key{};
+    std::string type{};
+    std::vector<header> headers{};
+    std::string payload{};
     std::chrono::system_clock::time_point time{};
 
     /// The first header named `name`, or nullptr.
