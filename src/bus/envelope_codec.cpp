@@ -57,7 +57,7 @@ public:
             }
             v |= bits << shift;
             if ((b & 0x80) == 0) {
-                return true;
+                return b != 0 || shift == 0;  // a zero last byte: an overlong (non-minimal) form
             }
         }
         return false;  // an 11th byte

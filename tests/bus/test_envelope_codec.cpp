@@ -77,6 +77,11 @@ TEST(envelope_codec, lengths_past_the_end_and_oversized_varints) {
     EXPECT_EQ(decode(bytes).error(), bus_errc::malformed_envelope);
     bytes = head + std::string(9, '\xff') + '\x02';
     EXPECT_EQ(decode(bytes).error(), bus_errc::malformed_envelope);
+    // An overlong length (0 written in two bytes): one encoding per envelope.
+    bytes = head + std::string("\x80\x00", 2) + std::string(4, '\0');
+    EXPECT_EQ(decode(bytes).error(), bus_errc::malformed_envelope);
+    bytes = head + std::string(5, '\0');  // the same, minimal
+    EXPECT_TRUE(decode(bytes));
     // A header count larger than the input could hold.
     bytes = head + std::string("\0\0\0\xff\xff\x03", 6);
     EXPECT_EQ(decode(bytes).error(), bus_errc::malformed_envelope);

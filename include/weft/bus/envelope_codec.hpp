@@ -18,7 +18,8 @@ namespace weft::bus {
 ///     varint  header count, then per header: str name, str value
 ///     str     payload
 ///
-/// varint: LEB128 (7 bits per byte, low first), at most 10 bytes, the value within 64 bits.
+/// varint: LEB128 (7 bits per byte, low first), minimal (no zero last byte after the first),
+/// at most 10 bytes, the value within 64 bits. Every envelope thus has exactly one encoding.
 /// Decoding checks every length against what remains before reading (never an over-read), and
 /// accepts only an exact encoding: a truncated input, a length past the end or bytes after the
 /// payload decode to `bus_errc::malformed_envelope`, an unknown version byte to
