@@ -1,0 +1,29 @@
+#pragma once
+
+#include <system_error>
+#include <type_traits>
+
+namespace weft::bus {
+
+/// Errors of weft::bus operations (category "weft.bus"). Cancellation is
+/// `std::errc::operation_canceled` and a timeout `std::errc::timed_out`, as everywhere in weft;
+/// a bad argument (an empty topic or group) is `std::errc::invalid_argument`.
+enum class bus_errc {
+    publisher_closed = 1,  ///< publish after (or while) the publisher closed
+    subscription_closed,   ///< next() on a closed subscription (or subscriber)
+    malformed_envelope,    ///< decode: truncated input, a length past the end, trailing bytes
+    unsupported_version,   ///< decode: a version byte this build does not know
+    not_pending,           ///< ack/nack/term/in_progress on a delivery already settled or expired
+    message_too_large,     ///< the encoded envelope exceeds the broker's limit
+};
+
+[[nodiscard]] auto bus_category() noexcept -> const std::error_category&;
+
+[[nodiscard]] inline auto make_error_code(bus_errc e) noexcept -> std::error_code {
+    return {static_cast<int>(e), bus_category()};
+}
+
+}  // namespace weft::bus
+
+template <>
+struct std::is_error_code_enum<weft::bus::bus_errc> : std::true_type {};

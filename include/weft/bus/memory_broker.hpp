@@ -1,0 +1,68 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "weft/bus/backend.hpp"
+
+namespace weft::bus {
+
+struct memory_broker_options {
+    /// Messages each topic keeps for groups that join later (a new group starts with them,
+    /// as a JetStream consumer with DeliverAll does); the oldest go first.
+    std::size_t retention = 65'536;
+    /// Recent ids per topic remembered for de-duplication: a publish whose id is among them is
+    /// acknowledged as a duplicate (the original's sequence) and not stored again.
+    std::size_t dedup_window = 65'536;
+    /// Largest envelope accepted (topic, key, type, headers and payload bytes together).
+    std::size_t max_message_bytes = 1 << 20;
+};
+
+/// The in-process broker: the embedded default for tests and single-process programs, with the
+/// semantics of the networked backends (consumer groups, ack / nack / term, redelivery after
+/// the ack timeout, dead letters, de-duplication by id). Nothing survives the process.
+///
+/// - A publish is stored, and acknowledged, inline in publisher's call (`sequence` = its
+///   position in the topic, from 1), unless the broker is paused.
+/// - `pause()` holds every publish unacknowledged and unstored (a lagging broker); `resume()`
+///   stores and acknowledges them in the order they came. For tests of back-pressure and of
+///   close with messages in flight.
+/// - A group's clock runs in its members' next(): a delivery past its ack timeout (or a nack
+///   delay that ends) is handed out again by the member that waits for it, and a waiting
+///   member sleeps until the group's earliest deadline. With no member waiting nothing is due
+///   to anyone, so nothing needs to run; a message whose last allowed delivery expired goes to
+///   the dead letters when a member next asks.
+/// - A member that closes gives its unsettled deliveries back to the group at once.
+/// Any thread. Must outlive every publisher, subscriber and delivery made from it.
+///
+///     weft::bus::memory_broker broker;
+///     weft::bus::publisher pub{broker};
+///     weft::bus::subscriber sub{broker, {.ack_wait = 2s}};
+class memory_broker final : public backend {
+public:
+    explicit memory_broker(memory_broker_options options = {});
+    memory_broker(const memory_broker&) = delete;
+    auto operator=(const memory_broker&) -> memory_broker& = delete;
+    ~memory_broker() override;
+
+    [[nodiscard]] auto name() const noexcept -> std::string_view override { return "memory"; }
+    [[nodiscard]] auto features() const noexcept -> backend_features override;
+    auto make_producer(publish_sink& sink, std::uint32_t max_pending)
+        -> result<std::unique_ptr<backend_producer>> override;
+    auto make_consumer(consumer_config config)
+        -> task<result<std::shared_ptr<backend_consumer>>> override;
+
+    void pause();
+    void resume();
+    /// Messages stored in `topic` so far (its last sequence); 0 for a topic never published to.
+    [[nodiscard]] auto stored(std::string_view topic) const -> std::uint64_t;
+
+    struct state;
+
+private:
+    std::unique_ptr<state> state_;
+};
+
+}  // namespace weft::bus

@@ -1,0 +1,165 @@
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/bus/ack.hpp"
+#include "weft/bus/backend.hpp"
+#include "weft/bus/envelope.hpp"
+#include "weft/bus/message_id.hpp"
+#include "weft/core/detail/spin_lock.hpp"
+#include "weft/core/result.hpp"
+#include "weft/core/task.hpp"
+#include "weft/sync/channel.hpp"
+#include "weft/sync/event.hpp"
+#include "weft/sync/semaphore.hpp"
+#include "weft/sync/wait_group.hpp"
+
+namespace weft::bus {
+
+struct publisher_options {
+    /// Messages in flight (sent, not yet acknowledged) plus outcomes not yet read from
+    /// results(), at most. Beyond it publish_async waits. >= 1.
+    std::uint32_t max_pending = 1024;
+};
+
+/// The outcome of one publish_async, as results() reports it.
+struct publish_result {
+    message_id id;
+    std::string key;
+    result<ack> outcome;
+};
+
+/// Publishes envelopes through a backend.
+///
+/// - `co_await pub.publish(env)` -> result<ack>: once the broker has it (as durably as the
+///   broker is configured to).
+/// - `co_await pub.publish_async(env)` -> result<message_id>: returns once the message is on
+///   its way; its outcome comes later on `results()`. `try_publish_async` is the same without
+///   waiting (`operation_would_block` at the bound).
+/// - Bound: in flight (either kind) plus results not yet read <= max_pending. At the bound
+///   publish_async waits (back-pressure) until an ack arrives for an awaited publish or a result
+///   is read; nothing queues without bound and nothing is dropped. A program that uses
+///   publish_async must read results(), or it stops at max_pending.
+/// - Acks are completed without a task or thread per message: max_pending completion slots are
+///   allocated up front; the backend writes an outcome into a slot (any thread) and the slot
+///   hands it to the results channel or wakes the one task awaiting it.
+/// - `flush()` waits until nothing is in flight; `close()` refuses new publishes
+///   (`publisher_closed`, also to publish_async calls waiting at the bound), waits for those in
+///   flight, then closes results() (readers drain it, then get `closed`).
+/// Any task may call any member concurrently. Lifetime: destroy only after close() returned;
+/// the backend must outlive it.
+///
+///     weft::bus::publisher pub{broker, {.max_pending = 256}};
+///     auto a = co_await pub.publish(env);                  // result<ack>
+///     (co_await pub.publish_async(env2)).value();
+///     auto r = co_await pub.results().recv();             // result<publish_result>
+class publisher final : private publish_sink {
+public:
+    /// Throws std::system_error when the backend cannot make a producer (setup).
+    explicit publisher(backend& b, publisher_options options = {});
+    publisher(const publisher&) = delete;
+    auto operator=(const publisher&) -> publisher& = delete;
+    ~publisher();
+
+    /// The channel of publish_async outcomes. Reading one frees its place in max_pending, which
+    /// is why this wraps the channel rather than exposing it: `recv` / `try_recv` are the
+    /// channel's, and return the place as they hand the result over.
+    class result_channel {
+    public:
+        class [[nodiscard]] recv_awaiter {
+        public:
+            recv_awaiter(channel<publish_result>& ch, semaphore& units) noexcept
+                : inner_(ch.recv()), units_(&units) {}
+            auto await_ready() -> bool { return inner_.await_ready(); }
+            template <typename P>
+            WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
+                return inner_.await_suspend(h);
+            }
+            auto await_resume() -> result<publish_result> {
+                auto r = inner_.await_resume();
+                if (r) {
+                    units_->release();
+                }
+                return r;
+            }
+
+        private:
+            channel<publish_result>::recv_awaiter inner_;
+            semaphore* units_;
+        };
+
+        /// `co_await pub.results().recv()` -> result<publish_result>; `closed` after close()
+        /// once drained.
+        auto recv() noexcept -> recv_awaiter { return recv_awaiter{ch_, *units_}; }
+        /// Without waiting: `operation_would_block` when empty.
+        auto try_recv() -> result<publish_result>;
+        /// Results waiting to be read (a snapshot).
+        [[nodiscard]] auto size() const noexcept -> std::size_t { return ch_.size(); }
+
+    private:
+        friend class publisher;
+        result_channel(std::size_t capacity, semaphore& units) : ch_(capacity), units_(&units) {}
+        channel<publish_result> ch_;
+        semaphore* units_;
+    };
+
+    auto publish(envelope env) -> task<result<ack>>;
+    auto publish_async(envelope env) -> task<result<message_id>>;
+    auto try_publish_async(envelope env) -> result<message_id>;
+    auto results() noexcept -> result_channel& { return results_; }
+    /// `co_await pub.flush()`: until nothing is in flight (results may still be unread).
+    auto flush() -> task<result<void>>;
+    /// `co_await pub.close()`. Idempotent. `operation_canceled` when the awaiting task is
+    /// stopped before everything in flight completed (new publishes are refused already; call
+    /// close again to finish).
+    auto close() -> task<result<void>>;
+
+    /// Messages in flight now (a snapshot).
+    [[nodiscard]] auto in_flight() const noexcept -> std::ptrdiff_t { return in_flight_.count(); }
+    [[nodiscard]] auto max_pending() const noexcept -> std::uint32_t { return max_pending_; }
+
+private:
+    /// One message in flight. States of `state` (awaited publishes only): waiting (the task
+    /// waits on `done`), completed (the sink stored `outcome`), abandoned (the task was
+    /// cancelled: the sink frees the slot). The exchange on `state` decides the race between
+    /// the sink and a cancellation; its release publishes `outcome` to the task's acquire.
+    struct slot {
+        message_id id;
+        std::string key;
+        bool awaited = false;
+        std::optional<result<ack>> outcome;
+        std::atomic<int> state{0};
+        event done{event::reset_mode::automatic};
+    };
+    static constexpr int slot_waiting = 0;
+    static constexpr int slot_completed = 1;
+    static constexpr int slot_abandoned = 2;
+
+    void complete(std::uint32_t index, result<ack> outcome) noexcept override;
+    /// Fills in a missing id and time, takes a free slot and counts the message in flight.
+    /// `publisher_closed` once closed. Called holding one unit of units_.
+    auto begin(envelope& env, bool awaited, std::uint32_t& index) -> std::error_code;
+    auto start_async(envelope env) -> result<message_id>;
+    void free_slot(std::uint32_t index) noexcept;
+    void start(envelope env, std::uint32_t index);
+
+    const std::uint32_t max_pending_;
+    // Units: max_pending - in flight - unread results. A publish takes one before it starts; an
+    // awaited publish returns it when its ack arrives, an async one when its result is read.
+    semaphore units_;
+    result_channel results_;
+    wait_group in_flight_;
+    std::unique_ptr<slot[]> slots_;
+    detail::spin_lock mu_;
+    std::vector<std::uint32_t> free_;  // guarded by mu_
+    bool closed_ = false;              // guarded by mu_
+    std::unique_ptr<backend_producer> producer_;
+};
+
+}  // namespace weft::bus

@@ -1,0 +1,90 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "weft/bus/backend.hpp"
+#include "weft/bus/delivery.hpp"
+#include "weft/core/detail/spin_lock.hpp"
+#include "weft/core/result.hpp"
+#include "weft/core/task.hpp"
+
+namespace weft::bus {
+
+struct subscriber_options {
+    /// A delivery not settled within this is delivered again (in_progress() restarts it).
+    std::chrono::milliseconds ack_wait{30'000};
+    /// Deliveries of one message to its group, at most; when the last allowed one fails (nack,
+    /// ack timeout, its member closing) the message goes to the dead-letter topic. 0: no limit.
+    std::uint32_t max_deliveries = 0;
+    /// Where dead letters go; empty: "<topic>.dead-letter". A dead letter is the envelope
+    /// (same id) with the headers `weft-dead-letter-reason`, `weft-original-topic`,
+    /// `weft-original-group` and `weft-deliveries` added.
+    std::string dead_letter_topic{};
+};
+
+/// One member of a consumer group: a stream of deliveries. Within a group each message goes to
+/// one member at a time; every group on a topic gets every message. Move-only.
+/// `next()` is consumer-side: one call at a time. Lifetime: must outlive a next() in progress.
+///
+///     auto s = (co_await sub.subscribe("orders", "billing")).value();
+///     while (auto d = co_await s.next()) { bill(d->message()); d->ack(); }
+class subscription {
+public:
+    subscription(std::shared_ptr<backend_consumer> c, std::string topic, std::string group)
+        : consumer_(std::move(c)), topic_(std::move(topic)), group_(std::move(group)) {}
+    subscription(const subscription&) = delete;
+    auto operator=(const subscription&) -> subscription& = delete;
+    subscription(subscription&&) noexcept = default;
+    auto operator=(subscription&&) noexcept -> subscription& = default;
+    ~subscription() = default;
+
+    /// `co_await s.next()` -> result<delivery>: waits for one; `subscription_closed` after
+    /// close(), `operation_canceled` when the awaiting task is stopped. Needs a runtime worker
+    /// (the ack timeouts run on its timers).
+    auto next() -> task<result<delivery>> { return consumer_->next(); }
+    /// Leaves the group (idempotent). Its unsettled deliveries go back to the group.
+    void close() noexcept { consumer_->close(); }
+
+    [[nodiscard]] auto topic() const noexcept -> const std::string& { return topic_; }
+    [[nodiscard]] auto group() const noexcept -> const std::string& { return group_; }
+
+private:
+    std::shared_ptr<backend_consumer> consumer_;
+    std::string topic_;
+    std::string group_;
+};
+
+/// Makes subscriptions on one backend with one set of options, and closes them together.
+/// Any task may call any member. The backend must outlive it.
+///
+///     weft::bus::subscriber sub{broker, {.ack_wait = 5s, .max_deliveries = 5}};
+///     auto s = (co_await sub.subscribe("orders", "billing")).value();
+class subscriber {
+public:
+    explicit subscriber(backend& b, subscriber_options options = {})
+        : backend_(&b), options_(std::move(options)) {}
+    subscriber(const subscriber&) = delete;
+    auto operator=(const subscriber&) -> subscriber& = delete;
+    ~subscriber() { close(); }
+
+    /// Joins `group` on `topic` (both non-empty, else invalid_argument). A group that is new to
+    /// the broker starts with the messages the broker still holds for the topic.
+    auto subscribe(std::string topic, std::string group) -> task<result<subscription>>;
+    /// Closes every subscription made here (idempotent); later subscribes fail with
+    /// subscription_closed.
+    void close() noexcept;
+
+private:
+    backend* backend_;
+    subscriber_options options_;
+    detail::spin_lock mu_;
+    std::vector<std::weak_ptr<backend_consumer>> made_;  // guarded by mu_
+    bool closed_ = false;                                // guarded by mu_
+};
+
+}  // namespace weft::bus

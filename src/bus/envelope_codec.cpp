@@ -1,0 +1,327 @@
+#include "weft/bus/envelope_codec.hpp"
+
+#include <cstddef>
+#include <cstdio>
+#include <ctime>
+
+#include "weft/bus/errc.hpp"
+
+namespace weft::bus {
+namespace {
+
+void put_varint(std::string& out, std::uint64_t v) {
+    while (v >= 0x80) {
+        out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+        v >>= 7;
+    }
+    out.push_back(static_cast<char>(v));
+}
+
+void put_str(std::string& out, std::string_view s) {
+    put_varint(out, s.size());
+    out.append(s);
+}
+
+/// A cursor over the input that never reads past its end: every take checks what remains first.
+class reader {
+public:
+    explicit reader(std::string_view in) noexcept : in_(in) {}
+
+    auto remaining() const noexcept -> std::size_t { return in_.size() - pos_; }
+
+    auto byte(std::uint8_t& b) noexcept -> bool {
+        if (remaining() < 1) {
+            return false;
+        }
+        b = static_cast<std::uint8_t>(in_[pos_++]);
+        return true;
+    }
+    auto bytes(std::size_t n, std::string_view& out) noexcept -> bool {
+        if (remaining() < n) {
+            return false;
+        }
+        out = in_.substr(pos_, n);
+        pos_ += n;
+        return true;
+    }
+    auto varint(std::uint64_t& v) noexcept -> bool {
+        v = 0;
+        for (unsigned shift = 0; shift < 64; shift += 7) {
+            std::uint8_t b = 0;
+            if (!byte(b)) {
+                return false;
+            }
+            const std::uint64_t bits = b & 0x7F;
+            if (shift == 63 && bits > 1) {
+                return false;  // beyond 64 bits
+            }
+            v |= bits << shift;
+            if ((b & 0x80) == 0) {
+                return b != 0 || shift == 0;  // a zero last byte: an overlong (non-minimal) form
+            }
+        }
+        return false;  // an 11th byte
+    }
+    auto str(std::string& out) -> bool {
+        std::uint64_t n = 0;
+        std::string_view s;
+        if (!varint(n) || n > remaining() || !bytes(static_cast<std::size_t>(n), s)) {
+            return false;
+        }
+        out.assign(s);
+        return true;
+    }
+
+private:
+    std::string_view in_;
+    std::size_t pos_ = 0;
+};
+
+auto to_unix_ns(std::chrono::system_clock::time_point t) noexcept -> std::int64_t {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+auto valid_utf8(std::string_view s) noexcept -> bool;
+
+/// A JSON string. Text that is not valid UTF-8 has its bytes >= 0x80 written as \u00XX (read as
+/// Latin-1), so the output is valid JSON whatever the input.
+void json_string(std::string& out, std::string_view s) {
+    static constexpr char digits[] = "0123456789abcdef";
+    const bool utf8 = valid_utf8(s);
+    out.push_back('"');
+    for (const char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        switch (c) {
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            default:
+                if (u < 0x20 || u == 0x7F || (u >= 0x80 && !utf8)) {
+                    out += "\\u00";
+                    out.push_back(digits[u >> 4]);
+                    out.push_back(digits[u & 0xF]);
+                } else {
+                    out.push_back(c);
+                }
+        }
+    }
+    out.push_back('"');
+}
+
+/// Well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF)?
+auto valid_utf8(std::string_view s) noexcept -> bool {
+    std::size_t i = 0;
+    while (i < s.size()) {
+        const auto b = static_cast<unsigned char>(s[i]);
+        std::size_t len = 0;
+        std::uint32_t cp = 0;
+        if (b < 0x80) {
+            ++i;
+            continue;
+        }
+        if ((b & 0xE0) == 0xC0) {
+            len = 2;
+            cp = b & 0x1F;
+        } else if ((b & 0xF0) == 0xE0) {
+            len = 3;
+            cp = b & 0x0F;
+        } else if ((b & 0xF8) == 0xF0) {
+            len = 4;
+            cp = b & 0x07;
+        } else {
+            return false;
+        }
+        if (s.size() - i < len) {
+            return false;
+        }
+        for (std::size_t k = 1; k < len; ++k) {
+            const auto c = static_cast<unsigned char>(s[i + k]);
+            if ((c & 0xC0) != 0x80) {
+                return false;
+            }
+            cp = (cp << 6) | (c & 0x3F);
+        }
+        const std::uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
+void base64(std::string& out, std::string_view s) {
+    static constexpr char table[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::size_t i = 0;
+    for (; i + 3 <= s.size(); i += 3) {
+        const std::uint32_t v =
+            (static_cast<std::uint32_t>(static_cast<unsigned char>(s[i])) << 16) |
+            (static_cast<std::uint32_t>(static_cast<unsigned char>(s[i + 1])) << 8) |
+            static_cast<unsigned char>(s[i + 2]);
+        out.push_back(table[(v >> 18) & 63]);
+        out.push_back(table[(v >> 12) & 63]);
+        out.push_back(table[(v >> 6) & 63]);
+        out.push_back(table[v & 63]);
+    }
+    const std::size_t rest = s.size() - i;
+    if (rest > 0) {
+        std::uint32_t v = static_cast<std::uint32_t>(static_cast<unsigned char>(s[i])) << 16;
+        if (rest == 2) {
+            v |= static_cast<std::uint32_t>(static_cast<unsigned char>(s[i + 1])) << 8;
+        }
+        out.push_back(table[(v >> 18) & 63]);
+        out.push_back(table[(v >> 12) & 63]);
+        out.push_back(rest == 2 ? table[(v >> 6) & 63] : '=');
+        out.push_back('=');
+    }
+}
+
+void rfc3339(std::string& out, std::chrono::system_clock::time_point t) {
+    const std::int64_t ns = to_unix_ns(t);
+    std::int64_t secs = ns / 1'000'000'000;
+    std::int64_t frac = ns % 1'000'000'000;
+    if (frac < 0) {
+        frac += 1'000'000'000;
+        --secs;
+    }
+    const auto tt = static_cast<std::time_t>(secs);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[64];
+    const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    out.append(buf, n);
+    char fbuf[16];
+    std::snprintf(fbuf, sizeof fbuf, ".%09lldZ", static_cast<long long>(frac));
+    out += fbuf;
+}
+
+}  // namespace
+
+void encode(const envelope& env, std::string& out) {
+    out.push_back(static_cast<char>(envelope_codec_version));
+    out.append(reinterpret_cast<const char*>(env.id.bytes.data()), env.id.bytes.size());
+    const auto ns = static_cast<std::uint64_t>(to_unix_ns(env.time));
+    for (int i = 0; i < 8; ++i) {
+        out.push_back(static_cast<char>(ns >> (8 * i)));
+    }
+    put_str(out, env.topic);
+    put_str(out, env.key);
+    put_str(out, env.type);
+    put_varint(out, env.headers.size());
+    for (const header& h : env.headers) {
+        put_str(out, h.name);
+        put_str(out, h.value);
+    }
+    put_str(out, env.payload);
+}
+
+auto encode(const envelope& env) -> std::string {
+    std::string out;
+    out.reserve(1 + 16 + 8 + 5 * 4 + env.topic.size() + env.key.size() + env.type.size() +
+                env.payload.size());
+    encode(env, out);
+    return out;
+}
+
+auto decode(std::string_view bytes) -> result<envelope> {
+    const std::error_code malformed = make_error_code(bus_errc::malformed_envelope);
+    reader r{bytes};
+    std::uint8_t version = 0;
+    if (!r.byte(version)) {
+        return malformed;
+    }
+    if (version != envelope_codec_version) {
+        return make_error_code(bus_errc::unsupported_version);
+    }
+    envelope env;
+    std::string_view raw;
+    if (!r.bytes(16, raw)) {
+        return malformed;
+    }
+    for (std::size_t i = 0; i < 16; ++i) {
+        env.id.bytes[i] = static_cast<std::uint8_t>(raw[i]);
+    }
+    if (!r.bytes(8, raw)) {
+        return malformed;
+    }
+    std::uint64_t ns = 0;
+    for (std::size_t i = 0; i < 8; ++i) {
+        ns |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i])) << (8 * i);
+    }
+    env.time = std::chrono::system_clock::time_point{
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::nanoseconds{static_cast<std::int64_t>(ns)})};
+    if (!r.str(env.topic) || !r.str(env.key) || !r.str(env.type)) {
+        return malformed;
+    }
+    std::uint64_t count = 0;
+    // Each header takes at least two bytes (two empty strings): a count beyond that cannot be
+    // honest, and checking it first bounds the reservation below by the input's size.
+    if (!r.varint(count) || count > r.remaining() / 2) {
+        return malformed;
+    }
+    env.headers.reserve(static_cast<std::size_t>(count));
+    for (std::uint64_t i = 0; i < count; ++i) {
+        header h;
+        if (!r.str(h.name) || !r.str(h.value)) {
+            return malformed;
+        }
+        env.headers.push_back(std::move(h));
+    }
+    if (!r.str(env.payload) || r.remaining() != 0) {
+        return malformed;
+    }
+    return env;
+}
+
+auto to_json(const envelope& env) -> std::string {
+    std::string out;
+    out.reserve(128 + env.payload.size() * 2);
+    out += "{\"id\":\"";
+    out += env.id.to_string();
+    out += "\",\"topic\":";
+    json_string(out, env.topic);
+    out += ",\"key\":";
+    json_string(out, env.key);
+    out += ",\"type\":";
+    json_string(out, env.type);
+    out += ",\"time\":\"";
+    rfc3339(out, env.time);
+    out += "\",\"headers\":[";
+    for (std::size_t i = 0; i < env.headers.size(); ++i) {
+        if (i != 0) {
+            out.push_back(',');
+        }
+        out.push_back('[');
+        json_string(out, env.headers[i].name);
+        out.push_back(',');
+        json_string(out, env.headers[i].value);
+        out.push_back(']');
+    }
+    out += "],";
+    if (valid_utf8(env.payload)) {
+        out += "\"payload\":";
+        json_string(out, env.payload);
+    } else {
+        out += "\"payload_base64\":\"";
+        base64(out, env.payload);
+        out.push_back('"');
+    }
+    out.push_back('}');
+    return out;
+}
+
+}  // namespace weft::bus

@@ -1,0 +1,36 @@
+#include "weft/bus/errc.hpp"
+
+#include <string>
+
+namespace weft::bus {
+namespace {
+class bus_category_impl final : public std::error_category {
+public:
+    [[nodiscard]] auto name() const noexcept -> const char* override { return "weft.bus"; }
+    [[nodiscard]] auto message(int ev) const -> std::string override {
+        switch (static_cast<bus_errc>(ev)) {
+            case bus_errc::publisher_closed:
+                return "publisher closed";
+            case bus_errc::subscription_closed:
+                return "subscription closed";
+            case bus_errc::malformed_envelope:
+                return "malformed envelope (truncated, or a length past its end)";
+            case bus_errc::unsupported_version:
+                return "unsupported envelope encoding version";
+            case bus_errc::not_pending:
+                return "delivery no longer pending (already settled, expired or its "
+                       "subscription closed)";
+            case bus_errc::message_too_large:
+                return "message too large for the broker";
+        }
+        return "unknown weft.bus error";
+    }
+};
+}  // namespace
+
+auto bus_category() noexcept -> const std::error_category& {
+    static const bus_category_impl cat;
+    return cat;
+}
+
+}  // namespace weft::bus

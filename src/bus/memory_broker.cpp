@@ -1,0 +1,555 @@
+#include "weft/bus/memory_broker.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "weft/bus/errc.hpp"
+#include "weft/sched/timer.hpp"
+#include "weft/sync/event.hpp"
+
+namespace weft::bus {
+
+// Locks: memory_broker::state::topics_mu guards the topic map (topics are never removed, so a
+// topic_state* stays valid for the broker's life); topic_state::mu guards the topic and every
+// group on it, members' waiting state included; state::pause_mu guards the held publishes. Order:
+// pause_mu before a topic's mu; never two topics' mu at once (dead letters are stored after the
+// source topic's lock is released). These are std::mutex, not weft's spin lock: their sections
+// allocate (queue and map nodes), and a holder preempted inside malloc should not have the
+// other workers spinning on it.
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+struct stored_message {
+    std::uint64_t seq = 0;
+    std::shared_ptr<const envelope> env;
+};
+
+struct pending_message {
+    stored_message msg;
+    std::uint32_t deliveries = 0;  // handed out so far
+};
+
+class memory_member;
+
+/// One consumer group on one topic. Invariants, whenever the topic's lock is free:
+///   (fresh or due non-empty)  =>  no member waiting    (each ready message woke one)
+///   some member waiting and a deadline exists  =>  some waiting member's planned wake-up is at
+///                                                  or before the earliest deadline
+/// so no ready message and no deadline is left without a member on its way to it.
+struct group_state {
+    consumer_config config;
+    std::deque<pending_message> fresh;  // never handed out, in sequence order
+    std::deque<pending_message> due;    // to hand out again now (served before fresh)
+    std::multimap<clock::time_point, pending_message> delayed;  // nacked with a delay
+    struct unsettled {
+        pending_message p;
+        clock::time_point deadline;
+        memory_member* member;
+    };
+    std::unordered_map<std::uint64_t, unsettled> in_flight;           // by delivery token
+    std::set<std::pair<clock::time_point, std::uint64_t>> deadlines;  // of in_flight
+    std::deque<memory_member*> waiting;  // members parked in next(), FIFO
+
+    [[nodiscard]] auto earliest() const -> std::optional<clock::time_point> {
+        std::optional<clock::time_point> e;
+        if (!deadlines.empty()) {
+            e = deadlines.begin()->first;
+        }
+        if (!delayed.empty() && (!e || delayed.begin()->first < *e)) {
+            e = delayed.begin()->first;
+        }
+        return e;
+    }
+    inline void wake_one();
+    inline void settle_waiters();
+};
+
+struct topic_state {
+    explicit topic_state(std::string n) : name(std::move(n)) {}
+    const std::string name;
+    mutable std::mutex mu;
+    std::uint64_t last_seq = 0;                                               // guarded by mu
+    std::deque<stored_message> retained;                                      // guarded by mu
+    std::unordered_map<message_id, std::uint64_t> recent;                     // guarded by mu
+    std::deque<message_id> recent_order;                                      // guarded by mu
+    std::map<std::string, std::unique_ptr<group_state>, std::less<>> groups;  // guarded by mu
+};
+
+struct held_publish {
+    publish_sink* sink;
+    envelope env;
+    std::uint32_t slot;
+};
+
+}  // namespace
+
+struct memory_broker::state {
+    explicit state(memory_broker_options o) : options(o) {}
+
+    auto topic(std::string_view name) -> topic_state& {
+        std::lock_guard lock(topics_mu);
+        auto it = topics.find(name);
+        if (it == topics.end()) {
+            it = topics.emplace(std::string(name), std::make_unique<topic_state>(std::string(name)))
+                     .first;
+        }
+        return *it->second;
+    }
+    auto find_topic(std::string_view name) const -> const topic_state* {
+        std::lock_guard lock(topics_mu);
+        auto it = topics.find(name);
+        return it == topics.end() ? nullptr : it->second.get();
+    }
+
+    /// Stores `env` in its topic and hands it to every group. `dedupe`: publishes from users;
+    /// dead letters keep their id and are never taken for repeats.
+    auto store(envelope env, bool dedupe) -> ack {
+        topic_state& t = topic(env.topic);
+        std::lock_guard lock(t.mu);
+        if (dedupe) {
+            if (auto it = t.recent.find(env.id); it != t.recent.end()) {
+                return ack{t.name, it->second, -1, true};
+            }
+        }
+        const std::uint64_t seq = ++t.last_seq;
+        if (dedupe && options.dedup_window > 0) {
+            t.recent.emplace(env.id, seq);
+            t.recent_order.push_back(env.id);
+            if (t.recent_order.size() > options.dedup_window) {
+                t.recent.erase(t.recent_order.front());
+                t.recent_order.pop_front();
+            }
+        }
+        stored_message m{seq, std::make_shared<const envelope>(std::move(env))};
+        for (auto& [name, g] : t.groups) {
+            g->fresh.push_back(pending_message{m, 0});
+            g->settle_waiters();
+        }
+        if (options.retention > 0) {
+            t.retained.push_back(std::move(m));
+            if (t.retained.size() > options.retention) {
+                t.retained.pop_front();
+            }
+        }
+        return ack{t.name, seq, -1, false};
+    }
+
+    void store_dead_letters(std::vector<envelope>& dead) {
+        for (envelope& e : dead) {
+            (void)store(std::move(e), /*dedupe=*/false);
+        }
+        dead.clear();
+    }
+
+    const memory_broker_options options;
+    mutable std::mutex topics_mu;
+    std::map<std::string, std::unique_ptr<topic_state>, std::less<>> topics;  // guarded
+    std::atomic<std::uint64_t> next_token{1};  // relaxed: only uniqueness matters
+    // paused: written under pause_mu; read without it first (acquire, pairs with the release
+    // stores) so an unpaused publish takes no broker-wide lock, then again under pause_mu.
+    std::atomic<bool> paused{false};
+    std::mutex pause_mu;
+    std::deque<held_publish> held;  // guarded by pause_mu
+};
+
+namespace {
+
+auto size_of(const envelope& e) noexcept -> std::size_t {
+    std::size_t n = e.topic.size() + e.key.size() + e.type.size() + e.payload.size();
+    for (const header& h : e.headers) {
+        n += h.name.size() + h.value.size();
+    }
+    return n;
+}
+
+class memory_producer final : public backend_producer {
+public:
+    memory_producer(memory_broker::state& s, publish_sink& sink) noexcept : s_(&s), sink_(&sink) {}
+
+    void start(envelope env, std::uint32_t slot) override {
+        if (size_of(env) > s_->options.max_message_bytes) {
+            sink_->complete(slot, make_error_code(bus_errc::message_too_large));
+            return;
+        }
+        if (s_->paused.load(std::memory_order_acquire)) {
+            std::lock_guard lock(s_->pause_mu);
+            if (s_->paused.load(std::memory_order_relaxed)) {
+                s_->held.push_back(held_publish{sink_, std::move(env), slot});
+                return;
+            }
+        }
+        sink_->complete(slot, s_->store(std::move(env), /*dedupe=*/true));
+    }
+    void close() noexcept override {}
+
+private:
+    memory_broker::state* s_;
+    publish_sink* sink_;
+};
+
+/// One member of a group. Its fields other than the constants are guarded by its topic's mu.
+class memory_member final : public backend_consumer,
+                            public std::enable_shared_from_this<memory_member> {
+public:
+    memory_member(memory_broker::state& s, topic_state& t, group_state& g) noexcept
+        : s_(&s), t_(&t), g_(&g) {}
+    memory_member(const memory_member&) = delete;
+    auto operator=(const memory_member&) -> memory_member& = delete;
+    ~memory_member() override { close(); }
+
+    auto next() -> task<result<delivery>> override;
+    auto ack(std::uint64_t token) -> result<void> override;
+    auto nack(std::uint64_t token, std::chrono::milliseconds delay) -> result<void> override;
+    auto term(std::uint64_t token, std::string_view reason) -> result<void> override;
+    auto in_progress(std::uint64_t token) -> result<void> override;
+    void close() noexcept override;
+
+    // Guarded by the topic's mu; used by group_state.
+    bool in_waiting = false;
+    std::optional<clock::time_point> planned;  // when a waiting member wakes by itself
+    event wake{event::reset_mode::automatic};
+
+private:
+    enum class step_kind : unsigned char { delivered, closed, wait };
+    /// Under the lock: expires what is due, then hands out one message, or parks this member
+    /// in the waiting list (returning until when it may sleep).
+    auto step(std::vector<envelope>& dead,
+              std::optional<delivery>& out,
+              std::optional<clock::time_point>& until) -> step_kind;
+    /// Removes the unsettled delivery `token` of this member; nullopt if it is not pending.
+    auto take_unsettled(std::uint64_t token) -> std::optional<pending_message>;
+    /// A failed delivery (nack, timeout, member gone): again after `delay`, or to the dead
+    /// letters if it was the last allowed.
+    void fail(pending_message p,
+              clock::time_point now,
+              clock::duration delay,
+              std::vector<envelope>& dead);
+    auto dead_letter(const pending_message& p, std::string_view reason) const -> envelope;
+    void expire(clock::time_point now, std::vector<envelope>& dead);
+    [[gnu::noinline]] auto wait_wake() -> task<result<void>>;
+
+    memory_broker::state* s_;
+    topic_state* t_;
+    group_state* g_;
+    bool closed_ = false;  // guarded by the topic's mu
+};
+
+void group_state::wake_one() {
+    memory_member* m = waiting.front();
+    waiting.pop_front();
+    m->in_waiting = false;
+    // Resumes nothing inline (the member waits inside a weft task: it is queued), so this is
+    // safe under the topic's lock, and the member cannot be destroyed before it runs: closing it
+    // takes this lock.
+    m->wake.set();
+}
+
+void group_state::settle_waiters() {
+    for (std::size_t ready = fresh.size() + due.size(); ready > 0 && !waiting.empty(); --ready) {
+        wake_one();
+    }
+    if (waiting.empty()) {
+        return;
+    }
+    const auto e = earliest();
+    if (!e) {
+        return;
+    }
+    for (const memory_member* m : waiting) {
+        if (m->planned && *m->planned <= *e) {
+            return;
+        }
+    }
+    wake_one();  // it plans again, for the new earliest deadline
+}
+
+auto memory_member::dead_letter(const pending_message& p, std::string_view reason) const
+    -> envelope {
+    envelope e = *p.msg.env;
+    e.topic = g_->config.dead_letter_topic;
+    e.headers.push_back(header{"weft-dead-letter-reason", std::string(reason)});
+    e.headers.push_back(header{"weft-original-topic", t_->name});
+    e.headers.push_back(header{"weft-original-group", g_->config.group});
+    e.headers.push_back(header{"weft-deliveries", std::to_string(p.deliveries)});
+    return e;
+}
+
+void memory_member::fail(pending_message p,
+                         clock::time_point now,
+                         clock::duration delay,
+                         std::vector<envelope>& dead) {
+    const std::uint32_t max = g_->config.max_deliveries;
+    if (max != 0 && p.deliveries >= max) {
+        dead.push_back(dead_letter(p, "max deliveries (" + std::to_string(max) + ") reached"));
+        return;
+    }
+    if (delay > clock::duration::zero()) {
+        g_->delayed.emplace(now + delay, std::move(p));
+    } else {
+        g_->due.push_back(std::move(p));
+    }
+}
+
+void memory_member::expire(clock::time_point now, std::vector<envelope>& dead) {
+    while (!g_->delayed.empty() && g_->delayed.begin()->first <= now) {
+        g_->due.push_back(std::move(g_->delayed.begin()->second));
+        g_->delayed.erase(g_->delayed.begin());
+    }
+    while (!g_->deadlines.empty() && g_->deadlines.begin()->first <= now) {
+        const std::uint64_t token = g_->deadlines.begin()->second;
+        g_->deadlines.erase(g_->deadlines.begin());
+        auto it = g_->in_flight.find(token);
+        pending_message p = std::move(it->second.p);
+        g_->in_flight.erase(it);
+        fail(std::move(p), now, clock::duration::zero(), dead);
+    }
+}
+
+auto memory_member::step(std::vector<envelope>& dead,
+                         std::optional<delivery>& out,
+                         std::optional<clock::time_point>& until) -> step_kind {
+    std::lock_guard lock(t_->mu);
+    if (closed_) {
+        return step_kind::closed;
+    }
+    const auto now = clock::now();
+    expire(now, dead);
+    std::deque<pending_message>* from = !g_->due.empty()     ? &g_->due
+                                        : !g_->fresh.empty() ? &g_->fresh
+                                                             : nullptr;
+    if (from != nullptr) {
+        pending_message p = std::move(from->front());
+        from->pop_front();
+        ++p.deliveries;
+        const std::uint64_t token = s_->next_token.fetch_add(1, std::memory_order_relaxed);
+        const auto deadline = now + g_->config.ack_wait;
+        out.emplace(shared_from_this(), token, p.msg.env, p.deliveries);
+        g_->deadlines.emplace(deadline, token);
+        g_->in_flight.emplace(token, group_state::unsettled{std::move(p), deadline, this});
+        g_->settle_waiters();
+        return step_kind::delivered;
+    }
+    until = g_->earliest();
+    planned = until;
+    in_waiting = true;
+    g_->waiting.push_back(this);
+    g_->settle_waiters();  // expiry may have made messages due for others too
+    return step_kind::wait;
+}
+
+auto memory_member::wait_wake() -> task<result<void>> { co_return co_await wake.wait(); }
+
+auto memory_member::next() -> task<result<delivery>> {
+    std::vector<envelope> dead;
+    for (;;) {
+        std::optional<delivery> out;
+        std::optional<clock::time_point> until;
+        const step_kind k = step(dead, out, until);
+        s_->store_dead_letters(dead);
+        if (k == step_kind::delivered) {
+            co_return std::move(*out);
+        }
+        if (k == step_kind::closed) {
+            co_return make_error_code(bus_errc::subscription_closed);
+        }
+        result<void> w{};
+        if (until) {
+            auto r = co_await with_timeout(*until - clock::now(), wait_wake());
+            if (r) {
+                w = *r;
+            } else if (r.error() != std::errc::timed_out) {
+                w = r.error();
+            }
+        } else {
+            w = co_await wake.wait();
+        }
+        {
+            std::lock_guard lock(t_->mu);
+            if (in_waiting) {
+                std::erase(g_->waiting, this);
+                in_waiting = false;
+            }
+            planned.reset();
+            if (!w) {
+                g_->settle_waiters();  // pass on anything we were woken for
+            }
+        }
+        if (!w) {
+            co_return w.error();
+        }
+    }
+}
+
+auto memory_member::take_unsettled(std::uint64_t token) -> std::optional<pending_message> {
+    auto it = g_->in_flight.find(token);
+    if (it == g_->in_flight.end() || it->second.member != this) {
+        return std::nullopt;
+    }
+    g_->deadlines.erase({it->second.deadline, token});
+    pending_message p = std::move(it->second.p);
+    g_->in_flight.erase(it);
+    return p;
+}
+
+auto memory_member::ack(std::uint64_t token) -> result<void> {
+    std::lock_guard lock(t_->mu);
+    if (!take_unsettled(token)) {
+        return make_error_code(bus_errc::not_pending);
+    }
+    return {};
+}
+
+auto memory_member::nack(std::uint64_t token, std::chrono::milliseconds delay) -> result<void> {
+    std::vector<envelope> dead;
+    {
+        std::lock_guard lock(t_->mu);
+        auto p = take_unsettled(token);
+        if (!p) {
+            return make_error_code(bus_errc::not_pending);
+        }
+        fail(std::move(*p), clock::now(), delay, dead);
+        g_->settle_waiters();
+    }
+    s_->store_dead_letters(dead);
+    return {};
+}
+
+auto memory_member::term(std::uint64_t token, std::string_view reason) -> result<void> {
+    std::vector<envelope> dead;
+    {
+        std::lock_guard lock(t_->mu);
+        auto p = take_unsettled(token);
+        if (!p) {
+            return make_error_code(bus_errc::not_pending);
+        }
+        dead.push_back(dead_letter(*p, reason));
+    }
+    s_->store_dead_letters(dead);
+    return {};
+}
+
+auto memory_member::in_progress(std::uint64_t token) -> result<void> {
+    std::lock_guard lock(t_->mu);
+    auto it = g_->in_flight.find(token);
+    if (it == g_->in_flight.end() || it->second.member != this) {
+        return make_error_code(bus_errc::not_pending);
+    }
+    g_->deadlines.erase({it->second.deadline, token});
+    it->second.deadline = clock::now() + g_->config.ack_wait;
+    g_->deadlines.emplace(it->second.deadline, token);
+    return {};
+}
+
+void memory_member::close() noexcept {
+    std::vector<envelope> dead;
+    {
+        std::lock_guard lock(t_->mu);
+        if (closed_) {
+            return;
+        }
+        closed_ = true;
+        if (in_waiting) {
+            std::erase(g_->waiting, this);
+            in_waiting = false;
+        }
+        wake.set();  // a next() in progress returns subscription_closed
+        // Give this member's unsettled deliveries back, oldest message first.
+        std::vector<std::uint64_t> mine;
+        for (const auto& [token, u] : g_->in_flight) {
+            if (u.member == this) {
+                mine.push_back(token);
+            }
+        }
+        std::vector<pending_message> back;
+        for (const std::uint64_t token : mine) {
+            back.push_back(*take_unsettled(token));
+        }
+        std::sort(back.begin(), back.end(),
+                  [](const auto& a, const auto& b) { return a.msg.seq < b.msg.seq; });
+        const auto now = clock::now();
+        for (auto& p : back) {
+            fail(std::move(p), now, clock::duration::zero(), dead);
+        }
+        g_->settle_waiters();
+    }
+    s_->store_dead_letters(dead);
+}
+
+}  // namespace
+
+memory_broker::memory_broker(memory_broker_options options)
+    : state_(std::make_unique<state>(options)) {}
+
+memory_broker::~memory_broker() = default;
+
+auto memory_broker::features() const noexcept -> backend_features {
+    return backend_features{
+        .durable = false, .deduplicates_ids = true, .can_pause = true, .returns_on_close = true};
+}
+
+auto memory_broker::make_producer(publish_sink& sink, std::uint32_t /*max_pending*/)
+    -> result<std::unique_ptr<backend_producer>> {
+    std::unique_ptr<backend_producer> p = std::make_unique<memory_producer>(*state_, sink);
+    return p;
+}
+
+auto memory_broker::make_consumer(consumer_config config)
+    -> task<result<std::shared_ptr<backend_consumer>>> {
+    topic_state& t = state_->topic(config.topic);
+    std::shared_ptr<backend_consumer> m;
+    {
+        std::lock_guard lock(t.mu);
+        auto it = t.groups.find(config.group);
+        if (it == t.groups.end()) {
+            auto g = std::make_unique<group_state>();
+            for (const stored_message& sm : t.retained) {
+                g->fresh.push_back(pending_message{sm, 0});
+            }
+            std::string name = config.group;
+            g->config = std::move(config);
+            it = t.groups.emplace(std::move(name), std::move(g)).first;
+        }
+        m = std::make_shared<memory_member>(*state_, t, *it->second);
+    }
+    co_return m;
+}
+
+void memory_broker::pause() {
+    std::lock_guard lock(state_->pause_mu);
+    state_->paused.store(true, std::memory_order_release);
+}
+
+void memory_broker::resume() {
+    // Under pause_mu throughout, with `paused` still set: a publish that comes meanwhile queues
+    // behind the held ones, so the order of arrival is kept.
+    std::lock_guard lock(state_->pause_mu);
+    while (!state_->held.empty()) {
+        held_publish h = std::move(state_->held.front());
+        state_->held.pop_front();
+        h.sink->complete(h.slot, state_->store(std::move(h.env), /*dedupe=*/true));
+    }
+    state_->paused.store(false, std::memory_order_release);
+}
+
+auto memory_broker::stored(std::string_view topic) const -> std::uint64_t {
+    const topic_state* t = state_->find_topic(topic);
+    if (t == nullptr) {
+        return 0;
+    }
+    std::lock_guard lock(t->mu);
+    return t->last_seq;
+}
+
+}  // namespace weft::bus

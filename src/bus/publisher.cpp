@@ -1,0 +1,190 @@
+#include "weft/bus/publisher.hpp"
+
+#include <mutex>
+#include <system_error>
+#include <utility>
+
+#include "weft/bus/errc.hpp"
+#include "weft/sched/yield.hpp"
+
+namespace weft::bus {
+
+publisher::publisher(backend& b, publisher_options options)
+    : max_pending_(options.max_pending == 0 ? 1 : options.max_pending),
+      units_(max_pending_),
+      results_(max_pending_, units_),
+      slots_(std::make_unique<slot[]>(max_pending_)) {
+    free_.reserve(max_pending_);
+    for (std::uint32_t i = max_pending_; i > 0; --i) {
+        free_.push_back(i - 1);
+    }
+    auto p = b.make_producer(*this, max_pending_);
+    if (!p) {
+        throw std::system_error(p.error(), "weft::bus::publisher: backend " +
+                                               std::string(b.name()) + " made no producer");
+    }
+    producer_ = std::move(*p);
+}
+
+publisher::~publisher() {
+    if (producer_) {
+        producer_->close();
+    }
+}
+
+auto publisher::result_channel::try_recv() -> result<publish_result> {
+    auto r = ch_.try_recv();
+    if (r) {
+        units_->release();
+    }
+    return r;
+}
+
+auto publisher::begin(envelope& env, bool awaited, std::uint32_t& index) -> std::error_code {
+    if (env.topic.empty()) {
+        return std::make_error_code(std::errc::invalid_argument);
+    }
+    if (env.id.is_nil()) {
+        env.id = message_id::generate();
+    }
+    if (env.time == std::chrono::system_clock::time_point{}) {
+        env.time = std::chrono::system_clock::now();
+    }
+    {
+        std::lock_guard lock(mu_);
+        if (closed_) {
+            return make_error_code(bus_errc::publisher_closed);
+        }
+        index = free_.back();
+        free_.pop_back();
+        in_flight_.add();  // from >= 0 upwards: wakes nobody, so fine under mu_
+    }
+    slot& s = slots_[index];
+    s.id = env.id;
+    s.key = env.key;
+    s.awaited = awaited;
+    s.outcome.reset();
+    s.state.store(slot_waiting, std::memory_order_relaxed);  // published by start's hand-off
+    return {};
+}
+
+void publisher::free_slot(std::uint32_t index) noexcept {
+    std::lock_guard lock(mu_);
+    free_.push_back(index);  // never grows past max_pending: reserved up front
+}
+
+void publisher::start(envelope env, std::uint32_t index) {
+    producer_->start(std::move(env), index);
+}
+
+void publisher::complete(std::uint32_t index, result<ack> outcome) noexcept {
+    slot& s = slots_[index];
+    if (s.awaited) {
+        s.outcome.emplace(std::move(outcome));
+        int expected = slot_waiting;
+        // acq_rel: release publishes outcome to the task's acquire; acquire (on failure) sees
+        // the task's abandonment before we free its slot.
+        if (s.state.compare_exchange_strong(expected, slot_completed, std::memory_order_acq_rel)) {
+            s.done.set();
+            return;
+        }
+        s.outcome.reset();
+        free_slot(index);
+        units_.release();
+        in_flight_.done();
+        return;
+    }
+    publish_result r{s.id, std::move(s.key), std::move(outcome)};
+    free_slot(index);
+    // Never full: unread results + in flight <= max_pending, and this one was in flight.
+    auto sent = results_.ch_.try_send(std::move(r));
+    (void)sent;
+    in_flight_.done();
+}
+
+auto publisher::publish(envelope env) -> task<result<ack>> {
+    if (auto r = co_await units_.acquire(); !r) {
+        co_return r.error();
+    }
+    std::uint32_t index = 0;
+    if (const std::error_code ec = begin(env, /*awaited=*/true, index)) {
+        units_.release();
+        co_return ec;
+    }
+    start(std::move(env), index);
+    slot& s = slots_[index];
+    for (;;) {
+        if (auto w = co_await s.done.wait(); w) {
+            if (s.state.load(std::memory_order_acquire) == slot_completed) {
+                break;
+            }
+            continue;
+        }
+        int expected = slot_waiting;
+        if (s.state.compare_exchange_strong(expected, slot_abandoned, std::memory_order_acq_rel)) {
+            co_return std::errc::operation_canceled;  // the sink frees the slot when it comes
+        }
+        // Completed as we were cancelled: the sink is about to set (or has set) `done`. Take
+        // that set before reusing the slot, so no set lands on a later user of it. The wait
+        // takes a set signal even when stopped, so this loop ends as soon as set() has run.
+        while (!(co_await s.done.wait())) {
+            co_await yield();
+        }
+        break;
+    }
+    result<ack> out = std::move(*s.outcome);
+    s.outcome.reset();
+    free_slot(index);
+    units_.release();
+    in_flight_.done();
+    co_return out;
+}
+
+auto publisher::start_async(envelope env) -> result<message_id> {
+    std::uint32_t index = 0;
+    if (const std::error_code ec = begin(env, /*awaited=*/false, index)) {
+        units_.release();
+        return ec;
+    }
+    const message_id id = env.id;
+    start(std::move(env), index);
+    return id;
+}
+
+auto publisher::publish_async(envelope env) -> task<result<message_id>> {
+    if (auto r = co_await units_.acquire(); !r) {
+        co_return r.error();
+    }
+    co_return start_async(std::move(env));
+}
+
+auto publisher::try_publish_async(envelope env) -> result<message_id> {
+    if (!units_.try_acquire()) {
+        return std::errc::operation_would_block;
+    }
+    return start_async(std::move(env));
+}
+
+auto publisher::flush() -> task<result<void>> { co_return co_await in_flight_.wait(); }
+
+auto publisher::close() -> task<result<void>> {
+    bool first = false;
+    {
+        std::lock_guard lock(mu_);
+        first = !closed_;
+        closed_ = true;
+    }
+    if (first) {
+        // Wake every publish waiting at the bound: each finds closed_ and returns
+        // publisher_closed. The extra units are never given back; nothing starts any more.
+        units_.release(std::ptrdiff_t{1} << 40);
+    }
+    if (auto r = co_await in_flight_.wait(); !r) {
+        co_return r;
+    }
+    producer_->close();
+    results_.ch_.close();
+    co_return result<void>{};
+}
+
+}  // namespace weft::bus

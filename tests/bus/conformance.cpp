@@ -1,0 +1,540 @@
+// The weft::bus conformance suite: see conformance.hpp.
+
+#include "conformance.hpp"
+
+namespace weft::bus::test {
+
+TEST_P(bus_conformance, publish_then_subscribe_round_trip) {
+    const std::string t = this->topic("orders");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker};
+        std::vector<message_id> ids;
+        std::uint64_t last_seq = 0;
+        for (int i = 0; i < 3; ++i) {
+            const std::string payload = "m" + std::to_string(i);
+            envelope e = this->make_env(t, "k", payload);
+            auto a = co_await pub.publish(std::move(e));
+            EXPECT_TRUE(a) << a.error().message();
+            EXPECT_FALSE(a->duplicate);
+            EXPECT_GT(a->sequence, last_seq);
+            last_seq = a->sequence;
+        }
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        for (int i = 0; i < 3; ++i) {
+            auto d = co_await s.next();
+            EXPECT_TRUE(d);
+            EXPECT_EQ(d->message().payload, "m" + std::to_string(i));
+            EXPECT_EQ(d->message().topic, t);
+            EXPECT_EQ(d->message().key, "k");
+            EXPECT_EQ(d->message().type, "test.event");
+            EXPECT_FALSE(d->message().id.is_nil());  // filled in by the publisher
+            EXPECT_NE(d->message().time, std::chrono::system_clock::time_point{});
+            EXPECT_EQ(d->attempt(), 1U);
+            EXPECT_TRUE(d->ack());
+        }
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, caller_id_is_kept) {
+    const std::string t = this->topic("ids");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker};
+        envelope e = this->make_env(t, "k", "x");
+        const message_id mine = message_id::generate();
+        e.id = mine;
+        (co_await pub.publish(std::move(e))).value();
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        auto d = (co_await s.next()).value();
+        EXPECT_EQ(d.message().id, mine);
+        EXPECT_TRUE(d.ack());
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, publish_async_reports_every_outcome) {
+    const std::string t = this->topic("async");
+    constexpr int n = 50;
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker, {.max_pending = 64}};
+        std::vector<message_id> sent;
+        for (int i = 0; i < n; ++i) {
+            const std::string key = "k" + std::to_string(i % 3);
+            envelope e = this->make_env(t, key, "p");
+            auto id = co_await pub.publish_async(std::move(e));
+            EXPECT_TRUE(id);
+            sent.push_back(*id);
+        }
+        (co_await pub.flush()).value();
+        std::vector<message_id> got;
+        for (int i = 0; i < n; ++i) {
+            auto r = co_await pub.results().recv();
+            EXPECT_TRUE(r);
+            EXPECT_TRUE(r->outcome) << r->outcome.error().message();
+            const auto at = std::find(sent.begin(), sent.end(), r->id) - sent.begin();
+            EXPECT_EQ(r->key, "k" + std::to_string(at % 3));
+            got.push_back(r->id);
+        }
+        EXPECT_EQ(std::set<message_id>(got.begin(), got.end()),
+                  std::set<message_id>(sent.begin(), sent.end()));
+        (co_await pub.close()).value();
+        EXPECT_EQ((co_await pub.results().recv()).error(), sync_errc::closed);
+    }());
+}
+
+TEST_P(bus_conformance, back_pressure_at_max_pending) {
+    if (!this->features().can_pause) {
+        GTEST_SKIP() << "backend cannot hold its acks";
+    }
+    const std::string t = this->topic("bp");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker, {.max_pending = 4}};
+        GetParam().pause(*this->broker);
+        for (int i = 0; i < 4; ++i) {
+            EXPECT_TRUE(pub.try_publish_async(this->make_env(t, "k", "p")));
+        }
+        EXPECT_EQ(pub.in_flight(), 4);
+        EXPECT_EQ(pub.try_publish_async(this->make_env(t, "k", "p")).error(),
+                  std::errc::operation_would_block);
+        // A publish_async beyond the bound waits...
+        std::atomic<int> started{0};
+        event fifth_done;
+        auto h = spawn([&]() -> task<void> {
+            envelope e1 = this->make_env(t, "k", "fifth");
+            auto r = co_await pub.publish_async(std::move(e1));
+            EXPECT_TRUE(r);
+            started.fetch_add(1);
+            fifth_done.set();
+        });
+        co_await this->settle();
+        EXPECT_EQ(started.load(), 0);
+        // ...also once the acks arrived: unread results count against the bound.
+        GetParam().resume(*this->broker);
+        EXPECT_EQ(pub.in_flight(), 0);
+        EXPECT_EQ(pub.results().size(), 4U);
+        co_await this->settle();
+        EXPECT_EQ(started.load(), 0);
+        // Reading one result frees one place: the waiting publish goes, and only it.
+        EXPECT_TRUE((co_await pub.results().recv()).value().outcome);
+        (co_await fifth_done.wait()).value();
+        EXPECT_EQ(started.load(), 1);
+        EXPECT_EQ(pub.try_publish_async(this->make_env(t, "k", "p")).error(),
+                  std::errc::operation_would_block);
+        co_await std::move(h);
+        for (int i = 0; i < 4; ++i) {
+            EXPECT_TRUE((co_await pub.results().recv()).value().outcome);
+        }
+        EXPECT_TRUE(pub.try_publish_async(this->make_env(t, "k", "p")));
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, flush_and_close_wait_for_in_flight) {
+    if (!this->features().can_pause) {
+        GTEST_SKIP() << "backend cannot hold its acks";
+    }
+    const std::string t = this->topic("close");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker, {.max_pending = 3}};
+        GetParam().pause(*this->broker);
+        for (int i = 0; i < 3; ++i) {
+            envelope e2 = this->make_env(t, "k", "p");
+            (co_await pub.publish_async(std::move(e2))).value();
+        }
+        std::atomic<int> flushed{0};
+        std::atomic<int> closed{0};
+        std::error_code waiting_publish;
+        auto f = spawn([&]() -> task<void> {
+            (co_await pub.flush()).value();
+            flushed.fetch_add(1);
+        });
+        auto w = spawn([&]() -> task<void> {  // waits at the bound
+            envelope e3 = this->make_env(t, "k", "late");
+            waiting_publish = (co_await pub.publish_async(std::move(e3))).error();
+        });
+        co_await this->settle();
+        auto c = spawn([&]() -> task<void> {
+            (co_await pub.close()).value();
+            closed.fetch_add(1);
+        });
+        co_await std::move(w);  // close wakes it: refused
+        EXPECT_EQ(waiting_publish, bus_errc::publisher_closed);
+        co_await this->settle();
+        EXPECT_EQ(flushed.load(), 0);
+        EXPECT_EQ(closed.load(), 0);
+        envelope e4 = this->make_env(t, "k", "p");
+        EXPECT_EQ((co_await pub.publish(std::move(e4))).error(), bus_errc::publisher_closed);
+        EXPECT_EQ(pub.try_publish_async(this->make_env(t, "k", "p")).error(),
+                  bus_errc::publisher_closed);
+        GetParam().resume(*this->broker);
+        co_await std::move(f);
+        co_await std::move(c);
+        EXPECT_EQ(flushed.load(), 1);
+        EXPECT_EQ(closed.load(), 1);
+        for (int i = 0; i < 3; ++i) {  // nothing in flight was lost
+            EXPECT_TRUE((co_await pub.results().recv()).value().outcome);
+        }
+        EXPECT_EQ((co_await pub.results().recv()).error(), sync_errc::closed);
+    }());
+}
+
+TEST_P(bus_conformance, consumer_groups_share_and_every_group_gets_all) {
+    const std::string t = this->topic("groups");
+    constexpr int n = 40;
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker};
+        auto a1 = (co_await sub.subscribe(t, "a")).value();
+        auto a2 = (co_await sub.subscribe(t, "a")).value();
+        auto b = (co_await sub.subscribe(t, "b")).value();
+        for (int i = 0; i < n; ++i) {
+            const std::string payload = std::to_string(i);
+            envelope e = this->make_env(t, "k", payload);
+            (co_await pub.publish(std::move(e))).value();
+        }
+        std::array<std::vector<std::string>, 2> got_a;  // one per member: no sharing
+        std::map<std::string, int> seen_b;
+        std::atomic<int> a_total{0};
+        co_await with_scope([&](scope& s) -> task<void> {
+            for (int m = 0; m < 2; ++m) {
+                s.spawn([&, m]() -> task<void> {
+                    subscription& me = m == 0 ? a1 : a2;
+                    for (;;) {
+                        auto d = co_await me.next();
+                        if (!d) {
+                            co_return;  // closed below
+                        }
+                        got_a[static_cast<std::size_t>(m)].push_back(d->message().payload);
+                        EXPECT_TRUE(d->ack());
+                        if (a_total.fetch_add(1) + 1 == n) {
+                            a1.close();
+                            a2.close();
+                        }
+                        co_await yield();
+                    }
+                });
+            }
+            co_return;
+        });
+        for (int i = 0; i < n; ++i) {
+            auto d = (co_await b.next()).value();
+            seen_b[d.message().payload]++;
+            EXPECT_TRUE(d.ack());
+        }
+        std::map<std::string, int> seen_a;
+        for (const auto& member : got_a) {
+            for (const auto& p : member) {
+                seen_a[p]++;
+            }
+        }
+        EXPECT_EQ(seen_a.size(), std::size_t{n});
+        for (auto& [p, c] : seen_a) {
+            EXPECT_EQ(c, 1) << p;
+        }
+        EXPECT_EQ(seen_b.size(), std::size_t{n});
+        EXPECT_EQ(got_a[0].size() + got_a[1].size(), std::size_t{n});
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, redelivery_after_ack_timeout_in_order) {
+    const std::string t = this->topic("redeliver");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker, {.ack_wait = 30ms}};
+        for (const char* p : {"A", "B", "C"}) {
+            envelope e5 = this->make_env(t, "k", p);
+            (co_await pub.publish(std::move(e5))).value();
+        }
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        std::vector<std::string> order;
+        auto a = (co_await s.next()).value();  // A: left unsettled
+        order.push_back(a.message().payload + std::to_string(a.attempt()));
+        for (int i = 0; i < 3; ++i) {
+            auto d = (co_await s.next()).value();
+            order.push_back(d.message().payload + std::to_string(d.attempt()));
+            EXPECT_TRUE(d.ack());
+        }
+        EXPECT_EQ(order, (std::vector<std::string>{"A1", "B1", "C1", "A2"}));
+        EXPECT_EQ(a.ack().error(), bus_errc::not_pending);  // the first delivery expired
+        auto none = co_await this->next_within(s, 100ms);
+        EXPECT_EQ(none.error(), std::errc::timed_out);
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, nack_redelivers_after_its_delay) {
+    const std::string t = this->topic("nack");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker, {.ack_wait = 10s}};
+        envelope e6 = this->make_env(t, "k", "x");
+        (co_await pub.publish(std::move(e6))).value();
+        envelope e7 = this->make_env(t, "k", "y");
+        (co_await pub.publish(std::move(e7))).value();
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        auto d1 = (co_await s.next()).value();
+        EXPECT_EQ(d1.message().payload, "x");
+        EXPECT_TRUE(d1.nack(40ms));
+        EXPECT_EQ(d1.nack().error(), bus_errc::not_pending);
+        auto d2 = (co_await s.next()).value();  // y is due now, x only after 40 ms
+        EXPECT_EQ(d2.message().payload, "y");
+        EXPECT_TRUE(d2.ack());
+        auto d3 = (co_await s.next()).value();
+        EXPECT_EQ(d3.message().payload, "x");
+        EXPECT_EQ(d3.attempt(), 2U);
+        EXPECT_TRUE(d3.nack());  // no delay: at once
+        auto d4 = (co_await s.next()).value();
+        EXPECT_EQ(d4.message().id, d1.message().id);
+        EXPECT_EQ(d4.attempt(), 3U);
+        EXPECT_TRUE(d4.ack());
+        EXPECT_EQ(d4.ack().error(), bus_errc::not_pending);
+        EXPECT_EQ(d4.term("late").error(), bus_errc::not_pending);
+        EXPECT_EQ(d4.in_progress().error(), bus_errc::not_pending);
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, term_goes_to_dead_letters) {
+    const std::string t = this->topic("term");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker};
+        envelope e8 = this->make_env(t, "k", "poison");
+        const message_id id = (co_await pub.publish_async(std::move(e8))).value();
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        auto d = (co_await s.next()).value();
+        EXPECT_TRUE(d.term("cannot parse"));
+        auto dlq = (co_await sub.subscribe(t + ".dead-letter", "ops")).value();
+        auto dead = (co_await dlq.next()).value();
+        EXPECT_EQ(dead.message().id, id);
+        EXPECT_EQ(dead.message().payload, "poison");
+        const header* reason = dead.message().find_header("weft-dead-letter-reason");
+        EXPECT_NE(reason, nullptr);
+        EXPECT_EQ(reason != nullptr ? reason->value : "", "cannot parse");
+        EXPECT_EQ(dead.message().find_header("weft-original-topic")->value, t);
+        EXPECT_EQ(dead.message().find_header("weft-original-group")->value, "g");
+        EXPECT_TRUE(dead.ack());
+        EXPECT_EQ((co_await this->next_within(s, 60ms)).error(), std::errc::timed_out);
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, max_deliveries_then_dead_letters) {
+    const std::string t = this->topic("maxdel");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker,
+                       {.ack_wait = 20ms, .max_deliveries = 3, .dead_letter_topic = t + ".dlq"}};
+        envelope e9 = this->make_env(t, "k", "flaky");
+        (co_await pub.publish(std::move(e9))).value();
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        auto d1 = (co_await s.next()).value();
+        EXPECT_EQ(d1.attempt(), 1U);
+        EXPECT_TRUE(d1.nack());
+        auto d2 = (co_await s.next()).value();  // left to time out
+        EXPECT_EQ(d2.attempt(), 2U);
+        auto d3 = (co_await s.next()).value();  // the last allowed; times out too
+        EXPECT_EQ(d3.attempt(), 3U);
+        // No fourth delivery: the expiry sends it to the dead letters instead.
+        EXPECT_EQ((co_await this->next_within(s, 100ms)).error(), std::errc::timed_out);
+        auto dlq = (co_await sub.subscribe(t + ".dlq", "ops")).value();
+        auto dead = (co_await dlq.next()).value();
+        EXPECT_EQ(dead.message().id, d1.message().id);
+        EXPECT_EQ(dead.message().find_header("weft-deliveries")->value, "3");
+        EXPECT_NE(
+            dead.message().find_header("weft-dead-letter-reason")->value.find("max deliveries"),
+            std::string::npos);
+        EXPECT_TRUE(dead.ack());
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, in_progress_holds_the_delivery) {
+    const std::string t = this->topic("wip");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker, {.ack_wait = 300ms}};
+        envelope e10 = this->make_env(t, "k", "slow");
+        (co_await pub.publish(std::move(e10))).value();
+        auto worker = (co_await sub.subscribe(t, "g")).value();
+        auto other = (co_await sub.subscribe(t, "g")).value();
+        auto d = (co_await worker.next()).value();
+        std::atomic<int> others_got{0};
+        auto h = spawn([&]() -> task<void> {
+            auto r = co_await other.next();  // waits (its clock would redeliver on expiry)
+            if (r) {
+                others_got.fetch_add(1);
+            }
+        });
+        for (int i = 0; i < 10; ++i) {  // 500 ms of work, past the ack timeout
+            (co_await sleep_for(50ms)).value();
+            EXPECT_TRUE(d.in_progress());
+        }
+        EXPECT_TRUE(d.ack());
+        other.close();
+        co_await std::move(h);
+        EXPECT_EQ(others_got.load(), 0);
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, closed_member_returns_its_deliveries) {
+    if (!this->features().returns_on_close) {
+        GTEST_SKIP() << "backend redelivers only after the ack timeout";
+    }
+    const std::string t = this->topic("leave");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker, {.ack_wait = 60s}};
+        envelope e11 = this->make_env(t, "k", "x");
+        (co_await pub.publish(std::move(e11))).value();
+        auto a = (co_await sub.subscribe(t, "g")).value();
+        auto b = (co_await sub.subscribe(t, "g")).value();
+        auto d = (co_await a.next()).value();
+        a.close();
+        EXPECT_EQ((co_await a.next()).error(), bus_errc::subscription_closed);
+        EXPECT_EQ(d.ack().error(), bus_errc::not_pending);
+        auto again = (co_await b.next()).value();  // long before the 60 s ack timeout
+        EXPECT_EQ(again.message().id, d.message().id);
+        EXPECT_EQ(again.attempt(), 2U);
+        EXPECT_TRUE(again.ack());
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, subscriber_close_ends_waiting_next) {
+    const std::string t = this->topic("subclose");
+    this->rt.block_on([&]() -> task<void> {
+        subscriber sub{*this->broker};
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        std::error_code ec;
+        auto h = spawn([&]() -> task<void> { ec = (co_await s.next()).error(); });
+        co_await this->settle();
+        sub.close();
+        co_await std::move(h);
+        EXPECT_EQ(ec, bus_errc::subscription_closed);
+        EXPECT_EQ((co_await sub.subscribe(t, "g")).error(), bus_errc::subscription_closed);
+        subscriber other{*this->broker};
+        auto bad = co_await other.subscribe("", "g");
+        EXPECT_EQ(bad.error(), std::errc::invalid_argument);
+    }());
+}
+
+TEST_P(bus_conformance, republished_id_is_deduplicated) {
+    if (!this->features().deduplicates_ids) {
+        GTEST_SKIP() << "backend does not de-duplicate";
+    }
+    const std::string t = this->topic("dedup");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker};
+        envelope e = this->make_env(t, "k", "once");
+        e.id = message_id::generate();
+        envelope again = e;
+        const ack first = (co_await pub.publish(std::move(e))).value();
+        const ack second = (co_await pub.publish(std::move(again))).value();
+        EXPECT_FALSE(first.duplicate);
+        EXPECT_TRUE(second.duplicate);
+        EXPECT_EQ(second.sequence, first.sequence);
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        EXPECT_TRUE((co_await s.next()).value().ack());
+        EXPECT_EQ((co_await this->next_within(s, 60ms)).error(), std::errc::timed_out);
+        (co_await pub.close()).value();
+    }());
+}
+
+// Many publishers and subscribers on a multi-worker runtime: every message reaches each group,
+// and with every delivery acked, each message goes to exactly one member per group.
+TEST_P(bus_conformance, stress_many_publishers_and_groups) {
+    const std::string t = this->topic("stress");
+    constexpr int publishers = 4;
+    constexpr int groups = 2;
+    constexpr int members = 3;
+    const int per_publisher = weft::test::scaled(2000);
+    const int total = publishers * per_publisher;
+    runtime rt4{{.workers = 4}};
+    std::array<std::vector<std::atomic<int>>, groups> seen;
+    for (auto& g : seen) {
+        g = std::vector<std::atomic<int>>(static_cast<std::size_t>(total));
+    }
+    std::atomic<int> results_ok{0};
+    rt4.block_on([&]() -> task<void> {
+        subscriber sub{*this->broker, {.ack_wait = 60s}};
+        std::vector<subscription> subs;
+        for (int g = 0; g < groups; ++g) {
+            for (int m = 0; m < members; ++m) {
+                subs.push_back((co_await sub.subscribe(t, "g" + std::to_string(g))).value());
+            }
+        }
+        std::array<std::atomic<int>, groups> delivered{};
+        co_await with_scope([&](scope& s) -> task<void> {
+            for (int i = 0; i < groups * members; ++i) {
+                s.spawn([&, i]() -> task<void> {
+                    const int g = i / members;
+                    auto& me = subs[static_cast<std::size_t>(i)];
+                    for (;;) {
+                        auto d = co_await me.next();
+                        if (!d) {
+                            co_return;
+                        }
+                        const int n = std::stoi(d->message().payload);
+                        seen[static_cast<std::size_t>(g)][static_cast<std::size_t>(n)].fetch_add(1);
+                        EXPECT_TRUE(d->ack());
+                        if (delivered[static_cast<std::size_t>(g)].fetch_add(1) + 1 == total) {
+                            for (int k = 0; k < members; ++k) {
+                                subs[static_cast<std::size_t>(g * members + k)].close();
+                            }
+                        }
+                    }
+                });
+            }
+            for (int p = 0; p < publishers; ++p) {
+                s.spawn([&, p]() -> task<void> {
+                    publisher pub{*this->broker, {.max_pending = 16}};
+                    co_await with_scope([&](scope& inner) -> task<void> {
+                        inner.spawn([&]() -> task<void> {  // the results reader
+                            for (;;) {
+                                auto r = co_await pub.results().recv();
+                                if (!r) {
+                                    co_return;
+                                }
+                                EXPECT_TRUE(r->outcome);
+                                results_ok.fetch_add(1);
+                            }
+                        });
+                        for (int i = 0; i < per_publisher; ++i) {
+                            const int n = p * per_publisher + i;
+                            const std::string key = "k" + std::to_string(n % 7);
+                            const std::string payload = std::to_string(n);
+                            envelope e = this->make_env(t, key, payload);
+                            bool ok = false;
+                            if (i % 4 == 0) {
+                                auto r = co_await pub.publish(std::move(e));
+                                ok = r.has_value();
+                            } else {
+                                auto r = co_await pub.publish_async(std::move(e));
+                                ok = r.has_value();
+                            }
+                            EXPECT_TRUE(ok);
+                        }
+                        (co_await pub.close()).value();
+                        co_return;
+                    });
+                });
+            }
+            co_return;
+        });
+    }());
+    for (int g = 0; g < groups; ++g) {
+        for (int n = 0; n < total; ++n) {
+            EXPECT_EQ(seen[static_cast<std::size_t>(g)][static_cast<std::size_t>(n)].load(), 1)
+                << "group " << g << " message " << n;
+        }
+    }
+    EXPECT_EQ(results_ok.load(), total - publishers * ((per_publisher + 3) / 4));
+}
+
+}  // namespace weft::bus::test
