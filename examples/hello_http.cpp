@@ -1,0 +1,138 @@
+// hello_http: an HTTP/1.1 server with two routes, the shape every HTTP peer of weft-bench
+// serves: GET / -> 200 "Hello, World!" (text/plain), POST /echo -> the request body back (read
+// whole, so a body framing error surfaces as a 4xx).
+//
+//   hello_http [--port N] [--workers N] [--per-core]
+//
+// With --port it prints "listening on HOST:PORT" once ready, serves until SIGINT or SIGTERM,
+// then drains (requests in flight finish) and exits 0. --per-core runs thread-per-core: no
+// work stealing, one SO_REUSEPORT listener per worker. Without --port it checks itself: it
+// serves on a free port, sends requests with weft's client (keep-alive, pipelined, chunked,
+// 404/405, a malformed request) and exits 0 if every answer is right.
+// WEFT_IO_BACKEND=io_uring|epoll picks the backend.
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <weft/http.hpp>
+#include <weft/weft.hpp>
+
+namespace {
+
+namespace http = weft::http;
+
+void add_routes(http::server& srv) {
+    srv.route(http::method::get, "/", [](http::request&) -> weft::task<http::response> {
+        co_return http::response::text("Hello, World!");
+    });
+    srv.route(http::method::post, "/echo", [](http::request& req) -> weft::task<http::response> {
+        auto body = (co_await req.body().read_all()).value();  // a framing error: 4xx
+        co_return http::response::text(std::move(body));
+    });
+}
+
+auto serve_until_signal(unsigned port) -> weft::task<int> {
+    http::server srv{{.on_listening = [](const weft::socket_address& a) {
+        std::printf("listening on %s\n", a.to_string().c_str());
+        std::fflush(stdout);
+    }}};
+    add_routes(srv);
+    const auto addr = weft::socket_address::parse("0.0.0.0", static_cast<std::uint16_t>(port));
+    if (!addr) {
+        std::fprintf(stderr, "hello_http: bad port %u\n", port);
+        co_return 2;
+    }
+    int status = 0;
+    co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+        s.spawn([&]() -> weft::task<void> {
+            auto r = co_await srv.listen(*addr);
+            if (!r) {
+                std::fprintf(stderr, "hello_http: %s\n", r.error().message().c_str());
+                status = 1;
+                s.request_stop();
+            }
+        });
+        auto sig = co_await weft::wait_for_signal({SIGINT, SIGTERM});
+        if (sig) {
+            co_await srv.shutdown();  // stops accepting; listen() returns once drained
+        }
+    });
+    co_return status;
+}
+
+auto check(bool ok, const char* what, int& failures) -> void {
+    if (!ok) {
+        std::fprintf(stderr, "hello_http self-check: %s failed\n", what);
+        ++failures;
+    }
+}
+
+auto self_check() -> weft::task<int> {
+    http::server srv;
+    add_routes(srv);
+    auto l = weft::tcp_listener::bind(weft::socket_address::parse("127.0.0.1", 0).value());
+    if (!l) {
+        std::fprintf(stderr, "hello_http: bind: %s\n", l.error().message().c_str());
+        co_return 1;
+    }
+    const auto addr = l->local_address().value();
+    int failures = 0;
+    co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+        s.spawn(srv.serve(*l));
+        auto c = (co_await http::client::connect(addr)).value();
+        auto r = (co_await c.get("/")).value();
+        check(r.status == 200 && r.body == "Hello, World!", "GET /", failures);
+        r = (co_await c.request("POST", "/echo", "ping")).value();
+        check(r.status == 200 && r.body == "ping", "POST /echo", failures);
+        (co_await c.send_raw("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "3\r\nabc\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+            .value();
+        r = (co_await c.read_response()).value();
+        check(r.body == "abc", "chunked POST /echo", failures);
+        r = (co_await c.read_response()).value();
+        check(r.body == "Hello, World!", "pipelined GET /", failures);
+        r = (co_await c.get("/missing")).value();
+        check(r.status == 404, "404", failures);
+        r = (co_await c.request("PUT", "/")).value();
+        check(r.status == 405, "405", failures);
+        auto bad = (co_await http::client::connect(addr)).value();
+        (co_await bad.send_raw("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                               "Content-Length: 2\r\n\r\nab"))
+            .value();
+        r = (co_await bad.read_response()).value();
+        check(r.status == 400 && !r.keep_alive, "conflicting Content-Length -> 400", failures);
+        co_await srv.shutdown();
+    });
+    std::printf("hello_http (%s): self-check %s\n",
+                std::string(weft::to_string(weft::current_io_backend())).c_str(),
+                failures == 0 ? "passed" : "FAILED");
+    co_return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+auto main(int argc, char** argv) -> int {
+    unsigned port = 0;
+    unsigned workers = 0;
+    bool per_core = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--port" && i + 1 < argc) {
+            port = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+        } else if (a == "--workers" && i + 1 < argc) {
+            workers = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+        } else if (a == "--per-core") {
+            per_core = true;
+        } else {
+            std::fprintf(stderr, "usage: hello_http [--port N] [--workers N] [--per-core]\n");
+            return 2;
+        }
+    }
+    weft::block_signals({SIGINT, SIGTERM});  // before any thread: wait_for_signal takes them
+    auto opts = weft::io_runtime_options(workers);
+    opts.stealing = !per_core;
+    weft::runtime rt{opts};
+    return port == 0 ? rt.block_on(self_check()) : rt.block_on(serve_until_signal(port));
+}
