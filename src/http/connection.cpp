@@ -13,8 +13,9 @@
 #include "weft/io/error.hpp"
 
 // NOTE: every co_await here is a statement of its own, never inside an `if` or `while`
-// condition: g++ 12 miscompiles an awaiter in a condition (`if (!co_await dl.wait())` went
-// on without waiting, leaving the connection's watchdog running forever).
+// condition: built by g++ 12, the watchdog's `if (!co_await deadline_.wait()) co_return;`
+// never ended when its wait was cancelled (every server test hung at shutdown); the statement
+// form works.
 
 namespace weft::http::detail {
 
