@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the peer programs that weft-bench compares weft against:
 #   $OUT/go-coflux     $OUT/go-echo     $OUT/go-sake     Go         (bench/peers/go;
-#                      $OUT/go-echoclient: the echo rows' load client from outside weft)
+#                      $OUT/go-echoclient: the echo rows' load client from outside weft;
+#                      $OUT/go-httphello: net/http with the routes of examples/hello_http)
 #   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio)
 #   $OUT/tbb-coflux                     C++/oneTBB (bench/peers/tbb)
 #                      $OUT/asio-echo   C++/Asio   (bench/peers/asio; --per-core: a context per thread)
@@ -40,7 +41,7 @@ publish() { # src dst
 
 # --- Go -----------------------------------------------------------------------------------------
 if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
-    for prog in coflux echo echoclient sake; do
+    for prog in coflux echo echoclient sake httphello; do
         say "building go-$prog"
         # GOTOOLCHAIN=local: build with the installed Go, never download another toolchain.
         if (cd "$here/go" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-$prog" "./cmd/$prog"); then
@@ -50,7 +51,7 @@ if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
         fi
     done
 else
-    skip "go-coflux go-echo go-echoclient go-sake" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
+    skip "go-coflux go-echo go-echoclient go-sake go-httphello" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
 fi
 
 # --- tokio --------------------------------------------------------------------------------------
