@@ -2,8 +2,10 @@
 
 #include <sys/sendfile.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <system_error>
@@ -88,7 +90,13 @@ auto http_date() noexcept -> std::string_view {
 }
 
 connection::connection(server::state& st, tcp_stream s, socket_address peer) noexcept
-    : st_(st), s_(std::move(s)), peer_(peer), parser_(st.opts.limits) {}
+    : st_(st),
+      s_(std::move(s)),
+      peer_(peer),
+      parser_(st.opts.limits),
+      watch_period_(std::max(std::chrono::milliseconds{1},
+                             std::min({st.opts.header_timeout, st.opts.body_timeout,
+                                       st.opts.send_timeout, st.opts.keep_alive_timeout}))) {}
 
 void connection::set_deadline(std::chrono::milliseconds d) noexcept { deadline_.expires_after(d); }
 
@@ -98,7 +106,9 @@ void connection::clear_deadline() noexcept {
 
 auto connection::watchdog() -> task<void> {
     for (;;) {
-        const auto ok1 = co_await deadline_.wait();
+        // Capped at the shortest timeout from now, the wait is never armed past a deadline set
+        // later, so every move of the deadline is a plain store (deadline_timer::wait).
+        const auto ok1 = co_await deadline_.wait(deadline_timer::clock::now() + watch_period_);
         if (!ok1) {
             co_return;  // the connection ended first
         }
@@ -176,8 +186,8 @@ auto connection::fill() -> task<result<void>> {
     co_return result<void>{};
 }
 
-void connection::add_out(std::string_view s, bool copy) {
-    if (copy || s.size() <= inline_body_max) {
+void connection::add_out(std::string_view s) {
+    if (s.size() <= inline_body_max) {
         if (!segs_.empty() && segs_.back().ptr == nullptr) {
             segs_.back().len += s.size();
         } else {
@@ -220,46 +230,80 @@ auto connection::flush() -> task<result<void>> {
 }
 
 void connection::write_head(const response& r, std::uint64_t length, bool chunked, bool keep) {
+    // The head is built in place at the end of out_ (one resize, then plain copies) and added
+    // as one piece: a response head is a few dozen short strings.
     const int status = r.status();
-    char line[32] = "HTTP/1.1 000 ";
-    line[9] = static_cast<char>('0' + status / 100 % 10);
-    line[10] = static_cast<char>('0' + status / 10 % 10);
-    line[11] = static_cast<char>('0' + status % 10);
-    add_out({line, 13}, true);
-    add_out(reason_phrase(status), true);
-    add_out("\r\n", true);
-    if (!st_.opts.server_name.empty()) {
-        add_out("Server: ", true);
-        add_out(st_.opts.server_name, true);
-        add_out("\r\n", true);
+    const std::string_view reason = reason_phrase(status);
+    const std::string_view server = st_.opts.server_name;
+    const std::string_view date = http_date();
+    const std::string_view type = r.content_type();
+    std::size_t need = 13 + reason.size() + 2 + date.size() + 8 + 96;
+    if (!server.empty()) {
+        need += server.size() + 10;
     }
-    add_out("Date: ", true);
-    add_out(http_date(), true);
-    add_out("\r\n", true);
+    if (!type.empty()) {
+        need += type.size() + 16;
+    }
     for (const auto& [name, value] : r.headers()) {
-        add_out(name, true);
-        add_out(": ", true);
-        add_out(value, true);
-        add_out("\r\n", true);
+        need += name.size() + value.size() + 4;
+    }
+    const std::size_t start = out_.size();
+    out_.resize(start + need);
+    char* const begin = out_.data() + start;
+    char* p = begin;
+    const auto put = [&p](std::string_view v) {
+        std::memcpy(p, v.data(), v.size());
+        p += v.size();
+    };
+    put("HTTP/1.1 ");
+    *p++ = static_cast<char>('0' + status / 100 % 10);
+    *p++ = static_cast<char>('0' + status / 10 % 10);
+    *p++ = static_cast<char>('0' + status % 10);
+    *p++ = ' ';
+    put(reason);
+    put("\r\n");
+    if (!server.empty()) {
+        put("Server: ");
+        put(server);
+        put("\r\n");
+    }
+    put("Date: ");
+    put(date);
+    put("\r\n");
+    if (!type.empty()) {
+        put("Content-Type: ");
+        put(type);
+        put("\r\n");
+    }
+    for (const auto& [name, value] : r.headers()) {
+        put(name);
+        put(": ");
+        put(value);
+        put("\r\n");
     }
     const bool no_body = (status >= 100 && status < 200) || status == 204 || status == 304;
     if (!no_body) {
         if (chunked) {
-            add_out("Transfer-Encoding: chunked\r\n", true);
+            put("Transfer-Encoding: chunked\r\n");
         } else if (length != UINT64_MAX) {
-            char num[24];
-            const auto end = std::to_chars(num, num + sizeof num, length).ptr;
-            add_out("Content-Length: ", true);
-            add_out({num, static_cast<std::size_t>(end - num)}, true);
-            add_out("\r\n", true);
+            put("Content-Length: ");
+            p = std::to_chars(p, p + 20, length).ptr;
+            put("\r\n");
         }
     }
     if (!keep) {
-        add_out("Connection: close\r\n\r\n", true);
+        put("Connection: close\r\n\r\n");
     } else if (version_minor_ == 0) {
-        add_out("Connection: keep-alive\r\n\r\n", true);
+        put("Connection: keep-alive\r\n\r\n");
     } else {
-        add_out("\r\n", true);
+        put("\r\n");
+    }
+    const auto len = static_cast<std::size_t>(p - begin);
+    out_.resize(start + len);
+    if (!segs_.empty() && segs_.back().ptr == nullptr) {
+        segs_.back().len += len;
+    } else {
+        segs_.push_back({nullptr, start, len});
     }
 }
 
@@ -317,18 +361,6 @@ auto connection::body_read_all() -> task<result<std::string>> {
         }
         all.append(*piece);
     }
-}
-
-auto connection::handle(request& req, const router::match& m) -> task<response> {
-    if (m.status == 404) {
-        co_return response::text("Not Found\n", 404);
-    }
-    if (m.status == 405) {
-        auto r = response::text("Method Not Allowed\n", 405);
-        r.set_header("Allow", m.allow);
-        co_return r;
-    }
-    co_return co_await st_.call(req, *m.h);
 }
 
 // After the handler: the rest of the body is read and dropped, so that the next request on
@@ -424,18 +456,21 @@ private:
 // Adds the response to the pending output (string and bytes bodies) or sends it now (file and
 // stream bodies). False: the connection is done (a failed write, or a body that could only be
 // delimited by closing).
-auto connection::send(response r, bool keep) -> task<bool> {
+auto connection::send(response& r, bool keep) -> task<bool> {
     st_.requests.fetch_add(1, std::memory_order_relaxed);
     auto& body = r.body();
+    bool hold = false;
     if (auto* s = std::get_if<std::string>(&body)) {
         write_head(r, s->size(), false, keep);
         if (!head_request_) {
-            add_out(*s, false);
+            add_out(*s);
+            hold = s->size() > inline_body_max;
         }
     } else if (auto* b = std::get_if<bytes>(&body)) {
         write_head(r, b->size(), false, keep);
         if (!head_request_) {
-            add_out({reinterpret_cast<const char*>(b->data()), b->size()}, false);
+            add_out({reinterpret_cast<const char*>(b->data()), b->size()});
+            hold = b->size() > inline_body_max;
         }
     } else if (std::holds_alternative<std::monostate>(body)) {
         write_head(r, 0, false, keep);
@@ -478,8 +513,8 @@ auto connection::send(response r, bool keep) -> task<bool> {
         }
     }
     ++pending_;
-    if (std::holds_alternative<std::string>(body) || std::holds_alternative<bytes>(body)) {
-        held_.push_back(std::move(r));  // segs_ may point into its body until the flush
+    if (hold) {
+        held_.push_back(std::move(r));  // a large body is sent from where it is: keep it
     }
     co_return keep;
 }
@@ -488,7 +523,8 @@ auto connection::reject(int status, std::string_view why) -> task<void> {
     st_.rejected.fetch_add(1, std::memory_order_relaxed);
     std::string body{why};
     body += '\n';
-    (void)co_await send(response::text(std::move(body), status), false);
+    response r = response::text(std::move(body), status);
+    (void)co_await send(r, false);
     const auto ok5 = co_await flush();
     if (!ok5) {
         co_return;
@@ -588,10 +624,17 @@ auto connection::serve() -> task<void> {
         clear_deadline();
         response r;
         bool failed = false;
-        try {
-            r = co_await handle(req, m);
-        } catch (...) {
-            failed = true;  // answered below (no co_await in a handler block)
+        if (m.status == 404) {
+            r = response::text("Not Found\n", 404);
+        } else if (m.status == 405) {
+            r = response::text("Method Not Allowed\n", 405);
+            r.set_header("Allow", m.allow);
+        } else {
+            try {
+                r = co_await st_.call(req, *m.h);
+            } catch (...) {
+                failed = true;  // answered below (no co_await in a handler block)
+            }
         }
         if (failed && body_.error() == parse_error::none) {
             if (stop->stop_requested()) {
@@ -609,7 +652,7 @@ auto connection::serve() -> task<void> {
             close_ = true;
         }
         const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
-        const auto ok8 = co_await send(std::move(r), keep);
+        const auto ok8 = co_await send(r, keep);
         if (!ok8) {
             (void)co_await flush();
             (void)s_.shutdown_write();

@@ -71,14 +71,13 @@ private:
         std::size_t off;
         std::size_t len;
     };
-    void add_out(std::string_view s, bool copy);
+    void add_out(std::string_view body);  // copied when small, else sent from where it is
     auto flush() -> task<result<void>>;
     void write_head(const response& r, std::uint64_t length, bool chunked, bool keep);
 
     auto serve() -> task<void>;
-    auto handle(request& req, const router::match& m) -> task<response>;
     auto finish_body() -> task<bool>;
-    auto send(response r, bool keep) -> task<bool>;
+    auto send(response& r, bool keep) -> task<bool>;
     auto send_file(file_body& f) -> task<result<void>>;
     auto reject(int status, std::string_view why) -> task<void>;
     auto watchdog() -> task<void>;
@@ -92,6 +91,7 @@ private:
     body_decoder body_;
     request_limits body_limits_;
     deadline_timer deadline_;
+    std::chrono::milliseconds watch_period_;  // the shortest timeout: the watchdog's longest wait
 
     bytes block_;
     std::string carry_;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "char_class.hpp"
@@ -93,6 +94,15 @@ using detail::iequals;
 
 // Header injection: a CR or LF in a name or value would let a handler's data start a new
 // field or a new response; NUL is refused by every client.
+void check_value(std::string_view value) {
+    for (char c : value) {
+        // One compare for nearly every byte: CR, LF and NUL are all <= '\r'.
+        if (static_cast<unsigned char>(c) <= '\r' && (c == '\r' || c == '\n' || c == '\0')) {
+            throw std::invalid_argument("weft::http::response: CR, LF or NUL in a header value");
+        }
+    }
+}
+
 void check_field(std::string_view name, std::string_view value) {
     if (name.empty()) {
         throw std::invalid_argument("weft::http::response: empty header name");
@@ -102,17 +112,18 @@ void check_field(std::string_view name, std::string_view value) {
             throw std::invalid_argument("weft::http::response: header name is not a token");
         }
     }
-    for (char c : value) {
-        if (c == '\r' || c == '\n' || c == '\0') {
-            throw std::invalid_argument("weft::http::response: CR, LF or NUL in a header value");
-        }
-    }
+    check_value(value);
 }
 
 }  // namespace
 
 response::response(response&& o) noexcept
-    : status_(o.status_), headers_(std::move(o.headers_)), body_(std::move(o.body_)) {
+    : status_(o.status_),
+      type_len_(o.type_len_),
+      long_type_(std::move(o.long_type_)),
+      headers_(std::move(o.headers_)),
+      body_(std::move(o.body_)) {
+    std::memcpy(type_, o.type_, type_len_);
     o.body_ = std::monostate{};
 }
 
@@ -120,6 +131,9 @@ auto response::operator=(response&& o) noexcept -> response& {
     if (this != &o) {
         close_file();
         status_ = o.status_;
+        type_len_ = o.type_len_;
+        std::memcpy(type_, o.type_, type_len_);
+        long_type_ = std::move(o.long_type_);
         headers_ = std::move(o.headers_);
         body_ = std::move(o.body_);
         o.body_ = std::monostate{};
@@ -138,14 +152,14 @@ void response::close_file() noexcept {
 
 auto response::text(std::string body, int status, std::string_view content_type) -> response {
     response r{status};
-    r.headers_.emplace_back("Content-Type", content_type);
+    r.set_content_type(content_type);
     r.body_ = std::move(body);
     return r;
 }
 
 auto response::of_bytes(bytes body, int status, std::string_view content_type) -> response {
     response r{status};
-    r.headers_.emplace_back("Content-Type", content_type);
+    r.set_content_type(content_type);
     r.body_ = std::move(body);
     return r;
 }
@@ -155,7 +169,7 @@ auto response::file(int fd,
                     std::uint64_t length,
                     std::string_view content_type) -> response {
     response r{200};
-    r.headers_.emplace_back("Content-Type", content_type);
+    r.set_content_type(content_type);
     r.body_ = file_body{fd, offset, length};
     return r;
 }
@@ -164,23 +178,47 @@ auto response::stream(std::function<task<result<void>>(body_writer&)> fn,
                       std::optional<std::uint64_t> length,
                       std::string_view content_type) -> response {
     response r{200};
-    r.headers_.emplace_back("Content-Type", content_type);
+    r.set_content_type(content_type);
     r.body_ = stream_body{std::move(fn), length};
     return r;
 }
 
+void response::set_content_type(std::string_view type) {
+    check_value(type);
+    if (type.size() <= sizeof type_) {
+        std::memcpy(type_, type.data(), type.size());
+        type_len_ = static_cast<std::uint8_t>(type.size());
+        long_type_.clear();
+    } else {
+        type_len_ = 0;
+        long_type_ = type;
+    }
+}
+
 void response::add_header(std::string_view name, std::string_view value) {
+    if (iequals(name, "content-type")) {
+        set_content_type(value);  // one Content-Type only
+        return;
+    }
     check_field(name, value);
     headers_.emplace_back(name, value);
 }
 
 void response::set_header(std::string_view name, std::string_view value) {
+    if (iequals(name, "content-type")) {
+        set_content_type(value);
+        return;
+    }
     check_field(name, value);
     std::erase_if(headers_, [&](const auto& h) { return iequals(h.first, name); });
     headers_.emplace_back(name, value);
 }
 
 auto response::header(std::string_view name) const noexcept -> std::optional<std::string_view> {
+    if (iequals(name, "content-type")) {
+        const std::string_view t = content_type();
+        return t.empty() ? std::nullopt : std::optional<std::string_view>{t};
+    }
     for (const auto& [n, v] : headers_) {
         if (iequals(n, name)) {
             return std::string_view{v};

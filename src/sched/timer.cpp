@@ -2,6 +2,7 @@
 
 #include "weft/sched/timer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "runtime_core.hpp"
@@ -53,6 +54,7 @@ auto timer_arm(timer_op& op,
 
 auto timer_arm_movable(timer_op& op,
                        const std::atomic<std::int64_t>& deadline_ns,
+                       std::int64_t cap_ns,
                        std::atomic<timer_queue*>& armed_on,
                        stop_state* stop,
                        std::coroutine_handle<> waiter) -> bool {
@@ -83,7 +85,7 @@ auto timer_arm_movable(timer_op& op,
     }
     armed_on.store(&q, std::memory_order_seq_cst);
     const std::chrono::steady_clock::time_point deadline{
-        std::chrono::nanoseconds{deadline_ns.load(std::memory_order_seq_cst)}};
+        std::chrono::nanoseconds{std::min(deadline_ns.load(std::memory_order_seq_cst), cap_ns)}};
     const std::uint64_t when = rt.to_ms_ceil(deadline);
     if (when <= rt.now_ms() && std::chrono::steady_clock::now() >= deadline) {
         armed_on.store(nullptr, std::memory_order_relaxed);

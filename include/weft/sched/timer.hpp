@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <coroutine>
@@ -92,12 +93,14 @@ public:
 
     class [[nodiscard]] awaiter {
     public:
-        explicit awaiter(deadline_timer& t) noexcept : t_(t) {}
+        awaiter(deadline_timer& t, std::int64_t cap_ns) noexcept : t_(t), cap_ns_(cap_ns) {}
         auto await_ready() const noexcept -> bool { return false; }
         template <typename P>
         WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-            t_.armed_ns_.store(t_.ns_.load(std::memory_order_seq_cst), std::memory_order_relaxed);
-            return detail::timer_arm_movable(t_.op_, t_.ns_, t_.armed_on_, detail::stop_of(h), h);
+            t_.armed_ns_.store(std::min(t_.ns_.load(std::memory_order_seq_cst), cap_ns_),
+                               std::memory_order_relaxed);
+            return detail::timer_arm_movable(t_.op_, t_.ns_, cap_ns_, t_.armed_on_,
+                                             detail::stop_of(h), h);
         }
         auto await_resume() noexcept -> result<void> {
             t_.armed_on_.store(nullptr, std::memory_order_seq_cst);
@@ -107,12 +110,21 @@ public:
 
     private:
         deadline_timer& t_;
+        std::int64_t cap_ns_;
     };
 
     /// Waits until the deadline as it was when the wait was armed, or moved earlier since; ok
     /// then (check expired(): it may have moved later), operation_canceled when the task's stop
     /// is requested. Needs a runtime worker.
-    [[nodiscard]] auto wait() noexcept -> awaiter { return awaiter{*this}; }
+    [[nodiscard]] auto wait() noexcept -> awaiter {
+        return awaiter{*this, std::numeric_limits<std::int64_t>::max()};
+    }
+    /// Like wait(), but wakes by `cap` at the latest. A watchdog that waits with a cap no later
+    /// than the shortest deadline it will be given keeps every later move a plain store: the
+    /// wait is never armed past a deadline set afterwards.
+    [[nodiscard]] auto wait(clock::time_point cap) noexcept -> awaiter {
+        return awaiter{*this, to_ns(cap)};
+    }
 
 private:
     static auto to_ns(clock::time_point t) noexcept -> std::int64_t {

@@ -53,9 +53,10 @@ struct timer_op : stop_callback_node {
 /// Like timer_arm, for a deadline that may move while armed (weft::deadline_timer): the
 /// deadline is read from `deadline_ns` (steady_clock nanoseconds) under the wheel's lock, after
 /// `armed_on` is published, so a concurrent timer_move either sees the queue or the arm sees
-/// the moved deadline.
+/// the moved deadline. It arms at no later than `cap_ns`.
 [[nodiscard]] auto timer_arm_movable(timer_op& op,
                                      const std::atomic<std::int64_t>& deadline_ns,
+                                     std::int64_t cap_ns,
                                      std::atomic<timer_queue*>& armed_on,
                                      stop_state* stop,
                                      std::coroutine_handle<> waiter) -> bool;
