@@ -4,9 +4,9 @@
 //
 //   hello_http [--port N] [--workers N] [--per-core]
 //
-// With --port it prints "listening on HOST:PORT" once ready, serves until SIGINT or SIGTERM,
-// then drains (requests in flight finish) and exits 0. --per-core runs thread-per-core: no
-// work stealing, one SO_REUSEPORT listener per worker. Without --port it checks itself: it
+// With --port (0: any free port) it prints "listening on HOST:PORT" once ready, serves until SIGINT
+// or SIGTERM, then drains (requests in flight finish) and exits 0. --per-core runs thread-per-core:
+// no work stealing, one SO_REUSEPORT listener per worker. Without --port it checks itself: it
 // serves on a free port, sends requests with weft's client (keep-alive, pipelined, chunked,
 // 404/405, a malformed request) and exits 0 if every answer is right.
 // WEFT_IO_BACKEND=io_uring|epoll picks the backend.
@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <weft/http.hpp>
@@ -114,13 +115,17 @@ auto self_check() -> weft::task<int> {
 }  // namespace
 
 auto main(int argc, char** argv) -> int {
-    unsigned port = 0;
+    std::optional<unsigned> port;  // --port 0: a free port, printed once listening
     unsigned workers = 0;
     bool per_core = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--port" && i + 1 < argc) {
             port = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+            if (*port > 65535) {
+                std::fprintf(stderr, "bad port %s\n", argv[i]);
+                return 2;
+            }
         } else if (a == "--workers" && i + 1 < argc) {
             workers = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
         } else if (a == "--per-core") {
@@ -134,5 +139,5 @@ auto main(int argc, char** argv) -> int {
     auto opts = weft::io_runtime_options(workers);
     opts.stealing = !per_core;
     weft::runtime rt{opts};
-    return port == 0 ? rt.block_on(self_check()) : rt.block_on(serve_until_signal(port));
+    return !port ? rt.block_on(self_check()) : rt.block_on(serve_until_signal(*port));
 }
