@@ -242,6 +242,10 @@ auto resolve(const std::string& root, std::string_view encoded, std::string_view
         out.type = std::string(content_type_of("index.html"));
         return out;
     }
+    if (trailing_slash) {
+        out.status = 404;  // "/a.txt/": a file is not a directory
+        return out;
+    }
     if (!open_regular(AT_FDCWD, real, out)) {
         return out;
     }
@@ -410,6 +414,8 @@ auto self_check() -> weft::task<int> {
         check(r.status == 404, "missing directory -> 404", failures);
         r = (co_await c.get("/a.txt/x")).value();
         check(r.status == 404, "file used as a directory -> 404", failures);
+        r = (co_await c.get("/a.txt/")).value();
+        check(r.status == 404, "file with a trailing slash -> 404", failures);
         r = (co_await c.get("/sub/")).value();
         check(r.status == 403, "directory without index -> 403", failures);
         r = (co_await c.get("/leak")).value();
