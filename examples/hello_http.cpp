@@ -2,11 +2,12 @@
 // serves: GET / -> 200 "Hello, World!" (text/plain), POST /echo -> the request body back (read
 // whole, so a body framing error surfaces as a 4xx).
 //
-//   hello_http [--port N] [--workers N] [--per-core]
+//   hello_http [--port N] [--workers N] [--per-core] [--max-connections N]
 //
-// With --port it prints "listening on HOST:PORT" once ready, serves until SIGINT or SIGTERM,
-// then drains (requests in flight finish) and exits 0. --per-core runs thread-per-core: no
-// work stealing, one SO_REUSEPORT listener per worker. Without --port it checks itself: it
+// With --port (0: any free port) it prints "listening on HOST:PORT" once ready, serves until SIGINT
+// or SIGTERM, then drains (requests in flight finish) and exits 0. --per-core runs thread-per-core:
+// no work stealing, one SO_REUSEPORT listener per worker. --max-connections caps the open
+// connections (default: 90% of RLIMIT_NOFILE). Without --port it checks itself: it
 // serves on a free port, sends requests with weft's client (keep-alive, pipelined, chunked,
 // 404/405, a malformed request) and exits 0 if every answer is right.
 // WEFT_IO_BACKEND=io_uring|epoll picks the backend.
@@ -14,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <weft/http.hpp>
@@ -33,11 +35,12 @@ void add_routes(http::server& srv) {
     });
 }
 
-auto serve_until_signal(unsigned port) -> weft::task<int> {
-    http::server srv{{.on_listening = [](const weft::socket_address& a) {
-        std::printf("listening on %s\n", a.to_string().c_str());
-        std::fflush(stdout);
-    }}};
+auto serve_until_signal(unsigned port, std::size_t max_connections) -> weft::task<int> {
+    http::server srv{
+        {.max_connections = max_connections, .on_listening = [](const weft::socket_address& a) {
+             std::printf("listening on %s\n", a.to_string().c_str());
+             std::fflush(stdout);
+         }}};
     add_routes(srv);
     const auto addr = weft::socket_address::parse("0.0.0.0", static_cast<std::uint16_t>(port));
     if (!addr) {
@@ -114,19 +117,28 @@ auto self_check() -> weft::task<int> {
 }  // namespace
 
 auto main(int argc, char** argv) -> int {
-    unsigned port = 0;
+    std::optional<unsigned> port;  // --port 0: a free port, printed once listening
     unsigned workers = 0;
     bool per_core = false;
+    std::size_t max_connections = 0;  // 0: the server's default, 90% of RLIMIT_NOFILE
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--port" && i + 1 < argc) {
             port = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+            if (*port > 65535) {
+                std::fprintf(stderr, "bad port %s\n", argv[i]);
+                return 2;
+            }
         } else if (a == "--workers" && i + 1 < argc) {
             workers = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
         } else if (a == "--per-core") {
             per_core = true;
+        } else if (a == "--max-connections" && i + 1 < argc) {
+            max_connections = std::strtoull(argv[++i], nullptr, 10);
         } else {
-            std::fprintf(stderr, "usage: hello_http [--port N] [--workers N] [--per-core]\n");
+            std::fprintf(
+                stderr,
+                "usage: hello_http [--port N] [--workers N] [--per-core] [--max-connections N]\n");
             return 2;
         }
     }
@@ -134,5 +146,6 @@ auto main(int argc, char** argv) -> int {
     auto opts = weft::io_runtime_options(workers);
     opts.stealing = !per_core;
     weft::runtime rt{opts};
-    return port == 0 ? rt.block_on(self_check()) : rt.block_on(serve_until_signal(port));
+    return !port ? rt.block_on(self_check())
+                 : rt.block_on(serve_until_signal(*port, max_connections));
 }
