@@ -22,6 +22,12 @@ public:
                        "subscription closed)";
             case bus_errc::message_too_large:
                 return "message too large for the broker";
+            case bus_errc::broker_unreachable:
+                return "broker unreachable (not connected)";
+            case bus_errc::no_stream:
+                return "no stream or topic on the broker for this topic";
+            case bus_errc::broker_error:
+                return "the broker refused the request";
         }
         return "unknown weft.bus error";
     }

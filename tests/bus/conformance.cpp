@@ -455,7 +455,7 @@ TEST_P(bus_conformance, stress_many_publishers_and_groups) {
     constexpr int members = 3;
     const int per_publisher = weft::test::scaled(2000);
     const int total = publishers * per_publisher;
-    runtime rt4{{.workers = 4}};
+    runtime rt4{this->runtime_options_for(4)};
     std::array<std::vector<std::atomic<int>>, groups> seen;
     for (auto& g : seen) {
         g = std::vector<std::atomic<int>>(static_cast<std::size_t>(total));

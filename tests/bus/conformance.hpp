@@ -49,7 +49,15 @@ struct backend_factory {
     std::function<std::unique_ptr<backend>()> make;
     std::function<void(backend&)> pause;  // hold every ack until resume (a lagging broker)
     std::function<void(backend&)> resume;
+    /// The runtime the tests run on, for `workers` workers; empty: a plain runtime. (The NATS
+    /// backend needs a reactor per worker, where its ack task waits.)
+    std::function<runtime_options(unsigned workers)> runtime_for;
+    /// Put before every topic the tests make (a NATS stream takes "weft.test.>").
+    std::string topic_prefix;
 };
+
+// Test names carry the instantiation's name; this keeps the factory's bytes out of them.
+inline void PrintTo(const backend_factory& /*f*/, std::ostream* os) { *os << "backend_factory"; }
 
 class bus_conformance : public ::testing::TestWithParam<backend_factory> {
 protected:
@@ -57,7 +65,7 @@ protected:
 
     /// A topic name unique to this test run.
     auto topic(const std::string& base) const -> std::string {
-        return base + "-" + message_id::generate().to_string();
+        return GetParam().topic_prefix + base + "-" + message_id::generate().to_string();
     }
     // NOTE: string_view parameters and envelopes built into named locals before a co_await:
     // g++ 12 can destroy a temporary std::string or aggregate in a co_await expression twice.
@@ -86,9 +94,13 @@ protected:
         }
     }
     auto features() const -> backend_features { return broker->features(); }
+    static auto runtime_options_for(unsigned workers) -> runtime_options {
+        const auto& f = GetParam().runtime_for;
+        return f ? f(workers) : runtime_options{.workers = workers};
+    }
 
     std::unique_ptr<backend> broker;
-    runtime rt{{.workers = 2}};
+    runtime rt{runtime_options_for(2)};
 };
 
 }  // namespace weft::bus::test

@@ -9,13 +9,16 @@ using namespace weft::bus;
 using namespace std::chrono_literals;
 using weft::bus::test::bus_conformance;
 
-INSTANTIATE_TEST_SUITE_P(
-    memory,
-    bus_conformance,
-    ::testing::Values(test::backend_factory{
-        .make = []() -> std::unique_ptr<backend> { return std::make_unique<memory_broker>(); },
-        .pause = [](backend& b) { static_cast<memory_broker&>(b).pause(); },
-        .resume = [](backend& b) { static_cast<memory_broker&>(b).resume(); }}));
+INSTANTIATE_TEST_SUITE_P(memory,
+                         bus_conformance,
+                         ::testing::Values(test::backend_factory{
+                             .make = []() -> std::unique_ptr<backend> {
+                                 return std::make_unique<memory_broker>();
+                             },
+                             .pause = [](backend& b) { static_cast<memory_broker&>(b).pause(); },
+                             .resume = [](backend& b) { static_cast<memory_broker&>(b).resume(); },
+                             .runtime_for = {},
+                             .topic_prefix = ""}));
 
 TEST(memory_broker, features_and_name) {
     memory_broker b;

@@ -15,6 +15,9 @@ enum class bus_errc {
     unsupported_version,   ///< decode: a version byte this build does not know
     not_pending,           ///< ack/nack/term/in_progress on a delivery already settled or expired
     message_too_large,     ///< the encoded envelope exceeds the broker's limit
+    broker_unreachable,    ///< no connection to the broker (down, or reconnecting)
+    no_stream,             ///< no stream (NATS) or topic (Kafka) takes this topic
+    broker_error,          ///< the broker refused the request for another reason
 };
 
 [[nodiscard]] auto bus_category() noexcept -> const std::error_category&;

@@ -1,0 +1,269 @@
+#include "nats_producer.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <bit>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "weft/bus/envelope_codec.hpp"
+#include "weft/bus/errc.hpp"
+#include "weft/core/join_handle.hpp"
+#include "weft/io/fd_wait.hpp"
+#include "weft/io/reactor.hpp"
+
+namespace weft::bus {
+namespace {
+
+/// natsMsg* -> slot while the message is in flight: open addressing with linear probing over
+/// a power-of-two table at least twice max_pending (so a probe ends within a few steps), with
+/// backward-shift deletion (no tombstones). Allocated once; guarded by the caller's lock.
+class msg_slot_table {
+public:
+    explicit msg_slot_table(std::uint32_t max_pending)
+        : mask_(std::bit_ceil(std::size_t{max_pending} * 2) - 1), cells_(mask_ + 1) {}
+
+    void put(const natsMsg* m, std::uint32_t slot) noexcept {
+        std::size_t i = home(m);
+        while (cells_[i].msg != nullptr) {
+            i = (i + 1) & mask_;
+        }
+        cells_[i] = {m, slot};
+    }
+    /// The slot of `m`, removed; false when `m` is not here.
+    auto take(const natsMsg* m, std::uint32_t& slot) noexcept -> bool {
+        std::size_t i = home(m);
+        while (cells_[i].msg != m) {
+            if (cells_[i].msg == nullptr) {
+                return false;
+            }
+            i = (i + 1) & mask_;
+        }
+        slot = cells_[i].slot;
+        // Backward shift: move later members of the probe run into the hole when their home
+        // is not between the hole and them.
+        std::size_t hole = i;
+        for (std::size_t j = (i + 1) & mask_; cells_[j].msg != nullptr; j = (j + 1) & mask_) {
+            const std::size_t h = home(cells_[j].msg);
+            if (((j - h) & mask_) >= ((j - hole) & mask_)) {
+                cells_[hole] = cells_[j];
+                hole = j;
+            }
+        }
+        cells_[hole] = {};
+        return true;
+    }
+
+private:
+    struct cell {
+        const natsMsg* msg = nullptr;
+        std::uint32_t slot = 0;
+    };
+    auto home(const natsMsg* m) const noexcept -> std::size_t {
+        return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(m) >> 4) *
+                                        0x9E3779B97F4A7C15ULL) &
+               mask_;
+    }
+    std::size_t mask_;
+    std::vector<cell> cells_;
+};
+
+}  // namespace
+
+struct nats_producer::state {
+    state(std::shared_ptr<nats_backend::connection> c, publish_sink& s, std::uint32_t max)
+        : conn(std::move(c)),
+          sink(&s),
+          max_pending(max),
+          outcomes(std::make_unique<std::optional<result<ack>>[]>(max)),
+          in_flight(max) {
+        completed.reserve(max);
+        draining.reserve(max);
+    }
+    state(const state&) = delete;
+    auto operator=(const state&) -> state& = delete;
+    ~state() {
+        if (js != nullptr) {
+            jsCtx_Destroy(js);
+        }
+        if (efd >= 0) {
+            ::close(efd);
+        }
+    }
+
+    std::shared_ptr<nats_backend::connection> conn;
+    publish_sink* sink;
+    const std::uint32_t max_pending;
+    jsCtx* js = nullptr;  // this producer's context: its ack handler's closure is this state
+    int efd = -1;         // eventfd: written by on_ack for the first slot of a batch
+    int max_payload = 0;
+    // outcomes[slot]: written by on_ack before the slot is appended to `completed` (under
+    // `mu`); read by the drain task after it took the slot from `completed` (under `mu`):
+    // the lock orders the two.
+    std::unique_ptr<std::optional<result<ack>>[]> outcomes;
+
+    detail::spin_lock mu;
+    msg_slot_table in_flight;              // guarded by mu
+    std::vector<std::uint32_t> completed;  // guarded by mu; capacity max_pending
+    std::vector<std::uint32_t> draining;   // the drain task's; swapped with completed under mu
+
+    // Started and not yet handed to the sink. Incremented by start, decremented by the drain
+    // task (or by start itself for an inline failure); the drain task ends once closed is set
+    // and this is 0. seq_cst on both: a close() and the last decrement must not both miss
+    // each other (the wake-up is the eventfd write in close(), after the store).
+    std::atomic<std::uint32_t> outstanding{0};
+    std::atomic<bool> closed{false};
+
+    void wake() const noexcept {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] const auto n = ::write(efd, &one, sizeof(one));
+    }
+
+    /// Inline failure (the message never reached cnats): straight to the sink.
+    void fail_now(std::uint32_t slot, std::error_code ec) {
+        outstanding.fetch_sub(1);
+        sink->complete(slot, ec);
+    }
+};
+
+namespace {
+
+void on_ack(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* closure) {
+    auto* st = static_cast<nats_producer::state*>(closure);
+    result<ack> outcome = make_error_code(bus_errc::broker_error);
+    if (pa != nullptr) {
+        ack a;
+        a.stream = pa->Stream != nullptr ? pa->Stream : "";
+        a.sequence = pa->Sequence;
+        a.duplicate = pa->Duplicate;
+        outcome = std::move(a);
+    } else if (pae != nullptr) {
+        outcome = nats_error(pae->Err, pae->ErrCode);
+    }
+    {
+        // Everything under the lock, the wake-up included: once the drain task can take this
+        // slot, it may complete the last outcome and free the state, so nothing touches `st`
+        // after the unlock.
+        std::lock_guard lock(st->mu);
+        std::uint32_t slot = 0;
+        if (st->in_flight.take(msg, slot)) {
+            st->outcomes[slot].emplace(std::move(outcome));
+            const bool first = st->completed.empty();
+            st->completed.push_back(slot);  // never reallocates: <= max_pending outstanding
+            if (first) {
+                st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
+                st->wake();
+            }
+        }
+    }
+    natsMsg_Destroy(msg);
+}
+
+auto drain(std::shared_ptr<nats_producer::state> st) -> task<void> {
+    for (;;) {
+        auto r = co_await wait_readable(st->efd);
+        if (!r) {
+            co_return;  // the runtime is shutting down
+        }
+        std::uint64_t count = 0;
+        [[maybe_unused]] const auto n = ::read(st->efd, &count, sizeof(count));
+        {
+            std::lock_guard lock(st->mu);
+            st->draining.swap(st->completed);
+        }
+        for (const std::uint32_t slot : st->draining) {
+            result<ack> outcome = std::move(*st->outcomes[slot]);
+            st->outcomes[slot].reset();
+            st->outstanding.fetch_sub(1);
+            st->sink->complete(slot, std::move(outcome));
+        }
+        st->conn->acks.fetch_add(st->draining.size(), std::memory_order_relaxed);
+        st->draining.clear();
+        if (st->closed.load() && st->outstanding.load() == 0) {
+            co_return;
+        }
+    }
+}
+
+}  // namespace
+
+auto nats_producer::make(std::shared_ptr<nats_backend::connection> conn,
+                         publish_sink& sink,
+                         std::uint32_t max_pending) -> result<std::unique_ptr<backend_producer>> {
+    // The drain task needs a reactor on this thread's runtime.
+    try {
+        (void)current_io_backend();
+    } catch (const std::logic_error&) {
+        return std::make_error_code(std::errc::operation_not_supported);
+    }
+    auto st = std::make_shared<state>(conn, sink, max_pending);
+    st->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (st->efd < 0) {
+        return std::error_code(errno, std::system_category());
+    }
+    st->max_payload = static_cast<int>(natsConnection_GetMaxPayload(conn->nc));
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    // Above the publisher's bound, so cnats never stalls a publish (StallWait) on its own.
+    jo.PublishAsync.MaxPending = static_cast<int64_t>(max_pending) * 2 + 16;
+    jo.PublishAsync.AckHandler = &on_ack;
+    jo.PublishAsync.AckHandlerClosure = st.get();
+    jo.Wait = conn->options.publish_timeout.count();
+    if (const natsStatus s = natsConnection_JetStream(&st->js, conn->nc, &jo); s != NATS_OK) {
+        return nats_error(s);
+    }
+    spawn(drain(st)).detach();
+    return std::unique_ptr<backend_producer>(new nats_producer(std::move(st)));
+}
+
+void nats_producer::start(envelope env, std::uint32_t slot) {
+    state& st = *st_;
+    st.outstanding.fetch_add(1);
+    std::string bytes;
+    encode(env, bytes);
+    if (st.max_payload > 0 && bytes.size() > static_cast<std::size_t>(st.max_payload)) {
+        st.fail_now(slot, make_error_code(bus_errc::message_too_large));
+        return;
+    }
+    natsMsg* m = nullptr;
+    if (const natsStatus s = natsMsg_Create(&m, env.topic.c_str(), nullptr, bytes.data(),
+                                            static_cast<int>(bytes.size()));
+        s != NATS_OK) {
+        st.fail_now(slot, nats_error(s));
+        return;
+    }
+    const std::string id = env.id.to_string();
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MsgId = id.c_str();
+    po.MaxWait = st.conn->options.publish_timeout.count();
+    const natsMsg* key = m;
+    {
+        std::lock_guard lock(st.mu);
+        st.in_flight.put(key, slot);  // before the publish: the ack may come first
+    }
+    if (const natsStatus s = js_PublishMsgAsync(st.js, &m, &po); s != NATS_OK) {
+        bool ours = false;
+        {
+            std::lock_guard lock(st.mu);
+            std::uint32_t taken = 0;
+            ours = st.in_flight.take(key, taken);
+        }
+        natsMsg_Destroy(m);  // no effect when cnats took it
+        if (ours) {
+            st.fail_now(slot, nats_error(s));
+        }
+    }
+}
+
+void nats_producer::close() noexcept {
+    st_->closed.store(true);
+    st_->wake();  // the drain task checks whether it may end
+}
+
+nats_producer::~nats_producer() { close(); }
+
+}  // namespace weft::bus

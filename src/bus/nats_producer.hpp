@@ -1,0 +1,51 @@
+#pragma once
+
+#include <nats/nats.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "nats_connection.hpp"
+#include "weft/bus/backend.hpp"
+#include "weft/core/detail/spin_lock.hpp"
+
+namespace weft::bus {
+
+/// The NATS backend's side of one publisher.
+///
+/// The ack path, step by step:
+///   1. start(env, slot) (a weft task): encodes env, records msg -> slot in `in_flight_`, hands
+///      the message to js_PublishMsgAsync (a buffered write; cnats's MaxPending is set above
+///      max_pending, so it never stalls).
+///   2. cnats's thread calls on_ack: takes the slot for msg from `in_flight_`, writes the
+///      outcome into `outcomes_[slot]`, appends slot to `completed_`, and writes the eventfd
+///      only if `completed_` was empty (the first of a batch).
+///   3. The drain task (a weft task on the publisher's runtime) wakes from wait_readable(efd),
+///      swaps `completed_` out and hands each outcome to the publisher's sink.
+/// Invariant: started - completed-by-drain == outstanding_ <= max_pending, and
+/// |in_flight_| + |completed_| == outstanding_.
+///
+/// Lifetime: the state is shared by the producer and its drain task; close() lets the drain
+/// task end once nothing is outstanding. The cnats context (and with it its ack thread's use of
+/// the state) is destroyed with the state, after the last outcome arrived.
+class nats_producer final : public backend_producer {
+public:
+    static auto make(std::shared_ptr<nats_backend::connection> conn,
+                     publish_sink& sink,
+                     std::uint32_t max_pending) -> result<std::unique_ptr<backend_producer>>;
+
+    void start(envelope env, std::uint32_t slot) override;
+    void close() noexcept override;
+    ~nats_producer() override;
+
+    struct state;
+    explicit nats_producer(std::shared_ptr<state> s) noexcept : st_(std::move(s)) {}
+
+private:
+    std::shared_ptr<state> st_;
+};
+
+}  // namespace weft::bus

@@ -1,0 +1,150 @@
+// The NATS JetStream backend against a real nats-server: the conformance suite, and what only
+// NATS has. The server is started by CTest's fixture (scripts/brokers.sh start nats on a
+// private port, WEFT_NATS_URL); a server that is not there fails these tests, never skips them.
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "conformance.hpp"
+#include "weft/bus/nats_backend.hpp"
+#include "weft/io/reactor.hpp"
+
+namespace {
+
+using namespace weft::bus;
+using namespace std::chrono_literals;
+using weft::bus::test::bus_conformance;
+
+auto nats_url() -> std::string {
+    const char* u = std::getenv("WEFT_NATS_URL");
+    return u != nullptr ? u : "nats://127.0.0.1:14222";
+}
+
+// Every test topic is under "weft.test.", taken by one stream made at start (a topic per test
+// would otherwise need a stream per test). Memory storage: the suite checks semantics, not
+// durability.
+auto make_nats() -> std::unique_ptr<nats_backend> {
+    nats_backend_options o;
+    o.url = nats_url();
+    o.streams = {nats_stream_config{
+        .name = "WEFT_TEST", .subjects = {"weft.test.>"}, .storage = nats_storage::memory}};
+    return std::make_unique<nats_backend>(std::move(o));
+}
+
+// can_pause is false on NATS (holding the server's acks would take stopping the server), so
+// back_pressure_at_max_pending and flush_and_close_wait_for_in_flight report skipped here; the
+// memory backend runs them against the same publisher code.
+INSTANTIATE_TEST_SUITE_P(nats,
+                         bus_conformance,
+                         ::testing::Values(test::backend_factory{
+                             .make = []() -> std::unique_ptr<backend> { return make_nats(); },
+                             .pause = {},
+                             .resume = {},
+                             .runtime_for =
+                                 [](unsigned workers) { return weft::io_runtime_options(workers); },
+                             .topic_prefix = "weft.test."}),
+                         [](const auto&) { return std::string("jetstream"); });
+
+TEST(nats_backend, unreachable_server_names_the_url) {
+    nats_backend_options o;
+    o.url = "nats://127.0.0.1:1";
+    o.connect_timeout = 500ms;
+    try {
+        nats_backend b{o};
+        FAIL() << "connected to nothing";
+    } catch (const std::system_error& e) {
+        EXPECT_EQ(e.code(), bus_errc::broker_unreachable);
+        EXPECT_NE(std::string(e.what()).find("nats://127.0.0.1:1"), std::string::npos) << e.what();
+    }
+}
+
+TEST(nats_backend, topic_without_a_stream_is_an_error_value) {
+    auto b = make_nats();
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{*b};
+        envelope e;
+        e.topic = "weft.nowhere." + message_id::generate().to_string();
+        e.payload = "x";
+        auto r = co_await pub.publish(std::move(e));
+        EXPECT_EQ(r.error(), bus_errc::no_stream) << r.error().message();
+        subscriber sub{*b};
+        auto s = co_await sub.subscribe("weft.nowhere.x", "g");
+        EXPECT_EQ(s.error(), bus_errc::no_stream);
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST(nats_backend, publisher_needs_a_reactor) {
+    auto b = make_nats();
+    weft::runtime rt{{.workers = 1}};
+    rt.block_on([&]() -> weft::task<void> {
+        EXPECT_THROW({ publisher p{*b}; }, std::system_error);
+        co_return;
+    }());
+}
+
+TEST(nats_backend, topics_get_their_streams_and_the_ack_names_it) {
+    const std::string topic = "weft-topic-" + message_id::generate().to_string().substr(24);
+    nats_backend_options o;
+    o.url = nats_url();
+    o.topics = {topic};
+    o.storage = nats_storage::memory;
+    nats_backend b{o};
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b};
+        envelope e;
+        e.topic = topic;
+        e.payload = "x";
+        auto a = (co_await pub.publish(std::move(e))).value();
+        EXPECT_EQ(a.stream, topic);
+        EXPECT_EQ(a.sequence, 1U);
+        (co_await pub.close()).value();
+    }());
+}
+
+// The ack path wakes weft once per batch: with a window of acks in flight, far fewer wake-ups
+// than acks (the exact ratio depends on timing; the figure is printed, the bound is loose).
+TEST(nats_backend, acks_complete_in_batches) {
+    auto b = make_nats();
+    const std::string t = "weft.test.batch-" + message_id::generate().to_string();
+    constexpr int n = 5000;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const auto before = b->stats();
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{*b, {.max_pending = 512}};
+        int ok = 0;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                for (int i = 0; i < n; ++i) {
+                    auto r = co_await pub.results().recv();
+                    if (r && r->outcome) {
+                        ++ok;
+                    }
+                }
+            });
+            for (int i = 0; i < n; ++i) {
+                envelope e;
+                e.topic = t;
+                e.payload = "p";
+                (co_await pub.publish_async(std::move(e))).value();
+            }
+            co_return;
+        });
+        EXPECT_EQ(ok, n);
+        (co_await pub.close()).value();
+    }());
+    const auto after = b->stats();
+    const auto acks = after.acks - before.acks;
+    const auto wakes = after.wakes - before.wakes;
+    EXPECT_EQ(acks, std::uint64_t{n});
+    EXPECT_LT(wakes, acks);
+    std::printf("nats acks=%llu wakes=%llu (%.1f wake-ups per 1000 acks)\n",
+                static_cast<unsigned long long>(acks), static_cast<unsigned long long>(wakes),
+                1000.0 * static_cast<double>(wakes) / static_cast<double>(acks));
+}
+
+}  // namespace
