@@ -7,11 +7,14 @@
 // hangs the test until the watchdog (tests/test_util.hpp) fails it.
 //
 // The counts are process-wide: tests run one at a time, and every count is back to zero once a
-// test's runtimes have ended.
+// test's runtimes and sockets are gone (io_wait_test checks it after each test).
+
+#include <gtest/gtest.h>
 
 #include <cstddef>
 
 #include "accept_queue.hpp"
+#include "backend_test.hpp"
 #include "multishot.hpp"
 #include "reactor.hpp"
 #include "weft/core/task.hpp"
@@ -45,5 +48,18 @@ auto until(Ready ready) -> task<void> {
         co_await yield();
     }
 }
+
+/// The fixture of the tests that wait on these counts: after each test, all are back to zero
+/// (a count a test left raised would let the next one act too early).
+class io_wait_test : public backend_test {
+protected:
+    void TearDown() override {
+        EXPECT_EQ(detail::io_operations_waiting_for_test(), 0U);
+        EXPECT_EQ(detail::accept_waiters_for_test.load(), 0);
+        EXPECT_EQ(detail::accepted_unclaimed_for_test.load(), 0);
+        EXPECT_EQ(detail::blocking_file_ops_for_test.load(), 0);
+        EXPECT_EQ(multishot_armed(), 0);
+    }
+};
 
 }  // namespace weft::test

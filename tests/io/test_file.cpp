@@ -63,7 +63,7 @@ private:
     std::filesystem::path path_;
 };
 
-class file_io : public weft::test::backend_test {
+class file_io : public weft::test::io_wait_test {
 protected:
     temp_dir dir_;
 };

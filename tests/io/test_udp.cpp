@@ -13,7 +13,7 @@
 
 namespace {
 
-class udp : public weft::test::backend_test {};
+class udp : public weft::test::io_wait_test {};
 
 auto loopback() -> weft::socket_address {
     return weft::socket_address::parse("127.0.0.1", 0).value();
