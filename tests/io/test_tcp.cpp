@@ -677,14 +677,21 @@ TEST_P(tcp, listener_outlives_its_runtime_and_serves_in_the_next) {
             clients.push_back((co_await weft::tcp_stream::connect(addr)).value());
             const std::string next = std::to_string(round + 1);
             (co_await clients.back().write_all(bytes(next))).value();
-            // With the multishot accept armed (io_uring, when this round's accept armed it),
-            // wait until the kernel accepted that connection and its CQE was reaped: queued on
-            // the listener, which the next runtime hands out. Not armed (epoll, or this round
-            // took a connection an earlier round left), the connection is in the backlog.
-            co_await weft::test::until([] {
-                return weft::test::multishot_armed() == 0 ||
-                       weft::detail::accepted_unclaimed_for_test.load() >= 1;
-            });
+            if (round == 0) {
+                // On io_uring this round's accept armed the multishot accept: wait until the
+                // kernel accepted that connection and its CQE was reaped (queued unclaimed on
+                // the listener), so the next runtime hands out one this runtime accepted. On
+                // epoll it is in the backlog already. Round 1 takes it without arming, leaving
+                // the next in the backlog. Round 2 arms again, on a new ring, and does not wait:
+                // there the connection sometimes stays in the backlog although the new
+                // multishot accept is armed and its ring polled (kernel 6.18; the likely taker
+                // of the wake-up is the wait that round 0's ended ring left on the listener).
+                // Nothing this test checks depends on where that last connection is.
+                co_await weft::test::until([] {
+                    return weft::test::multishot_armed() == 0 ||
+                           weft::detail::accepted_unclaimed_for_test.load() >= 1;
+                });
+            }
         }());
     }
     EXPECT_EQ(served, (std::vector<int>{0, 1, 2}));
