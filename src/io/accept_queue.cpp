@@ -22,6 +22,7 @@ auto accept_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
     if (!q.ready_.empty()) {
         out_.fd = q.ready_.front();
         q.ready_.pop_front();
+        accepted_unclaimed_for_test.fetch_sub(1, std::memory_order_relaxed);
         return false;
     }
     if (q.pending_err_ != 0) {
@@ -59,6 +60,7 @@ auto accept_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
         q.head_ = this;
     }
     q.tail_ = this;
+    accept_waiters_for_test.fetch_add(1, std::memory_order_relaxed);
     return true;
 }
 
@@ -88,6 +90,7 @@ void accept_awaiter::on_stop(stop_callback_node* n) noexcept {
         if (q.tail_ == w) {
             q.tail_ = prev;
         }
+        accept_waiters_for_test.fetch_sub(1, std::memory_order_relaxed);
         w->st_ = state::done;
         w->out_.err = ECANCELED;
         resume = w->waiter_;
@@ -120,6 +123,8 @@ accept_queue::accept_queue(int listen_fd) noexcept
     : multishot_op<accept_queue>(&accept_queue::on_cqe), fd_(listen_fd) {}
 
 accept_queue::~accept_queue() {
+    accepted_unclaimed_for_test.fetch_sub(static_cast<int>(ready_.size()),
+                                          std::memory_order_relaxed);
     for (int fd : ready_) {
         ::close(fd);
     }
@@ -151,6 +156,7 @@ auto accept_queue::pop_waiter() noexcept -> accept_awaiter* {
         }
         w->next_ = nullptr;
         w->st_ = accept_awaiter::state::done;
+        accept_waiters_for_test.fetch_sub(1, std::memory_order_relaxed);
     }
     return w;
 }
@@ -173,6 +179,7 @@ auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
                 wake.add(w);
             } else {
                 q.ready_.push_back(res);
+                accepted_unclaimed_for_test.fetch_add(1, std::memory_order_relaxed);
                 if (q.ready_.size() >= max_ready && !last) {
                     q.cancel_armed();
                 }
@@ -227,6 +234,8 @@ void accept_queue::close() noexcept {
         std::lock_guard lock(mu_);
         closed_ = true;
         fds.swap(ready_);
+        accepted_unclaimed_for_test.fetch_sub(static_cast<int>(fds.size()),
+                                              std::memory_order_relaxed);
         cancel_armed();
         while (accept_awaiter* w = pop_waiter()) {
             w->out_.err = EBADF;

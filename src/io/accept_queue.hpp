@@ -30,6 +30,15 @@ class accept_queue;
 /// Test hook: the next `n` arms of a multishot accept throw std::system_error.
 void fail_next_accept_arms_for_test(int n) noexcept;
 
+/// Test hooks, process-wide counts a test waits on instead of sleeping (relaxed; changed only
+/// where a task starts or stops waiting for a connection, or a connection waits for a task):
+/// tasks queued on an accept_queue (io_uring; an epoll accept waits in its reactor instead:
+/// io_operations_waiting_for_test), connections a multishot accept took that no task has taken
+/// yet, and accepts that backed off (out of descriptors: tcp_listener::accept sleeps, retries).
+inline std::atomic<int> accept_waiters_for_test{0};
+inline std::atomic<int> accepted_unclaimed_for_test{0};
+inline std::atomic<int> accept_backoffs_for_test{0};
+
 /// A task waiting for a connection, embedded in its frame; queued FIFO on the accept_queue.
 /// `st` is guarded by the queue's mutex: idle -> waiting -> done. Whoever moves it to done
 /// (a CQE, the listener's close, a cancellation) fills `out` and resumes the task, once.

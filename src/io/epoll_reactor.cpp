@@ -43,12 +43,14 @@ void epoll_reactor::attach() {
         throw std::system_error(errno, std::system_category(), "epoll_ctl(wake fd)");
     }
     tl_reactor = this;
+    attached_for_test();
 }
 
 void epoll_reactor::detach() noexcept {
     if (tl_reactor == this) {
         tl_reactor = nullptr;
     }
+    detached_for_test();
     {
         // Sockets outliving the runtime register again with the next one that waits on them.
         std::lock_guard lock(reg_mu_);

@@ -151,6 +151,41 @@ auto syscall_result(Call call) -> long {
     }
 }
 
+// `co_await counted_blocking(call)`: co_await spawn_blocking(call), counted in
+// blocking_file_ops_for_test from the moment the job is on the pool (queued, its stop callback
+// registered) until the task resumes. Raised after the hand-off, without touching this awaiter
+// (the task may already be running elsewhere), so a count of n means n jobs reached the pool.
+template <typename Call>
+class counted_blocking {
+public:
+    explicit counted_blocking(Call call) : inner_(spawn_blocking(std::move(call))) {}
+    counted_blocking(const counted_blocking&) = delete;
+    auto operator=(const counted_blocking&) -> counted_blocking& = delete;
+    ~counted_blocking() = default;
+
+    auto await_ready() const noexcept -> bool { return inner_.await_ready(); }
+    template <typename P>
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
+        suspended_ = true;
+        if (!inner_.await_suspend(h)) {
+            suspended_ = false;
+            return false;
+        }
+        detail::blocking_file_ops_for_test.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    }
+    auto await_resume() {
+        if (suspended_) {
+            detail::blocking_file_ops_for_test.fetch_sub(1, std::memory_order_relaxed);
+        }
+        return inner_.await_resume();
+    }
+
+private:
+    detail::blocking_awaiter<Call> inner_;
+    bool suspended_ = false;
+};
+
 // One file operation on the current worker's backend: an SQE filled by `prep` on io_uring, or
 // `call` on the blocking pool on epoll. Result: >= 0, or -errno (-ECANCELED when cancelled).
 template <typename Prep, typename Call>
@@ -158,7 +193,8 @@ auto run_op(Prep prep, Call call) -> task<long> {
     if (is_uring()) {
         co_return co_await detail::uring_awaiter{std::move(prep)};
     }
-    auto r = co_await spawn_blocking([call = std::move(call)] { return syscall_result(call); });
+    counted_blocking op([call = std::move(call)] { return syscall_result(call); });
+    auto r = co_await op;
     if (!r) {
         co_return -ECANCELED;
     }
@@ -170,7 +206,8 @@ auto run_op(Prep prep, Call call) -> task<long> {
 // coroutine frame per operation, not two (an allocation, a free and a resumption less).
 template <typename Call>
 auto blocking_op(Call call) -> task<long> {
-    auto r = co_await spawn_blocking([call = std::move(call)] { return syscall_result(call); });
+    counted_blocking op([call = std::move(call)] { return syscall_result(call); });
+    auto r = co_await op;
     if (!r) {
         co_return -ECANCELED;
     }
@@ -595,7 +632,7 @@ auto file_batch::submit() -> task<result<void>> {
     } else {
         std::span<detail::file_batch_entry> entries(ops_);
         // One job for the whole batch: one hand-off to the pool instead of N.
-        (void)co_await spawn_blocking([entries] {
+        counted_blocking job([entries] {
             for (auto& e : entries) {
                 if (e.res != -ECANCELED) {
                     continue;
@@ -607,6 +644,7 @@ auto file_batch::submit() -> task<result<void>> {
                 }));
             }
         });
+        (void)co_await job;
     }
     std::error_code first;
     for (auto& e : ops_) {

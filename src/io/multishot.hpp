@@ -22,6 +22,9 @@ namespace weft::detail {
 /// where accept must keep working).
 /// Multishot operations armed so far, process-wide (tests count re-arms with it).
 inline std::atomic<std::uint64_t> multishot_arms{0};
+/// Test hook: multishot operations armed now, process-wide (a test waits until a receive or
+/// an accept has stopped: every CQE it will post has been reaped).
+inline std::atomic<int> multishot_armed_for_test{0};
 
 template <typename Derived>
 class multishot_op : protected uring_op {
@@ -42,6 +45,7 @@ protected:
         armed_ = true;
         armed_runtime_ = current_worker()->root_stop();
         multishot_arms.fetch_add(1, std::memory_order_relaxed);
+        multishot_armed_for_test.fetch_add(1, std::memory_order_relaxed);
         cancelling_ = false;
         refs_.fetch_add(1, std::memory_order_relaxed);  // the ring's
         return sqe;
@@ -57,6 +61,9 @@ protected:
     /// A cancel still queued for it is dropped here, under mu_, before another ring can arm it
     /// again (the queued cancel names this ring; the op must not sit in its list meanwhile).
     void disarmed() noexcept {
+        if (armed_) {
+            multishot_armed_for_test.fetch_sub(1, std::memory_order_relaxed);
+        }
         armed_ = false;
         owner->forget_cancel(*this);
     }

@@ -26,6 +26,9 @@ namespace weft::detail {
 class reactor : public park_driver {
 public:
     explicit reactor(io_backend b) noexcept : backend_(b) {}
+    reactor(const reactor&) = delete;
+    auto operator=(const reactor&) -> reactor& = delete;
+    ~reactor() override { detached_for_test(); }  // if it never detached
     [[nodiscard]] auto backend() const noexcept -> io_backend { return backend_; }
 
     /// The reactor of the worker running on this thread, or nullptr.
@@ -42,6 +45,10 @@ protected:
     void end_sleep() noexcept;
     virtual void kick() noexcept = 0;  // make the blocking call return
 
+    // Test hook bookkeeping (io_operations_waiting_for_test): attach and detach call these.
+    void attached_for_test();
+    void detached_for_test() noexcept;
+
     static constinit thread_local reactor* tl_reactor;
     std::atomic<bool> notified_{false};
     std::atomic<bool> sleeping_{false};
@@ -49,6 +56,18 @@ protected:
 private:
     io_backend backend_;
 };
+
+/// Test hook: operations waiting in every attached reactor of the process, the sum of their
+/// pending(): SQEs in flight on io_uring rings (a multishot operation is not one: see
+/// accept_waiters_for_test), readiness waiters registered with epoll reactors. A test waits
+/// until the task it is about to act on is parked in the reactor. Costs nothing unless called:
+/// it reads the counts shutdown reads anyway (the list changes only when a reactor attaches or
+/// detaches).
+auto io_operations_waiting_for_test() -> std::size_t;
+/// Test hook: file operations (a file_batch counts once) an epoll worker handed to the blocking
+/// pool (file IO waits there, not in the reactor) that have not finished, process-wide
+/// (relaxed).
+inline std::atomic<int> blocking_file_ops_for_test{0};
 
 /// Queues `h` to run: on this thread's worker when it has one, else on `home`.
 /// Does the calling worker run io_uring (else epoll)?

@@ -148,6 +148,9 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
         if (res > 0 && !q.closed_) {
             q.ready_.push_back(std::move(chunk));
             if (!last && q.queued() >= max_ready) {
+                if (!q.cancelling_) {
+                    recv_lag_cancels_for_test.fetch_add(1, std::memory_order_relaxed);
+                }
                 q.cancel_armed();  // a reader that lags: leave the rest in the socket
             }
         } else if (res == 0) {

@@ -29,6 +29,10 @@ struct recv_outcome {
 
 class recv_queue;
 
+/// Test hook: multishot receives cancelled because their reader lagged (max_ready chunks
+/// queued), process-wide (relaxed; counted once per cancel, on that rare path only).
+inline std::atomic<int> recv_lag_cancels_for_test{0};
+
 /// The stream's one reader, waiting for data; embedded in its frame. `st` is guarded by the
 /// queue's mutex: idle -> waiting -> done; whoever moves it to done resumes the reader, once.
 class recv_awaiter : private stop_callback_node {

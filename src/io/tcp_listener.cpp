@@ -126,6 +126,7 @@ auto tcp_listener::accept() -> task<result<tcp_stream>> {
         if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
             // Out of descriptors or memory: the connection waits in the backlog. Sleep (no busy
             // loop) and retry, backing off like Go's accept loop.
+            detail::accept_backoffs_for_test.fetch_add(1, std::memory_order_relaxed);
             auto r = co_await sleep_for(backoff);
             if (!r) {
                 co_return r.error();

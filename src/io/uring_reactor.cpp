@@ -81,12 +81,14 @@ void uring_reactor::attach() {
     taskrun_flag_ = (ring_.flags & IORING_SETUP_TASKRUN_FLAG) != 0;
     arm_wake();
     tl_reactor = this;
+    attached_for_test();
 }
 
 void uring_reactor::detach() noexcept {
     if (tl_reactor == this) {
         tl_reactor = nullptr;
     }
+    detached_for_test();
     if (buffers_ != nullptr) {
         buffers_->orphan(&ring_);
         buffers_ = nullptr;

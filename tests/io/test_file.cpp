@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backend_test.hpp"
+#include "io_waits.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/aligned_buffer.hpp"
 #include "weft/io/file.hpp"
@@ -27,11 +28,9 @@
 #include "weft/io/tcp_stream.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/spawn_blocking.hpp"
-#include "weft/sched/timer.hpp"
 
 namespace {
 
-using namespace std::chrono_literals;
 using weft::open_mode;
 
 auto random_bytes(std::size_t n, unsigned seed) -> std::vector<std::byte> {
@@ -64,7 +63,7 @@ private:
     std::filesystem::path path_;
 };
 
-class file_io : public weft::test::backend_test {
+class file_io : public weft::test::io_wait_test {
 protected:
     temp_dir dir_;
 };
@@ -345,9 +344,7 @@ TEST_P(file_io, cancellation_of_queued_operations) {
         std::atomic<bool> holding{false};
         // On epoll: hold the pool's only thread so that the reads below queue behind it.
         auto holder = weft::spawn(hold_the_pool(!uring, holding, release.get_future()));
-        while (!uring && !holding) {
-            (co_await weft::sleep_for(1ms)).value();
-        }
+        co_await weft::test::until([&] { return uring || holding.load(); });
         constexpr int n = 8;
         std::vector<std::array<std::byte, 64>> bufs(n);
         std::vector<std::error_code> errs(n);
@@ -355,7 +352,9 @@ TEST_P(file_io, cancellation_of_queued_operations) {
             for (int i = 0; i < n; ++i) {
                 s.spawn(read_into(f, bufs[i], errs[i]));
             }
-            (co_await weft::sleep_for(20ms)).value();  // all are waiting by now
+            // All wait: in the kernel (io_uring) or queued on the held pool (epoll).
+            co_await weft::test::until(
+                [&] { return weft::test::io_waits() >= static_cast<std::size_t>(n); });
             s.request_stop();
         });
         release.set_value();

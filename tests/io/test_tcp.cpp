@@ -19,7 +19,9 @@
 
 #include "accept_queue.hpp"
 #include "backend_test.hpp"
+#include "io_waits.hpp"
 #include "multishot.hpp"
+#include "recv_queue.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
 #include "weft/io/buffer.hpp"
@@ -40,7 +42,7 @@ auto loopback() -> weft::socket_address {
 
 auto bytes(std::string_view s) -> std::span<const std::byte> { return std::as_bytes(std::span{s}); }
 
-class tcp : public weft::test::backend_test {};
+class tcp : public weft::test::io_wait_test {};
 
 // Reads until eof, returns everything.
 auto read_to_end(weft::tcp_stream& s) -> weft::task<weft::result<std::string>> {
@@ -204,7 +206,10 @@ TEST_P(tcp, pending_accept_and_read_are_cancelled) {
                     std::array<std::byte, 8> buf{};
                     r = (co_await c.read_some(buf)).error();
                 });
-                (co_await weft::sleep_for(20ms)).value();  // both are parked in the kernel / epoll
+                // Both wait: the read in the reactor, the accept there too (epoll) or queued on
+                // the listener's multishot accept (io_uring). Cancelled before they got there,
+                // they would also report operation_canceled, without testing a pending one.
+                co_await weft::test::until([] { return weft::test::io_waits() >= 2; });
                 s.request_stop();
             });
             co_return std::pair{a, r};
@@ -224,7 +229,7 @@ TEST_P(tcp, work_spreads_to_the_other_worker_while_io_is_in_flight) {
         auto l = weft::tcp_listener::bind(loopback()).value();
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             s.spawn([&]() -> weft::task<void> { (void)co_await l.accept(); });  // stays pending
-            (co_await weft::sleep_for(5ms)).value();
+            co_await weft::test::until([] { return weft::test::io_waits() >= 1; });
             for (int round = 0; round < 200; ++round) {
                 std::atomic<int> met{0};
                 co_await weft::with_scope([&](weft::scope& pair) -> weft::task<void> {
@@ -458,8 +463,12 @@ TEST_P(tcp, accept_recovers_from_fd_exhaustion) {
         for (int fd; (fd = ::socket(AF_INET, SOCK_STREAM, 0)) >= 0;) {
             hog.push_back(fd);
         }
+        const int backoffs = weft::detail::accept_backoffs_for_test.load();
         auto acceptor = weft::spawn(l.accept());
-        (co_await weft::sleep_for(30ms)).value();  // accept is now failing with EMFILE
+        // Accept failed with EMFILE and backed off twice: it retried after sleeping, and failed
+        // again while no descriptor was free.
+        co_await weft::test::until(
+            [&] { return weft::detail::accept_backoffs_for_test.load() >= backoffs + 2; });
         const bool stuck = !acceptor.done();
         for (int fd : hog) {
             ::close(fd);
@@ -580,7 +589,13 @@ TEST_P(tcp, connections_made_while_nobody_accepts_are_all_served) {
             const std::string id = std::to_string(i) + "\n";
             (co_await clients.back().write_all(bytes(id))).value();
         }
-        (co_await weft::sleep_for(20ms)).value();  // let every CQE / backlog entry land
+        // Every connection is in the backlog once connect returned. On io_uring the multishot
+        // accept takes them until max_ready wait unclaimed, then is cancelled (the rest stay in
+        // the backlog): wait until it has stopped, so every CQE it posts has been reaped.
+        co_await weft::test::until([] { return weft::test::multishot_armed() == 0; });
+        const bool uring = GetParam() == weft::io_backend::io_uring;
+        EXPECT_GE(weft::detail::accepted_unclaimed_for_test.load(),
+                  uring ? static_cast<int>(weft::detail::accept_queue::max_ready) : 0);
         std::vector<int> ids;
         for (int i = 1; i < n; ++i) {
             auto s = (co_await l.accept()).value();
@@ -662,7 +677,21 @@ TEST_P(tcp, listener_outlives_its_runtime_and_serves_in_the_next) {
             clients.push_back((co_await weft::tcp_stream::connect(addr)).value());
             const std::string next = std::to_string(round + 1);
             (co_await clients.back().write_all(bytes(next))).value();
-            (co_await weft::sleep_for(5ms)).value();
+            if (round == 0) {
+                // On io_uring this round's accept armed the multishot accept: wait until the
+                // kernel accepted that connection and its CQE was reaped (queued unclaimed on
+                // the listener), so the next runtime hands out one this runtime accepted. On
+                // epoll it is in the backlog already. Round 1 takes it without arming, leaving
+                // the next in the backlog. Round 2 arms again, on a new ring, and does not wait:
+                // there the connection sometimes stays in the backlog although the new
+                // multishot accept is armed and its ring polled (kernel 6.18; the likely taker
+                // of the wake-up is the wait that round 0's ended ring left on the listener).
+                // Nothing this test checks depends on where that last connection is.
+                co_await weft::test::until([] {
+                    return weft::test::multishot_armed() == 0 ||
+                           weft::detail::accepted_unclaimed_for_test.load() >= 1;
+                });
+            }
         }());
     }
     EXPECT_EQ(served, (std::vector<int>{0, 1, 2}));
@@ -794,9 +823,20 @@ TEST_P(tcp, lagging_reader_gets_every_byte_after_a_pause) {
         const auto data = pattern(0, total);
         auto writer = weft::spawn(write_then_eof(s, data));
         std::vector<std::byte> got;
+        const int lag_cancels = weft::detail::recv_lag_cancels_for_test.load();
         auto first = (co_await c.receive()).value();  // arms the multishot receive
         got.insert(got.end(), first.data(), first.data() + first.size());
-        (co_await weft::sleep_for(30ms)).value();  // the writer fills every buffer meanwhile
+        // The writer fills every buffer meanwhile: on io_uring the multishot receive queues
+        // max_ready chunks and is cancelled (no longer armed), the rest waits in the socket.
+        // Then the writer waits for room (on epoll in the reactor; on io_uring its send is in
+        // flight), or has finished: loopback's socket buffers may grow to hold all 2 MiB.
+        co_await weft::test::until([&] {
+            return weft::test::multishot_armed() == 0 &&
+                   (weft::test::io_waits() >= 1 || writer.done());
+        });
+        if (GetParam() == weft::io_backend::io_uring) {  // it stopped for lagging, not run dry
+            EXPECT_GT(weft::detail::recv_lag_cancels_for_test.load(), lag_cancels);
+        }
         for (;;) {
             auto b = co_await c.receive();
             if (!b) {
@@ -819,25 +859,26 @@ TEST_P(tcp, receives_cancelled_at_random_lose_no_data) {
     auto ok = rt.block_on([&]() -> weft::task<bool> {
         auto [c, s] = co_await connected_pair();
         const auto data = pattern(0, total);
+        std::atomic<int> timeouts{0};
         auto writer = weft::spawn([&]() -> weft::task<void> {
             for (std::size_t off = 0; off < total; off += 1000) {  // in dribs, with pauses
                 const std::size_t n = std::min<std::size_t>(1000, total - off);
                 (co_await s.write_all(std::span(data).subspan(off, n))).value();
                 if (off % 40'000 == 0) {
-                    // Pauses longer than any receive's limit: some receives surely time out.
-                    (co_await weft::sleep_for(5ms)).value();
+                    // Pauses until a receive has timed out: some surely do.
+                    const int seen = timeouts.load();
+                    co_await weft::test::until([&] { return timeouts.load() > seen; });
                 }
             }
             s.shutdown_write().value();
         });
         std::vector<std::byte> got;
         std::minstd_rand rng(7);
-        int timeouts = 0;
         for (;;) {
             auto r =
                 co_await weft::with_timeout(std::chrono::microseconds(rng() % 1500), c.receive());
             if (!r) {
-                ++timeouts;  // cancelled while waiting
+                timeouts.fetch_add(1);  // cancelled while waiting
                 continue;
             }
             if (!*r) {
@@ -847,7 +888,7 @@ TEST_P(tcp, receives_cancelled_at_random_lose_no_data) {
             got.insert(got.end(), (*r)->data(), (*r)->data() + (*r)->size());
         }
         co_await std::move(writer);
-        EXPECT_GT(timeouts, 0);
+        EXPECT_GT(timeouts.load(), 0);
         co_return got == data;
     }());
     EXPECT_TRUE(ok);
@@ -877,7 +918,9 @@ TEST_P(tcp, stream_moved_to_another_runtime_keeps_every_byte) {
                 (co_await p.second.write_all(std::span(data).first(first_part))).value();
                 auto b = (co_await p.first.receive()).value();  // arms the multishot receive
                 got.insert(got.end(), b.data(), b.data() + b.size());
-                (co_await weft::sleep_for(20ms)).value();  // more chunks queue meanwhile
+                // More chunks queue meanwhile: wait until the receive has stopped (64 KiB is
+                // more than max_ready chunks: flow control cancels it), every CQE reaped.
+                co_await weft::test::until([] { return weft::test::multishot_armed() == 0; });
                 co_return std::move(p);
             }());
         if (!first_still_running) {

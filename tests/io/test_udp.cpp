@@ -5,17 +5,15 @@
 #include <string>
 
 #include "backend_test.hpp"
+#include "io_waits.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/io/udp_socket.hpp"
 #include "weft/sched/runtime.hpp"
-#include "weft/sched/timer.hpp"
 
 namespace {
 
-using namespace std::chrono_literals;
-
-class udp : public weft::test::backend_test {};
+class udp : public weft::test::io_wait_test {};
 
 auto loopback() -> weft::socket_address {
     return weft::socket_address::parse("127.0.0.1", 0).value();
@@ -53,7 +51,7 @@ TEST_P(udp, pending_receive_is_cancelled) {
                 std::array<std::byte, 16> buf{};
                 ec = (co_await s.recv_from(buf)).error();
             });
-            (co_await weft::sleep_for(10ms)).value();
+            co_await weft::test::until([] { return weft::test::io_waits() >= 1; });  // parked
             sc.request_stop();
         });
         co_return ec;
