@@ -24,9 +24,14 @@ class Metric:
 
 @dataclass(frozen=True)
 class Seed:
-    """A figure printed in the seed report, with the seed's own words for it."""
+    """A figure printed in the seed report, with the seed's own words for it.
+
+    `also`: figures the seed printed for other systems on the same row (e.g. ZCO's report
+    gives Go net/http's requests/s beside its own), shown in the seed's cell: {"go": 39359}.
+    """
     value: float
     note: str = ""
+    also: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,16 @@ class Scenario:
     # Only these systems run it (None: all). For variants of the subject alone, such as weft's
     # epoll backend, where running the peers again would only repeat their rows.
     only: tuple[str, ...] | None = None
+    # The modes that run it (a scenario left out of quick mode keeps the quick run short).
+    modes: tuple[str, ...] = ("quick", "full")
+    # For a server pair: arguments appended to the system's server command, environment
+    # variables set for the server (templates like the command's), or a whole other server
+    # command. Meant for variants of the subject (with `only`), e.g. weft's epoll backend:
+    # server_env={"WEFT_IO_BACKEND": "epoll"}. A replaced server whose program is missing is
+    # reported "not built" on those rows; the rest of the suite runs.
+    server_args: tuple[str, ...] = ()
+    server_env: Mapping[str, str] = field(default_factory=dict)
+    server: tuple[str, ...] | None = None
 
     def params_for(self, mode: str) -> dict:
         return {**self.params, **(self.quick if mode == "quick" else {})}
