@@ -33,5 +33,6 @@ SUITE = Suite(
           for tag, variant in WEFT_VARIANTS if tag["weft"] == "per-core"),
     ),
     rounds={"quick": 3, "full": 5},
+    unplotted=("ops", "errors"),
     timeout=120.0,
 )

@@ -59,5 +59,6 @@ SUITE = Suite(
     ),
     derived=(ratio("B", "A", 0.67), ratio("C", "A", 0.67), ratio("C", "B", 0.9)),
     rounds={"quick": 3, "full": 5},
+    unplotted=("ops", "errors"),
     timeout=120.0,
 )

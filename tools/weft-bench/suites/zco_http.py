@@ -93,4 +93,5 @@ SUITE = Suite(
     ),
     rounds={"quick": 3, "full": 5},
     timeout=180.0,
+    unplotted=("ops", "ephemeral_ports", "tcp_tw_reuse", "time_wait_sockets", "errors"),
 )

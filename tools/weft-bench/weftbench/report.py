@@ -231,6 +231,8 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
     targets = targets_by_key(suite, result["mode"])
     names = []
     for (scenario, metric), groups in charts.items():
+        if metric in suite.unplotted:
+            continue
         present = [s for s in systems if any(s in g for g in groups.values())]
         if not any(s != "seed" for s in present):
             continue

@@ -130,6 +130,7 @@ class Suite:
     rounds: Mapping[str, int] = field(default_factory=lambda: {"quick": 5, "full": 10})
     timeout: float = 120.0
     notes: str = ""
+    unplotted: tuple[str, ...] = ()  # metrics shown in the table only (e.g. facts of the run)
 
     def metric(self, name: str) -> Metric:
         """Declared metric, or a lower-is-better one of unknown unit for anything undeclared."""
