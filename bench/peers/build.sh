@@ -5,6 +5,7 @@
 #                      $OUT/go-httphello: net/http with the routes of examples/hello_http)
 #   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio;
 #                      $OUT/tokio-hyper: hyper 1.x's HTTP/1 server)
+#                      $OUT/minihttp    Rust/may_minihttp (bench/peers/minihttp; the pipelining ceiling)
 #   $OUT/tbb-coflux                     C++/oneTBB (bench/peers/tbb)
 #                      $OUT/asio-echo   C++/Asio   (bench/peers/asio; --per-core: a context per thread;
 #                      $OUT/asio-http: minimal HTTP/1.1 framing over the same server)
@@ -79,6 +80,20 @@ if cargo=$(find_tool cargo "${CARGO:-}" "$HOME/.cargo/bin/cargo"); then
     fi
 else
     skip "tokio-coflux tokio-echo tokio-sake tokio-hyper" "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
+fi
+
+# --- may_minihttp (the pipelining ceiling; a crate of its own, so its deps stay out of tokio's) --
+if [ -n "${cargo:-}" ]; then
+    say "building minihttp"
+    if CARGO_TARGET_DIR="$out/minihttp-target" "$cargo" build --release --locked --quiet \
+            --manifest-path "$here/minihttp/Cargo.toml" &&
+       publish "$out/minihttp-target/release/minihttp" "$out/minihttp"; then
+        say "built $out/minihttp"
+    else
+        say "FAILED minihttp"; failed+=(minihttp)
+    fi
+else
+    skip minihttp "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
 fi
 
 # --- CMake peers (oneTBB, Asio) -----------------------------------------------------------------
@@ -161,7 +176,7 @@ json.dump({
     "asio, beast, tbb (C++)": f"{cxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
                               "not clang 16: Asio's coroutines built with it crash here",
     "go": f"{go or 'not found'}; go build -trimpath (default optimisation)",
-    "tokio, hyper (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3, "
+    "tokio, hyper, minihttp (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3, "
                            "thin LTO, codegen-units 1)",
     "nginx": f"{nginx or 'not found'} (Debian's nginx-light); bench/peers/nginx/nginx.conf: "
              "access log off, keepalive_requests 1000000, reuseport",

@@ -33,6 +33,9 @@ PEERS = (
     http_system("beast", ("{peers}/beast-http", "-p", "{port}", "-t", "2")),
 )
 PEER_NAMES = tuple(p.name for p in PEERS)
+# The pipelining ceiling, for http-pipeline only: may_minihttp answers HTTP/1.1 keep-alive and
+# nothing else (an HTTP/1.0 or Connection: close client waits forever), so ab cannot load it.
+CEILING = http_system("minihttp", ("{peers}/minihttp", "-p", "{port}", "-t", "2"))
 
 # weft's other configurations, as rows of weft alone (Scenario keyword arguments plus the
 # param that names the row): the epoll backend, thread-per-core (no stealing, a SO_REUSEPORT
