@@ -88,7 +88,8 @@ def seed_cell(row: dict | None) -> str:
     if row is None:
         return '<td class="num"><small>–</small></td>'
     note = esc(row.get("seed_note", ""))
-    also = "".join(f"<br>{esc(name)}: {stats.fmt(v)}" for name, v in row.get("seed_also", {}).items())
+    also = "".join(f"<br>{esc(name)}: {stats.fmt(v)}"
+                   for name, v in row.get("seed_also", {}).items())
     return f'<td class="num">{stats.fmt(row["value"])}{also}<br><small>{note}</small></td>'
 
 

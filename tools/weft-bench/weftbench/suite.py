@@ -35,11 +35,21 @@ class Seed:
 
 
 @dataclass(frozen=True)
+class Ratio:
+    """weft within `factor` of the best of `peers`: at most factor x the best (lower is better,
+    e.g. CPU per request <= 0.8x the best of Asio, hyper, nginx) or at least factor x the best
+    (higher is better, e.g. requests/s >= 0.8x the pipelining ceiling)."""
+    peers: tuple[str, ...]
+    factor: float
+
+
+@dataclass(frozen=True)
 class Target:
     """What weft must reach on one row. Every given condition must hold."""
     at_most: float | None = None
     at_least: float | None = None
     beats: tuple[str, ...] = ()  # peers whose median weft must beat (in the metric's direction)
+    ratios: tuple[Ratio, ...] = ()
 
 
 @dataclass(frozen=True)
