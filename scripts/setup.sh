@@ -3,7 +3,9 @@
 # present are left alone, so a second run takes seconds.
 #   apt:   g++ 12, clang 16 (+ its sanitizer runtimes and clang-format), cmake, ninja,
 #          liburing, GoogleTest, Google Benchmark, oneTBB (the fork-join peer),
-#          fio (the galay-file peer), libnats-dev (cnats 3.4: the NATS JetStream backend)
+#          fio (the galay-file peer), libnats-dev (cnats 3.4: the NATS JetStream backend),
+#          wrk + apache2-utils (ab) + nginx-light (the HTTP suites' load tools and nginx
+#          peer), libboost-dev (Boost.Beast, the Beast HTTP peer)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
@@ -11,7 +13,7 @@ set -euo pipefail
 
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
-          libnats-dev)
+          libnats-dev wrk apache2-utils nginx-light libboost-dev)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -20,8 +22,22 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
     SUDO=""
     [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    # Installing nginx must not start a system nginx (on port 80, left running): while apt runs,
+    # a policy-rc.d that answers 101 ("action forbidden") stops every service start; it is
+    # removed afterwards, also on failure. One that was already there is left as it was.
+    guard=""
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        guard=/usr/sbin/policy-rc.d
+        trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
+        printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$guard" >/dev/null
+        $SUDO chmod 755 "$guard"
+    fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if [ -n "$guard" ]; then
+        $SUDO rm -f "$guard"
+        trap - EXIT
+    fi
 fi
 
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib

@@ -3,9 +3,14 @@
 #   $OUT/go-coflux     $OUT/go-echo     $OUT/go-sake     Go         (bench/peers/go;
 #                      $OUT/go-echoclient: the echo rows' load client from outside weft;
 #                      $OUT/go-httphello: net/http with the routes of examples/hello_http)
-#   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio)
+#   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio;
+#                      $OUT/tokio-hyper: hyper 1.x's HTTP/1 server)
+#                      $OUT/minihttp    Rust/may_minihttp (bench/peers/minihttp; the pipelining ceiling)
 #   $OUT/tbb-coflux                     C++/oneTBB (bench/peers/tbb)
-#                      $OUT/asio-echo   C++/Asio   (bench/peers/asio; --per-core: a context per thread)
+#                      $OUT/asio-echo   C++/Asio   (bench/peers/asio; --per-core: a context per thread;
+#                      $OUT/asio-http: minimal HTTP/1.1 framing over the same server)
+#                      $OUT/beast-http  C++/Boost.Beast (bench/peers/beast)
+#                      $OUT/nginx-hello Debian's nginx with nginx/nginx.conf (bench/peers/nginx/run.sh)
 #   $OUT/BUILD-FLAGS.json: each peer's toolchain and flags (shown in the report)
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
@@ -56,13 +61,13 @@ fi
 
 # --- tokio --------------------------------------------------------------------------------------
 if cargo=$(find_tool cargo "${CARGO:-}" "$HOME/.cargo/bin/cargo"); then
-    say "building tokio-coflux tokio-echo tokio-sake"
-    # --locked: use the committed Cargo.lock. tokio is fetched from crates.io on first build.
-    # One cargo build makes all three binaries (src/main.rs -> coflux, src/bin/echo.rs -> echo,
-    # src/bin/sake.rs -> sake).
+    say "building tokio-coflux tokio-echo tokio-sake tokio-hyper"
+    # --locked: use the committed Cargo.lock. tokio and hyper are fetched from crates.io on first
+    # build. One cargo build makes all four binaries (src/main.rs -> coflux, src/bin/echo.rs ->
+    # echo, src/bin/sake.rs -> sake, src/bin/hyper.rs -> hyper).
     if CARGO_TARGET_DIR="$out/tokio-target" "$cargo" build --release --locked --quiet \
             --manifest-path "$here/tokio/Cargo.toml"; then
-        for prog in coflux echo sake; do
+        for prog in coflux echo sake hyper; do
             if publish "$out/tokio-target/release/$prog" "$out/tokio-$prog"; then
                 say "built $out/tokio-$prog"
             else
@@ -70,10 +75,25 @@ if cargo=$(find_tool cargo "${CARGO:-}" "$HOME/.cargo/bin/cargo"); then
             fi
         done
     else
-        say "FAILED tokio-coflux tokio-echo tokio-sake"; failed+=(tokio-coflux tokio-echo tokio-sake)
+        say "FAILED tokio-coflux tokio-echo tokio-sake tokio-hyper"
+        failed+=(tokio-coflux tokio-echo tokio-sake tokio-hyper)
     fi
 else
-    skip "tokio-coflux tokio-echo tokio-sake" "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
+    skip "tokio-coflux tokio-echo tokio-sake tokio-hyper" "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
+fi
+
+# --- may_minihttp (the pipelining ceiling; a crate of its own, so its deps stay out of tokio's) --
+if [ -n "${cargo:-}" ]; then
+    say "building minihttp"
+    if CARGO_TARGET_DIR="$out/minihttp-target" "$cargo" build --release --locked --quiet \
+            --manifest-path "$here/minihttp/Cargo.toml" &&
+       publish "$out/minihttp-target/release/minihttp" "$out/minihttp"; then
+        say "built $out/minihttp"
+    else
+        say "FAILED minihttp"; failed+=(minihttp)
+    fi
+else
+    skip minihttp "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
 fi
 
 # --- CMake peers (oneTBB, Asio) -----------------------------------------------------------------
@@ -82,11 +102,11 @@ fi
 # 3.6k requests/s), so the C++ peers cannot use weft's compiler; the report states both.
 # PEER_CXX overrides.
 peer_cxx=${PEER_CXX:-g++}
-# Configures $here/DIR in $out/DIR-build and copies its target PROG to $out/PROG. If configuring
+# Configures $here/DIR in $out/DIR-build and copies its targets PROG... to $out. If configuring
 # fails because the library's package was not found (CMake cache entry NOTFOUND_VAR-NOTFOUND), says
 # MISSING_MSG in one line instead of dumping the configure log.
-cmake_peer() { # dir prog notfound_var missing_msg
-    local dir=$1 prog=$2 notfound_var=$3 missing_msg=$4
+cmake_peer() { # dir "prog [prog...]" notfound_var missing_msg
+    local dir=$1 prog=$2 notfound_var=$3 missing_msg=$4 p
     local build="$out/$dir-build"
     if ! command -v cmake >/dev/null 2>&1; then
         skip "$prog" "'cmake' not found (apt-get install cmake)"; return
@@ -109,33 +129,57 @@ cmake_peer() { # dir prog notfound_var missing_msg
             skip "$prog" "$missing_msg"
         else
             cat "$build/configure.log" >&2
-            say "FAILED $prog (cmake configure, log above)"; failed+=("$prog")
+            say "FAILED $prog (cmake configure, log above)"; read -ra p <<<"$prog"; failed+=("${p[@]}")
         fi
-    elif cmake --build "$build" && publish "$build/$prog" "$out/$prog"; then
-        say "built $out/$prog"
+    elif cmake --build "$build"; then
+        for p in $prog; do
+            if publish "$build/$p" "$out/$p"; then
+                say "built $out/$p"
+            else
+                say "FAILED $p"; failed+=("$p")
+            fi
+        done
     else
-        say "FAILED $prog"; failed+=("$prog")
+        say "FAILED $prog"; read -ra p <<<"$prog"; failed+=("${p[@]}")
     fi
 }
 
 cmake_peer tbb tbb-coflux TBB_DIR \
     "oneTBB CMake package (TBBConfig.cmake) not found (apt-get install libtbb-dev, or put its install prefix in CMAKE_PREFIX_PATH)"
-cmake_peer asio asio-echo ASIO_INCLUDE_DIR \
+cmake_peer asio "asio-echo asio-http" ASIO_INCLUDE_DIR \
     "standalone Asio header asio.hpp not found (apt-get install libasio-dev, or pass its include dir via CMAKE_PREFIX_PATH/ASIO_INCLUDE_DIR)"
+cmake_peer beast beast-http Boost_DIR \
+    "Boost's CMake package (BoostConfig.cmake, with Beast) not found (apt-get install libboost-dev)"
+
+# --- nginx (Debian's package; nothing to compile: the launcher and its config are installed) ---
+if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
+    if publish "$here/nginx/run.sh" "$out/nginx-hello" &&
+       publish "$here/nginx/nginx.conf" "$out/nginx-hello.conf"; then
+        say "installed $out/nginx-hello"
+    else
+        say "FAILED nginx-hello"; failed+=(nginx-hello)
+    fi
+else
+    skip nginx-hello "'nginx' not found (apt-get install nginx-light, or bash scripts/setup.sh)"
+fi
 
 # What each peer was built with, for the report (weft-bench reads $out/BUILD-FLAGS.json).
 cxx_version=$("$peer_cxx" --version 2>/dev/null | head -1)
 go_version=$( [ -n "${go:-}" ] && "$go" version 2>/dev/null)
 rustc_version=$(command -v rustc >/dev/null 2>&1 && rustc --version 2>/dev/null)
-python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" <<'PY'
+nginx_version=$( (nginx -v || /usr/sbin/nginx -v) 2>&1 | head -1)
+python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" "$nginx_version" <<'PY'
 import json, sys
-path, cxx, go, rustc = sys.argv[1:5]
+path, cxx, go, rustc, nginx = sys.argv[1:6]
 json.dump({
     "weft": "scripts/bench.sh: clang++-16, CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG)",
-    "asio, tbb (C++)": f"{cxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
-                       "not clang 16: Asio's coroutines built with it crash here",
+    "asio, beast, tbb (C++)": f"{cxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
+                              "not clang 16: Asio's coroutines built with it crash here",
     "go": f"{go or 'not found'}; go build -trimpath (default optimisation)",
-    "tokio (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3)",
+    "tokio, hyper, minihttp (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3, "
+                           "thin LTO, codegen-units 1)",
+    "nginx": f"{nginx or 'not found'} (Debian's nginx-light); bench/peers/nginx/nginx.conf: "
+             "access log off, keepalive_requests 1000000, reuseport",
 }, open(path, "w"), indent=1)
 PY
 

@@ -48,9 +48,16 @@ class ProtocolTest(unittest.TestCase):
         self.assertEqual(self.run_sh("exit 2").status, "unsupported")
 
     def test_failure_keeps_stderr_tail(self):
-        run = self.run_sh("echo boom >&2; exit 3")
+        run = self.run_sh("echo boom >&2; exit 4")
         self.assertEqual(run.status, "failed")
-        self.assertEqual(run.error, "exit 3\nboom")
+        self.assertEqual(run.error, "exit 4\nboom")
+
+    def test_exit_3_is_invalid_and_keeps_its_figures(self):
+        run = self.run_sh('echo \'{"metric": "errors", "unit": "count", "value": 7}\'; '
+                          'echo "7 errors" >&2; exit 3')
+        self.assertEqual(run.status, "invalid")
+        self.assertEqual(run.error, "7 errors")
+        self.assertEqual(run.metrics, [{"metric": "errors", "unit": "count", "value": 7.0}])
 
     def test_no_metric_is_a_failure(self):
         self.assertEqual(self.run_sh("true").status, "failed")

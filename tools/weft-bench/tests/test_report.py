@@ -49,6 +49,23 @@ class ReportTest(unittest.TestCase):
         if plots:  # matplotlib present
             self.assertIn('<img src="demo-spawn-ns_per_task.png"', page)
 
+    def test_invalid_runs_not_built_rows_and_the_seeds_other_figures(self):
+        seed = {**measured("seed", 513), "runs": 0, "min": None, "max": None,
+                "seed_note": "ZCO", "seed_also": {"seed's go": 39359}}
+        weft = {**measured("weft", 50), "invalid_runs": 2}
+        result = {**RESULT, "rows": [seed, weft],
+                  "invalid": [{"scenario": "spawn", "params": {"tasks": 10}, "system": "go",
+                               "round": 1, "error": "http-load: invalid run: 3 errors"}],
+                  "skipped": [{"scenario": "spawn", "params": {"tasks": 10}, "system": "tbb",
+                               "reason": "/b/archs not built"}]}
+        with tempfile.TemporaryDirectory() as d:
+            page = report.write_report(Path(d), [SUITE], {"demo": result}).read_text()
+        self.assertIn("seed&#x27;s go: 39,359", page)
+        self.assertIn("+2 invalid", page)
+        self.assertIn("<small>invalid</small>", page)  # go: every run invalid
+        self.assertIn("http-load: invalid run: 3 errors", page)
+        self.assertIn("/b/archs not built", page)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -34,3 +34,96 @@ class BuildFlagsTest(unittest.TestCase):
             self.assertIn("unknown", runner.build_flags(Path(d))["peers"])
             (Path(d) / "BUILD-FLAGS.json").write_text(json.dumps({"go": "go1.26"}))
             self.assertEqual(runner.build_flags(Path(d)), {"go": "go1.26"})
+
+
+class HttpSuiteFeaturesTest(unittest.TestCase):
+    """Invalid runs, scenarios per mode, server variants and replaced servers."""
+
+    def setUp(self):
+        import io
+        import tempfile
+        from pathlib import Path
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = Path(self.tmp.name)
+        self.progress_stream = io.StringIO()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def program(self, body: str) -> str:
+        path = self.dir / "prog"
+        path.write_text("#!/bin/sh\n" + body)
+        path.chmod(0o755)
+        return str(path)
+
+    def run_suite(self, suite, mode="quick"):
+        from weftbench import runner
+        # no retries: a noisy machine must not run the counting program twice in a round
+        settings = runner.Settings(mode=mode, bin_dir=self.dir, peers_dir=self.dir,
+                                   noise_threshold=1000.0, retries=0)
+        progress = runner.Progress(total=runner.planned_runs(suite, settings),
+                                   stream=self.progress_stream)
+        return runner.run_suite(suite, settings, progress)
+
+    def test_invalid_runs_are_left_out_and_the_next_rounds_run(self):
+        from weftbench.suite import Metric, Scenario, Suite, System
+        # rounds 1 and 3 are clean (value 10, 30), round 2 saw errors (exit 3, value 999)
+        counter = self.dir / "n"
+        prog = self.program(
+            f'n=$(( $(cat {counter} 2>/dev/null || echo 0) + 1 )); echo $n > {counter}\n'
+            'if [ $n -eq 2 ]; then echo \'{"metric": "m", "unit": "x", "value": 999}\'; '
+            'echo "2 errors" >&2; exit 3; fi\n'
+            'echo "{\\"metric\\": \\"m\\", \\"unit\\": \\"x\\", \\"value\\": ${n}0}"\n')
+        suite = Suite("t", "t", None, (System("weft", prog),), {"m": Metric("x")},
+                      (Scenario("s", {}, ("m",)),), rounds={"quick": 3, "full": 3})
+        result = self.run_suite(suite)
+        row = next(r for r in result["rows"] if r["metric"] == "m")
+        self.assertEqual(row["values"], [10.0, 30.0])
+        self.assertEqual(row["invalid_runs"], 1)
+        self.assertEqual(result["failures"], [])
+        self.assertEqual([(i["round"], i["error"]) for i in result["invalid"]], [(2, "2 errors")])
+        self.assertIn("INVALID", self.progress_stream.getvalue())
+
+    def test_scenarios_run_only_in_their_modes(self):
+        from weftbench import runner
+        from weftbench.suite import Metric, Scenario, Suite, System
+        suite = Suite("t", "t", None, (System("weft", "sh"),), {"m": Metric("x")},
+                      (Scenario("both", {}, ("m",)),
+                       Scenario("full_only", {}, ("m",), modes=("full",))))
+        self.assertEqual([s.name for s in runner.scenarios_for(suite, "quick")], ["both"])
+        self.assertEqual([s.name for s in runner.scenarios_for(suite, "full")],
+                         ["both", "full_only"])
+
+    def test_server_variants(self):
+        from pathlib import Path
+        from weftbench import runner
+        from weftbench.suite import Scenario, Server, System
+        system = System("weft", "client", server=Server(("{bin}/srv", "--port", "{port}")))
+        settings = runner.Settings(bin_dir=Path("/b"))
+        plain = Scenario("wrk", {"c": 1}, ())
+        variant = Scenario("wrk", {"c": 1}, (), server_args=("--per-core",),
+                           server_env={"WEFT_IO_BACKEND": "epoll"})
+        other = Scenario("wrk", {"arch": "B"}, (), server=("{bin}/archs", "--arch", "{arch}",
+                                                           "--port", "{port}"))
+        self.assertEqual(runner.server_for(system, plain, {"c": 1}, settings, 9),
+                         (["/b/srv", "--port", "9"], None))
+        self.assertEqual(runner.server_for(system, variant, {"c": 1}, settings, 9),
+                         (["/b/srv", "--port", "9", "--per-core"], {"WEFT_IO_BACKEND": "epoll"}))
+        self.assertEqual(runner.server_for(system, other, {"arch": "B"}, settings, 9),
+                         (["/b/archs", "--arch", "B", "--port", "9"], None))
+
+    def test_a_replaced_server_not_built_skips_its_rows_only(self):
+        from weftbench.suite import Metric, Scenario, Server, Suite, System
+        prog = self.program('echo \'{"metric": "m", "unit": "x", "value": 1}\'\n')
+        # the server pair's client needs a server: use a plain system for the runnable row and
+        # check that the replaced one is reported, not failed
+        suite = Suite("t", "t", None, (System("weft", prog, server=None),),
+                      {"m": Metric("x")},
+                      (Scenario("s", {}, ("m",)),
+                       Scenario("s", {"arch": "A"}, ("m",), server=("{bin}/missing",))),
+                      rounds={"quick": 1, "full": 1})
+        result = self.run_suite(suite)
+        self.assertEqual(result["failures"], [])
+        self.assertEqual([(s["params"], s["reason"]) for s in result["skipped"]],
+                         [({"arch": "A"}, f"{self.dir}/missing not built")])
+        self.assertEqual([r["params"] for r in result["rows"]], [{}])

@@ -109,5 +109,25 @@ class FormatTest(unittest.TestCase):
         self.assertEqual(stats.format_params({"C": 8, "D": 5}), "C=8 D=5")
 
 
+
+class RatioTargetTest(unittest.TestCase):
+    def test_lower_is_better_at_most_factor_of_the_best(self):
+        from weftbench.suite import Ratio
+        t = Target(ratios=(Ratio(("asio", "hyper"), 0.8), Ratio(("go",), 0.5)))
+        peers = {"asio": 6000, "hyper": 7000, "go": 14000}
+        self.assertEqual(stats.check_target(t, 4800, peers, LOWER), (True, ""))
+        met, why = stats.check_target(t, 5000, peers, LOWER)
+        self.assertFalse(met)
+        self.assertIn("0.833x asio", why)
+        self.assertIn("within 0.8× of the best of asio, hyper", stats.describe_target(t, "ns"))
+
+    def test_higher_is_better_at_least_factor(self):
+        from weftbench.suite import Ratio
+        t = Target(ratios=(Ratio(("minihttp",), 0.8),))
+        self.assertTrue(stats.check_target(t, 800, {"minihttp": 1000}, HIGHER)[0])
+        self.assertFalse(stats.check_target(t, 799, {"minihttp": 1000}, HIGHER)[0])
+        self.assertIsNone(stats.check_target(t, 799, {}, HIGHER)[0])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -40,7 +40,7 @@ def parse_args(argv: list[str], names: list[str]) -> argparse.Namespace:
 def list_suites(suites, settings: runner.Settings) -> None:
     for suite in suites:
         print(f"{suite.name}: {suite.title} ({settings.rounds_for(suite)} rounds)")
-        for scn in suite.scenarios:
+        for scn in runner.scenarios_for(suite, settings.mode):
             print(f"    {scn.name} {runner.stats.format_params(scn.params_for(settings.mode))}")
         for system in suite.systems:
             reason = runner.missing_reason(system, settings)

@@ -21,6 +21,9 @@ from pathlib import Path
 
 HZ = os.sysconf("SC_CLK_TCK")
 UNSUPPORTED_EXIT = 2
+# The measurement ran but is not to be trusted (an HTTP load saw errors or wrong responses):
+# its figures are kept for the record, never averaged in; the next round runs it again.
+INVALID_EXIT = 3
 
 
 def busy_ticks(cpu_line: str) -> int:
@@ -82,7 +85,7 @@ def tail(text: str, lines: int = 6, chars: int = 600) -> str:
 
 @dataclass
 class Run:
-    status: str  # "ok" | "unsupported" | "failed"
+    status: str  # "ok" | "unsupported" | "failed" | "invalid"
     metrics: list[dict] = field(default_factory=list)
     error: str = ""
     wall_s: float = 0.0
@@ -124,10 +127,13 @@ class ServerError(Exception):
 
 
 def start_server(argv: list[str], port: int, ready_timeout: float,
-                 err_file) -> subprocess.Popen:
-    """Start argv in its own session and wait until 127.0.0.1:port accepts connections."""
+                 err_file, env: dict | None = None) -> subprocess.Popen:
+    """Start argv in its own session and wait until 127.0.0.1:port accepts connections.
+
+    `env`: variables added to the harness's environment for the server."""
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=err_file, start_new_session=True)
+                            stderr=err_file, start_new_session=True,
+                            env={**os.environ, **env} if env else None)
     deadline = time.monotonic() + ready_timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -152,14 +158,14 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 def run_once(argv: list[str], timeout: float, threshold: float,
              server_argv: list[str] | None = None, port: int | None = None,
-             ready_timeout: float = 10.0) -> Run:
+             ready_timeout: float = 10.0, server_env: dict | None = None) -> Run:
     """Run argv once (with its server around it, if any) and measure it."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.TemporaryFile() as server_err:
         server = None
         try:
             if server_argv:
-                server = start_server(server_argv, port, ready_timeout, server_err)
+                server = start_server(server_argv, port, ready_timeout, server_err, server_env)
             return measure_child(argv, timeout, threshold, out, err, server)
         except (ServerError, OSError) as e:
             server_err.seek(0)
@@ -241,6 +247,9 @@ def measure_child(argv, timeout, threshold, out, err, server) -> Run:
         run.status, run.error = "failed", f"timed out after {timeout:g}s\n{tail(stderr)}".strip()
     elif code == UNSUPPORTED_EXIT:
         run.status = "unsupported"
+    elif code == INVALID_EXIT:
+        run.status, run.error = "invalid", tail(stderr) or "invalid (exit 3)"
+        run.metrics = parse_metrics(stdout)
     elif code != 0:
         why = f"exit {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
         run.status, run.error = "failed", f"{why}\n{tail(stderr)}".strip()

@@ -44,7 +44,7 @@ def table_keys(suite: Suite, result: dict) -> list[tuple]:
     """Rows of the table in the suite's order: declared metrics, then anything else printed."""
     present = list(dict.fromkeys(row_key(r) for r in result["rows"]))
     keys = []
-    for scn in suite.scenarios:
+    for scn in (s for s in suite.scenarios if result["mode"] in s.modes):
         p = stats.format_params(scn.params_for(result["mode"]))
         keys += [(scn.name, p, m) for m in scn.metrics]
         keys += [k for k in present if k[:2] == (scn.name, p) and k[2] not in scn.metrics]
@@ -55,7 +55,7 @@ def table_keys(suite: Suite, result: dict) -> list[tuple]:
 
 def targets_by_key(suite: Suite, mode: str) -> dict:
     out = {}
-    for scn in suite.scenarios:
+    for scn in (s for s in suite.scenarios if mode in s.modes):
         p = stats.format_params(scn.params_for(mode))
         for metric, target in scn.targets.items():
             out[scn.name, p, metric] = target
@@ -78,6 +78,9 @@ def figure_cell(row: dict | None, status: str = "", why: str = "") -> str:
     if row.get("noisy"):
         why = f"{row['noisy_runs']} noisy run(s)" if "noisy_runs" in row else "a noisy input"
         noisy = f' <span class="warn" title="{why}">⚠ noisy</span>'
+    if row.get("invalid_runs"):
+        spread += (f'<br><small class="warn" title="runs with errors, left out">'
+                   f'+{row["invalid_runs"]} invalid</small>')
     return f'<td class="num"><b>{stats.fmt(row["value"])}</b>{noisy}{spread}</td>'
 
 
@@ -85,7 +88,9 @@ def seed_cell(row: dict | None) -> str:
     if row is None:
         return '<td class="num"><small>–</small></td>'
     note = esc(row.get("seed_note", ""))
-    return f'<td class="num">{stats.fmt(row["value"])}<br><small>{note}</small></td>'
+    also = "".join(f"<br>{esc(name)}: {stats.fmt(v)}"
+                   for name, v in row.get("seed_also", {}).items())
+    return f'<td class="num">{stats.fmt(row["value"])}{also}<br><small>{note}</small></td>'
 
 
 def target_cells(target, weft: dict | None, peer_figs: dict, unit: str,
@@ -119,6 +124,10 @@ def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
     peers = [s.name for s in suite.systems if s.name != SUBJECT]
     failed = {(f["scenario"], stats.format_params(f["params"]), f["system"]): f["error"]
               for f in result["failures"]}
+    skipped = {(f["scenario"], stats.format_params(f["params"]), f["system"]): f["reason"]
+               for f in result.get("skipped", [])}
+    invalid = {(f["scenario"], stats.format_params(f["params"]), f["system"]): f["error"]
+               for f in result.get("invalid", [])}
     targets = targets_by_key(suite, result["mode"])
 
     def cell(key, system) -> str:
@@ -128,6 +137,10 @@ def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
             return figure_cell(None, "not run", status[system]["reason"])
         if (key[0], key[1], system) in failed:
             return figure_cell(None, "failed", failed[key[0], key[1], system])
+        if (key[0], key[1], system) in skipped:
+            return figure_cell(None, "not built", skipped[key[0], key[1], system])
+        if (key[0], key[1], system) in invalid:
+            return figure_cell(None, "invalid", invalid[key[0], key[1], system])
         return figure_cell(None, "–", "no figure (not supported)")
 
     parts = section_header(suite, result)
@@ -164,6 +177,19 @@ def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
             parts.append(f"<p><b>{esc(f['system'])}</b> on {esc(f['scenario'])} "
                          f"<code>{esc(stats.format_params(f['params']))}</code>"
                          f" (round {f['round']}):</p><pre>{esc(f['error'])}</pre>")
+    if result.get("invalid"):
+        parts.append("<h3>Invalid runs</h3><p><small>Runs whose load saw errors (non-2xx "
+                     "responses, socket errors, failed or wrong-length responses): left out of "
+                     "every median.</small></p>")
+        for f in result["invalid"]:
+            parts.append(f"<p><b>{esc(f['system'])}</b> on {esc(f['scenario'])} "
+                         f"<code>{esc(stats.format_params(f['params']))}</code>"
+                         f" (round {f['round']}):</p><pre>{esc(f['error'])}</pre>")
+    if result.get("skipped"):
+        reasons = sorted({(f["scenario"], stats.format_params(f["params"]), f["reason"])
+                          for f in result["skipped"]})
+        parts.append("<h3>Not built</h3>" + "".join(
+            f"<p>{esc(s)} <code>{esc(p)}</code>: {esc(r)}</p>" for s, p, r in reasons))
     images = plot_suite(suite, result, out_dir)
     if images:
         parts.append("<h3>Plots</h3><p><small>Bars: medians; whiskers: min–max over the rounds; "
@@ -206,6 +232,8 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
     targets = targets_by_key(suite, result["mode"])
     names = []
     for (scenario, metric), groups in charts.items():
+        if metric in suite.unplotted:
+            continue
         present = [s for s in systems if any(s in g for g in groups.values())]
         if not any(s != "seed" for s in present):
             continue

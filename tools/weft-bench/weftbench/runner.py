@@ -54,13 +54,32 @@ def missing_reason(system: System, settings: Settings) -> str | None:
     return None
 
 
+def scenarios_for(suite: Suite, mode: str) -> list:
+    """The suite's scenarios that run in `mode`, in order."""
+    return [scn for scn in suite.scenarios if mode in scn.modes]
+
+
+def server_missing(scenario, settings: Settings) -> str | None:
+    """Why a scenario's replacement server cannot run ("... not built"); None when it can."""
+    if not scenario.server:
+        return None
+    program = expand(scenario.server[0], settings, port=0, scenario=scenario.name,
+                     **scenario.params_for(settings.mode))
+    return None if shutil.which(program) else f"{program} not built"
+
+
+def runs_on(scenario, system: System, settings: Settings) -> bool:
+    return ((scenario.only is None or system.name in scenario.only)
+            and server_missing(scenario, settings) is None)
+
+
 def planned_runs(suite: Suite, settings: Settings) -> int:
     runnable = [s for s in suite.systems if missing_reason(s, settings) is None]
     if not any(s.name == SUBJECT for s in runnable):
         return 0
     return settings.rounds_for(suite) * sum(
-        sum(1 for s in runnable if scn.only is None or s.name in scn.only)
-        for scn in suite.scenarios)
+        sum(1 for s in runnable if runs_on(scn, s, settings))
+        for scn in scenarios_for(suite, settings.mode))
 
 
 def argv_for(system: System, scenario: str, params: dict, settings: Settings,
@@ -70,6 +89,19 @@ def argv_for(system: System, scenario: str, params: dict, settings: Settings,
     return [expand(system.program, settings), scenario, *args]
 
 
+def server_for(system: System, scenario, params: dict, settings: Settings,
+               port: int) -> tuple[list[str], dict | None]:
+    """The server's argv and extra environment for one run: the system's command plus the
+    scenario's server_args, or the scenario's own server command; the scenario's server_env."""
+    command = scenario.server or system.server.command + scenario.server_args
+
+    def fill(a: str) -> str:
+        return expand(a, settings, port=port, scenario=scenario.name, **params)
+
+    env = {k: fill(v) for k, v in scenario.server_env.items()}
+    return [fill(a) for a in command], env or None
+
+
 def run_system(system: System, scenario, params: dict, suite: Suite,
                settings: Settings) -> measure.Run:
     timeout = scenario.timeout or suite.timeout
@@ -77,11 +109,9 @@ def run_system(system: System, scenario, params: dict, suite: Suite,
     port = None
     if system.server:
         port = measure.free_port()
-        server = {
-            "server_argv": [expand(a, settings, port=port, scenario=scenario.name, **params)
-                            for a in system.server.command],
-            "port": port, "ready_timeout": system.server.ready_timeout,
-        }
+        argv, env = server_for(system, scenario, params, settings, port)
+        server = {"server_argv": argv, "port": port,
+                  "ready_timeout": system.server.ready_timeout, "server_env": env}
     argv = argv_for(system, scenario.name, params, settings, port)
     return measure.measure(argv, timeout, settings.noise_threshold, settings.retries, **server)
 
@@ -89,6 +119,8 @@ def run_system(system: System, scenario, params: dict, suite: Suite,
 def describe(run: measure.Run) -> str:
     if run.status == "unsupported":
         return "not supported (exit 2), skipped"
+    if run.status == "invalid":
+        return "INVALID, not counted: " + (run.error.splitlines()[-1] if run.error else "")
     if run.status == "failed":
         return "FAILED: " + run.error.splitlines()[0] if run.error else "FAILED"
     figures = ", ".join(f"{m['metric']}={stats.fmt(m['value'])} {m['unit']}".rstrip()
@@ -151,33 +183,48 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
         "builds": build_flags(settings.peers_dir),
         "method": {"noise_threshold_percent": settings.noise_threshold,
                    "retries": settings.retries, "clock_ticks_per_s": measure.HZ},
-        "systems": [], "failures": [], "rows": [],
+        "systems": [], "failures": [], "invalid": [], "skipped": [], "rows": [],
     }
     runnable = check_systems(suite, settings, result)
     samples: dict[tuple[int, str, str], dict] = {}
+    invalid: dict[tuple[int, str], int] = {}  # (scenario, system) -> runs marked invalid
     stopped: set[tuple[int, str]] = set()  # (scenario, system) that was unsupported or failed
-    plan = [(scn, scn.params_for(settings.mode)) for scn in suite.scenarios]
+    plan = [(scn, scn.params_for(settings.mode)) for scn in scenarios_for(suite, settings.mode)]
+    for scn, params in plan:
+        why = server_missing(scn, settings)
+        if why and not result.get("error"):
+            for system in runnable:
+                if scn.only is None or system.name in scn.only:
+                    result["skipped"].append({"scenario": scn.name, "params": params,
+                                              "system": system.name, "reason": why})
+            print(f"{suite.name}: {scn.name} {stats.format_params(params)}: {why}",
+                  file=sys.stderr, flush=True)
     for r in range(1, rounds + 1):
         for i, (scn, params) in enumerate(plan):
             label = f"{suite.name} round {r}/{rounds}  {scn.name} {stats.format_params(params)}"
             for system in rotated(runnable, r - 1):
-                if scn.only is not None and system.name not in scn.only:
+                if not runs_on(scn, system, settings):
                     continue
                 if (i, system.name) in stopped:
                     progress.done += 1
                     continue
                 run = run_system(system, scn, params, suite, settings)
                 progress.line(f"{label}  {system.name}: {describe(run)}")
-                if run.status != "ok":
+                if run.status in ("unsupported", "failed"):
                     stopped.add((i, system.name))
                 if run.status == "failed":
                     result["failures"].append({"scenario": scn.name, "params": params,
                                                "system": system.name, "round": r,
                                                "error": run.error})
+                elif run.status == "invalid":
+                    invalid[i, system.name] = invalid.get((i, system.name), 0) + 1
+                    result["invalid"].append({"scenario": scn.name, "params": params,
+                                              "system": system.name, "round": r,
+                                              "error": run.error, "metrics": run.metrics})
                 elif run.status == "ok":
                     record(samples, i, system.name, run)
 
-    rows = seed_rows(suite, plan) + measured_rows(suite, plan, samples)
+    rows = seed_rows(suite, plan) + measured_rows(suite, plan, samples, invalid)
     for d in suite.derived:
         rows += stats.derive(d, rows)
         if d.seed:
@@ -203,7 +250,11 @@ def record(samples: dict, i: int, system: str, run: measure.Run) -> None:
         s["noisy"].append(run.noisy)
 
 
-def measured_rows(suite: Suite, plan: list, samples: dict) -> list[dict]:
+def measured_rows(suite: Suite, plan: list, samples: dict,
+                  invalid: dict | None = None) -> list[dict]:
+    """One row per (scenario, system, metric) with valid runs; `invalid_runs` counts the runs
+    of that scenario and system left out because they were invalid."""
+    invalid = invalid or {}
     rows = []
     for (i, system, metric), s in samples.items():
         scn, params = plan[i]
@@ -214,16 +265,20 @@ def measured_rows(suite: Suite, plan: list, samples: dict) -> list[dict]:
             "unit": declared.unit if declared else s["unit"], **stats.summarize(s["values"]),
             "other_cpu_percent": s["other_cpu_percent"], "noisy": any(s["noisy"]),
             "noisy_runs": sum(s["noisy"]), "values": s["values"], "cpu_s": s["cpu_s"],
-            "wall_s": s["wall_s"], "attempts": s["attempts"], **printed,
+            "wall_s": s["wall_s"], "attempts": s["attempts"],
+            "invalid_runs": invalid.get((i, system), 0), **printed,
         })
     return rows
 
 
 def seed_row(suite: Suite, scenario: str, params: dict, metric: str, seed) -> dict:
-    return {"scenario": scenario, "params": params, "system": "seed", "metric": metric,
-            "unit": suite.metric(metric).unit, "value": seed.value, "runs": 0,
-            "min": None, "max": None, "other_cpu_percent": [], "noisy": False,
-            "seed_file": suite.seed_file, "seed_note": seed.note}
+    row = {"scenario": scenario, "params": params, "system": "seed", "metric": metric,
+           "unit": suite.metric(metric).unit, "value": seed.value, "runs": 0,
+           "min": None, "max": None, "other_cpu_percent": [], "noisy": False,
+           "seed_file": suite.seed_file, "seed_note": seed.note}
+    if seed.also:
+        row["seed_also"] = dict(seed.also)
+    return row
 
 
 def seed_rows(suite: Suite, plan: list) -> list[dict]:

@@ -51,6 +51,17 @@ def check_target(target: Target, subject: float | None, peers: Mapping[str, floa
             unknown.append(f"{peer} has no figure")
         elif not better(subject, peers[peer], direction):
             failed.append(f"not better than {peer}")
+    for r in target.ratios:
+        best = best_of({p: peers[p] for p in r.peers if p in peers}, direction)
+        if best is None:
+            unknown.append(f"{', '.join(r.peers)}: no figure")
+            continue
+        limit = r.factor * best[1]
+        within = subject >= limit if direction == HIGHER else subject <= limit
+        if not within:
+            failed.append(f"{fmt(subject)} is {subject / best[1]:.3g}x {best[0]}'s "
+                          f"{fmt(best[1])}, not {'≥' if direction == HIGHER else '≤'} "
+                          f"{r.factor:g}x")
     if failed:
         return False, "; ".join(failed)
     if unknown:
@@ -66,6 +77,8 @@ def describe_target(target: Target, unit: str) -> str:
         parts.append(f"≥ {fmt(target.at_least)} {unit}".rstrip())
     if target.beats:
         parts.append("beats " + ", ".join(target.beats))
+    for r in target.ratios:
+        parts.append(f"within {r.factor:g}× of the best of {', '.join(r.peers)}")
     return " and ".join(parts)
 
 

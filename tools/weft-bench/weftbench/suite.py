@@ -24,9 +24,23 @@ class Metric:
 
 @dataclass(frozen=True)
 class Seed:
-    """A figure printed in the seed report, with the seed's own words for it."""
+    """A figure printed in the seed report, with the seed's own words for it.
+
+    `also`: figures the seed printed for other systems on the same row (e.g. ZCO's report
+    gives Go net/http's requests/s beside its own), shown in the seed's cell: {"go": 39359}.
+    """
     value: float
     note: str = ""
+    also: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """weft within `factor` of the best of `peers`: at most factor x the best (lower is better,
+    e.g. CPU per request <= 0.8x the best of Asio, hyper, nginx) or at least factor x the best
+    (higher is better, e.g. requests/s >= 0.8x the pipelining ceiling)."""
+    peers: tuple[str, ...]
+    factor: float
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,7 @@ class Target:
     at_most: float | None = None
     at_least: float | None = None
     beats: tuple[str, ...] = ()  # peers whose median weft must beat (in the metric's direction)
+    ratios: tuple[Ratio, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,16 @@ class Scenario:
     # Only these systems run it (None: all). For variants of the subject alone, such as weft's
     # epoll backend, where running the peers again would only repeat their rows.
     only: tuple[str, ...] | None = None
+    # The modes that run it (a scenario left out of quick mode keeps the quick run short).
+    modes: tuple[str, ...] = ("quick", "full")
+    # For a server pair: arguments appended to the system's server command, environment
+    # variables set for the server (templates like the command's), or a whole other server
+    # command. Meant for variants of the subject (with `only`), e.g. weft's epoll backend:
+    # server_env={"WEFT_IO_BACKEND": "epoll"}. A replaced server whose program is missing is
+    # reported "not built" on those rows; the rest of the suite runs.
+    server_args: tuple[str, ...] = ()
+    server_env: Mapping[str, str] = field(default_factory=dict)
+    server: tuple[str, ...] | None = None
 
     def params_for(self, mode: str) -> dict:
         return {**self.params, **(self.quick if mode == "quick" else {})}
@@ -115,6 +140,7 @@ class Suite:
     rounds: Mapping[str, int] = field(default_factory=lambda: {"quick": 5, "full": 10})
     timeout: float = 120.0
     notes: str = ""
+    unplotted: tuple[str, ...] = ()  # metrics shown in the table only (e.g. facts of the run)
 
     def metric(self, name: str) -> Metric:
         """Declared metric, or a lower-is-better one of unknown unit for anything undeclared."""

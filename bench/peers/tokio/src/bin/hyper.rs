@@ -1,0 +1,151 @@
+//! hyper peer for weft-bench's HTTP suites (see ../../../README.md): the routes of
+//! examples/hello_http.cpp served by hyper 1.x's HTTP/1 server on the tokio runtime.
+//!
+//!     hyper [-h HOST] [-p PORT] [-t THREADS]
+//!
+//! `GET /` answers 200 `Hello, World!` (text/plain), `POST /echo` the request body (at most
+//! 1 MiB, else 413); other paths 404, other methods 405. One `tokio::spawn`ed task per
+//! connection runs `hyper::server::conn::http1`, keep-alive on (hyper's default). Settings beyond
+//! the defaults: `timer(TokioTimer)` (hyper's header-read timeout needs a timer) and
+//! `pipeline_flush(true)`, which lets hyper answer pipelined requests in one flush (its own
+//! documented knob for pipelining; it changes nothing for one request at a time). Prints
+//! `listening on HOST:PORT` once bound; exits 0 on SIGTERM/SIGINT (open connections are
+//! dropped). Exit code 2 on bad arguments, 1 if the listener cannot be set up.
+
+use std::convert::Infallible;
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::process::exit;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::signal::unix::{signal, SignalKind};
+
+const BACKLOG: u32 = 4096;
+const BODY_LIMIT: usize = 1 << 20;
+const HELLO: &[u8] = b"Hello, World!";
+
+fn usage(msg: &str) -> ! {
+    eprintln!("hyper: {msg}\nusage: hyper [-h HOST] [-p PORT] [-t THREADS]");
+    exit(2);
+}
+
+fn fail(what: &str, err: std::io::Error) -> ! {
+    eprintln!("hyper: {what}: {err}");
+    exit(1);
+}
+
+fn text(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    resp
+}
+
+fn not_allowed(allow: &'static str) -> Response<Full<Bytes>> {
+    let mut resp = text(StatusCode::METHOD_NOT_ALLOWED, Bytes::from_static(b"Method Not Allowed"));
+    resp.headers_mut().insert(ALLOW, HeaderValue::from_static(allow));
+    resp
+}
+
+async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let resp = match (req.uri().path(), req.method()) {
+        ("/", &Method::GET) | ("/", &Method::HEAD) => text(StatusCode::OK, Bytes::from_static(HELLO)),
+        ("/", _) => not_allowed("GET, HEAD"),
+        ("/echo", &Method::POST) => match Limited::new(req.into_body(), BODY_LIMIT).collect().await {
+            Ok(body) => text(StatusCode::OK, body.to_bytes()),
+            Err(_) => text(StatusCode::PAYLOAD_TOO_LARGE, Bytes::from_static(b"Payload Too Large")),
+        },
+        ("/echo", _) => not_allowed("POST"),
+        _ => text(StatusCode::NOT_FOUND, Bytes::from_static(b"Not Found")),
+    };
+    Ok(resp)
+}
+
+fn main() {
+    let (mut host, mut port, mut threads) = ("127.0.0.1".to_string(), 8080u16, 0usize);
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let Some(value) = it.next() else { usage(&format!("{flag}: missing value")) };
+        match flag.as_str() {
+            "-h" => host = value,
+            "-p" => port = value.parse().unwrap_or_else(|_| usage(&format!("bad port {value:?}"))),
+            "-t" => {
+                threads = value.parse().unwrap_or_else(|_| usage(&format!("bad thread count {value:?}")))
+            }
+            _ => usage(&format!("unknown option {flag:?}")),
+        }
+    }
+    let addr: SocketAddr = match (host.as_str(), port).to_socket_addrs() {
+        Ok(mut addrs) => addrs.next().unwrap_or_else(|| usage("host resolves to no address")),
+        Err(e) => fail(&format!("resolving {host:?}"), e),
+    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_io().enable_time();
+    if threads > 0 {
+        builder.worker_threads(threads);
+    }
+    let rt = builder.build().unwrap_or_else(|e| fail("building the runtime", e));
+    rt.block_on(async {
+        let mut term = signal(SignalKind::terminate()).unwrap_or_else(|e| fail("SIGTERM", e));
+        let mut int = signal(SignalKind::interrupt()).unwrap_or_else(|e| fail("SIGINT", e));
+        let listener = listen(addr).unwrap_or_else(|e| fail(&format!("listening on {addr}"), e));
+        let bound = listener.local_addr().map(|a| a.port()).unwrap_or(port);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {host}:{bound}");
+        let _ = out.flush();
+        drop(out);
+        // In a spawned task, for the reason tokio-echo gives (spawns from a worker stay local).
+        tokio::spawn(accept_loop(listener));
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    });
+    rt.shutdown_background();
+    exit(0);
+}
+
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
+/// Accepts forever; accept errors (EMFILE, ...) back off 5 ms doubling to 1 s, as tokio-echo.
+async fn accept_loop(listener: TcpListener) {
+    let mut backoff = Duration::ZERO;
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                backoff = Duration::ZERO;
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(async move {
+                    let _ = http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .pipeline_flush(true)
+                        .serve_connection(TokioIo::new(stream), service_fn(handle))
+                        .await;
+                });
+            }
+            Err(e) => {
+                backoff = if backoff.is_zero() {
+                    Duration::from_millis(5)
+                } else {
+                    (backoff * 2).min(Duration::from_secs(1))
+                };
+                eprintln!("hyper: accept: {e}; retrying in {backoff:?}");
+                tokio::time::sleep(backoff).await;
+            }
+        }
+    }
+}

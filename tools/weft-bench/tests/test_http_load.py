@@ -1,0 +1,106 @@
+"""clients/http-load: reading ab's and wrk's reports, and what makes a run invalid."""
+import importlib.machinery
+import importlib.util
+import unittest
+from pathlib import Path
+
+PATH = Path(__file__).resolve().parent.parent / "clients" / "http-load"
+loader = importlib.machinery.SourceFileLoader("http_load", str(PATH))
+spec = importlib.util.spec_from_loader("http_load", loader)
+http_load = importlib.util.module_from_spec(spec)
+loader.exec_module(http_load)
+
+WRK = """Running 1s test @ http://127.0.0.1:8080/
+  2 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   712.34us  401.00us  12.50ms   90.12%
+    Req/Sec    70.12k     5.01k   80.00k    70.00%
+  Latency Distribution
+     50%  650.00us
+     75%  800.00us
+     90%    1.00ms
+     99%    2.35ms
+  139536 requests in 1.00s, 17.57MB read
+Requests/sec: 139412.55
+Transfer/sec:     17.55MB
+"""
+
+WRK_ERRORS = WRK.replace("Requests/sec", "  Socket errors: connect 0, read 3, write 0, timeout 12\n"
+                         "  Non-2xx or 3xx responses: 5\nRequests/sec")
+
+AB = """Server Software:        
+Server Hostname:        127.0.0.1
+Server Port:            8080
+
+Document Path:          /
+Document Length:        13 bytes
+
+Concurrency Level:      100
+Time taken for tests:   0.182 seconds
+Complete requests:      2000
+Failed requests:        0
+Total transferred:      250000 bytes
+HTML transferred:       26000 bytes
+Requests per second:    10989.01 [#/sec] (mean)
+Time per request:       9.100 [ms] (mean)
+Time per request:       0.091 [ms] (mean, across all concurrent requests)
+Transfer rate:          1341.43 [Kbytes/sec] received
+
+Percentage of the requests served within a certain time (ms)
+  50%      8
+  66%      9
+  95%     14
+  99%     21
+ 100%     30 (longest request)
+"""
+
+
+class WrkTest(unittest.TestCase):
+    def test_durations(self):
+        self.assertAlmostEqual(http_load.duration_ms("712.34us"), 0.71234)
+        self.assertAlmostEqual(http_load.duration_ms("2.35ms"), 2.35)
+        self.assertAlmostEqual(http_load.duration_ms("1.50s"), 1500)
+        with self.assertRaises(ValueError):
+            http_load.duration_ms("fast")
+
+    def test_clean_run(self):
+        f = http_load.parse_wrk(WRK)
+        self.assertEqual(f["requests"], 139536)
+        self.assertAlmostEqual(f["requests_per_s"], 139412.55)
+        self.assertAlmostEqual(f["mean_latency_ms"], 0.71234)
+        self.assertAlmostEqual(f["p99_ms"], 2.35)
+        self.assertEqual(sum(f["errors"].values()), 0)
+
+    def test_a_zero_percentile_reads_as_zero(self):
+        # wrk sometimes prints it under pipelining; the client then leaves p99 out of the run
+        self.assertEqual(http_load.parse_wrk(WRK.replace("2.35ms", "0.00us"))["p99_ms"], 0)
+
+    def test_errors_are_counted(self):
+        f = http_load.parse_wrk(WRK_ERRORS)
+        self.assertEqual(f["errors"], {"connect": 0, "read": 3, "write": 0, "timeout": 12,
+                                       "non2xx": 5})
+
+    def test_truncated_output_is_an_error(self):
+        with self.assertRaises(ValueError):
+            http_load.parse_wrk(WRK.split("Requests/sec")[0])
+
+
+class AbTest(unittest.TestCase):
+    def test_clean_run(self):
+        f = http_load.parse_ab(AB)
+        self.assertEqual(f["requests"], 2000)
+        self.assertEqual(f["document_length"], 13)
+        self.assertAlmostEqual(f["requests_per_s"], 10989.01)
+        self.assertAlmostEqual(f["mean_latency_ms"], 9.1)  # the per-client mean, not 0.091
+        self.assertEqual(f["p99_ms"], 21)
+        self.assertEqual(f["errors"], {"failed": 0, "non2xx": 0})
+
+    def test_failed_and_non2xx(self):
+        out = AB.replace("Failed requests:        0",
+                         "Failed requests:        4\n   (Connect: 0, Receive: 0, Length: 4, "
+                         "Exceptions: 0)\nNon-2xx responses:      9")
+        self.assertEqual(http_load.parse_ab(out)["errors"], {"failed": 4, "non2xx": 9})
+
+
+if __name__ == "__main__":
+    unittest.main()
