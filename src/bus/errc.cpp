@@ -28,6 +28,8 @@ public:
                 return "no stream or topic on the broker for this topic";
             case bus_errc::broker_error:
                 return "the broker refused the request";
+            case bus_errc::relay_active:
+                return "another outbox relay is running on this outbox";
         }
         return "unknown weft.bus error";
     }

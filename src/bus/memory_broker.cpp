@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -162,6 +163,19 @@ struct memory_broker::state {
     std::atomic<bool> paused{false};
     std::mutex pause_mu;
     std::deque<held_publish> held;  // guarded by pause_mu
+    // The test hook: `faulty` (acquire, pairs with the release in set_publish_fault) lets a
+    // publish skip fault_mu when no hook is set.
+    std::atomic<bool> faulty{false};
+    std::mutex fault_mu;
+    std::function<std::error_code(const envelope&)> fault;  // guarded by fault_mu
+
+    auto injected_fault(const envelope& env) -> std::error_code {
+        if (!faulty.load(std::memory_order_acquire)) {
+            return {};
+        }
+        std::lock_guard lock(fault_mu);
+        return fault ? fault(env) : std::error_code{};
+    }
 };
 
 namespace {
@@ -181,6 +195,10 @@ public:
     void start(envelope env, std::uint32_t slot) override {
         if (size_of(env) > s_->options.max_message_bytes) {
             sink_->complete(slot, make_error_code(bus_errc::message_too_large));
+            return;
+        }
+        if (const std::error_code ec = s_->injected_fault(env)) {
+            sink_->complete(slot, ec);
             return;
         }
         if (s_->paused.load(std::memory_order_acquire)) {
@@ -541,6 +559,12 @@ void memory_broker::resume() {
         h.sink->complete(h.slot, state_->store(std::move(h.env), /*dedupe=*/true));
     }
     state_->paused.store(false, std::memory_order_release);
+}
+
+void memory_broker::set_publish_fault(std::function<std::error_code(const envelope&)> fault) {
+    std::lock_guard lock(state_->fault_mu);
+    state_->faulty.store(static_cast<bool>(fault), std::memory_order_release);
+    state_->fault = std::move(fault);
 }
 
 auto memory_broker::stored(std::string_view topic) const -> std::uint64_t {

@@ -18,6 +18,7 @@ enum class bus_errc {
     broker_unreachable,    ///< no connection to the broker (down, or reconnecting)
     no_stream,             ///< no stream (NATS) or topic (Kafka) takes this topic
     broker_error,          ///< the broker refused the request for another reason
+    relay_active,          ///< another outbox relay holds this outbox (its file, its partitions)
 };
 
 [[nodiscard]] auto bus_category() noexcept -> const std::error_category&;

@@ -2,8 +2,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
+#include <system_error>
 
 #include "weft/bus/backend.hpp"
 
@@ -56,6 +58,11 @@ public:
 
     void pause();
     void resume();
+    /// A test hook (failure injection, not for production): `fault(env)` is called for every
+    /// publish before it is stored, on the publishing thread; an error it returns fails that
+    /// publish with the error, and nothing is stored. Empty (the default) removes the hook. The
+    /// hook must not call the broker.
+    void set_publish_fault(std::function<std::error_code(const envelope&)> fault);
     /// Messages stored in `topic` so far (its last sequence); 0 for a topic never published to.
     [[nodiscard]] auto stored(std::string_view topic) const -> std::uint64_t;
 
