@@ -1,0 +1,24 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace weft::bus {
+
+/// What an outbox reports to its program (a snapshot; counters since the outbox was made, in
+/// this process).
+/// - `staged`: events staged in transactions that committed.
+/// - `published`: events the broker acknowledged (duplicates the broker dropped included).
+/// - `retries`: publishes tried again after a transient failure.
+/// - `dead_lettered`: events the broker rejected for good, moved to the dead-letter table.
+/// - `oldest_pending_age`: how long the oldest event the relay has read and not finished has
+///   been staged; zero when it has nothing pending (its last read found the table empty).
+struct outbox_metrics {
+    std::uint64_t staged = 0;
+    std::uint64_t published = 0;
+    std::uint64_t retries = 0;
+    std::uint64_t dead_lettered = 0;
+    std::chrono::milliseconds oldest_pending_age{0};
+};
+
+}  // namespace weft::bus

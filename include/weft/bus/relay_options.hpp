@@ -1,0 +1,30 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <system_error>
+
+namespace weft::bus {
+
+/// How an outbox relay reads, publishes and waits (SQLite and PostgreSQL alike).
+/// - `batch_size`: staged events read (claimed) at once. The batch is finished (its events
+///   acknowledged or dead-lettered, then deleted in one transaction) before the next is read.
+/// - `min_poll` / `max_poll`: when a read finds nothing the relay waits for a notification
+///   (`notify()`, or a commit through sqlite_txn) or this long, doubling from min to max while
+///   the table stays empty, back to min once it finds work.
+/// - `min_backoff` / `max_backoff`: a publish that fails transiently (broker down, timed out)
+///   is tried again after this wait, doubling; the key waits (order is kept), others go on.
+/// - `is_permanent`: which publish errors mean the broker will never take this event (it goes
+///   to the dead-letter table); empty: message_too_large, malformed_envelope,
+///   unsupported_version and invalid_argument.
+struct relay_options {
+    std::uint32_t batch_size = 512;
+    std::chrono::milliseconds min_poll{1};
+    std::chrono::milliseconds max_poll{500};
+    std::chrono::milliseconds min_backoff{10};
+    std::chrono::milliseconds max_backoff{2'000};
+    std::function<bool(std::error_code)> is_permanent{};
+};
+
+}  // namespace weft::bus

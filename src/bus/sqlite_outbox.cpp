@@ -1,0 +1,401 @@
+#include "weft/bus/sqlite_outbox.hpp"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "relay_batch.hpp"
+#include "sqlite_statement.hpp"
+#include "weft/bus/envelope_codec.hpp"
+#include "weft/bus/errc.hpp"
+#include "weft/core/stop.hpp"
+#include "weft/sched/spawn_blocking.hpp"
+
+namespace weft::bus {
+
+// Why the blocking pool: SQLite has no non-blocking API. Any call may wait for the disk (fsync
+// at commit) or for another connection's lock (busy_timeout sleeps inside the library), so the
+// relay makes every SQLite call through spawn_blocking on its own connection, never on a
+// runtime worker. One call at a time (the relay is one sequence of awaits), so the connection
+// is never used by two threads at once.
+
+struct sqlite_outbox::state {
+    std::string path;
+    sqlite_outbox_options options;
+    sqlite3* db = nullptr;  // the relay's connection; used by one blocking call at a time
+    std::string insert_sql;
+    std::string read_sql;
+    std::string delete_sql;
+    std::string dead_sql;
+    std::string count_sql;
+    std::string count_dead_sql;
+    detail::relay_counters counters;
+    event notified{event::reset_mode::automatic};
+    detail::relay_stop stop;
+
+    ~state() { sqlite3_close_v2(db); }
+};
+
+namespace {
+
+void check(int rc, sqlite3* db, const char* what) {
+    if (rc != 0) {
+        throw std::system_error(detail::sqlite_error(rc),
+                                std::string("weft::bus::sqlite_outbox: ") + what + ": " +
+                                    (db != nullptr ? sqlite3_errmsg(db) : ""));
+    }
+}
+
+// Migrations, applied in order inside one transaction; the version reached is recorded in
+// weft_schema_versions under the table's name. Append; never edit a released step.
+auto migrations(const std::string& t) -> std::vector<std::string> {
+    return {
+        // 1: the outbox and its dead letters. The relay reads `WHERE seq > ? ORDER BY seq`:
+        // `seq` is the rowid, so the table's own B-tree is the index for it (a separate index
+        // would duplicate it). AUTOINCREMENT: a seq is never reused after the rows above it
+        // were deleted, so the relay's cursor never skips a new row.
+        "CREATE TABLE " + t +
+            " (seq INTEGER PRIMARY KEY AUTOINCREMENT, id BLOB NOT NULL, topic TEXT NOT NULL, "
+            "key TEXT NOT NULL, envelope BLOB NOT NULL, staged_ms INTEGER NOT NULL);"
+            "CREATE TABLE " +
+            t +
+            "_dead (seq INTEGER PRIMARY KEY, id BLOB NOT NULL, topic TEXT NOT NULL, "
+            "key TEXT NOT NULL, envelope BLOB NOT NULL, staged_ms INTEGER NOT NULL, "
+            "failed_ms INTEGER NOT NULL, reason TEXT NOT NULL);",
+    };
+}
+
+void migrate(sqlite3* db, const std::string& table) {
+    check(detail::sqlite_exec(db,
+                              "CREATE TABLE IF NOT EXISTS weft_schema_versions "
+                              "(name TEXT PRIMARY KEY, version INTEGER NOT NULL)"),
+          db, "schema versions");
+    check(detail::sqlite_exec(db, "BEGIN IMMEDIATE"), db, "BEGIN");
+    try {
+        std::int64_t version = 0;
+        {
+            detail::sqlite_statement q(db,
+                                       "SELECT version FROM weft_schema_versions WHERE name = ?");
+            check(q.error().value(), db, "schema version");
+            q.bind_text(1, table);
+            if (q.step() == SQLITE_ROW) {
+                version = q.column_int(0);
+            }
+        }
+        const auto steps = migrations(table);
+        for (auto v = static_cast<std::size_t>(version); v < steps.size(); ++v) {
+            check(detail::sqlite_exec(db, steps[v].c_str()), db, "migration");
+        }
+        detail::sqlite_statement up(
+            db, "INSERT OR REPLACE INTO weft_schema_versions (name, version) VALUES (?, ?)");
+        up.bind_text(1, table);
+        up.bind(2, static_cast<std::int64_t>(steps.size()));
+        const int rc = up.step();
+        check(rc == SQLITE_DONE ? 0 : rc, db, "schema version");
+        check(detail::sqlite_exec(db, "COMMIT"), db, "COMMIT");
+    } catch (...) {
+        (void)detail::sqlite_exec(db, "ROLLBACK");
+        throw;
+    }
+}
+
+/// The exclusive relay lock: an flock on `<path>-relay.lock`, held while the fd is open.
+class relay_lock {
+public:
+    static auto take(const std::string& path) -> result<relay_lock> {
+        const std::string name = path + "-relay.lock";
+        const int fd = ::open(name.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            return std::error_code(errno, std::system_category());
+        }
+        if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            const int e = errno;
+            ::close(fd);
+            if (e == EWOULDBLOCK) {
+                return make_error_code(bus_errc::relay_active);
+            }
+            return std::error_code(e, std::system_category());
+        }
+        return relay_lock{fd};
+    }
+    relay_lock(relay_lock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    relay_lock(const relay_lock&) = delete;
+    auto operator=(const relay_lock&) -> relay_lock& = delete;
+    auto operator=(relay_lock&&) -> relay_lock& = delete;
+    ~relay_lock() {
+        if (fd_ >= 0) {
+            ::close(fd_);  // releases the flock
+        }
+    }
+
+private:
+    explicit relay_lock(int fd) noexcept : fd_(fd) {}
+    int fd_;
+};
+
+auto read_batch(sqlite_outbox::state& s, std::int64_t after)
+    -> result<std::vector<detail::relay_row>> {
+    detail::sqlite_statement q(s.db, s.read_sql);
+    if (auto e = q.error()) {
+        return e;
+    }
+    q.bind(1, after);
+    q.bind(2, static_cast<std::int64_t>(std::max<std::uint32_t>(1, s.options.relay.batch_size)));
+    std::vector<detail::relay_row> rows;
+    for (;;) {
+        const int rc = q.step();
+        if (rc == SQLITE_DONE) {
+            break;
+        }
+        if (rc != SQLITE_ROW) {
+            return detail::sqlite_error(rc);
+        }
+        detail::relay_row row;
+        row.seq = q.column_int(0);
+        row.staged_ms = q.column_int(2);
+        auto env = decode(q.column_bytes(1));
+        if (env) {
+            row.env = std::move(*env);
+        } else {
+            // Written by stage(), so never malformed unless the file was edited: dead-letter it
+            // rather than stop its key forever.
+            row.outcome = detail::relay_row::fate::dead;
+            row.reason = "undecodable outbox row: " + env.error().message();
+        }
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+/// Deletes the published rows and moves the dead ones, in one transaction.
+auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>& rows)
+    -> result<void> {
+    sqlite3* db = s.db;
+    if (const int rc = detail::sqlite_exec(db, "BEGIN IMMEDIATE"); rc != 0) {
+        return detail::sqlite_error(rc);
+    }
+    auto fail = [&](int rc) -> result<void> {
+        (void)detail::sqlite_exec(db, "ROLLBACK");
+        return detail::sqlite_error(rc);
+    };
+    detail::sqlite_statement del(db, s.delete_sql);
+    detail::sqlite_statement dead(db, s.dead_sql);
+    if (auto e = del.error()) {
+        (void)detail::sqlite_exec(db, "ROLLBACK");
+        return e;
+    }
+    if (auto e = dead.error()) {
+        (void)detail::sqlite_exec(db, "ROLLBACK");
+        return e;
+    }
+    const std::int64_t now = detail::now_ms();
+    for (const auto& row : rows) {
+        if (row.outcome == detail::relay_row::fate::pending) {
+            continue;
+        }
+        if (row.outcome == detail::relay_row::fate::dead) {
+            dead.bind(1, now);
+            dead.bind_text(2, row.reason);
+            dead.bind(3, row.seq);
+            if (const int rc = dead.step(); rc != SQLITE_DONE) {
+                return fail(rc);
+            }
+            dead.reset();
+        }
+        del.bind(1, row.seq);
+        if (const int rc = del.step(); rc != SQLITE_DONE) {
+            return fail(rc);
+        }
+        del.reset();
+    }
+    if (const int rc = detail::sqlite_exec(db, "COMMIT"); rc != 0) {
+        return fail(rc);
+    }
+    return {};
+}
+
+/// Counts through a connection of its own, so it may run while the relay uses its connection.
+auto count(const std::string& path, const std::string& sql) -> result<std::uint64_t> {
+    sqlite3* db = nullptr;
+    const int orc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+    struct closer {
+        sqlite3* db;
+        ~closer() { sqlite3_close_v2(db); }
+    } close_db{db};
+    if (orc != SQLITE_OK) {
+        return detail::sqlite_error(orc);
+    }
+    sqlite3_busy_timeout(db, 5'000);
+    detail::sqlite_statement q(db, sql);
+    if (auto e = q.error()) {
+        return e;
+    }
+    const int rc = q.step();
+    if (rc != SQLITE_ROW) {
+        return detail::sqlite_error(rc);
+    }
+    return static_cast<std::uint64_t>(q.column_int(0));
+}
+
+}  // namespace
+
+sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
+    : s_(std::make_unique<state>()) {
+    s_->path = std::move(path);
+    s_->options = std::move(options);
+    const std::string& t = s_->options.table;
+    s_->insert_sql =
+        "INSERT INTO " + t + " (id, topic, key, envelope, staged_ms) VALUES (?, ?, ?, ?, ?)";
+    s_->read_sql =
+        "SELECT seq, envelope, staged_ms FROM " + t + " WHERE seq > ? ORDER BY seq LIMIT ?";
+    s_->delete_sql = "DELETE FROM " + t + " WHERE seq = ?";
+    s_->dead_sql = "INSERT INTO " + t +
+                   "_dead (seq, id, topic, key, envelope, staged_ms, failed_ms, reason) "
+                   "SELECT seq, id, topic, key, envelope, staged_ms, ?, ? FROM " +
+                   t + " WHERE seq = ?";
+    s_->count_sql = "SELECT count(*) FROM " + t;
+    s_->count_dead_sql = "SELECT count(*) FROM " + t + "_dead";
+
+    const int rc = sqlite3_open_v2(s_->path.c_str(), &s_->db,
+                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    check(rc == SQLITE_OK ? 0 : rc, s_->db, "open");
+    sqlite3_extended_result_codes(s_->db, 1);
+    sqlite3_busy_timeout(s_->db, static_cast<int>(s_->options.busy_timeout.count()));
+    if (s_->options.wal) {
+        check(detail::sqlite_exec(s_->db, "PRAGMA journal_mode=WAL"), s_->db, "WAL");
+    }
+    migrate(s_->db, t);
+}
+
+sqlite_outbox::~sqlite_outbox() = default;
+
+auto sqlite_outbox::stage(sqlite_txn& txn, envelope env) -> result<message_id> {
+    if (!txn.open()) {
+        return std::errc::invalid_argument;
+    }
+    if (env.id.is_nil()) {
+        env.id = message_id::generate();
+    }
+    if (env.time.time_since_epoch().count() == 0) {
+        env.time = std::chrono::system_clock::now();
+    }
+    const std::string bytes = encode(env);
+    detail::sqlite_statement ins(txn.db(), s_->insert_sql);
+    if (auto e = ins.error()) {
+        return e;
+    }
+    ins.bind_blob(1, env.id.bytes.data(), env.id.bytes.size());
+    ins.bind_text(2, env.topic);
+    ins.bind_text(3, env.key);
+    ins.bind_blob(4, bytes.data(), bytes.size());
+    ins.bind(5, detail::now_ms());
+    if (const int rc = ins.step(); rc != SQLITE_DONE) {
+        return detail::sqlite_error(rc);
+    }
+    state* s = s_.get();
+    txn.on_commit([s] {
+        s->counters.staged.fetch_add(1, std::memory_order_relaxed);
+        s->notified.set();
+    });
+    return env.id;
+}
+
+void sqlite_outbox::notify() noexcept { s_->notified.set(); }
+
+void sqlite_outbox::stop_relay() noexcept {
+    s_->stop.request();
+    s_->notified.set();
+}
+
+auto sqlite_outbox::metrics() const noexcept -> outbox_metrics {
+    const auto& c = s_->counters;
+    outbox_metrics m;
+    m.staged = c.staged.load(std::memory_order_relaxed);
+    m.published = c.published.load(std::memory_order_relaxed);
+    m.retries = c.retries.load(std::memory_order_relaxed);
+    m.dead_lettered = c.dead_lettered.load(std::memory_order_relaxed);
+    const std::int64_t oldest = c.oldest_pending_staged_ms.load(std::memory_order_relaxed);
+    if (oldest != 0) {
+        m.oldest_pending_age =
+            std::chrono::milliseconds{std::max<std::int64_t>(0, detail::now_ms() - oldest)};
+    }
+    return m;
+}
+
+auto sqlite_outbox::pending_rows() -> result<std::uint64_t> {
+    return count(s_->path, s_->count_sql);
+}
+
+auto sqlite_outbox::dead_letter_rows() -> result<std::uint64_t> {
+    return count(s_->path, s_->count_dead_sql);
+}
+
+auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
+    auto lock = relay_lock::take(s_->path);
+    if (!lock) {
+        co_return lock.error();
+    }
+    state& s = *s_;
+    s.stop.stopping.store(false, std::memory_order_release);
+    s.stop.wake.reset();
+    const stop_token token = co_await get_stop_token();
+    const relay_options& o = s.options.relay;
+    std::int64_t cursor = 0;  // every row at or below it is finished
+    auto poll = o.min_poll;
+    auto backoff = o.min_backoff;
+    while (!s.stop.requested() && !token.stop_requested()) {
+        auto read = co_await spawn_blocking([&s, cursor] { return read_batch(s, cursor); });
+        if (!read) {
+            break;  // cancelled before it ran
+        }
+        if (!*read) {
+            // SQLITE_BUSY past busy_timeout, or worse: wait and try again; the relay owns no
+            // state that a failed read could corrupt.
+            co_await detail::wait_for_event(s.stop.wake, backoff);
+            backoff = std::min(backoff * 2, o.max_backoff);
+            continue;
+        }
+        std::vector<detail::relay_row> rows = std::move(**read);
+        if (rows.empty()) {
+            s.counters.oldest_pending_staged_ms.store(0, std::memory_order_relaxed);
+            co_await detail::wait_for_event(s.notified, poll);
+            poll = std::min(poll * 2, o.max_poll);
+            continue;
+        }
+        poll = o.min_poll;
+        s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms,
+                                                  std::memory_order_relaxed);
+        co_await detail::publish_batch(pub, rows, o, s.counters, s.stop);
+        backoff = o.min_backoff;
+        for (;;) {
+            auto done = co_await spawn_blocking([&s, &rows] { return finish_batch(s, rows); });
+            if (done && *done) {
+                break;
+            }
+            if (!done || s.stop.requested() || token.stop_requested()) {
+                co_return result<void>{};  // not deleted: published again by the next relay
+            }
+            co_await detail::wait_for_event(s.stop.wake, backoff);
+            backoff = std::min(backoff * 2, o.max_backoff);
+        }
+        backoff = o.min_backoff;
+        const bool all = std::none_of(rows.begin(), rows.end(), [](const auto& r) {
+            return r.outcome == detail::relay_row::fate::pending;
+        });
+        if (!all) {
+            break;  // stopping
+        }
+        cursor = rows.back().seq;
+    }
+    co_return result<void>{};
+}
+
+}  // namespace weft::bus
