@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Starts, stops and reports the message brokers weft::bus's integration tests run against.
-# Usage: scripts/brokers.sh start|stop|status [nats|kafka|all]      (default: all)
+# Usage: scripts/brokers.sh start|stop|status [nats|kafka|postgres|all]      (default: all)
 #
 # nats: nats-server (pinned below) installed by `go install` into .cache/bin (idempotent), run
 #   with JetStream on 127.0.0.1:$WEFT_NATS_PORT (default 14222), its store in
@@ -9,6 +9,14 @@
 #   accepts connections and its JetStream answers (its /healthz on the monitoring port).
 #   Stopped by its PID, never by name.
 # kafka: not yet (a KRaft broker from Maven Central jars comes with the Kafka backend).
+# postgres: PostgreSQL 15 from Debian (/usr/lib/postgresql/15/bin, or $WEFT_PG_BIN), for the
+#   PostgreSQL outbox: initdb (once) into $WEFT_BROKERS_DIR/postgres-$WEFT_PG_PORT/data, trust
+#   auth, listening on 127.0.0.1:$WEFT_PG_PORT (default 15432) and on a socket in its own
+#   directory beside the data; `start` returns once it accepts connections (pg_isready). Run as
+#   an unprivileged user (initdb refuses root): as root, the system user `weft-postgres`
+#   (created once with useradd --system) owns the data; otherwise the calling user. Stopped by
+#   the postmaster's PID (pg_ctl stop -m fast, then SIGKILL to that PID). Only when named:
+#   `all` means the message brokers.
 #
 # Exit status: 0 when every component asked for did what was asked; non-zero with a message
 # (and the broker's log) when one could not start. A second `start` of a running broker is a
@@ -127,6 +135,121 @@ kafka_not_yet() {
     echo "brokers: kafka: not yet (the Kafka backend is not built; nothing to $1)" >&2
     return 2
 }
+
+# ---- postgres ------------------------------------------------------------------------------
+pg_bin=${WEFT_PG_BIN:-/usr/lib/postgresql/15/bin}
+pg_port=${WEFT_PG_PORT:-15432}
+pg_dir=$state_dir/postgres-$pg_port
+pg_data=$pg_dir/data
+pg_sock=$pg_dir/sock
+pg_log=$pg_dir/postgres.log
+pg_user=weft-postgres
+
+pg_as_user() {  # runs "$@" as the unprivileged owner of the data
+    if [ "$(id -u)" -eq 0 ]; then
+        runuser -u "$pg_user" -- "$@"
+    else
+        "$@"
+    fi
+}
+
+pg_pid() {  # the postmaster's PID from its pid file (first line), or nothing
+    [ -f "$pg_data/postmaster.pid" ] && head -n 1 "$pg_data/postmaster.pid"
+}
+
+pg_running() {
+    local pid
+    pid=$(pg_pid) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null
+}
+
+pg_ready() {
+    "$pg_bin/pg_isready" -q -h "$pg_sock" -p "$pg_port" -U postgres 2>/dev/null
+}
+
+pg_start() {
+    [ -x "$pg_bin/initdb" ] || die "postgres: $pg_bin/initdb not found (install postgresql-15)"
+    if pg_running && pg_ready; then
+        echo "brokers: postgres already running (pid $(pg_pid), port $pg_port)"
+        return 0
+    fi
+    if [ "$(id -u)" -eq 0 ] && ! id -u "$pg_user" >/dev/null 2>&1; then
+        useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+            "$pg_user" || die "postgres: could not create the system user $pg_user"
+    fi
+    mkdir -p "$pg_dir" "$pg_sock"
+    [ "$(id -u)" -eq 0 ] && chown "$pg_user" "$pg_dir" "$pg_sock"
+    if [ ! -f "$pg_data/PG_VERSION" ]; then
+        rm -rf "$pg_data"
+        pg_as_user "$pg_bin/initdb" -D "$pg_data" -U postgres -A trust -E UTF8 --no-sync \
+            >"$pg_dir/initdb.log" 2>&1 || {
+            echo "brokers: postgres: initdb failed; its output:" >&2
+            tail -n 30 "$pg_dir/initdb.log" >&2
+            exit 1
+        }
+    fi
+    [ -f "$pg_log" ] && mv -f "$pg_log" "$pg_log.prev"
+    [ "$(id -u)" -eq 0 ] && { touch "$pg_log"; chown "$pg_user" "$pg_log"; }
+    # Bounded: small shared buffers and few connections; fsync stays on (the outbox's chaos
+    # tests kill processes and expect committed rows to stay).
+    pg_as_user "$pg_bin/pg_ctl" start -D "$pg_data" -l "$pg_log" -w -t 30 -o \
+        "-p $pg_port -k $pg_sock -c listen_addresses=127.0.0.1 -c shared_buffers=64MB -c max_connections=64" \
+        >/dev/null 2>&1 || true
+    for _ in $(seq 1 100); do
+        if pg_running && pg_ready; then
+            echo "brokers: postgres started (pid $(pg_pid), host=$pg_sock port=$pg_port user=postgres)"
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "brokers: postgres did not accept connections on port $pg_port; its log ($pg_log):" >&2
+    tail -n 30 "$pg_log" >&2 2>/dev/null || true
+    exit 1
+}
+
+pg_stop() {
+    if ! pg_running; then
+        echo "brokers: postgres not running"
+        return 0
+    fi
+    local pid
+    pid=$(pg_pid)
+    pg_as_user "$pg_bin/pg_ctl" stop -D "$pg_data" -m fast -w -t 20 >/dev/null 2>&1 || true
+    for _ in $(seq 1 100); do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            echo "brokers: postgres stopped (pid $pid)"
+            return 0
+        fi
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    echo "brokers: postgres killed after 10 s (pid $pid)"
+}
+
+pg_status() {
+    if pg_running; then
+        echo "postgres: running (pid $(pg_pid), port $pg_port, socket dir $pg_sock)"
+    else
+        echo "postgres: stopped"
+        return 3
+    fi
+}
+
+pg_main() {
+    case "$1" in
+        start) pg_start ;;
+        stop) pg_stop ;;
+        status) pg_status ;;
+        *)
+            echo "usage: scripts/brokers.sh start|stop|status postgres" >&2
+            exit 64
+            ;;
+    esac
+}
+
+if [ "${2:-}" = postgres ]; then
+    pg_main "${1:-}"
+    exit $?
+fi
 
 action=${1:-}
 which=${2:-all}
