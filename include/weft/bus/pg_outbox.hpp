@@ -1,0 +1,75 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "weft/bus/envelope.hpp"
+#include "weft/bus/outbox_metrics.hpp"
+#include "weft/bus/pg_connection.hpp"
+#include "weft/bus/publisher.hpp"
+#include "weft/bus/relay_options.hpp"
+#include "weft/core/result.hpp"
+#include "weft/core/task.hpp"
+
+namespace weft::bus {
+
+struct pg_outbox_options {
+    /// libpq connection string of the relay's own connection ("host=... port=... user=...").
+    std::string conninfo;
+    /// The outbox table; dead letters in `<table>_dead`; versions in weft_schema_versions.
+    std::string table = "weft_outbox";
+    /// Keys are hashed (FNV-1a) into this many partitions; each is published by one relay at a
+    /// time. Fixed for the life of the table: rows staged under another count are never read.
+    std::uint32_t partitions = 16;
+    /// At most this many partitions per relay (0: as many as are free), so that relays started
+    /// together share the work.
+    std::uint32_t max_owned_partitions = 0;
+    relay_options relay{};
+};
+
+/// The transactional outbox on PostgreSQL, for deployments with several relays.
+///
+/// - `stage(conn, env)` inserts the event on the caller's connection, inside the caller's open
+///   transaction (`BEGIN` ... `COMMIT` on a weft::bus::pg_connection); after COMMIT the
+///   caller may `notify()` a relay in this process. LISTEN/NOTIFY is not used: a transaction
+///   that sends NOTIFY takes a global lock at commit, serialising every commit.
+/// - Relays: each owns partitions through session advisory locks
+///   (pg_try_advisory_lock(class, partition)) on its own connection, which the server releases
+///   when that connection ends (a killed relay's partitions are free at once). Within its
+///   partitions a relay claims the oldest rows with `FOR UPDATE SKIP LOCKED` in a transaction,
+///   publishes them (order per key, as relay_options says), deletes the published ones, moves
+///   the dead ones, and commits. A relay that owns no partition keeps trying to take some.
+/// - Order per key is `seq` order (bigserial, assigned at insert) among committed rows: two
+///   transactions staging the same key must serialise on the business row (they normally do:
+///   both update the aggregate), or a later insert can commit first.
+/// - Everything goes through libpq in non-blocking mode on the reactor (pg_connection).
+/// Any task may call stage/notify/stop_relay/metrics; run_relay once at a time per object.
+class pg_outbox {
+public:
+    explicit pg_outbox(pg_outbox_options options);
+    pg_outbox(const pg_outbox&) = delete;
+    auto operator=(const pg_outbox&) -> pg_outbox& = delete;
+    ~pg_outbox();
+
+    /// Creates or migrates the schema (idempotent; serialised between processes by an
+    /// advisory transaction lock).
+    auto migrate(pg_connection& conn) -> task<result<void>>;
+    auto stage(pg_connection& conn, envelope env) -> task<result<message_id>>;
+    void notify() noexcept;
+    /// Connects, takes partitions and relays until stop_relay() or the task is stopped.
+    auto run_relay(publisher& pub) -> task<result<void>>;
+    void stop_relay() noexcept;
+    [[nodiscard]] auto metrics() const noexcept -> outbox_metrics;
+    /// Partitions this object's relay owns now.
+    [[nodiscard]] auto owned_partitions() const noexcept -> std::uint32_t;
+    /// The partition of `key` (FNV-1a modulo partitions).
+    [[nodiscard]] auto partition_of(std::string_view key) const noexcept -> std::uint32_t;
+
+    struct state;
+
+private:
+    std::unique_ptr<state> s_;
+};
+
+}  // namespace weft::bus

@@ -1,0 +1,153 @@
+#include "weft/bus/pg_connection.hpp"
+
+#include <libpq-fe.h>
+
+#include <string>
+#include <utility>
+
+#include "weft/io/fd_wait.hpp"
+
+namespace weft::bus {
+namespace {
+class pg_category_impl final : public std::error_category {
+public:
+    [[nodiscard]] auto name() const noexcept -> const char* override { return "postgres"; }
+    [[nodiscard]] auto message(int ev) const -> std::string override {
+        switch (static_cast<pg_errc>(ev)) {
+            case pg_errc::connection_failed:
+                return "could not connect to PostgreSQL";
+            case pg_errc::query_failed:
+                return "PostgreSQL refused the query";
+            case pg_errc::connection_lost:
+                return "connection to PostgreSQL lost";
+        }
+        return "unknown postgres error";
+    }
+};
+}  // namespace
+
+auto pg_category() noexcept -> const std::error_category& {
+    static const pg_category_impl cat;
+    return cat;
+}
+
+void pg_rows::free(pg_result* r) noexcept { PQclear(r); }
+auto pg_rows::size() const noexcept -> int { return r_ ? PQntuples(r_.get()) : 0; }
+auto pg_rows::text(int row, int col) const noexcept -> std::string_view {
+    return {PQgetvalue(r_.get(), row, col),
+            static_cast<std::size_t>(PQgetlength(r_.get(), row, col))};
+}
+auto pg_rows::affected() const noexcept -> long {
+    const char* n = r_ ? PQcmdTuples(r_.get()) : "";
+    return *n != '\0' ? std::stol(n) : 0;
+}
+
+pg_connection::~pg_connection() { PQfinish(conn_); }
+
+auto pg_connection::connect(std::string conninfo) -> task<result<std::unique_ptr<pg_connection>>> {
+    PGconn* raw = PQconnectStart(conninfo.c_str());
+    if (raw == nullptr) {
+        co_return make_error_code(pg_errc::connection_failed);
+    }
+    std::unique_ptr<pg_connection> c{new pg_connection(raw)};
+    if (PQstatus(raw) == CONNECTION_BAD) {
+        co_return make_error_code(pg_errc::connection_failed);
+    }
+    // PQconnectPoll says which readiness it needs next; the socket may change between steps.
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED) {
+            c->error_ = PQerrorMessage(raw);
+            co_return make_error_code(pg_errc::connection_failed);
+        }
+        const int fd = PQsocket(raw);
+        if (st == PGRES_POLLING_READING) {
+            auto w = co_await wait_readable(fd);
+            if (!w) {
+                co_return w.error();
+            }
+        } else {
+            auto w = co_await wait_writable(fd);
+            if (!w) {
+                co_return w.error();
+            }
+        }
+        st = PQconnectPoll(raw);
+    }
+    if (PQsetnonblocking(raw, 1) != 0) {
+        c->error_ = PQerrorMessage(raw);
+        co_return make_error_code(pg_errc::connection_failed);
+    }
+    co_return std::move(c);
+}
+
+auto pg_connection::query(std::string sql, std::vector<pg_param> params) -> task<result<pg_rows>> {
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+    std::vector<int> formats;
+    values.reserve(params.size());
+    for (const auto& p : params) {
+        values.push_back(p.value ? p.value->data() : nullptr);
+        lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
+        formats.push_back(p.binary ? 1 : 0);
+    }
+    // Without parameters, the simple protocol (PQsendQuery): it takes several statements at
+    // once (a migration step); the extended one (PQsendQueryParams) takes exactly one.
+    const int sent =
+        params.empty()
+            ? PQsendQuery(conn_, sql.c_str())
+            : PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr,
+                                values.data(), lengths.data(), formats.data(), 0);
+    if (sent == 0) {
+        error_ = PQerrorMessage(conn_);
+        co_return make_error_code(PQstatus(conn_) == CONNECTION_BAD ? pg_errc::connection_lost
+                                                                    : pg_errc::query_failed);
+    }
+    // Flush: 1 means some of the query is still in libpq's buffer and the socket is full.
+    for (;;) {
+        const int f = PQflush(conn_);
+        if (f == 0) {
+            break;
+        }
+        if (f < 0) {
+            error_ = PQerrorMessage(conn_);
+            co_return make_error_code(pg_errc::connection_lost);
+        }
+        auto w = co_await wait_writable(PQsocket(conn_));
+        if (!w) {
+            co_return w.error();
+        }
+    }
+    // Read until libpq has a whole result, then drain every result of the query.
+    pg_rows last;
+    bool failed = false;
+    for (;;) {
+        while (PQisBusy(conn_) != 0) {
+            auto w = co_await wait_readable(PQsocket(conn_));
+            if (!w) {
+                co_return w.error();
+            }
+            if (PQconsumeInput(conn_) == 0) {
+                error_ = PQerrorMessage(conn_);
+                co_return make_error_code(pg_errc::connection_lost);
+            }
+        }
+        PGresult* r = PQgetResult(conn_);
+        if (r == nullptr) {
+            break;
+        }
+        const auto status = PQresultStatus(r);
+        if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+            error_ = PQresultErrorMessage(r);
+            failed = true;
+        }
+        last = pg_rows{r};
+    }
+    if (failed) {
+        co_return make_error_code(PQstatus(conn_) == CONNECTION_BAD ? pg_errc::connection_lost
+                                                                    : pg_errc::query_failed);
+    }
+    co_return last;
+}
+
+}  // namespace weft::bus

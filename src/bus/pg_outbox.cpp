@@ -1,0 +1,365 @@
+#include "weft/bus/pg_outbox.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "relay_batch.hpp"
+#include "weft/bus/envelope_codec.hpp"
+#include "weft/core/stop.hpp"
+#include "weft/sync/event.hpp"
+
+namespace weft::bus {
+
+struct pg_outbox::state {
+    pg_outbox_options options;
+    std::int32_t lock_class = 0;  // the advisory locks' first key: the table's hash
+    detail::relay_counters counters;
+    event notified{event::reset_mode::automatic};
+    detail::relay_stop stop;
+    std::atomic<std::uint32_t> owned{0};  // relaxed: a statistic
+};
+
+namespace {
+
+auto fnv1a(std::string_view s) noexcept -> std::uint32_t {
+    std::uint32_t h = 2166136261U;
+    for (const char c : s) {
+        h = (h ^ static_cast<unsigned char>(c)) * 16777619U;
+    }
+    return h;
+}
+
+auto unhex(std::string_view text) -> std::string {  // bytea's text form: "\x0a1b..."
+    if (text.size() >= 2 && text[0] == '\\' && text[1] == 'x') {
+        text.remove_prefix(2);
+    }
+    auto nibble = [](char c) -> int { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+    std::string out(text.size() / 2, '\0');
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        out[i] = static_cast<char>(nibble(text[2 * i]) << 4 | nibble(text[2 * i + 1]));
+    }
+    return out;
+}
+
+auto migrations(const std::string& t) -> std::vector<std::string> {
+    return {
+        // 1: the relay reads `WHERE part = ANY(owned) ORDER BY seq`: the (part, seq) index.
+        "CREATE TABLE " + t +
+            " (seq bigserial PRIMARY KEY, id bytea NOT NULL, topic text NOT NULL, key text NOT "
+            "NULL, part integer NOT NULL, envelope bytea NOT NULL, staged_at timestamptz NOT "
+            "NULL DEFAULT clock_timestamp());"
+            "CREATE INDEX " +
+            t + "_part_seq ON " + t +
+            " (part, seq);"
+            "CREATE TABLE " +
+            t +
+            "_dead (seq bigint PRIMARY KEY, id bytea NOT NULL, topic text NOT NULL, key text "
+            "NOT NULL, envelope bytea NOT NULL, staged_at timestamptz NOT NULL, failed_at "
+            "timestamptz NOT NULL DEFAULT now(), reason text NOT NULL);",
+    };
+}
+
+auto join_ints(const std::vector<std::int64_t>& v) -> std::string {
+    std::string s = "{";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        if (i != 0) {
+            s += ',';
+        }
+        s += std::to_string(v[i]);
+    }
+    return s + "}";
+}
+
+auto text_param(std::string v) -> pg_param { return pg_param{std::move(v), false}; }
+
+}  // namespace
+
+pg_outbox::pg_outbox(pg_outbox_options options) : s_(std::make_unique<state>()) {
+    s_->options = std::move(options);
+    if (s_->options.partitions == 0) {
+        s_->options.partitions = 1;
+    }
+    s_->lock_class = static_cast<std::int32_t>(fnv1a(s_->options.table) & 0x7fffffffU);
+}
+
+pg_outbox::~pg_outbox() = default;
+
+auto pg_outbox::partition_of(std::string_view key) const noexcept -> std::uint32_t {
+    return fnv1a(key) % s_->options.partitions;
+}
+
+auto pg_outbox::migrate(pg_connection& conn) -> task<result<void>> {
+    const std::string& t = s_->options.table;
+    auto b = co_await conn.query("BEGIN");
+    if (!b) {
+        co_return b.error();
+    }
+    std::vector<std::string> steps = migrations(t);
+    std::vector<std::string> sql{
+        "SELECT pg_advisory_xact_lock(hashtext('weft_schema_versions'))",
+        "CREATE TABLE IF NOT EXISTS weft_schema_versions (name text PRIMARY KEY, version "
+        "integer NOT NULL)"};
+    for (auto& q : sql) {
+        auto r = co_await conn.query(q);
+        if (!r) {
+            (void)co_await conn.query("ROLLBACK");
+            co_return r.error();
+        }
+    }
+    std::vector<pg_param> name;
+    name.push_back(text_param(t));
+    auto v = co_await conn.query("SELECT version FROM weft_schema_versions WHERE name = $1",
+                                 std::move(name));
+    if (!v) {
+        (void)co_await conn.query("ROLLBACK");
+        co_return v.error();
+    }
+    std::size_t version = v->size() == 0 ? 0 : std::stoul(std::string(v->text(0, 0)));
+    for (; version < steps.size(); ++version) {
+        auto r = co_await conn.query(steps[version]);
+        if (!r) {
+            (void)co_await conn.query("ROLLBACK");
+            co_return r.error();
+        }
+    }
+    std::vector<pg_param> up;
+    up.push_back(text_param(t));
+    up.push_back(text_param(std::to_string(steps.size())));
+    auto u = co_await conn.query(
+        "INSERT INTO weft_schema_versions (name, version) VALUES ($1, $2) "
+        "ON CONFLICT (name) DO UPDATE SET version = EXCLUDED.version",
+        std::move(up));
+    if (!u) {
+        (void)co_await conn.query("ROLLBACK");
+        co_return u.error();
+    }
+    auto c = co_await conn.query("COMMIT");
+    if (!c) {
+        co_return c.error();
+    }
+    co_return result<void>{};
+}
+
+auto pg_outbox::stage(pg_connection& conn, envelope env) -> task<result<message_id>> {
+    if (env.id.is_nil()) {
+        env.id = message_id::generate();
+    }
+    if (env.time.time_since_epoch().count() == 0) {
+        env.time = std::chrono::system_clock::now();
+    }
+    std::vector<pg_param> p;
+    p.push_back(pg_param{
+        std::string(reinterpret_cast<const char*>(env.id.bytes.data()), env.id.bytes.size()),
+        true});
+    p.push_back(text_param(env.topic));
+    p.push_back(text_param(env.key));
+    p.push_back(text_param(std::to_string(partition_of(env.key))));
+    p.push_back(pg_param{encode(env), true});
+    auto r = co_await conn.query("INSERT INTO " + s_->options.table +
+                                     " (id, topic, key, part, envelope) VALUES ($1, $2, $3, "
+                                     "$4, $5)",
+                                 std::move(p));
+    if (!r) {
+        co_return r.error();
+    }
+    s_->counters.staged.fetch_add(1, std::memory_order_relaxed);
+    co_return env.id;
+}
+
+void pg_outbox::notify() noexcept { s_->notified.set(); }
+
+void pg_outbox::stop_relay() noexcept {
+    s_->stop.request();
+    s_->notified.set();
+}
+
+auto pg_outbox::owned_partitions() const noexcept -> std::uint32_t {
+    return s_->owned.load(std::memory_order_relaxed);
+}
+
+auto pg_outbox::metrics() const noexcept -> outbox_metrics {
+    const auto& c = s_->counters;
+    outbox_metrics m;
+    m.staged = c.staged.load(std::memory_order_relaxed);
+    m.published = c.published.load(std::memory_order_relaxed);
+    m.retries = c.retries.load(std::memory_order_relaxed);
+    m.dead_lettered = c.dead_lettered.load(std::memory_order_relaxed);
+    const std::int64_t oldest = c.oldest_pending_staged_ms.load(std::memory_order_relaxed);
+    if (oldest != 0) {
+        m.oldest_pending_age =
+            std::chrono::milliseconds{std::max<std::int64_t>(0, detail::now_ms() - oldest)};
+    }
+    return m;
+}
+
+namespace {
+
+/// One connected relay session: its connection and the partitions it owns (advisory locks
+/// that end with the connection).
+struct relay_session {
+    std::unique_ptr<pg_connection> conn;
+    std::vector<std::int64_t> owned;
+};
+
+/// Tries to take free partitions, up to the target. Errors are the connection's.
+auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void>> {
+    const std::uint32_t n = s.options.partitions;
+    const std::uint32_t target =
+        s.options.max_owned_partitions == 0 ? n : std::min(n, s.options.max_owned_partitions);
+    for (std::uint32_t p = 0; p < n && rs.owned.size() < target; ++p) {
+        if (std::find(rs.owned.begin(), rs.owned.end(), p) != rs.owned.end()) {
+            continue;
+        }
+        std::vector<pg_param> args;
+        args.push_back(text_param(std::to_string(s.lock_class)));
+        args.push_back(text_param(std::to_string(p)));
+        auto r = co_await rs.conn->query("SELECT pg_try_advisory_lock($1::int, $2::int)",
+                                         std::move(args));
+        if (!r) {
+            co_return r.error();
+        }
+        if (r->text(0, 0) == "t") {
+            rs.owned.push_back(p);
+        }
+    }
+    s.owned.store(static_cast<std::uint32_t>(rs.owned.size()), std::memory_order_relaxed);
+    co_return result<void>{};
+}
+
+/// Claims, publishes and finishes one batch. Returns how many rows it claimed.
+auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
+    -> task<result<std::size_t>> {
+    const std::string& t = s.options.table;
+    pg_connection& c = *rs.conn;
+    auto b = co_await c.query("BEGIN");
+    if (!b) {
+        co_return b.error();
+    }
+    std::vector<pg_param> args;
+    args.push_back(text_param(join_ints(rs.owned)));
+    args.push_back(
+        text_param(std::to_string(std::max<std::uint32_t>(1, s.options.relay.batch_size))));
+    auto claimed = co_await c.query(
+        "SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint FROM " + t +
+            " WHERE part = ANY($1::int[]) ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+        std::move(args));
+    if (!claimed) {
+        (void)co_await c.query("ROLLBACK");
+        co_return claimed.error();
+    }
+    std::vector<detail::relay_row> rows;
+    rows.reserve(static_cast<std::size_t>(claimed->size()));
+    for (int i = 0; i < claimed->size(); ++i) {
+        detail::relay_row row;
+        row.seq = std::stoll(std::string(claimed->text(i, 0)));
+        row.staged_ms = std::stoll(std::string(claimed->text(i, 2)));
+        auto env = decode(unhex(claimed->text(i, 1)));
+        if (env) {
+            row.env = std::move(*env);
+        } else {
+            row.outcome = detail::relay_row::fate::dead;
+            row.reason = "undecodable outbox row: " + env.error().message();
+        }
+        rows.push_back(std::move(row));
+    }
+    if (rows.empty()) {
+        auto e = co_await c.query("COMMIT");
+        if (!e) {
+            co_return e.error();
+        }
+        co_return std::size_t{0};
+    }
+    s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms, std::memory_order_relaxed);
+    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop);
+    std::vector<std::int64_t> finished;
+    for (const auto& row : rows) {
+        if (row.outcome == detail::relay_row::fate::dead) {
+            std::vector<pg_param> d;
+            d.push_back(text_param(row.reason));
+            d.push_back(text_param(std::to_string(row.seq)));
+            auto r = co_await c.query("INSERT INTO " + t + "_dead (seq, id, topic, key, " +
+                                          "envelope, staged_at, reason) SELECT seq, id, topic, "
+                                          "key, envelope, staged_at, $1 FROM " +
+                                          t + " WHERE seq = $2",
+                                      std::move(d));
+            if (!r) {
+                (void)co_await c.query("ROLLBACK");
+                co_return r.error();
+            }
+        }
+        if (row.outcome != detail::relay_row::fate::pending) {
+            finished.push_back(row.seq);
+        }
+    }
+    std::vector<pg_param> del;
+    del.push_back(text_param(join_ints(finished)));
+    auto d =
+        co_await c.query("DELETE FROM " + t + " WHERE seq = ANY($1::bigint[])", std::move(del));
+    if (!d) {
+        (void)co_await c.query("ROLLBACK");
+        co_return d.error();
+    }
+    auto e = co_await c.query("COMMIT");
+    if (!e) {
+        co_return e.error();
+    }
+    co_return rows.size();
+}
+
+}  // namespace
+
+auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
+    state& s = *s_;
+    s.stop.stopping.store(false, std::memory_order_release);
+    s.stop.wake.reset();
+    const stop_token token = co_await get_stop_token();
+    const relay_options& o = s.options.relay;
+    auto poll = o.min_poll;
+    auto backoff = o.min_backoff;
+    relay_session rs;
+    while (!s.stop.requested() && !token.stop_requested()) {
+        if (!rs.conn) {
+            auto c = co_await pg_connection::connect(s.options.conninfo);
+            if (!c) {
+                co_await detail::wait_for_event(s.stop.wake, backoff);
+                backoff = std::min(backoff * 2, o.max_backoff);
+                continue;
+            }
+            rs.conn = std::move(*c);
+            rs.owned.clear();
+        }
+        auto taken = co_await take_partitions(s, rs);
+        if (!taken) {
+            rs.conn.reset();  // the server drops its advisory locks with the session
+            s.owned.store(0, std::memory_order_relaxed);
+            continue;
+        }
+        if (rs.owned.empty()) {
+            co_await detail::wait_for_event(s.notified, o.max_poll);
+            continue;
+        }
+        auto n = co_await relay_once(s, rs, pub);
+        if (!n) {
+            rs.conn.reset();
+            s.owned.store(0, std::memory_order_relaxed);
+            co_await detail::wait_for_event(s.stop.wake, backoff);
+            backoff = std::min(backoff * 2, o.max_backoff);
+            continue;
+        }
+        backoff = o.min_backoff;
+        if (*n == 0) {
+            s.counters.oldest_pending_staged_ms.store(0, std::memory_order_relaxed);
+            co_await detail::wait_for_event(s.notified, poll);
+            poll = std::min(poll * 2, o.max_poll);
+        } else {
+            poll = o.min_poll;
+        }
+    }
+    s.owned.store(0, std::memory_order_relaxed);
+    co_return result<void>{};
+}
+
+}  // namespace weft::bus

@@ -1,0 +1,201 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "weft/bus/errc.hpp"
+#include "weft/bus/memory_broker.hpp"
+#include "weft/bus/pg_outbox.hpp"
+#include "weft/bus/publisher.hpp"
+#include "weft/bus/subscriber.hpp"
+#include "weft/core/join_handle.hpp"
+#include "weft/io/reactor.hpp"
+#include "weft/sched/runtime.hpp"
+#include "weft/sched/timer.hpp"
+
+namespace {
+
+using namespace weft::bus;
+using namespace std::chrono_literals;
+
+auto conninfo() -> std::string {
+    const char* s = std::getenv("WEFT_PG_CONNINFO");
+    return s != nullptr ? s : "host=127.0.0.1 port=15432 user=postgres dbname=postgres";
+}
+
+auto connect() -> weft::task<std::unique_ptr<pg_connection>> {
+    auto c = co_await pg_connection::connect(conninfo());
+    if (!c) {
+        ADD_FAILURE() << "cannot connect to PostgreSQL (" << conninfo() << ")";
+    }
+    co_return std::move(c).value();
+}
+
+/// A fresh table per test.
+auto fresh_table(pg_connection& c, const std::string& t) -> weft::task<void> {
+    (co_await c.query("DROP TABLE IF EXISTS " + t + ", " + t + "_dead")).value();
+    (co_await c.query("CREATE TABLE IF NOT EXISTS weft_schema_versions (name text PRIMARY KEY, "
+                      "version integer NOT NULL)"))
+        .value();
+    (co_await c.query("DELETE FROM weft_schema_versions WHERE name = '" + t + "'")).value();
+}
+
+auto event_for(const std::string& key, int n) -> envelope {
+    envelope e;
+    e.topic = "orders";
+    e.key = key;
+    e.payload = std::to_string(n);
+    return e;
+}
+
+auto stage_many(pg_outbox& outbox, pg_connection& c, int keys, int per_key) -> weft::task<void> {
+    for (int n = 0; n < per_key; ++n) {
+        (co_await c.query("BEGIN")).value();
+        for (int k = 0; k < keys; ++k) {
+            (co_await outbox.stage(c, event_for("k" + std::to_string(k), n))).value();
+        }
+        (co_await c.query("COMMIT")).value();
+    }
+    outbox.notify();
+}
+
+auto rows_in(pg_connection& c, const std::string& t) -> weft::task<int> {
+    auto r = (co_await c.query("SELECT count(*) FROM " + t)).value();
+    co_return std::stoi(std::string(r.text(0, 0)));
+}
+
+auto stored_by_key(memory_broker& b) -> weft::task<std::map<std::string, std::vector<int>>> {
+    std::map<std::string, std::vector<int>> got;
+    subscriber sub{b};
+    auto s = (co_await sub.subscribe("orders", "check")).value();
+    const auto n = b.stored("orders");
+    for (std::uint64_t i = 0; i < n; ++i) {
+        auto d = (co_await s.next()).value();
+        got[d.message().key].push_back(std::stoi(d.message().payload));
+        (void)d.ack();
+    }
+    co_return got;
+}
+
+TEST(pg_outbox, two_relays_share_partitions_and_keep_order_per_key) {
+    memory_broker broker;
+    std::atomic<int> calls{0};
+    broker.set_publish_fault([&](const envelope&) -> std::error_code {
+        return calls.fetch_add(1) % 4 == 1 ? make_error_code(bus_errc::broker_unreachable)
+                                           : std::error_code{};
+    });
+    constexpr int keys = 12;
+    constexpr int per_key = 25;
+    const std::string t = "outbox_two_relays";
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox_options o{.conninfo = conninfo(),
+                            .table = t,
+                            .partitions = 8,
+                            .max_owned_partitions = 4,
+                            .relay = {.batch_size = 32, .min_backoff = 1ms, .max_backoff = 4ms}};
+        pg_outbox a{o};
+        pg_outbox b{o};
+        co_await fresh_table(*c, t);
+        auto m = co_await a.migrate(*c);
+        EXPECT_TRUE(m) << c->last_error();
+        (co_await b.migrate(*c)).value();  // idempotent
+        publisher pub{broker};
+        auto ra = weft::spawn(a.run_relay(pub));
+        auto rb = weft::spawn(b.run_relay(pub));
+        co_await stage_many(a, *c, keys, per_key);
+        b.notify();
+        for (;;) {
+            const int left = co_await rows_in(*c, t);
+            if (left == 0) {
+                break;
+            }
+            (void)co_await weft::sleep_for(5ms);
+        }
+        EXPECT_EQ(a.owned_partitions(), 4U);
+        EXPECT_EQ(b.owned_partitions(), 4U);
+        EXPECT_GT(a.metrics().published, 0U);
+        EXPECT_GT(b.metrics().published, 0U);
+        EXPECT_GT(a.metrics().retries + b.metrics().retries, 0U);
+        a.stop_relay();
+        b.stop_relay();
+        (co_await std::move(ra)).value();
+        (co_await std::move(rb)).value();
+        (co_await pub.close()).value();
+        const auto got = co_await stored_by_key(broker);
+        EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
+        for (const auto& [key, seq] : got) {
+            EXPECT_EQ(seq.size(), static_cast<std::size_t>(per_key)) << key;
+            for (int i = 0; i < per_key && static_cast<std::size_t>(i) < seq.size(); ++i) {
+                EXPECT_EQ(seq[static_cast<std::size_t>(i)], i) << key;
+            }
+        }
+    }());
+}
+
+TEST(pg_outbox, staging_rolled_back_leaves_nothing) {
+    const std::string t = "outbox_rollback";
+    memory_broker broker;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox outbox{{.conninfo = conninfo(), .table = t}};
+        co_await fresh_table(*c, t);
+        (co_await outbox.migrate(*c)).value();
+        (co_await c->query("BEGIN")).value();
+        (co_await outbox.stage(*c, event_for("k", 0))).value();
+        (co_await c->query("ROLLBACK")).value();
+        const int left = co_await rows_in(*c, t);
+        EXPECT_EQ(left, 0);
+        publisher pub{broker};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        (void)co_await weft::sleep_for(50ms);
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(broker.stored("orders"), 0U);
+}
+
+TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
+    const std::string t = "outbox_takeover";
+    memory_broker broker;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox_options o{.conninfo = conninfo(), .table = t, .partitions = 4};
+        pg_outbox first{o};
+        pg_outbox second{o};
+        co_await fresh_table(*c, t);
+        (co_await first.migrate(*c)).value();
+        publisher pub{broker};
+        auto r1 = weft::spawn(first.run_relay(pub));
+        while (first.owned_partitions() != 4) {
+            (void)co_await weft::sleep_for(2ms);
+        }
+        auto r2 = weft::spawn(second.run_relay(pub));
+        (void)co_await weft::sleep_for(30ms);
+        EXPECT_EQ(second.owned_partitions(), 0U);
+        first.stop_relay();
+        (co_await std::move(r1)).value();  // its connection closes: the locks are free
+        co_await stage_many(second, *c, 3, 10);
+        for (;;) {
+            const int left = co_await rows_in(*c, t);
+            if (left == 0) {
+                break;
+            }
+            (void)co_await weft::sleep_for(5ms);
+        }
+        EXPECT_EQ(second.owned_partitions(), 4U);
+        second.stop_relay();
+        (co_await std::move(r2)).value();
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(broker.stored("orders"), 30U);
+}
+
+}  // namespace
