@@ -3,7 +3,9 @@
 # present are left alone, so a second run takes seconds.
 #   apt:   g++ 12, clang 16 (+ its sanitizer runtimes and clang-format), cmake, ninja,
 #          liburing, GoogleTest, Google Benchmark, oneTBB (the fork-join peer),
-#          fio (the galay-file peer), libnats-dev (cnats 3.4: the NATS JetStream backend)
+#          fio (the galay-file peer), libnats-dev (cnats 3.4: the NATS JetStream backend),
+#          librdkafka-dev (2.0: the Kafka backend), maven and a JDK 17 (the Kafka broker the
+#          integration tests start, scripts/brokers.sh)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
@@ -11,7 +13,7 @@ set -euo pipefail
 
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
-          libnats-dev)
+          libnats-dev librdkafka-dev maven openjdk-17-jre-headless)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
