@@ -44,9 +44,9 @@ auto kafka_conf(const kafka_backend_options& options,
     auto set = [&](const char* name, const std::string& value) {
         if (rd_kafka_conf_set(conf, name, value.c_str(), err, sizeof(err)) != RD_KAFKA_CONF_OK) {
             rd_kafka_conf_destroy(conf);
-            throw std::system_error(std::make_error_code(std::errc::invalid_argument),
-                                    std::string("weft::bus::kafka_backend: ") + name + "=" +
-                                        value + ": " + err);
+            throw std::system_error(
+                std::make_error_code(std::errc::invalid_argument),
+                std::string("weft::bus::kafka_backend: ") + name + "=" + value + ": " + err);
         }
     };
     set("bootstrap.servers", options.brokers);
@@ -75,7 +75,8 @@ void on_aux_event(rd_kafka_t* /*rk*/, rd_kafka_event_t* ev, void* /*opaque*/) {
                 continue;
             }
             if (auto s = op->sink.lock()) {
-                s->dead_letter_done(op->partition, op->offset, m->err == RD_KAFKA_RESP_ERR_NO_ERROR);
+                s->dead_letter_done(op->partition, op->offset,
+                                    m->err == RD_KAFKA_RESP_ERR_NO_ERROR);
             }
         }
     }
@@ -279,11 +280,12 @@ kafka_backend::kafka_backend(kafka_backend_options options)
     : conn_(std::make_shared<connection>()) {
     connection& c = *conn_;
     c.options = std::move(options);
-    rd_kafka_conf_t* conf = kafka_conf(c.options, {{"enable.idempotence", "true"},
-                                                   {"acks", "all"},
-                                                   {"linger.ms", ms(c.options.linger)},
-                                                   {"partitioner", "murmur2_random"},
-                                                   {"message.timeout.ms", ms(c.options.publish_timeout)}});
+    rd_kafka_conf_t* conf =
+        kafka_conf(c.options, {{"enable.idempotence", "true"},
+                               {"acks", "all"},
+                               {"linger.ms", ms(c.options.linger)},
+                               {"partitioner", "murmur2_random"},
+                               {"message.timeout.ms", ms(c.options.publish_timeout)}});
     rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR);
     rd_kafka_conf_set_background_event_cb(conf, &on_aux_event);
     char err[512];
@@ -316,8 +318,8 @@ kafka_backend::kafka_backend(kafka_backend_options options)
 
     // Reachability first, with the brokers in the message.
     const rd_kafka_metadata_t* md = nullptr;
-    const auto e =
-        rd_kafka_metadata(c.aux, 0, nullptr, &md, static_cast<int>(c.options.admin_timeout.count()));
+    const auto e = rd_kafka_metadata(c.aux, 0, nullptr, &md,
+                                     static_cast<int>(c.options.admin_timeout.count()));
     if (md != nullptr) {
         rd_kafka_metadata_destroy(md);
     }
@@ -332,8 +334,8 @@ kafka_backend::kafka_backend(kafka_backend_options options)
         topics.push_back(t + ".dead-letter");
     }
     if (auto ec = c.ensure_topics(topics)) {
-        throw std::system_error(ec, "weft::bus::kafka_backend: creating topics on " +
-                                        c.options.brokers);
+        throw std::system_error(
+            ec, "weft::bus::kafka_backend: creating topics on " + c.options.brokers);
     }
 }
 

@@ -54,17 +54,18 @@ auto kafka_consumer::open() -> std::error_code {
     const auto& o = conn_->options;
     rd_kafka_conf_t* conf = nullptr;
     try {
-        conf = kafka_conf(o, {{"group.id", config_.group},
-                              // Offsets are ours to commit: the settled prefix, on ack.
-                              {"enable.auto.commit", "false"},
-                              {"enable.auto.offset.store", "false"},
-                              // A new group starts with what the topic retains.
-                              {"auto.offset.reset", "earliest"},
-                              // A member joining does not take partitions from one working.
-                              {"partition.assignment.strategy", "cooperative-sticky"},
-                              {"heartbeat.interval.ms", std::to_string(o.heartbeat_interval.count())},
-                              {"session.timeout.ms", "10000"},
-                              {"fetch.wait.max.ms", "100"}});
+        conf =
+            kafka_conf(o, {{"group.id", config_.group},
+                           // Offsets are ours to commit: the settled prefix, on ack.
+                           {"enable.auto.commit", "false"},
+                           {"enable.auto.offset.store", "false"},
+                           // A new group starts with what the topic retains.
+                           {"auto.offset.reset", "earliest"},
+                           // A member joining does not take partitions from one working.
+                           {"partition.assignment.strategy", "cooperative-sticky"},
+                           {"heartbeat.interval.ms", std::to_string(o.heartbeat_interval.count())},
+                           {"session.timeout.ms", "6000"},
+                           {"fetch.wait.max.ms", "100"}});
     } catch (const std::system_error& e) {
         return e.code();
     }
@@ -300,9 +301,8 @@ auto kafka_consumer::next() -> task<result<delivery>> {
                 best->second.attempt = conn_->count_delivery(message_key(best->first));
                 out.emplace(hand_out(best, now));
             } else if (soonest != clock::time_point::max()) {
-                wait = std::clamp(
-                    std::chrono::ceil<std::chrono::milliseconds>(soonest - now),
-                    std::chrono::milliseconds(1), std::chrono::milliseconds(1'000));
+                wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(soonest - now),
+                                  std::chrono::milliseconds(1), std::chrono::milliseconds(1'000));
             }
         }
         send(dead);

@@ -91,13 +91,13 @@ private:
     int efd_ = -1;  // the consumer queue's io event; close() writes it too
 
     std::mutex rk_mu_;
-    rd_kafka_t* rk_ = nullptr;             // guarded by rk_mu_; null once closed
-    rd_kafka_queue_t* queue_ = nullptr;    // guarded by rk_mu_
+    rd_kafka_t* rk_ = nullptr;           // guarded by rk_mu_; null once closed
+    rd_kafka_queue_t* queue_ = nullptr;  // guarded by rk_mu_
 
     std::mutex mu_;
-    std::map<key, entry> entries_;                    // guarded by mu_
-    std::unordered_map<std::uint64_t, key> tokens_;   // guarded by mu_: pending entries
-    std::uint64_t next_token_ = 0;                    // guarded by mu_
+    std::map<key, entry> entries_;                   // guarded by mu_
+    std::unordered_map<std::uint64_t, key> tokens_;  // guarded by mu_: pending entries
+    std::uint64_t next_token_ = 0;                   // guarded by mu_
     std::atomic<bool> closed_{false};
 };
 

@@ -130,15 +130,15 @@ auto kafka_producer::make(std::shared_ptr<kafka_backend::connection> conn,
     const auto& o = conn->options;
     rd_kafka_conf_t* conf = nullptr;
     try {
-        conf = kafka_conf(
-            o, {{"enable.idempotence", "true"},
-                {"acks", "all"},
-                {"linger.ms", std::to_string(o.linger.count())},
-                {"partitioner", "murmur2_random"},
-                {"message.timeout.ms", std::to_string(o.publish_timeout.count())},
-                // Above the publisher's bound: a produce never finds the queue full.
-                {"queue.buffering.max.messages", std::to_string(max_pending * 2 + 1024)},
-                {"queue.buffering.max.kbytes", "1048576"}});
+        conf =
+            kafka_conf(o, {{"enable.idempotence", "true"},
+                           {"acks", "all"},
+                           {"linger.ms", std::to_string(o.linger.count())},
+                           {"partitioner", "murmur2_random"},
+                           {"message.timeout.ms", std::to_string(o.publish_timeout.count())},
+                           // Above the publisher's bound: a produce never finds the queue full.
+                           {"queue.buffering.max.messages", std::to_string(max_pending * 2 + 1024)},
+                           {"queue.buffering.max.kbytes", "1048576"}});
     } catch (const std::system_error& e) {
         return e.code();
     }
