@@ -8,7 +8,16 @@
 #   bounded by GOMEMLIMIT and the JetStream limits below. `start` returns once the server
 #   accepts connections and its JetStream answers (its /healthz on the monitoring port).
 #   Stopped by its PID, never by name.
-# kafka: not yet (a KRaft broker from Maven Central jars comes with the Kafka backend).
+# kafka: a single-node KRaft broker (no ZooKeeper) from Maven Central: the jars
+#   scripts/kafka/pom.xml names (Kafka 4.1) and their runtime dependencies are fetched once by
+#   `mvn dependency:copy-dependencies` into .cache/kafka/lib, storage is formatted by
+#   kafka.tools.StorageTool, and kafka.Kafka runs on the machine's JDK 17 (heap bounded by
+#   WEFT_KAFKA_HEAP, default 512m) with a generated server.properties: broker and controller
+#   in one process, node 1, 127.0.0.1:$WEFT_KAFKA_PORT (default 19092) for clients and the
+#   next port for the controller; data, log and PID file in $WEFT_BROKERS_DIR/kafka-<port>.
+#   `start` returns once the broker answers a Metadata request listing itself
+#   (scripts/kafka/kafka_ready.py); every start begins with empty storage. Stopped by its PID,
+#   never by name.
 # postgres: PostgreSQL 15 from Debian (/usr/lib/postgresql/15/bin, or $WEFT_PG_BIN), for the
 #   PostgreSQL outbox: initdb (once) into $WEFT_BROKERS_DIR/postgres-$WEFT_PG_PORT/data, trust
 #   auth, listening on 127.0.0.1:$WEFT_PG_PORT (default 15432) and on a socket in its own
@@ -33,6 +42,14 @@ nats_http_port=${WEFT_NATS_HTTP_PORT:-$((nats_port + 1))}
 nats_dir=$state_dir/nats-$nats_port
 nats_pid=$nats_dir/nats-server.pid
 nats_log=$nats_dir/nats-server.log
+
+kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)
+kafka_lib=${WEFT_KAFKA_LIB:-$root/.cache/kafka/lib}
+kafka_port=${WEFT_KAFKA_PORT:-19092}
+kafka_controller_port=$((kafka_port + 1))
+kafka_dir=$state_dir/kafka-$kafka_port
+kafka_pid=$kafka_dir/kafka.pid
+kafka_log=$kafka_dir/kafka.log
 
 die() {
     echo "brokers: $*" >&2
@@ -131,9 +148,153 @@ nats_status() {
     fi
 }
 
-kafka_not_yet() {
-    echo "brokers: kafka: not yet (the Kafka backend is not built; nothing to $1)" >&2
-    return 2
+kafka_install() {
+    local stamp=$kafka_lib/.weft-kafka-$kafka_version
+    if [ -f "$stamp" ]; then
+        return 0
+    fi
+    command -v java >/dev/null || die "kafka: java is not installed (JDK 17 runs the broker)"
+    command -v mvn >/dev/null || die "kafka: mvn is not installed (it fetches the broker's jars)"
+    echo "brokers: fetching Kafka $kafka_version and its dependencies into $kafka_lib"
+    rm -rf "$kafka_lib"
+    mkdir -p "$kafka_lib"
+    if ! (cd scripts/kafka && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime \
+        -DoutputDirectory="$kafka_lib") >"$kafka_lib.mvn.log" 2>&1; then
+        tail -n 30 "$kafka_lib.mvn.log" >&2
+        die "kafka: mvn dependency:copy-dependencies failed (log above)"
+    fi
+    touch "$stamp"
+}
+
+kafka_ready() {
+    python3 scripts/kafka/kafka_ready.py 127.0.0.1 "$kafka_port" 1 2>/dev/null
+}
+
+kafka_fail() {  # message -> the broker's log, exit 1
+    echo "brokers: kafka: $1; its log ($kafka_log):" >&2
+    tail -n 40 "$kafka_log" >&2 2>/dev/null || true
+    exit 1
+}
+
+kafka_start() {
+    if pid_alive "$kafka_pid"; then
+        echo "brokers: kafka already running (pid $(cat "$kafka_pid"), port $kafka_port)"
+        return 0
+    fi
+    kafka_install
+    local t0=$SECONDS
+    [ -n "$kafka_dir" ] || die "kafka: no state directory"
+    rm -rf "$kafka_dir"
+    mkdir -p "$kafka_dir/data"
+    # One process for broker and controller; every internal topic with one replica; groups
+    # rebalance at once (tests make and leave groups in seconds).
+    cat >"$kafka_dir/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$kafka_controller_port
+listeners=PLAINTEXT://127.0.0.1:$kafka_port,CONTROLLER://127.0.0.1:$kafka_controller_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$kafka_port
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$kafka_dir/data
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+num.network.threads=2
+num.io.threads=2
+num.recovery.threads.per.data.dir=1
+EOF
+    cat >"$kafka_dir/log4j2.yaml" <<EOF
+Configuration:
+  Appenders:
+    File:
+      name: file
+      fileName: $kafka_log
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: file
+EOF
+    local java_opts=(-Xmx"${WEFT_KAFKA_HEAP:-512m}" -Xms128m -XX:+UseSerialGC
+        -Djava.awt.headless=true -Dlog4j2.configurationFile="$kafka_dir/log4j2.yaml")
+    local cluster_id
+    # What `StorageTool random-uuid` prints (16 random bytes, base64url, no padding, not
+    # starting with '-'), without a JVM start of its own.
+    cluster_id=$(python3 -c 'import base64, uuid
+while True:
+    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not s.startswith("-"):
+        print(s)
+        break')
+    # The formatter runs for a second: the quick-starting compiler only.
+    java "${java_opts[@]}" -XX:TieredStopAtLevel=1 -cp "$kafka_lib/*" kafka.tools.StorageTool format \
+        -t "$cluster_id" -c "$kafka_dir/server.properties" >>"$kafka_log" 2>&1 ||
+        kafka_fail "formatting storage failed"
+    setsid java "${java_opts[@]}" -cp "$kafka_lib/*" kafka.Kafka "$kafka_dir/server.properties" \
+        </dev/null >>"$kafka_dir/stdout.log" 2>&1 &
+    local launched=$!
+    echo "$launched" >"$kafka_pid"
+    for _ in $(seq 1 600); do
+        if ! kill -0 "$launched" 2>/dev/null; then
+            cat "$kafka_dir/stdout.log" >>"$kafka_log" 2>/dev/null || true
+            rm -f "$kafka_pid"
+            kafka_fail "the broker exited at start"
+        fi
+        if kafka_ready; then
+            echo "brokers: kafka started in $((SECONDS - t0)) s (pid $launched, 127.0.0.1:$kafka_port, Kafka $kafka_version, data $kafka_dir/data)"
+            return 0
+        fi
+        sleep 0.1
+    done
+    kill -KILL "$launched" 2>/dev/null || true
+    rm -f "$kafka_pid"
+    kafka_fail "no Metadata answer on port $kafka_port within 60 s"
+}
+
+kafka_stop() {
+    if ! pid_alive "$kafka_pid"; then
+        rm -f "$kafka_pid"
+        echo "brokers: kafka not running"
+        return 0
+    fi
+    local pid
+    pid=$(cat "$kafka_pid")
+    kill -TERM "$pid"
+    local how=stopped
+    for _ in $(seq 1 200); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid" 2>/dev/null || true
+        how="killed after 20 s"
+    fi
+    rm -f "$kafka_pid"
+    rm -rf "$kafka_dir/data"
+    echo "brokers: kafka $how (pid $pid)"
+}
+
+kafka_status() {
+    if ! pid_alive "$kafka_pid"; then
+        echo "kafka: stopped"
+        return 3
+    fi
+    if kafka_ready; then
+        echo "kafka: running (pid $(cat "$kafka_pid"), 127.0.0.1:$kafka_port)"
+    else
+        echo "kafka: running but not answering (pid $(cat "$kafka_pid"), 127.0.0.1:$kafka_port)"
+        return 1
+    fi
 }
 
 # ---- postgres ------------------------------------------------------------------------------
@@ -256,19 +417,18 @@ which=${2:-all}
 case "$which" in nats | kafka | all) ;; *) die "unknown broker '$which' (nats|kafka|all)" ;; esac
 case "$action" in
     start)
-        [ "$which" = kafka ] && { kafka_not_yet start; exit 2; }
-        nats_start
-        if [ "$which" = all ]; then
-            echo "brokers: kafka: not yet (skipped)"
-        fi
+        if [ "$which" != kafka ]; then nats_start; fi
+        if [ "$which" != nats ]; then kafka_start; fi
         ;;
     stop)
-        [ "$which" = kafka ] && { kafka_not_yet stop; exit 2; }
-        nats_stop
+        if [ "$which" != kafka ]; then nats_stop; fi
+        if [ "$which" != nats ]; then kafka_stop; fi
         ;;
     status)
-        [ "$which" = kafka ] && { kafka_not_yet report; exit 2; }
-        nats_status
+        rc=0
+        if [ "$which" != kafka ]; then nats_status || rc=$?; fi
+        if [ "$which" != nats ]; then kafka_status || rc=$?; fi
+        exit $rc
         ;;
     *)
         echo "usage: scripts/brokers.sh start|stop|status [nats|kafka|all]" >&2

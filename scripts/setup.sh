@@ -4,7 +4,8 @@
 #   apt:   g++ 12, clang 16 (+ its sanitizer runtimes and clang-format), cmake, ninja,
 #          liburing, GoogleTest, Google Benchmark, oneTBB (the fork-join peer),
 #          fio (the galay-file peer), libnats-dev (cnats 3.4: the NATS JetStream backend),
-#          libsqlite3-dev (the SQLite outbox and inbox),
+#          libsqlite3-dev (the SQLite outbox and inbox), librdkafka-dev (2.0: the Kafka
+#          backend), maven and a JDK 17 (the Kafka broker the integration tests start),
 #          wrk + apache2-utils (ab) + nginx-light (the HTTP suites' load tools and nginx
 #          peer), libboost-dev (Boost.Beast, the Beast HTTP peer)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
@@ -14,7 +15,8 @@ set -euo pipefail
 
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
-          libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev)
+          libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev
+          maven openjdk-17-jre-headless)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,98 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/bus/backend.hpp"
+
+namespace weft::bus {
+
+struct kafka_backend_options {
+    /// bootstrap.servers: "host:port[,host:port...]".
+    std::string brokers = "127.0.0.1:9092";
+    /// Created at start (each with its dead-letter topic "<topic>.dead-letter") through the
+    /// admin API; a topic that exists already is kept as it is.
+    std::vector<std::string> topics{};
+    /// A topic published to or subscribed to that is neither in `topics` nor known to exist is
+    /// created on its first use (once per topic per backend; a publish never waits for it: the
+    /// message waits inside librdkafka until the topic appears). false: such a publish fails
+    /// with `no_stream` once librdkafka gives up on the topic.
+    bool create_topics_on_use = true;
+    int partitions = 1;          ///< of the topics the backend creates
+    int replication_factor = 1;  ///< of the topics the backend creates
+    /// linger.ms: how long the producer holds a batch open for more messages.
+    std::chrono::milliseconds linger{5};
+    /// message.timeout.ms: an unacknowledged publish fails with `timed_out` after this.
+    std::chrono::milliseconds publish_timeout{30'000};
+    /// heartbeat.interval.ms: how soon a member learns that its group rebalances (a member
+    /// that joined or left); the broker bounds it from below.
+    std::chrono::milliseconds heartbeat_interval{500};
+    /// Setup calls (topic creation, its metadata): the bound before they fail with timed_out.
+    std::chrono::milliseconds admin_timeout{10'000};
+};
+
+/// Counters of one backend (all producers together), for measurements.
+struct kafka_backend_stats {
+    std::uint64_t acks = 0;   ///< publish outcomes completed
+    std::uint64_t wakes = 0;  ///< drain wake-ups (eventfd signals from librdkafka)
+};
+
+/// weft::bus over Apache Kafka, through librdkafka (2.0).
+///
+/// - Start (the constructor): connects an administrative client and creates `topics`
+///   (blocking; call it before the runtime starts or in spawn_blocking). Throws
+///   std::system_error naming the brokers when none answers within admin_timeout.
+/// - Publish: one idempotent producer per publisher (enable.idempotence, acks=all, batching by
+///   linger, murmur2_random partitioning as Java clients do): key = the envelope key (order per
+///   key within its partition), value = the binary envelope, header `weft-id` = the envelope
+///   id. A publish never blocks: librdkafka's queue holds more than max_pending. Delivery
+///   reports are events on the producer's main queue, which librdkafka signals on an eventfd
+///   when it turns non-empty; one weft task per publisher waits on that with wait_readable and
+///   drains the queue to empty, completing each report into the slot the publisher reserved
+///   (the slot number travels as the message's opaque). One wake-up per batch; never a task or
+///   thread per message, and no weft worker ever waits inside librdkafka. Publishers must be
+///   made on a worker of a runtime with a reactor (weft::io_runtime_options).
+/// - Subscribe: a consumer per member, group.id = the group (cooperative-sticky assignment, so
+///   a member joining does not take partitions away from one that is working). next() polls
+///   librdkafka without waiting and otherwise waits on the consumer queue's eventfd. Offsets
+///   are committed on ack: per partition, the contiguous prefix of settled deliveries. nack
+///   (with its delay), redelivery after ack_wait and in_progress are the client's: the member
+///   holding the partition delivers the message again; messages fetched after it go on
+///   meanwhile. term, and the failure of the last of max_deliveries, publish the envelope to the
+///   dead-letter topic; it counts as settled once Kafka has the dead letter. Delivery counts
+///   (attempt) are kept per backend, so they hold across the members of one process only.
+///   A member that closes leaves its group at once; what it had not settled goes to the
+///   member that takes its partitions, from the last committed offset.
+/// Any thread may call any member. Must outlive every publisher, subscriber and delivery made
+/// from it.
+///
+///     weft::bus::kafka_backend kafka{{.brokers = "127.0.0.1:9092", .topics = {"orders"}}};
+///     weft::runtime rt{weft::io_runtime_options(2)};
+///     rt.block_on([&]() -> weft::task<void> { weft::bus::publisher pub{kafka}; ... });
+class kafka_backend final : public backend {
+public:
+    explicit kafka_backend(kafka_backend_options options);
+    kafka_backend(const kafka_backend&) = delete;
+    auto operator=(const kafka_backend&) -> kafka_backend& = delete;
+    ~kafka_backend() override;
+
+    [[nodiscard]] auto name() const noexcept -> std::string_view override { return "kafka"; }
+    [[nodiscard]] auto features() const noexcept -> backend_features override;
+    auto make_producer(publish_sink& sink, std::uint32_t max_pending)
+        -> result<std::unique_ptr<backend_producer>> override;
+    auto make_consumer(consumer_config config)
+        -> task<result<std::shared_ptr<backend_consumer>>> override;
+
+    [[nodiscard]] auto stats() const noexcept -> kafka_backend_stats;
+
+    struct connection;
+
+private:
+    std::shared_ptr<connection> conn_;
+};
+
+}  // namespace weft::bus

@@ -1,0 +1,374 @@
+#include "weft/bus/kafka_backend.hpp"
+
+#include <chrono>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "kafka_connection.hpp"
+#include "kafka_consumer.hpp"
+#include "kafka_producer.hpp"
+#include "weft/bus/errc.hpp"
+
+namespace weft::bus {
+
+auto kafka_error(rd_kafka_resp_err_t err) -> std::error_code {
+    switch (err) {
+        case RD_KAFKA_RESP_ERR_NO_ERROR:
+            return {};
+        case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+        case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
+            return make_error_code(bus_errc::message_too_large);
+        case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+        case RD_KAFKA_RESP_ERR__TIMED_OUT:
+        case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+            return std::make_error_code(std::errc::timed_out);
+        case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+        case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+        case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+            return make_error_code(bus_errc::no_stream);
+        case RD_KAFKA_RESP_ERR__TRANSPORT:
+        case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+        case RD_KAFKA_RESP_ERR__RESOLVE:
+            return make_error_code(bus_errc::broker_unreachable);
+        default:
+            return make_error_code(bus_errc::broker_error);
+    }
+}
+
+auto kafka_conf(const kafka_backend_options& options,
+                std::initializer_list<std::pair<const char*, std::string>> props)
+    -> rd_kafka_conf_t* {
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    char err[512];
+    auto set = [&](const char* name, const std::string& value) {
+        if (rd_kafka_conf_set(conf, name, value.c_str(), err, sizeof(err)) != RD_KAFKA_CONF_OK) {
+            rd_kafka_conf_destroy(conf);
+            throw std::system_error(
+                std::make_error_code(std::errc::invalid_argument),
+                std::string("weft::bus::kafka_backend: ") + name + "=" + value + ": " + err);
+        }
+    };
+    set("bootstrap.servers", options.brokers);
+    set("client.id", "weft-bus");
+    for (const auto& [name, value] : props) {
+        set(name, value);
+    }
+    return conf;
+}
+
+namespace {
+
+struct dead_letter_op {
+    std::weak_ptr<kafka_dead_letter_sink> sink;
+    std::int32_t partition;
+    std::int64_t offset;
+};
+
+// The administrative client's events, on librdkafka's background thread: dead letters
+// delivered (or not), and the results of asynchronous topic creation (nothing to do).
+void on_aux_event(rd_kafka_t* /*rk*/, rd_kafka_event_t* ev, void* /*opaque*/) {
+    if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_DR) {
+        while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
+            std::unique_ptr<dead_letter_op> op(static_cast<dead_letter_op*>(m->_private));
+            if (op == nullptr) {
+                continue;
+            }
+            if (auto s = op->sink.lock()) {
+                s->dead_letter_done(op->partition, op->offset,
+                                    m->err == RD_KAFKA_RESP_ERR_NO_ERROR);
+            }
+        }
+    }
+    rd_kafka_event_destroy(ev);
+}
+
+auto ms(std::chrono::milliseconds d) -> std::string { return std::to_string(d.count()); }
+
+}  // namespace
+
+void kafka_backend::connection::shutdown() noexcept {
+    {
+        std::lock_guard lock(closer_mu);
+        closer_stop = true;
+    }
+    closer_cv.notify_all();
+    if (closer.joinable() && closer.get_id() != std::this_thread::get_id()) {
+        closer.join();
+    }
+}
+
+kafka_backend::connection::~connection() {
+    shutdown();
+    if (closer.joinable()) {
+        closer.detach();  // this is the closer thread itself, ending
+    }
+    if (aux != nullptr) {
+        rd_kafka_flush(aux, 5'000);  // dead letters still in flight
+        rd_kafka_destroy(aux);
+    }
+}
+
+void kafka_backend::connection::close_later(std::function<void()> job) {
+    {
+        std::lock_guard lock(closer_mu);
+        if (!closer_stop) {
+            closer_jobs.push_back(std::move(job));
+            job = nullptr;
+        }
+    }
+    if (job) {
+        job();  // the backend is gone (its closer thread with it): here, then
+        return;
+    }
+    closer_cv.notify_one();
+}
+
+auto kafka_backend::connection::ensure_topics(const std::vector<std::string>& topics)
+    -> std::error_code {
+    std::vector<std::string> missing;
+    {
+        std::lock_guard lock(topics_mu);
+        for (const auto& t : topics) {
+            if (!known_topics.contains(t)) {
+                missing.push_back(t);
+            }
+        }
+    }
+    if (missing.empty()) {
+        return {};
+    }
+    char err[512];
+    std::vector<rd_kafka_NewTopic_t*> news;
+    for (const auto& t : missing) {
+        news.push_back(rd_kafka_NewTopic_new(t.c_str(), options.partitions,
+                                             options.replication_factor, err, sizeof(err)));
+        if (news.back() == nullptr) {
+            news.pop_back();
+            for (auto* n : news) {
+                rd_kafka_NewTopic_destroy(n);
+            }
+            return std::make_error_code(std::errc::invalid_argument);
+        }
+    }
+    rd_kafka_AdminOptions_t* ao = rd_kafka_AdminOptions_new(aux, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_operation_timeout(ao, static_cast<int>(options.admin_timeout.count()),
+                                                err, sizeof(err));
+    rd_kafka_AdminOptions_set_request_timeout(ao, static_cast<int>(options.admin_timeout.count()),
+                                              err, sizeof(err));
+    rd_kafka_queue_t* q = rd_kafka_queue_new(aux);
+    rd_kafka_CreateTopics(aux, news.data(), news.size(), ao, q);
+    rd_kafka_event_t* ev =
+        rd_kafka_queue_poll(q, static_cast<int>(options.admin_timeout.count()) + 1'000);
+    std::error_code ec;
+    if (ev == nullptr) {
+        ec = std::make_error_code(std::errc::timed_out);
+    } else if (rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        ec = kafka_error(rd_kafka_event_error(ev));
+    } else {
+        std::size_t n = 0;
+        const rd_kafka_topic_result_t** results =
+            rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+        for (std::size_t i = 0; i < n; ++i) {
+            const auto e = rd_kafka_topic_result_error(results[i]);
+            if (e != RD_KAFKA_RESP_ERR_NO_ERROR && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+                ec = kafka_error(e);
+            }
+        }
+    }
+    if (ev != nullptr) {
+        rd_kafka_event_destroy(ev);
+    }
+    rd_kafka_queue_destroy(q);
+    rd_kafka_AdminOptions_destroy(ao);
+    for (auto* n : news) {
+        rd_kafka_NewTopic_destroy(n);
+    }
+    if (ec) {
+        return ec;
+    }
+    // Created on the controller; wait until the metadata a client reads shows every one (a
+    // consumer that subscribes before that would wait for its next metadata refresh).
+    const auto deadline = std::chrono::steady_clock::now() + options.admin_timeout;
+    for (const auto& t : missing) {
+        rd_kafka_topic_t* rkt = rd_kafka_topic_new(aux, t.c_str(), nullptr);
+        for (;;) {
+            const rd_kafka_metadata_t* md = nullptr;
+            const auto e = rd_kafka_metadata(aux, 0, rkt, &md, 2'000);
+            bool seen = false;
+            if (e == RD_KAFKA_RESP_ERR_NO_ERROR && md->topic_cnt == 1) {
+                seen = md->topics[0].err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                       md->topics[0].partition_cnt > 0;
+            }
+            if (md != nullptr) {
+                rd_kafka_metadata_destroy(md);
+            }
+            if (seen) {
+                break;
+            }
+            if (std::chrono::steady_clock::now() > deadline) {
+                rd_kafka_topic_destroy(rkt);
+                return std::make_error_code(std::errc::timed_out);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        rd_kafka_topic_destroy(rkt);
+    }
+    std::lock_guard lock(topics_mu);
+    for (auto& t : missing) {
+        known_topics.insert(std::move(t));
+    }
+    return {};
+}
+
+void kafka_backend::connection::ensure_topic_async(std::string_view topic) {
+    if (!options.create_topics_on_use) {
+        return;
+    }
+    {
+        std::lock_guard lock(topics_mu);
+        if (!known_topics.emplace(topic).second) {
+            return;
+        }
+    }
+    char err[512];
+    const std::string name(topic);
+    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(name.c_str(), options.partitions,
+                                                    options.replication_factor, err, sizeof(err));
+    if (nt == nullptr) {
+        return;  // an invalid name: the publish reports it
+    }
+    rd_kafka_queue_t* bg = rd_kafka_queue_get_background(aux);
+    rd_kafka_CreateTopics(aux, &nt, 1, nullptr, bg);
+    rd_kafka_queue_destroy(bg);
+    rd_kafka_NewTopic_destroy(nt);
+}
+
+auto kafka_backend::connection::count_delivery(const kafka_message_key& key) -> std::uint32_t {
+    std::lock_guard lock(counts_mu);
+    return ++counts[key];
+}
+
+void kafka_backend::connection::forget(const kafka_message_key& key) {
+    std::lock_guard lock(counts_mu);
+    counts.erase(key);
+}
+
+void kafka_backend::connection::dead_letter(std::weak_ptr<kafka_dead_letter_sink> sink,
+                                            std::int32_t partition,
+                                            std::int64_t offset,
+                                            const std::string& topic,
+                                            std::string_view key,
+                                            const std::string& bytes) {
+    ensure_topic_async(topic);
+    auto op = std::make_unique<dead_letter_op>(dead_letter_op{sink, partition, offset});
+    const rd_kafka_resp_err_t e = rd_kafka_producev(
+        aux, RD_KAFKA_V_TOPIC(topic.c_str()),
+        RD_KAFKA_V_KEY(key.empty() ? nullptr : key.data(), key.size()),
+        RD_KAFKA_V_VALUE(const_cast<char*>(bytes.data()), bytes.size()),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(op.get()), RD_KAFKA_V_END);
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (auto s = sink.lock()) {
+            s->dead_letter_done(partition, offset, false);
+        }
+        return;
+    }
+    (void)op.release();  // on_aux_event frees it
+}
+
+kafka_backend::kafka_backend(kafka_backend_options options)
+    : conn_(std::make_shared<connection>()) {
+    connection& c = *conn_;
+    c.options = std::move(options);
+    rd_kafka_conf_t* conf =
+        kafka_conf(c.options, {{"enable.idempotence", "true"},
+                               {"acks", "all"},
+                               {"linger.ms", ms(c.options.linger)},
+                               {"partitioner", "murmur2_random"},
+                               {"message.timeout.ms", ms(c.options.publish_timeout)}});
+    rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR);
+    rd_kafka_conf_set_background_event_cb(conf, &on_aux_event);
+    char err[512];
+    c.aux = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (c.aux == nullptr) {
+        rd_kafka_conf_destroy(conf);
+        throw std::system_error(make_error_code(bus_errc::broker_error),
+                                std::string("weft::bus::kafka_backend: ") + err);
+    }
+    // Delivery reports go where the admin results go: to the background thread.
+    rd_kafka_queue_t* main_q = rd_kafka_queue_get_main(c.aux);
+    rd_kafka_queue_t* bg = rd_kafka_queue_get_background(c.aux);
+    rd_kafka_queue_forward(main_q, bg);
+    rd_kafka_queue_destroy(bg);
+    rd_kafka_queue_destroy(main_q);
+    c.closer = std::thread([&c] {
+        std::unique_lock lock(c.closer_mu);
+        for (;;) {
+            c.closer_cv.wait(lock, [&c] { return c.closer_stop || !c.closer_jobs.empty(); });
+            if (c.closer_jobs.empty()) {
+                return;  // stopping, and nothing left to close
+            }
+            auto job = std::move(c.closer_jobs.front());
+            c.closer_jobs.pop_front();
+            lock.unlock();
+            job();
+            lock.lock();
+        }
+    });
+
+    // Reachability first, with the brokers in the message.
+    const rd_kafka_metadata_t* md = nullptr;
+    const auto e = rd_kafka_metadata(c.aux, 0, nullptr, &md,
+                                     static_cast<int>(c.options.admin_timeout.count()));
+    if (md != nullptr) {
+        rd_kafka_metadata_destroy(md);
+    }
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        throw std::system_error(make_error_code(bus_errc::broker_unreachable),
+                                "weft::bus::kafka_backend: no broker answers at " +
+                                    c.options.brokers + ": " + rd_kafka_err2str(e));
+    }
+    std::vector<std::string> topics;
+    for (const auto& t : c.options.topics) {
+        topics.push_back(t);
+        topics.push_back(t + ".dead-letter");
+    }
+    if (auto ec = c.ensure_topics(topics)) {
+        throw std::system_error(
+            ec, "weft::bus::kafka_backend: creating topics on " + c.options.brokers);
+    }
+}
+
+kafka_backend::~kafka_backend() {
+    // Clients still closing are closed before the backend is gone; the connection itself may
+    // live on a little in a drain task that is ending.
+    conn_->shutdown();
+}
+
+auto kafka_backend::features() const noexcept -> backend_features {
+    backend_features f;
+    f.durable = true;  // acks=all; as durable as the topics' replication makes it
+    // The idempotent producer drops its own retries, not a re-published id.
+    f.deduplicates_ids = false;
+    // Holding acks would mean stopping the broker (SIGSTOP) from inside a test: not offered.
+    f.can_pause = false;
+    f.returns_on_close = true;  // a closing member leaves its group at once
+    return f;
+}
+
+auto kafka_backend::stats() const noexcept -> kafka_backend_stats {
+    return {.acks = conn_->acks.load(std::memory_order_relaxed),
+            .wakes = conn_->wakes.load(std::memory_order_relaxed)};
+}
+
+auto kafka_backend::make_producer(publish_sink& sink, std::uint32_t max_pending)
+    -> result<std::unique_ptr<backend_producer>> {
+    return kafka_producer::make(conn_, sink, max_pending);
+}
+
+auto kafka_backend::make_consumer(consumer_config config)
+    -> task<result<std::shared_ptr<backend_consumer>>> {
+    co_return co_await kafka_consumer::make(conn_, std::move(config));
+}
+
+}  // namespace weft::bus

@@ -1,0 +1,104 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "kafka_connection.hpp"
+#include "weft/bus/backend.hpp"
+
+namespace weft::bus {
+
+/// One member of a consumer group on Kafka: its own librdkafka consumer (group.id = the
+/// group). next() is consumer-side (one at a time); the settle calls come from any thread.
+///
+/// Every message fetched is an entry of `entries_`, keyed (partition, offset), until the
+/// committed offset passes it. An entry is
+///   pending        handed out (its token in `tokens_`), settled or expired by `when`;
+///   retry          to be handed out again at `when` (nacked, or its ack timeout passed);
+///   dead_lettering its dead letter is on its way to Kafka (then acked, or retry if refused);
+///   acked          settled.
+/// Per partition, the committed offset is one past the longest run of acked entries at the
+/// front: `entries_` of a partition == every fetched offset >= its committed offset. Commits
+/// are asynchronous (rd_kafka_commit async), made under `mu_` so two of one partition never
+/// pass each other.
+///
+/// Locks: `mu_` (the entries) before `rk_mu_` (the client pointer, which the closer thread
+/// clears); never the other way round. Nothing waits under either.
+class kafka_consumer final : public backend_consumer,
+                             public kafka_dead_letter_sink,
+                             public std::enable_shared_from_this<kafka_consumer> {
+public:
+    static auto make(std::shared_ptr<kafka_backend::connection> conn, consumer_config config)
+        -> task<result<std::shared_ptr<backend_consumer>>>;
+
+    kafka_consumer(std::shared_ptr<kafka_backend::connection> conn, consumer_config config);
+    kafka_consumer(const kafka_consumer&) = delete;
+    auto operator=(const kafka_consumer&) -> kafka_consumer& = delete;
+    ~kafka_consumer() override;
+
+    auto next() -> task<result<delivery>> override;
+    auto ack(std::uint64_t token) -> result<void> override;
+    auto nack(std::uint64_t token, std::chrono::milliseconds delay) -> result<void> override;
+    auto term(std::uint64_t token, std::string_view reason) -> result<void> override;
+    auto in_progress(std::uint64_t token) -> result<void> override;
+    void close() noexcept override;
+    void dead_letter_done(std::int32_t partition, std::int64_t offset, bool ok) override;
+
+private:
+    using clock = std::chrono::steady_clock;
+    using key = std::pair<std::int32_t, std::int64_t>;  // partition, offset
+    enum class entry_state { pending, retry, dead_lettering, acked };
+    struct entry {
+        std::shared_ptr<const envelope> env;
+        entry_state state = entry_state::pending;
+        std::uint64_t token = 0;
+        std::uint32_t attempt = 0;
+        clock::time_point when{};
+    };
+    struct dead_letter {
+        key where;
+        std::shared_ptr<const envelope> env;
+        std::string reason;
+        std::uint32_t deliveries;
+    };
+
+    /// Blocking (spawn_blocking): the client, its subscription and the queue's eventfd.
+    auto open() -> std::error_code;
+    void close_client() noexcept;
+    void wake() const noexcept;
+    auto message_key(key k) const -> kafka_message_key;
+    /// The pending entry of `token`; expires it (and returns end) when its time has passed.
+    auto find_pending(std::uint64_t token, std::vector<dead_letter>& dead)
+        -> std::map<key, entry>::iterator;
+    void expire(std::map<key, entry>::iterator it,
+                clock::time_point now,
+                std::vector<dead_letter>& dead);
+    auto hand_out(std::map<key, entry>::iterator it, clock::time_point now) -> delivery;
+    void advance(std::int32_t partition);
+    void send(std::vector<dead_letter>& dead);
+
+    std::shared_ptr<kafka_backend::connection> conn_;
+    const consumer_config config_;
+    const std::string group_topic_;
+    int efd_ = -1;  // the consumer queue's io event; close() writes it too
+
+    std::mutex rk_mu_;
+    rd_kafka_t* rk_ = nullptr;           // guarded by rk_mu_; null once closed
+    rd_kafka_queue_t* queue_ = nullptr;  // guarded by rk_mu_
+
+    std::mutex mu_;
+    std::map<key, entry> entries_;                   // guarded by mu_
+    std::unordered_map<std::uint64_t, key> tokens_;  // guarded by mu_: pending entries
+    std::uint64_t next_token_ = 0;                   // guarded by mu_
+    std::atomic<bool> closed_{false};
+};
+
+}  // namespace weft::bus

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <memory>
+
+#include "kafka_connection.hpp"
+#include "weft/bus/backend.hpp"
+
+namespace weft::bus {
+
+/// The Kafka backend's side of one publisher: its own idempotent librdkafka producer.
+///
+/// The ack path, step by step:
+///   1. start(env, slot) (any weft task): encodes env and hands it to rd_kafka_producev with
+///      the slot as the message's opaque. Never blocks: queue.buffering.max.messages is above
+///      max_pending, so librdkafka never answers QUEUE_FULL.
+///   2. librdkafka's threads batch, send and get the broker's acks; each batch's delivery
+///      reports become one DR event on the producer's main queue. The queue's io event writes
+///      the eventfd when the queue turns from empty to non-empty (and only then).
+///   3. The drain task (one weft task per producer) wakes from wait_readable(efd), resets the
+///      eventfd, and polls the queue without waiting until it is empty, handing every message
+///      of every DR event to the publisher's sink by its slot. Draining to empty is what makes
+///      the edge-only signal safe: an event queued after the last poll signals again.
+/// Invariant: started - completed == outstanding <= max_pending.
+///
+/// Lifetime: the state is shared by the producer and its drain task. close() lets the drain
+/// task end once nothing is outstanding; it then destroys the librdkafka client on the
+/// backend's closer thread (rd_kafka_destroy joins librdkafka's threads).
+class kafka_producer final : public backend_producer {
+public:
+    static auto make(std::shared_ptr<kafka_backend::connection> conn,
+                     publish_sink& sink,
+                     std::uint32_t max_pending) -> result<std::unique_ptr<backend_producer>>;
+
+    void start(envelope env, std::uint32_t slot) override;
+    void close() noexcept override;
+    ~kafka_producer() override;
+
+    struct state;
+    explicit kafka_producer(std::shared_ptr<state> s) noexcept : st_(std::move(s)) {}
+
+private:
+    std::shared_ptr<state> st_;
+};
+
+}  // namespace weft::bus
