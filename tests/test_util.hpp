@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "weft/core/detail/shuffle.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
@@ -54,7 +55,18 @@ public:
         running_ = true;
         cv_.notify_all();
     }
-    void OnTestEnd(const ::testing::TestInfo&) override {
+    void OnTestEnd(const ::testing::TestInfo& info) override {
+#if WEFT_SHUFFLE_BUILD
+        if (info.result() != nullptr && info.result()->Failed()) {
+            std::fprintf(stderr,
+                         "weft: %s.%s failed under schedule shuffling; replay with "
+                         "WEFT_SHUFFLE_SEED=%llu\n",
+                         info.test_suite_name(), info.name(),
+                         static_cast<unsigned long long>(weft::detail::shuffle_seed()));
+        }
+#else
+        (void)info;
+#endif
         std::lock_guard lock(mu_);
         running_ = false;
         cv_.notify_all();

@@ -82,7 +82,11 @@ inline auto is_uring() -> bool { return current_io_backend() == io_backend::io_u
 inline auto resume_from_io(std::coroutine_handle<> h, worker_base* home) -> bool {
     worker_base* here = current_worker();
     if (home == nullptr || home == here || home->root_stop() == here->root_stop()) {
-        here->push_io_ready(h);
+        if (WEFT_SHUFFLED(2)) {
+            here->push(h);  // shuffle.hpp: completions of one poll run in another order
+        } else {
+            here->push_io_ready(h);
+        }
         return true;
     }
     home->schedule_remote(h);

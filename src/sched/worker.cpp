@@ -196,7 +196,10 @@ auto sched_worker::take_injected() -> void* {
 }
 
 auto sched_worker::next_task() -> void* {
-    const bool tick = --until_fairness_ == 0;
+    bool tick = --until_fairness_ == 0;
+    if (WEFT_SHUFFLED(8)) {
+        tick = true;  // shuffle.hpp: the injector and the oldest task looked at early
+    }
     if (tick || yielded_) {
         if (tick) {
             until_fairness_ = fairness_interval;
@@ -242,6 +245,9 @@ auto sched_worker::become_searching() noexcept -> bool {
 }
 
 auto sched_worker::steal_once() -> void* {
+    if (WEFT_SHUFFLED(4)) {
+        return nullptr;  // shuffle.hpp: this thief does not steal now
+    }
     const auto n = static_cast<unsigned>(rt_.workers.size());
     const auto start = static_cast<unsigned>(xorshift(rng_) % n);
     for (unsigned k = 0; k < n; ++k) {

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
@@ -320,14 +321,17 @@ TEST(channel, waiting_receivers_are_served_fifo) {
     weft::runtime rt{{.workers = 1}};
     weft::channel<int> ch{0};
     std::vector<int> got(4, -1);  // receiver i parked i-th: it must get the i-th item
+    std::deque<weft::latch> parking;
     rt.block_on([&]() -> weft::task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             for (int i = 0; i < 4; ++i) {
+                weft::latch& parked = parking.emplace_back(1);  // outlives the receivers
                 s.spawn([&, i]() -> weft::task<void> {
-                    auto r = co_await ch.recv();
+                    auto r =
+                        co_await weft::test::announce_parked(parked, [&] { return ch.recv(); });
                     got[static_cast<std::size_t>(i)] = r.value();
                 });
-                co_await weft::yield();  // let it park before the next
+                (co_await parked.wait()).value();  // parked before the next one starts
             }
             for (int i = 0; i < 4; ++i) {
                 (co_await ch.send(i)).value();

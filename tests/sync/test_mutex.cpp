@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <deque>
 
 #include "announce_parked.hpp"
 #include "test_util.hpp"
@@ -8,6 +9,7 @@
 #include "weft/core/sync_wait.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/yield.hpp"
+#include "weft/sync/latch.hpp"
 #include "weft/sync/mutex.hpp"
 
 namespace {
@@ -84,15 +86,19 @@ TEST(mutex, unlock_hands_over_fifo) {
     weft::runtime rt{{.workers = 1}};
     weft::mutex m;
     std::vector<int> order;
+    std::deque<weft::latch> parking;
     rt.block_on([&]() -> weft::task<void> {
         auto g = (co_await m.lock()).value();
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             for (int i = 0; i < 3; ++i) {
+                weft::latch& parked = parking.emplace_back(1);  // outlives the waiters
                 s.spawn([&, i]() -> weft::task<void> {
-                    auto g2 = (co_await m.lock()).value();
+                    auto g2 = (co_await weft::test::announce_parked(parked, [&] {
+                                  return m.lock();
+                              })).value();
                     order.push_back(i);
                 });
-                co_await weft::yield();
+                (co_await parked.wait()).value();  // waiting in lock() before the next starts
             }
             g.unlock();
         });

@@ -304,6 +304,16 @@ public:
                     p.stop_ = parent.promise().stop_;
                 }
             }
+            if constexpr (WEFT_SHUFFLE_BUILD) {
+                // shuffle.hpp: now and then the child starts later (queued), as if the parent
+                // had been preempted between the call and the await.
+                if (WEFT_SHUFFLED(16)) {
+                    if (detail::worker_base* w = detail::current_worker(); w != nullptr) {
+                        w->push(h);
+                        return std::noop_coroutine();
+                    }
+                }
+            }
             return h;
         }
         auto await_resume() -> T { return h.promise().result(); }

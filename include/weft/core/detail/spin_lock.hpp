@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "weft/core/detail/shuffle.hpp"
 #include "weft/core/detail/spin_wait.hpp"
 
 namespace weft::detail {
@@ -20,7 +21,8 @@ public:
 
     void lock() noexcept {
         // acquire pairs with the release in unlock: the previous holder's edits are visible.
-        if (!locked_.exchange(true, std::memory_order_acquire)) {
+        // WEFT_SHUFFLE builds: now and then the first attempt fails as if contended.
+        if (!WEFT_SHUFFLED(8) && !locked_.exchange(true, std::memory_order_acquire)) {
             return;
         }
         lock_slow();

@@ -4,6 +4,7 @@
 #include <coroutine>
 #include <exception>
 
+#include "weft/core/detail/shuffle.hpp"
 #include "weft/core/detail/work_deque.hpp"
 #include "weft/core/stop.hpp"
 
@@ -104,6 +105,11 @@ public:
     /// first, they wait for one pass over what is queued. Fork-join keeps its depth-first order:
     /// its entries are untagged, and a child's completion pops its parent with pop_if.
     auto pop() -> void* {
+        if (WEFT_SHUFFLED(4)) {  // shuffle.hpp: another legal order
+            if (void* h = shuffled_pop()) {
+                return h;
+            }
+        }
         if (void* l = lifo_.load(std::memory_order_relaxed)) {
             lifo_.store(nullptr, std::memory_order_relaxed);
             return l;
@@ -116,6 +122,17 @@ public:
                 if (void* h = deque_.steal()) {  // nullptr: lost the race for it to a thief
                     return untag(h);
                 }
+            }
+        }
+        return untag(stealable_ ? deque_.pop() : deque_.pop_unshared());
+    }
+
+    /// WEFT_SHUFFLE builds: the deque's oldest or newest entry, past the LIFO slot (nullptr when
+    /// the deque is empty; pop() then goes on as usual).
+    auto shuffled_pop() -> void* {
+        if (WEFT_SHUFFLED(2)) {
+            if (void* h = deque_.steal()) {
+                return untag(h);
             }
         }
         return untag(stealable_ ? deque_.pop() : deque_.pop_unshared());

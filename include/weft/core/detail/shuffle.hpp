@@ -1,0 +1,35 @@
+#pragma once
+
+// Schedule shuffling, for tests (CMake -DWEFT_SHUFFLE=ON; never in a release build). Every
+// scheduling decision that may legally go either way is then taken at random from a seed:
+// which ready task runs next (the LIFO slot or the deque's newest or oldest entry), whether a
+// worker looks at the injector early, whether a thief steals now, whether a spin lock's first
+// attempt fails, the order in which IO completions reaped together run, and a yield before a
+// fraction of awaited tasks start. The seed comes from WEFT_SHUFFLE_SEED (else the clock) and
+// is printed once per process, so a failing run replays with the same seed (the interleaving
+// of threads still varies; the decisions each thread makes in order do not).
+//
+// In a normal build WEFT_SHUFFLED(n) is the constant false and costs nothing.
+
+#include <cstdint>
+
+#if defined(WEFT_SHUFFLE) && WEFT_SHUFFLE
+
+namespace weft::detail {
+
+/// True about once in `one_in` calls (a per-thread generator seeded from the process seed).
+[[nodiscard]] auto shuffle_chance(unsigned one_in) noexcept -> bool;
+/// The process's seed (reads WEFT_SHUFFLE_SEED or picks one, and prints it, on first use).
+[[nodiscard]] auto shuffle_seed() noexcept -> std::uint64_t;
+
+}  // namespace weft::detail
+
+#define WEFT_SHUFFLED(one_in) (::weft::detail::shuffle_chance(one_in))
+#define WEFT_SHUFFLE_BUILD 1
+
+#else
+
+#define WEFT_SHUFFLED(one_in) false
+#define WEFT_SHUFFLE_BUILD 0
+
+#endif
