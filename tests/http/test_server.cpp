@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <tuple>
@@ -241,6 +242,85 @@ TEST_P(server_test, streamed_chunked_response_of_32_mib) {
             r = (co_await c.get("/big")).value();  // and again on the same connection
             EXPECT_EQ(r.body.size(), piece * pieces);
         });
+}
+
+// The server's memory stays bounded while it streams 100 MiB to a client that reads slowly in
+// 64 KiB pieces: each write of the stream waits for the socket, so nothing queues. The client
+// counts the bytes instead of keeping them, so the process's resident memory may grow only by
+// what the server holds (asserted: under 16 MiB, against 100 MiB sent).
+auto resident_kib() -> long {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    long kib = -1;
+    char line[256];
+    while (f != nullptr && std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::sscanf(line, "VmRSS: %ld", &kib) == 1) {
+            break;
+        }
+    }
+    if (f != nullptr) {
+        std::fclose(f);
+    }
+    return kib;
+}
+
+constexpr std::size_t huge_piece = 64 * 1024;
+constexpr std::uint64_t huge_total = 100 * 1024 * 1024;
+
+TEST_P(server_test, streamed_100_mib_response_with_server_memory_bounded) {
+    constexpr std::size_t piece = huge_piece;
+    constexpr std::uint64_t total = huge_total;
+    long before = 0;
+    long peak = 0;
+    run(
+        {},
+        [](server& srv) {
+            srv.route(method::get, "/huge", [](request&) -> task<response> {
+                co_return response::stream(
+                    [](body_writer& w) -> task<result<void>> {
+                        const std::string chunk(huge_piece, 'y');
+                        for (std::uint64_t sent = 0; sent < huge_total; sent += huge_piece) {
+                            auto r = co_await w.write(chunk);
+                            if (!r) {
+                                co_return r;
+                            }
+                        }
+                        co_return result<void>{};
+                    },
+                    huge_total);
+            });
+        },
+        [&](socket_address addr, server&) -> task<void> {
+            auto c = (co_await client::connect(addr)).value();
+            (co_await c.send("GET", "/huge")).value();
+            before = resident_kib();
+            std::vector<std::byte> buf(piece);
+            std::string head;
+            std::uint64_t body = 0;
+            bool in_body = false;
+            while (!in_body || body < total) {
+                auto n = co_await c.stream().read_some(buf);
+                if (!n) {
+                    ADD_FAILURE() << n.error().message();
+                    co_return;
+                }
+                if (!in_body) {
+                    head.append(reinterpret_cast<const char*>(buf.data()), *n);
+                    const std::size_t end = head.find("\r\n\r\n");
+                    if (end == std::string::npos) {
+                        continue;
+                    }
+                    in_body = true;
+                    body = head.size() - (end + 4);
+                } else {
+                    body += *n;
+                }
+                peak = std::max(peak, resident_kib());
+            }
+            EXPECT_EQ(body, total);
+            EXPECT_NE(head.find("Content-Length: 104857600"), std::string::npos);
+        });
+    EXPECT_GT(before, 0);
+    EXPECT_LT(peak - before, 16 * 1024) << "resident memory grew by " << (peak - before) << " KiB";
 }
 
 TEST_P(server_test, file_body_by_sendfile) {
