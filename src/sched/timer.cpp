@@ -4,23 +4,61 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "runtime_core.hpp"
 
 namespace weft::detail {
 
+namespace {
+
+// What both arms share: the worker, the waiter, and the registration with `stop` (nullptr:
+// cancelled already, the caller must not suspend). After it the caller takes q.mu, checks
+// that no stop arrived meanwhile (op.st == cancelled) and files the entry (file_entry).
+auto begin_arm(timer_op& op, stop_state* stop, std::coroutine_handle<> waiter, const char* who)
+    -> sched_worker* {
+    sched_worker* w = tl_sched_worker;
+    if (w == nullptr) {
+        throw std::logic_error(std::string(who) + ": not on a weft::runtime worker");
+    }
+    op.stop = stop;
+    op.waiter = waiter;
+    op.st = timer_op::state::idle;
+    if (stop != nullptr && stop->stop_requested()) {
+        op.st = timer_op::state::cancelled;
+        return nullptr;
+    }
+    return w;
+}
+
+auto register_stop(timer_op& op, timer_queue& q, stop_state* stop) -> bool {
+    op.owner = &q;
+    if (stop != nullptr) {
+        if (!stop->try_add(&op)) {
+            op.st = timer_op::state::cancelled;
+            return false;
+        }
+        op.registered = true;
+    }
+    return true;
+}
+
+// Under q.mu.
+void file_entry(timer_op& op, timer_queue& q, std::uint64_t when) {
+    op.when_ms = when;
+    op.st = timer_op::state::armed;
+    q.wheel.insert(&op);
+    q.pending.fetch_add(1, std::memory_order_seq_cst);
+}
+
+}  // namespace
+
 auto timer_arm(timer_op& op,
                std::chrono::steady_clock::time_point deadline,
                stop_state* stop,
                std::coroutine_handle<> waiter) -> bool {
-    sched_worker* w = tl_sched_worker;
+    sched_worker* w = begin_arm(op, stop, waiter, "weft::sleep_for/sleep_until");
     if (w == nullptr) {
-        throw std::logic_error("weft::sleep_for/sleep_until: not on a weft::runtime worker");
-    }
-    op.stop = stop;
-    op.waiter = waiter;
-    if (stop != nullptr && stop->stop_requested()) {
-        op.st = timer_op::state::cancelled;
         return false;
     }
     runtime_core& rt = w->runtime();
@@ -33,22 +71,14 @@ auto timer_arm(timer_op& op,
         return false;
     }
     timer_queue& q = w->timers();
-    op.owner = &q;
-    if (stop != nullptr) {
-        if (!stop->try_add(&op)) {
-            op.st = timer_op::state::cancelled;
-            return false;
-        }
-        op.registered = true;
+    if (!register_stop(op, q, stop)) {
+        return false;
     }
     std::lock_guard lock(q.mu);
     if (op.st == timer_op::state::cancelled) {  // stop arrived between try_add and here
         return false;
     }
-    op.when_ms = when;
-    op.st = timer_op::state::armed;
-    q.wheel.insert(&op);
-    q.pending.fetch_add(1, std::memory_order_seq_cst);
+    file_entry(op, q, when);
     return true;
 }
 
@@ -58,25 +88,13 @@ auto timer_arm_movable(timer_op& op,
                        std::atomic<timer_queue*>& armed_on,
                        stop_state* stop,
                        std::coroutine_handle<> waiter) -> bool {
-    sched_worker* w = tl_sched_worker;
+    sched_worker* w = begin_arm(op, stop, waiter, "weft::deadline_timer::wait");
     if (w == nullptr) {
-        throw std::logic_error("weft::deadline_timer::wait: not on a weft::runtime worker");
-    }
-    op.stop = stop;
-    op.waiter = waiter;
-    op.st = timer_op::state::idle;
-    if (stop != nullptr && stop->stop_requested()) {
-        op.st = timer_op::state::cancelled;
         return false;
     }
     timer_queue& q = w->timers();
-    op.owner = &q;
-    if (stop != nullptr) {
-        if (!stop->try_add(&op)) {
-            op.st = timer_op::state::cancelled;
-            return false;
-        }
-        op.registered = true;
+    if (!register_stop(op, q, stop)) {
+        return false;
     }
     runtime_core& rt = w->runtime();
     std::lock_guard lock(q.mu);
@@ -91,10 +109,7 @@ auto timer_arm_movable(timer_op& op,
         armed_on.store(nullptr, std::memory_order_relaxed);
         return false;  // already due
     }
-    op.when_ms = when;
-    op.st = timer_op::state::armed;
-    q.wheel.insert(&op);
-    q.pending.fetch_add(1, std::memory_order_seq_cst);
+    file_entry(op, q, when);
     return true;
 }
 
