@@ -15,7 +15,7 @@ set -euo pipefail
 
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
-          libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev
+          libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
           maven openjdk-17-jre-headless)
 missing=()
 for p in "${apt_pkgs[@]}"; do
