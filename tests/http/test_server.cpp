@@ -247,7 +247,9 @@ TEST_P(server_test, streamed_chunked_response_of_32_mib) {
 // The server's memory stays bounded while it streams 100 MiB to a client that reads slowly in
 // 64 KiB pieces: each write of the stream waits for the socket, so nothing queues. The client
 // counts the bytes instead of keeping them, so the process's resident memory may grow only by
-// what the server holds (asserted: under 16 MiB, against 100 MiB sent).
+// what the server holds (asserted: under 48 MiB, against 100 MiB sent; a server that queued the
+// body would pass 100. Measured: 0-256 KiB optimised, 17 MiB under ASan, whose quarantine
+// keeps freed memory resident).
 auto resident_kib() -> long {
     std::FILE* f = std::fopen("/proc/self/status", "r");
     long kib = -1;
@@ -320,7 +322,8 @@ TEST_P(server_test, streamed_100_mib_response_with_server_memory_bounded) {
             EXPECT_NE(head.find("Content-Length: 104857600"), std::string::npos);
         });
     EXPECT_GT(before, 0);
-    EXPECT_LT(peak - before, 16 * 1024) << "resident memory grew by " << (peak - before) << " KiB";
+    std::printf("resident memory grew by %ld KiB while streaming 100 MiB\n", peak - before);
+    EXPECT_LT(peak - before, 48 * 1024) << "resident memory grew by " << (peak - before) << " KiB";
 }
 
 TEST_P(server_test, file_body_by_sendfile) {
