@@ -6,6 +6,7 @@
 #          fio (the galay-file peer), libnats-dev (cnats 3.4: the NATS JetStream backend),
 #          libsqlite3-dev (the SQLite outbox and inbox), librdkafka-dev (2.0: the Kafka
 #          backend), maven and a JDK 17 (the Kafka broker the integration tests start),
+#          postgresql-15 + libpq-dev (the PostgreSQL outbox and the server its tests start),
 #          wrk + apache2-utils (ab) + nginx-light (the HTTP suites' load tools and nginx
 #          peer), libboost-dev (Boost.Beast, the Beast HTTP peer)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
@@ -16,7 +17,7 @@ set -euo pipefail
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
           libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
-          maven openjdk-17-jre-headless)
+          maven openjdk-17-jre-headless postgresql-15 libpq-dev)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
