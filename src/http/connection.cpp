@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <exception>
@@ -42,6 +43,22 @@ void two(char* p, int v) {
 
 auto as_bytes(std::string_view s) -> std::span<const std::byte> {
     return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// A handler that throws is answered 500 and the connection closed; what it threw goes to
+// stderr, as Go's net/http logs a handler's panic: never dropped silently.
+void report_handler_failure(const request_head& head, const std::exception_ptr& e) {
+    std::string what = "an exception not derived from std::exception";
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+        what = ex.what();
+    } catch (...) {
+    }
+    std::fprintf(stderr, "weft::http: the handler of %.*s %.*s failed: %s\n",
+                 static_cast<int>(head.method_name().size()), head.method_name().data(),
+                 static_cast<int>(std::min<std::size_t>(head.path().size(), 200)),
+                 head.path().data(), what.c_str());
 }
 
 }  // namespace
@@ -624,6 +641,7 @@ auto connection::serve() -> task<void> {
         clear_deadline();
         response r;
         bool failed = false;
+        std::exception_ptr failure;
         if (m.status == 404) {
             r = response::text("Not Found\n", 404);
         } else if (m.status == 405) {
@@ -634,12 +652,14 @@ auto connection::serve() -> task<void> {
                 r = co_await st_.call(req, *m.h);
             } catch (...) {
                 failed = true;  // answered below (no co_await in a handler block)
+                failure = std::current_exception();
             }
         }
         if (failed && body_.error() == parse_error::none) {
             if (stop->stop_requested()) {
                 co_return;  // timed out or drained: the socket is not ours to answer on
             }
+            report_handler_failure(head, failure);
             r = response::text("Internal Server Error\n", 500);
             close_ = true;
         }

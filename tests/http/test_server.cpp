@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -384,6 +385,27 @@ TEST_P(server_test, middleware_wraps_handlers_in_order) {
             r = (co_await c.request("GET", "/", {}, block)).value();
             EXPECT_EQ(r.status, 403);
             EXPECT_EQ(r.header("X-Outer"), "1"sv);
+        });
+}
+
+TEST_P(server_test, a_handler_that_throws_is_answered_500_and_the_server_goes_on) {
+    run(
+        {},
+        [](server& srv) {
+            hello_routes(srv);
+            srv.route(method::get, "/boom", [](request&) -> task<response> {
+                throw std::runtime_error("handler failed on purpose");
+                co_return response{};
+            });
+        },
+        [](socket_address addr, server&) -> task<void> {
+            auto c = (co_await client::connect(addr)).value();
+            auto r = (co_await c.get("/boom")).value();
+            EXPECT_EQ(r.status, 500);
+            EXPECT_FALSE(r.keep_alive);
+            auto d = (co_await client::connect(addr)).value();
+            r = (co_await d.get("/")).value();
+            EXPECT_EQ(r.status, 200);
         });
 }
 
