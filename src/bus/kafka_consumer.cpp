@@ -61,8 +61,10 @@ auto kafka_consumer::open() -> std::error_code {
                            {"enable.auto.offset.store", "false"},
                            // A new group starts with what the topic retains.
                            {"auto.offset.reset", "earliest"},
-                           // A member joining does not take partitions from one working.
-                           {"partition.assignment.strategy", "cooperative-sticky"},
+                           // Eager (range): a member closed while its group rebalances
+                           // leaves at once; with cooperative-sticky, librdkafka 2.0's
+                           // rd_kafka_consumer_close blocked for minutes there.
+                           {"partition.assignment.strategy", "range,roundrobin"},
                            {"heartbeat.interval.ms", std::to_string(o.heartbeat_interval.count())},
                            {"session.timeout.ms", "6000"},
                            {"fetch.wait.max.ms", "100"}});
