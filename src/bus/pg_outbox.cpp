@@ -187,6 +187,7 @@ auto pg_outbox::metrics() const noexcept -> outbox_metrics {
     m.published = c.published.load(std::memory_order_relaxed);
     m.retries = c.retries.load(std::memory_order_relaxed);
     m.dead_lettered = c.dead_lettered.load(std::memory_order_relaxed);
+    m.idle_waits = c.idle_waits.load(std::memory_order_relaxed);
     const std::int64_t oldest = c.oldest_pending_staged_ms.load(std::memory_order_relaxed);
     if (oldest != 0) {
         m.oldest_pending_age =
@@ -352,6 +353,7 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
         backoff = o.min_backoff;
         if (*n == 0) {
             s.counters.oldest_pending_staged_ms.store(0, std::memory_order_relaxed);
+            s.counters.idle_waits.fetch_add(1, std::memory_order_relaxed);
             co_await detail::wait_for_event(s.notified, poll);
             poll = std::min(poll * 2, o.max_poll);
         } else {

@@ -34,6 +34,7 @@ struct relay_counters {
     std::atomic<std::uint64_t> published{0};
     std::atomic<std::uint64_t> retries{0};
     std::atomic<std::uint64_t> dead_lettered{0};
+    std::atomic<std::uint64_t> idle_waits{0};
     std::atomic<std::int64_t> oldest_pending_staged_ms{0};  // 0: nothing pending
 };
 

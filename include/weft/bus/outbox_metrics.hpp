@@ -18,6 +18,9 @@ struct outbox_metrics {
     std::uint64_t published = 0;
     std::uint64_t retries = 0;
     std::uint64_t dead_lettered = 0;
+    /// Times the relay found nothing to publish and began to wait (for a notification or its
+    /// poll interval).
+    std::uint64_t idle_waits = 0;
     std::chrono::milliseconds oldest_pending_age{0};
 };
 
