@@ -546,6 +546,46 @@ TEST_P(server_test, connection_limit_holds_the_rest_in_the_backlog) {
     });
 }
 
+// listen(): binds the address itself; on a thread-per-core runtime one SO_REUSEPORT listener
+// per worker (each serving on its worker), otherwise one. Every connection is answered, and
+// shutdown() ends listen().
+TEST_P(server_test, listen_binds_and_serves_until_shutdown) {
+    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
+    ro.stealing = std::get<1>(GetParam());
+    runtime rt{ro};
+    rt.block_on([&]() -> task<void> {
+        event bound;
+        socket_address addr;
+        server_options o;
+        o.on_listening = [&](const socket_address& a) {
+            addr = a;
+            bound.set();
+        };
+        server srv{std::move(o)};
+        hello_routes(srv);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn([&]() -> task<void> {
+                auto r = co_await srv.listen(socket_address::parse("127.0.0.1", 0).value());
+                EXPECT_TRUE(r.has_value()) << r.error().message();
+            });
+            (co_await bound.wait()).value();
+            std::vector<client> clients;
+            for (int i = 0; i < 16; ++i) {
+                clients.push_back((co_await client::connect(addr)).value());
+            }
+            int ok = 0;
+            for (auto& c : clients) {
+                auto r = (co_await c.get("/")).value();
+                ok += r.status == 200 && r.body == "Hello, World!" ? 1 : 0;
+            }
+            EXPECT_EQ(ok, 16);
+            EXPECT_EQ(srv.stats().accepted, 16U);
+            clients.clear();
+            co_await srv.shutdown();  // listen() returns once every listener and connection ended
+        });
+    }());
+}
+
 INSTANTIATE_TEST_SUITE_P(modes,
                          server_test,
                          ::testing::Combine(::testing::Values(io_backend::io_uring,
