@@ -32,13 +32,13 @@ namespace weft::http::test {
 
 /// What one connection gave back, and how the server took the stream.
 struct paced_exchange {
-    std::string received;     ///< every byte the server sent, Date values blanked
-    bool connected = false;   ///< false: the connection could not be made (nothing else is set)
-    std::uint64_t receives;   ///< receives the connection's request buffer took
-    std::uint64_t bytes;      ///< their bytes
-    std::uint64_t carried;    ///< of them, appended to the gathering buffer (carry)
-    std::uint64_t rebased;    ///< head views moved with their bytes
-    std::size_t sent = 0;     ///< bytes of the stream sent before the server closed
+    std::string received;    ///< every byte the server sent, Date values blanked
+    bool connected = false;  ///< false: the connection could not be made (nothing else is set)
+    std::uint64_t receives;  ///< receives the connection's request buffer took
+    std::uint64_t bytes;     ///< their bytes
+    std::uint64_t carried;   ///< of them, appended to the gathering buffer (carry)
+    std::uint64_t rebased;   ///< head views moved with their bytes
+    std::size_t sent = 0;    ///< bytes of the stream sent before the server closed
 };
 
 /// Replaces each Date field's value (IMF-fixdate, 29 characters) with "-": the only bytes of a
@@ -82,8 +82,7 @@ inline void blank_dates(std::string& s) {
 
 namespace detail_paced {
 
-inline auto read_to_close(tcp_stream& s, std::string& out, std::atomic<bool>& ended)
-    -> task<void> {
+inline auto read_to_close(tcp_stream& s, std::string& out, std::atomic<bool>& ended) -> task<void> {
     std::vector<std::byte> buf(64 * 1024);
     for (;;) {
         auto n = co_await s.read_some(buf);
