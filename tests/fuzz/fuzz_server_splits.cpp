@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,7 @@ using namespace weft::http;
 // fuzzer exits with them running): each input is one pair of connections to it.
 struct harness {
     harness() : rt(io_runtime_options(2)) {
-        detail::receive_counts_for_test.store(&counts, std::memory_order_relaxed);
+        http::detail::receive_counts_for_test.store(&counts, std::memory_order_relaxed);
         server_options o;
         o.limits.request_line = 256;
         o.limits.header_block = 512;
@@ -49,13 +50,14 @@ struct harness {
         l = std::make_unique<tcp_listener>(
             tcp_listener::bind(socket_address::parse("127.0.0.1", 0).value()).value());
         addr = l->local_address().value();
-        rt.spawn(srv->serve(*l));
+        serving = rt.spawn(srv->serve(*l));
     }
-    detail::receive_counts counts;
+    http::detail::receive_counts counts;
     runtime rt;
     std::unique_ptr<server> srv;
     std::unique_ptr<tcp_listener> l;
     socket_address addr;
+    std::optional<join_handle<void>> serving;
 };
 
 auto the_harness() -> harness& {
