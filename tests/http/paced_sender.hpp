@@ -32,13 +32,13 @@ namespace weft::http::test {
 
 /// What one connection gave back, and how the server took the stream.
 struct paced_exchange {
-    std::string received;    ///< every byte the server sent, Date values blanked
-    bool connected = false;  ///< false: the connection could not be made (nothing else is set)
-    std::uint64_t receives;  ///< receives the connection's request buffer took
-    std::uint64_t bytes;     ///< their bytes
-    std::uint64_t carried;   ///< of them, appended to the gathering buffer (carry)
-    std::uint64_t rebased;   ///< head views moved with their bytes
-    std::size_t sent = 0;    ///< bytes of the stream sent before the server closed
+    std::string received;        ///< every byte the server sent, Date values blanked
+    bool connected = false;      ///< false: the connection could not be made (nothing else is set)
+    std::uint64_t receives = 0;  ///< receives the connection's request buffer took
+    std::uint64_t bytes = 0;     ///< their bytes
+    std::uint64_t carried = 0;   ///< of them, appended to the gathering buffer (carry)
+    std::uint64_t rebased = 0;   ///< head views moved with their bytes
+    std::size_t sent = 0;        ///< bytes of the stream sent before the server closed
 };
 
 /// Replaces each Date field's value (IMF-fixdate, 29 characters) with "-": the only bytes of a
@@ -100,7 +100,7 @@ inline auto read_to_close(tcp_stream& s, std::string& out, std::atomic<bool>& en
 /// piece once the server's connections have taken every earlier byte, or not at all once the
 /// server has closed. Half-closes after the last piece and reads until the server closes.
 /// Needs detail::receive_counts_for_test set, and no other connection to the server receiving
-/// meanwhile (the counts are the server's, not this connection's).
+/// meanwhile (the counts are the process's, not this connection's).
 [[nodiscard]] inline auto exchange(socket_address addr,
                                    std::string stream,
                                    std::vector<std::size_t> cuts) -> task<paced_exchange> {
