@@ -215,8 +215,18 @@ def use_cjk_fallback(matplotlib) -> None:
     """Plots fall back to Noto Sans CJK for glyphs DejaVu Sans lacks (the seed's Chinese),
     when it is installed (matplotlib >= 3.6 falls back along font.family)."""
     from matplotlib import font_manager
-    cjk = sorted({f.name for f in font_manager.fontManager.ttflist
-                  if f.name.startswith("Noto Sans CJK")})
+
+    def cjk_names() -> list[str]:
+        return sorted({f.name for f in font_manager.fontManager.ttflist
+                       if f.name.startswith("Noto Sans CJK")})
+
+    cjk = cjk_names()
+    if not cjk:  # installed after matplotlib cached its font list: add the file itself
+        for path in font_manager.findSystemFonts():
+            if Path(path).name.startswith("NotoSansCJK-Regular"):
+                font_manager.fontManager.addfont(path)
+        cjk = cjk_names()
+    cjk.sort(key=lambda name: not name.endswith(" SC"))  # Simplified Chinese glyphs first
     matplotlib.rcParams["font.family"] = ["DejaVu Sans", *cjk[:1], "sans-serif"]
 
 
