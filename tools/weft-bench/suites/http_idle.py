@@ -3,7 +3,8 @@ the server's resident memory per connection, on weft's examples/hello_http and e
 from weftbench.http_systems import IDLE_CLIENT, PEERS, WEFT, with_client
 from weftbench.suite import Metric, Ratio, Scenario, Suite, Target
 
-ROWS = ("rss_per_conn_bytes", "rss_held_kib", "server_cpu_ns_per_op", "errors")
+ROWS = ("rss_per_conn_bytes", "rss_per_conn_total_bytes", "rss_held_kib", "server_cpu_ns_per_op",
+        "errors")
 
 SUITE = Suite(
     name="http-idle",
@@ -13,8 +14,12 @@ SUITE = Suite(
           "(VmRSS of every process holding its listening socket, summed: nginx's master and "
           "workers), opens 10,000 connections in batches of 256, sends one GET / on each and "
           "reads its 200 \"Hello, World!\", leaves them idle for `settle` seconds, reads the "
-          "memory again and checks the server closed none: rss_per_conn_bytes = (RSS held - "
-          "RSS before) / 10,000. Kernel socket memory is not in RSS and not counted. "
+          "memory again and checks the server closed none. rss_per_conn_bytes is what each "
+          "further connection adds: (RSS with 10,000 held - RSS with the first 2,000 held) / "
+          "8,000, leaving out what a server makes resident once whatever the count (a "
+          "receive-buffer pool, a thread's caches); rss_per_conn_total_bytes = (RSS held - "
+          "RSS before any connection) / 10,000 includes it. Kernel socket memory is not in "
+          "RSS and not counted. "
           "server_cpu_ns_per_op is the server's CPU per connection (accept, one request, the "
           "client's reset). The harness raises RLIMIT_NOFILE to its hard limit for every "
           "server; the client checks that the ephemeral port range holds the connections "
@@ -25,6 +30,7 @@ SUITE = Suite(
     systems=tuple(with_client(s, IDLE_CLIENT) for s in (WEFT, *PEERS)),
     metrics={
         "rss_per_conn_bytes": Metric("B"),
+        "rss_per_conn_total_bytes": Metric("B"),
         "rss_held_kib": Metric("KiB"),
         "server_cpu_ns_per_op": Metric("ns"),
         "errors": Metric("count"),
