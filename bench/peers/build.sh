@@ -2,7 +2,8 @@
 # Builds the peer programs that weft-bench compares weft against:
 #   $OUT/go-coflux     $OUT/go-echo     $OUT/go-sake     Go         (bench/peers/go;
 #                      $OUT/go-echoclient: the echo rows' load client from outside weft;
-#                      $OUT/go-httphello: net/http with the routes of examples/hello_http)
+#                      $OUT/go-httphello: net/http with the routes of examples/hello_http;
+#                      $OUT/go-fileserver: net/http's http.FileServer, for http-static)
 #   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio;
 #                      $OUT/tokio-hyper: hyper 1.x's HTTP/1 server)
 #                      $OUT/minihttp    Rust/may_minihttp (bench/peers/minihttp; the pipelining ceiling)
@@ -10,7 +11,8 @@
 #                      $OUT/asio-echo   C++/Asio   (bench/peers/asio; --per-core: a context per thread;
 #                      $OUT/asio-http: minimal HTTP/1.1 framing over the same server)
 #                      $OUT/beast-http  C++/Boost.Beast (bench/peers/beast)
-#                      $OUT/nginx-hello Debian's nginx with nginx/nginx.conf (bench/peers/nginx/run.sh)
+#                      $OUT/nginx-hello Debian's nginx with nginx/nginx.conf (bench/peers/nginx/run.sh;
+#                                       -r ROOT: nginx/static.conf, files served with sendfile)
 #   $OUT/BUILD-FLAGS.json: each peer's toolchain and flags (shown in the report)
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
@@ -46,7 +48,7 @@ publish() { # src dst
 
 # --- Go -----------------------------------------------------------------------------------------
 if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
-    for prog in coflux echo echoclient sake httphello; do
+    for prog in coflux echo echoclient sake httphello fileserver; do
         say "building go-$prog"
         # GOTOOLCHAIN=local: build with the installed Go, never download another toolchain.
         if (cd "$here/go" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-$prog" "./cmd/$prog"); then
@@ -56,7 +58,7 @@ if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
         fi
     done
 else
-    skip "go-coflux go-echo go-echoclient go-sake go-httphello" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
+    skip "go-coflux go-echo go-echoclient go-sake go-httphello go-fileserver" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
 fi
 
 # --- tokio --------------------------------------------------------------------------------------
@@ -154,7 +156,8 @@ cmake_peer beast beast-http Boost_DIR \
 # --- nginx (Debian's package; nothing to compile: the launcher and its config are installed) ---
 if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
     if publish "$here/nginx/run.sh" "$out/nginx-hello" &&
-       publish "$here/nginx/nginx.conf" "$out/nginx-hello.conf"; then
+       publish "$here/nginx/nginx.conf" "$out/nginx-hello.conf" &&
+       publish "$here/nginx/static.conf" "$out/nginx-static.conf"; then
         say "installed $out/nginx-hello"
     else
         say "FAILED nginx-hello"; failed+=(nginx-hello)
@@ -179,7 +182,8 @@ json.dump({
     "tokio, hyper, minihttp (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3, "
                            "thin LTO, codegen-units 1)",
     "nginx": f"{nginx or 'not found'} (Debian's nginx-light); bench/peers/nginx/nginx.conf: "
-             "access log off, keepalive_requests 1000000, reuseport",
+             "access log off, keepalive_requests 1000000, reuseport; static.conf (http-static): "
+             "sendfile on, tcp_nopush on, open_file_cache off",
 }, open(path, "w"), indent=1)
 PY
 
