@@ -158,9 +158,15 @@ auto http_date() noexcept -> std::string_view {
     return {d.text, d.len};
 }
 
-connection::connection(server::state& st, tcp_stream s, socket_address peer) noexcept
+auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s, socket_address peer)
+    -> task<void> {
+    connection c{*st, s, peer};
+    co_await c.run();
+}
+
+connection::connection(server::state& st, tcp_stream& s, const socket_address& peer) noexcept
     : st_(st),
-      s_(std::move(s)),
+      s_(s),
       peer_(peer),
       watch_period_(std::max(std::chrono::milliseconds{1},
                              std::min({st.opts.header_timeout, st.opts.body_timeout,
@@ -441,7 +447,7 @@ auto connection::body_read_all() -> task<result<std::string>> {
 // After the handler: the rest of the body is read and dropped, so that the next request on
 // the connection starts where it should. False: the connection must close instead (a body
 // the client was told to hold back, a large remainder, a framing error, a dead socket).
-auto connection::finish_body() -> task<bool> {
+[[gnu::noinline]] auto connection::finish_body() -> task<bool> {
     if (rs_->body.done()) {
         co_return true;
     }
@@ -460,7 +466,7 @@ auto connection::finish_body() -> task<bool> {
     co_return true;
 }
 
-auto connection::send_file(file_body& f) -> task<result<void>> {
+[[gnu::noinline]] auto connection::send_file(file_body& f) -> task<result<void>> {
     if (auto r = co_await flush(); !r) {
         co_return r;
     }
@@ -528,6 +534,32 @@ private:
 
 }  // namespace
 
+// Sends the pending output, then a streamed body. False: the connection is done.
+[[gnu::noinline]] auto connection::send_stream(stream_body& body, bool chunked) -> task<bool> {
+    const auto ok = co_await flush();
+    if (!ok) {
+        co_return false;
+    }
+    stream_writer w{s_, chunked, [this](bool sending) {
+                        if (sending) {
+                            set_deadline(st_.opts.send_timeout);
+                        } else {
+                            clear_deadline();
+                        }
+                    }};
+    auto produced = co_await body.fn(w);
+    if (!produced) {
+        co_return false;  // a chunked body left unterminated tells the client
+    }
+    if (chunked) {
+        const auto ok2 = co_await s_.write_all(as_bytes("0\r\n\r\n"));
+        if (!ok2) {
+            co_return false;
+        }
+    }
+    co_return true;
+}
+
 // Adds the response to the pending output (string and bytes bodies) or sends it now (file and
 // stream bodies). False: the connection is done (a failed write, or a body that could only be
 // delimited by closing).
@@ -564,26 +596,9 @@ auto connection::send(response& r, bool keep) -> task<bool> {
         }
         write_head(r, st->length.value_or(UINT64_MAX), chunked, keep);
         if (!head_request_) {
-            const auto ok3 = co_await flush();
+            const auto ok3 = co_await send_stream(*st, chunked);
             if (!ok3) {
                 co_return false;
-            }
-            stream_writer w{s_, chunked, [this](bool sending) {
-                                if (sending) {
-                                    set_deadline(st_.opts.send_timeout);
-                                } else {
-                                    clear_deadline();
-                                }
-                            }};
-            auto produced = co_await st->fn(w);
-            if (!produced) {
-                co_return false;  // a chunked body left unterminated tells the client
-            }
-            if (chunked) {
-                const auto ok4 = co_await s_.write_all(as_bytes("0\r\n\r\n"));
-                if (!ok4) {
-                    co_return false;
-                }
             }
         }
     }
@@ -594,7 +609,7 @@ auto connection::send(response& r, bool keep) -> task<bool> {
     co_return keep;
 }
 
-auto connection::reject(int status, std::string_view why) -> task<void> {
+[[gnu::noinline]] auto connection::reject(int status, std::string_view why) -> task<void> {
     st_.rejected.fetch_add(1, std::memory_order_relaxed);
     std::string body{why};
     body += '\n';
@@ -749,9 +764,11 @@ auto connection::serve() -> task<void> {
         co_await reject(status_of(rs_->body.error()), describe(rs_->body.error()));
         co_return false;
     }
-    const auto ok7 = co_await finish_body();
-    if (!ok7) {
-        close_ = true;
+    if (!rs_->body.done()) {  // the usual case (no body, or all of it read) awaits nothing
+        const auto ok7 = co_await finish_body();
+        if (!ok7) {
+            close_ = true;
+        }
     }
     const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
     const auto ok8 = co_await send(r, keep);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -76,7 +77,13 @@ class connection {
 public:
     enum class phase : std::uint8_t { busy, idle, closing };
 
-    connection(server::state& st, tcp_stream s, socket_address peer) noexcept;
+    /// Serves an accepted socket until it closes; never throws. The one frame of this task
+    /// holds the connection (run() is placed inside it) and the stream and address it uses.
+    static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s, socket_address peer)
+        -> task<void>;
+
+    /// `s` and `peer` are the caller's and must outlive the connection.
+    connection(server::state& st, tcp_stream& s, const socket_address& peer) noexcept;
     connection(const connection&) = delete;
     auto operator=(const connection&) -> connection& = delete;
     ~connection();
@@ -121,24 +128,25 @@ private:
     auto finish_body() -> task<bool>;
     auto send(response& r, bool keep) -> task<bool>;
     auto send_file(file_body& f) -> task<result<void>>;
+    auto send_stream(stream_body& body, bool chunked) -> task<bool>;
     auto reject(int status, std::string_view why) -> task<void>;
     auto watchdog() -> task<void>;
     void set_deadline(std::chrono::milliseconds d) noexcept;
     void clear_deadline() noexcept;
 
     server::state& st_;
-    tcp_stream s_;
-    socket_address peer_;
+    tcp_stream& s_;
+    const socket_address& peer_;
     deadline_timer deadline_;
     std::chrono::milliseconds watch_period_;  // the shortest timeout: the watchdog's longest wait
 
     request_state* rs_ = nullptr;  // held while bytes of a request are (see request_state)
     bytes block_;
-    bool in_carry_ = false;
     std::size_t mark_ = 0;
     std::size_t head_end_ = 0;
     std::size_t pos_ = 0;
 
+    bool in_carry_ = false;
     bool continue_pending_ = false;  // 100 Continue owed before the first body read
     bool head_request_ = false;
     bool close_ = false;      // close after the current response
