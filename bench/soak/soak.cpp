@@ -64,6 +64,9 @@ struct counters {
     std::atomic<std::uint64_t> cancelled{0};
     std::atomic<std::uint64_t> errors{0};
     std::atomic<std::int64_t> tasks{0};
+    // Set when the run ends, before every task is cancelled: from then on a peer may close
+    // first (a server task cancelled before its client), which is no error.
+    std::atomic<bool> ending{false};
 };
 counters stats;
 
@@ -75,9 +78,18 @@ struct live_task {
     ~live_task() { stats.tasks.fetch_sub(1, std::memory_order_relaxed); }
 };
 
+const auto started = std::chrono::steady_clock::now();
+
 void error(const std::string& what) {
+    const double at =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (stats.ending.load()) {
+        std::fprintf(stderr, "weft-soak: at %.3f s, while ending (not counted): %s\n", at,
+                     what.c_str());
+        return;
+    }
     if (stats.errors.fetch_add(1) < 10) {
-        std::fprintf(stderr, "weft-soak: %s\n", what.c_str());
+        std::fprintf(stderr, "weft-soak: at %.3f s: %s\n", at, what.c_str());
     }
 }
 
@@ -480,6 +492,7 @@ auto soak(const options& o, std::vector<sample>& samples) -> weft::task<void> {
         }
         s.spawn(file_io(path, o.seed * 100 + 50));
         co_await sampler(samples, std::chrono::seconds(o.seconds));
+        stats.ending.store(true);
         s.request_stop();  // the end: every task above is cancelled
         co_return;
     });
