@@ -19,12 +19,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,11 +62,17 @@ auto open_fds() -> int {
     return n;
 }
 
-auto random_payload(std::size_t n, unsigned seed) -> std::vector<std::byte> {
+// Pseudo-random bytes (splitmix64, 8 at a time: cheap enough for 64 MiB in sanitizer builds).
+auto random_payload(std::size_t n, std::uint64_t seed) -> std::vector<std::byte> {
     std::vector<std::byte> v(n);
-    std::mt19937 rng(seed);
-    for (auto& b : v) {
-        b = static_cast<std::byte>(rng());
+    std::uint64_t x = seed;
+    for (std::size_t i = 0; i < n; i += 8) {
+        x += 0x9E3779B97F4A7C15ULL;
+        std::uint64_t z = x;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        std::memcpy(v.data() + i, &z, std::min<std::size_t>(8, n - i));
     }
     return v;
 }
