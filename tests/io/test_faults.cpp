@@ -134,6 +134,13 @@ private:
     std::int64_t frames_before_ = 0;
 };
 
+// Present (linked) only when UBSan's vptr check is: the runtime's handler of its cache misses.
+extern "C" [[gnu::weak]] void __ubsan_handle_dynamic_type_cache_miss();
+
+auto ubsan_vptr_check_linked() -> bool {
+    return &__ubsan_handle_dynamic_type_cache_miss != nullptr;
+}
+
 /// Lowers RLIMIT_NOFILE and takes every descriptor left under it; gives them back (and the
 /// limit) on release() or destruction.
 class descriptor_hog {
@@ -172,6 +179,10 @@ private:
 };
 
 TEST_P(faults, descriptor_exhaustion_is_a_value_and_the_server_recovers) {
+    if (ubsan_vptr_check_linked()) {
+        GTEST_SKIP() << "UBSan's vptr check opens a pipe to inspect each dynamic type it meets "
+                        "first; with no descriptor left it reports them all as invalid";
+    }
     weft::runtime rt{options()};
     const std::string path = "/proc/self/status";
     rt.block_on([&]() -> weft::task<void> {
@@ -200,17 +211,15 @@ TEST_P(faults, descriptor_exhaustion_is_a_value_and_the_server_recovers) {
             co_return;
         }
 
-        // What needs a descriptor fails as a value.
+        // What needs a descriptor fails as a value. The codes are compared once descriptors
+        // are back: comparing calls error_category's virtual functions, and UBSan's vptr check
+        // needs a pipe to look at the object (it reports any object invalid without one).
         auto c = co_await weft::tcp_stream::connect(addr);
         EXPECT_FALSE(c.has_value());
-        if (!c) {
-            EXPECT_EQ(c.error(), std::errc::too_many_files_open) << c.error().message();
-        }
+        const std::error_code connect_error = c ? std::error_code{} : c.error();
         auto f = co_await weft::file::open(path, weft::open_mode::read);
         EXPECT_FALSE(f.has_value());
-        if (!f) {
-            EXPECT_EQ(f.error(), std::errc::too_many_files_open) << f.error().message();
-        }
+        const std::error_code open_error = f ? std::error_code{} : f.error();
 
         // A connection arrives while the server cannot take it: accept backs off again (no
         // error, no busy loop) and the connection waits in the backlog.
@@ -222,6 +231,8 @@ TEST_P(faults, descriptor_exhaustion_is_a_value_and_the_server_recovers) {
         // Descriptors come back: the server takes the waiting connection and serves it, and
         // what failed before works.
         hog.release();
+        EXPECT_EQ(connect_error, std::errc::too_many_files_open) << connect_error.message();
+        EXPECT_EQ(open_error, std::errc::too_many_files_open) << open_error.message();
         weft::tcp_stream client(client_fd);
         const auto msg = random_payload(100000, 1);
         auto w = co_await client.write_all(msg);
