@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "../scenarios/scenario.hpp"
+#include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/memory_broker.hpp"
 #include "weft/bus/publisher.hpp"
 #include "weft/bus/subscriber.hpp"
@@ -44,6 +45,7 @@
 #include "weft/core/scope.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/sched/runtime.hpp"
+#include "weft/sched/timer.hpp"
 #if WEFT_BENCH_BUS_NATS
 #include <nats/nats.h>
 
@@ -56,6 +58,7 @@
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+using weft::result;
 using weft::task;
 using namespace weft::bus;
 using weft::bench::emit;
@@ -270,12 +273,18 @@ auto run_deliver(backend& b, publisher& pub, const options& o, const std::string
             }
         });
         s.spawn([&]() -> task<void> {
-            for (std::int64_t got = 0; got < n; ++got) {
+            for (std::int64_t got = 0; got < n;) {
                 auto d = co_await member->next();
                 if (!d) {
                     fail("next(): " + d.error().message());
                 }
-                const auto i = static_cast<std::size_t>(std::stoll(d->message().key));
+                const auto key = std::stoll(d->message().key);
+                if (key < 0) {  // the warm-up message, retained for a group that joins later
+                    (void)d->ack();
+                    continue;
+                }
+                ++got;
+                const auto i = static_cast<std::size_t>(key);
                 f.latency_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                            clock_type::now() - sent[i])
                                            .count());
@@ -325,6 +334,11 @@ auto run(backend& b, const options& o, const std::string& topic, figures& f) -> 
             fail("close: " + closed.error().message());
         }
     }
+    // A backend's per-publisher task (the ack drain) ends on its own once woken by close():
+    // give it up to 200 ms to finish, then count what is left.
+    for (int i = 0; i < 200 && weft::live_frames() > f.tasks_before; ++i) {
+        co_await weft::sleep_for(std::chrono::milliseconds(1));
+    }
     f.threads_after = threads_now();
     f.tasks_after = weft::live_frames();
 }
@@ -346,7 +360,7 @@ void delete_stream(const std::string& url, const std::string& stream) {
 }
 #endif
 
-void print(const options& o, figures& f) {
+void print(const options& o, const std::string& topic, figures& f) {
     const auto n = static_cast<double>(o.messages);
     const bool deliver = o.mode == "deliver";
     emit(deliver ? "deliveries_per_s" : "msgs_per_s", "msg/s", n / f.elapsed_s);
@@ -369,6 +383,12 @@ void print(const options& o, figures& f) {
     emit("threads_after", "", static_cast<double>(f.threads_after));
     emit("tasks_before", "", static_cast<double>(f.tasks_before));
     emit("tasks_after", "", static_cast<double>(f.tasks_after));
+    // What one message puts on the wire (the binary envelope; the peers send bodies this size).
+    auto sample =
+        make_envelope(topic, o.messages - 1, std::string(static_cast<std::size_t>(o.payload), 'x'));
+    sample.id = message_id::generate();
+    sample.time = std::chrono::system_clock::now();
+    emit("envelope_bytes", "B", static_cast<double>(encode(sample).size()));
     emit("ops", "", n);
 }
 
@@ -425,6 +445,6 @@ auto main(int argc, char** argv) -> int {
                      static_cast<long long>(f.failed), static_cast<long long>(o.messages),
                      f.first_error.c_str());
     }
-    print(o, f);
+    print(o, topic, f);
     return 0;
 }
