@@ -17,6 +17,9 @@
 //     weft's memory broker does), Publish one message at a time; memory_deliver: GoChannel
 //     with one subscriber that acks every message (the clock stops at the N-th ack).
 //
+// The *_awaited scenarios run the same as *_async (memory_awaited: memory_async): the seed's
+// shape beside weft's awaited publish from 1,000 tasks.
+//
 // A stream / topic of its own per run, made before the clock starts (the NATS stream deleted
 // at the end); one untimed warm-up message. Body: `body` bytes for NATS and Kafka (the size
 // of weft's encoded envelope), `payload` bytes for Watermill (its message carries its UUID
@@ -324,13 +327,13 @@ func main() {
 		}
 	}
 	switch os.Args[1] {
-	case "nats_memory_async":
+	case "nats_memory_async", "nats_memory_awaited":
 		natsSeed(p, nats.MemoryStorage)
-	case "nats_file_async":
+	case "nats_file_async", "nats_file_awaited":
 		natsSeed(p, nats.FileStorage)
-	case "kafka_async":
+	case "kafka_async", "kafka_awaited":
 		kafkaSeed(p)
-	case "memory_async":
+	case "memory_async", "memory_awaited":
 		watermillGoChannel(p, false)
 	case "memory_deliver":
 		watermillGoChannel(p, true)
