@@ -76,6 +76,7 @@ struct options {
     std::int64_t workers = 2;
     std::int64_t nats_port = 4222;
     std::int64_t kafka_port = 9092;
+    std::int64_t body = 0;  // the raw clients' body size (the suite passes it to every system)
 };
 
 auto parse(int argc, char** argv) -> options {
@@ -103,9 +104,10 @@ auto parse(int argc, char** argv) -> options {
     o.storage = it->second[1];
     o.mode = it->second[2];
     std::map<std::string, std::int64_t*> keys = {
-        {"messages", &o.messages},    {"max_pending", &o.max_pending}, {"tasks", &o.tasks},
-        {"payload", &o.payload},      {"workers", &o.workers},         {"nats_port", &o.nats_port},
-        {"kafka_port", &o.kafka_port}};
+        {"messages", &o.messages},     {"max_pending", &o.max_pending},
+        {"tasks", &o.tasks},           {"payload", &o.payload},
+        {"workers", &o.workers},       {"nats_port", &o.nats_port},
+        {"kafka_port", &o.kafka_port}, {"body", &o.body}};
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];
         const auto eq = arg.find('=');
