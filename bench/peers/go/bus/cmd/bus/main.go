@@ -6,8 +6,9 @@
 //
 // Scenarios:
 //   - nats_memory_async, nats_file_async: nats.go JetStream PublishAsync with a Nats-Msg-Id
-//     per message and PublishAsyncMaxPending = max_pending (weft's window); every PubAckFuture
-//     goes on an ack channel (buffer 100,000) served by a fixed pool of NumCPU x 2 ack
+//     per message and PublishAsyncMaxPending = max_pending (weft's window; StallWait 30 s at
+//     it, as the C peer's, instead of the 200 ms default that fails a publish on a busy
+//     machine); every PubAckFuture goes on an ack channel (buffer 100,000) served by a fixed pool of NumCPU x 2 ack
 //     workers, each of which waits on the future and sends a result on a result channel
 //     (buffer 100,000) that one reader drains: the seed's "shared ACK worker pool".
 //   - kafka_async: franz-go, acks=all, idempotent (franz-go's default), linger 5 ms, Kafka's
@@ -196,7 +197,8 @@ func natsSeed(p params, storage nats.StorageType) {
 		m := nats.NewMsg(stream)
 		m.Data = body
 		r.sent[i] = time.Now()
-		f, err := js.PublishMsgAsync(m, nats.MsgId(fmt.Sprintf("bench-%017d-%012d", pid, i)))
+		f, err := js.PublishMsgAsync(m, nats.MsgId(fmt.Sprintf("bench-%017d-%012d", pid, i)),
+			nats.StallWait(30*time.Second))
 		if err != nil {
 			die("publish: %v", err)
 		}
