@@ -15,6 +15,8 @@
 // one task publishes with publish_async, one member of a group receives and acks each message;
 // the clock stops at the N-th ack.
 //
+// outbox_sqlite and outbox_pg are bench_outbox's (beside this program), which runs them.
+//
 // Each run uses a topic of its own (a JetStream stream or Kafka topic made at start, the NATS
 // stream deleted at the end so the broker's memory store does not fill up over a suite), and
 // publishes one untimed message first (connection, metadata, producer id). Latency is
@@ -29,11 +31,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../scenarios/scenario.hpp"
@@ -339,7 +343,7 @@ auto run(backend& b, const options& o, const std::string& topic, figures& f) -> 
     // A backend's per-publisher task (the ack drain) ends on its own once woken by close():
     // give it up to 200 ms to finish, then count what is left.
     for (int i = 0; i < 200 && weft::live_frames() > f.tasks_before; ++i) {
-        co_await weft::sleep_for(std::chrono::milliseconds(1));
+        (void)co_await weft::sleep_for(std::chrono::milliseconds(1));
     }
     f.threads_after = threads_now();
     f.tasks_after = weft::live_frames();
@@ -397,6 +401,13 @@ void print(const options& o, const std::string& topic, figures& f) {
 }  // namespace
 
 auto main(int argc, char** argv) -> int {
+    if (argc >= 2 && std::string_view(argv[1]).starts_with("outbox_")) {
+        const auto self = std::filesystem::read_symlink("/proc/self/exe");
+        const auto outbox = (self.parent_path() / "bench_outbox").string();
+        argv[0] = const_cast<char*>(outbox.c_str());
+        ::execv(outbox.c_str(), argv);
+        fail("cannot run " + outbox + " (build the bench_outbox target)", 2);
+    }
     const options o = parse(argc, argv);
     // A topic of its own per run: no message of an earlier run is counted or waited for.
     const std::string topic = "weftbench-" + o.scenario + "-" + std::to_string(::getpid()) + "-" +

@@ -110,11 +110,15 @@ def session_cpu_ticks(sid: int) -> int:
 
 
 def process_cpu_ticks(pid: int) -> int:
-    """utime+stime (all its threads) and reaped children's of one process, in ticks; 0 if gone."""
+    """CPU of a background process, in ticks: of its whole session when it leads one (a
+    database's postmaster and its backends, started with setsid), else its own (all its
+    threads, and its reaped children's); 0 if it is gone."""
     try:
         rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return 0
+    if int(rest[3]) == pid:
+        return session_cpu_ticks(pid)
     return sum(int(x) for x in rest[11:15])
 
 
