@@ -80,7 +80,10 @@ struct options {
     std::int64_t workers = 2;
     std::int64_t nats_port = 4222;
     std::int64_t kafka_port = 9092;
-    std::int64_t body = 0;  // the raw clients' body size (the suite passes it to every system)
+    // Passed by the suite to every program, used by others: the raw clients' body size, the
+    // outbox's PostgreSQL port.
+    std::int64_t body = 0;
+    std::int64_t pg_port = 0;
 };
 
 auto parse(int argc, char** argv) -> options {
@@ -111,7 +114,8 @@ auto parse(int argc, char** argv) -> options {
         {"messages", &o.messages},     {"max_pending", &o.max_pending},
         {"tasks", &o.tasks},           {"payload", &o.payload},
         {"workers", &o.workers},       {"nats_port", &o.nats_port},
-        {"kafka_port", &o.kafka_port}, {"body", &o.body}};
+        {"kafka_port", &o.kafka_port}, {"body", &o.body},
+        {"pg_port", &o.pg_port}};
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];
         const auto eq = arg.find('=');

@@ -6,8 +6,9 @@ franz-go) and Watermill's GoChannel for the memory rows; plus 1,000,000-message 
 
 The suite starts its own nats-server and Kafka through scripts/brokers.sh on its own ports
 (WEFT_BENCH_NATS_PORT, default 14290, monitoring +1; WEFT_BENCH_KAFKA_PORT, default 19290,
-controller +1) and stops what it started; their CPU is charged to the runs as
-broker_cpu_s_per_m (CPU seconds per million messages, from /proc/PID/stat)."""
+controller +1) and PostgreSQL for the outbox rows (WEFT_BENCH_PG_PORT, default 15290), and
+stops what it started; their CPU is charged to the runs as broker_cpu_s_per_m (CPU seconds per
+million messages, from /proc: the broker process; PostgreSQL's whole session)."""
 from __future__ import annotations
 
 import contextlib
@@ -22,10 +23,12 @@ from weftbench.suite import (HIGHER, Derived, Input, Metric, Ratio, Scenario, Se
 ROOT = Path(__file__).resolve().parents[3]
 NATS_PORT = int(os.environ.get("WEFT_BENCH_NATS_PORT", "14290"))
 KAFKA_PORT = int(os.environ.get("WEFT_BENCH_KAFKA_PORT", "19290"))
+PG_PORT = int(os.environ.get("WEFT_BENCH_PG_PORT", "15290"))
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
 # Every program gets the same message: a 128-byte payload in weft's envelope (about 220 bytes
 # encoded, the size bench_bus prints as envelope_bytes); the raw clients send 220-byte bodies.
-EXTRA = ("payload=128", "body=220", f"nats_port={NATS_PORT}", f"kafka_port={KAFKA_PORT}")
+EXTRA = ("payload=128", "body=220", f"nats_port={NATS_PORT}", f"kafka_port={KAFKA_PORT}",
+         f"pg_port={PG_PORT}")
 MEMORY = ("weft", "go")  # the memory rows: weft's memory_broker and Watermill's GoChannel
 SEED_FACTOR = 40  # issue 16: at least 40x the seed's Extreme figures
 
@@ -93,13 +96,18 @@ def leak_rows(scenario: str, n: int) -> tuple[Derived, ...]:
 
 @contextlib.contextmanager
 def brokers(mode: str):
-    """Starts nats-server and Kafka (scripts/brokers.sh) unless they run already; yields
+    """Starts nats-server, Kafka and PostgreSQL (scripts/brokers.sh) unless they run already;
+    yields
     {name: pid} of those that run; stops on exit the ones it started. A broker that cannot
     start is reported on stderr and its rows fail (listed under Failures)."""
     env = {**os.environ, "WEFT_NATS_PORT": str(NATS_PORT), "WEFT_KAFKA_PORT": str(KAFKA_PORT)}
     state = Path(env.get("WEFT_BROKERS_DIR", ROOT / ".cache" / "brokers"))
+    env["WEFT_PG_PORT"] = str(PG_PORT)
     pid_files = {"nats": state / f"nats-{NATS_PORT}" / "nats-server.pid",
-                 "kafka": state / f"kafka-{KAFKA_PORT}" / "kafka.pid"}
+                 "kafka": state / f"kafka-{KAFKA_PORT}" / "kafka.pid",
+                 "postgres": state / f"postgres-{PG_PORT}" / "data" / "postmaster.pid"}
+    # background names are scenario-name prefixes: whose CPU a run is charged
+    charge = {"nats": "nats", "kafka": "kafka", "postgres": "outbox_pg"}
     script = str(ROOT / "scripts" / "brokers.sh")
 
     def pid_of(name: str) -> int | None:
@@ -112,7 +120,7 @@ def brokers(mode: str):
 
     started, running = [], {}
     try:
-        for name in ("nats", "kafka"):
+        for name in ("nats", "kafka", "postgres"):
             if pid_of(name) is None:
                 print(f"eventbus: starting {name} (scripts/brokers.sh start {name})",
                       file=sys.stderr, flush=True)
@@ -126,7 +134,7 @@ def brokers(mode: str):
                 started.append(name)
             pid = pid_of(name)
             if pid is not None:
-                running[name] = pid
+                running[charge[name]] = pid
         yield running
     finally:
         for name in reversed(started):
@@ -159,7 +167,12 @@ SUITE = Suite(
           "GoChannel (Persistent for publishes, one subscriber acking for deliveries). The "
           "1,000,000 runs (full mode) use 500,000 on NATS memory storage: the suite's "
           "nats-server keeps at most 256 MB in memory streams (scripts/brokers.sh). The seed "
-          "ran on other hardware with Go clients; its rows give the order of magnitude.",
+          "ran on other hardware with Go clients; its rows give the order of magnitude. "
+          "outbox_sqlite / outbox_pg (issue 18, bench/bus/bench_outbox.cpp): N events over 100 "
+          "keys staged first (untimed, 100 per business transaction), then the relay's drain "
+          "is timed: published through the memory broker (one unacknowledged event per key) "
+          "and deleted, until stop_relay returns and the table is empty (else the run is "
+          "invalid). No peer yet (Watermill's SQL forwarder is not built).",
     systems=(
         System("weft", "{bin}/bench_bus", extra=EXTRA,
                build="cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release && "
@@ -184,6 +197,9 @@ SUITE = Suite(
         "threads_left": Metric(""),
         "tasks_left": Metric(""),
         "envelope_bytes": Metric("B"),
+        "relay_events_per_s": Metric("events/s", HIGHER),
+        "cpu_ns_per_event": Metric("ns"),
+        "events_left": Metric(""),
     },
     scenarios=(
         *broker_rows("nats_memory", "nats", "cnats", seed=True,
@@ -200,6 +216,15 @@ SUITE = Suite(
         Scenario("memory_awaited", {"messages": 200_000, "max_pending": 1024, "tasks": 1000},
                  SHOWN, only=MEMORY,
                  targets={"msgs_per_s": Target(ratios=(Ratio(("go",), 5.0),))}),
+        # issue 18: the outbox relay, events staged -> published -> marked done, memory broker
+        Scenario("outbox_sqlite", {"events": 100_000, "keys": 100, "per_txn": 100},
+                 ("relay_events_per_s", "cpu_ns_per_event", "events_left"),
+                 quick={"events": 20_000}, only=("weft",),
+                 targets={"relay_events_per_s": Target(at_least=100_000)}),
+        Scenario("outbox_pg", {"events": 50_000, "keys": 100, "per_txn": 100},
+                 ("relay_events_per_s", "cpu_ns_per_event", "events_left", "broker_cpu_s_per_m"),
+                 quick={"events": 5_000}, only=("weft",),
+                 targets={"relay_events_per_s": Target(at_least=20_000)}),
         Scenario("memory_deliver", {"messages": 1_000_000, "max_pending": 1024},
                  ("deliveries_per_s", "mean_latency_ms", "p99_latency_ms", "cpu_ns_per_msg"),
                  quick={"messages": 200_000}, only=MEMORY,
@@ -211,6 +236,7 @@ SUITE = Suite(
     rounds={"quick": 2, "full": 5},
     timeout=180.0,
     unplotted=("success_percent", "threads_before", "threads_after", "tasks_before",
-               "tasks_after", "threads_left", "tasks_left", "envelope_bytes", "ops"),
+               "tasks_after", "threads_left", "tasks_left", "envelope_bytes", "events_left",
+               "ops"),
     session=brokers,
 )
