@@ -21,6 +21,8 @@
 // The *_awaited scenarios run the same as *_async (memory_awaited: memory_async): the seed's
 // shape beside weft's awaited publish from 1,000 tasks.
 //
+// outbox_pg: Watermill's SQL forwarder on PostgreSQL (outbox.go).
+//
 // A stream / topic of its own per run, made before the clock starts (the NATS stream deleted
 // at the end); one untimed warm-up message. Body: `body` bytes for NATS and Kafka (the size
 // of weft's encoded envelope), `payload` bytes for Watermill (its message carries its UUID
@@ -314,6 +316,8 @@ func main() {
 	}
 	p := params{messages: 10000, maxPending: 1024, body: 224, payload: 128, natsPort: 4222,
 		kafkaPort: 9092}
+	outbox := map[string]int{"events": 20000, "keys": 100, "per_txn": 100, "batch": 512,
+		"payload": 128, "pg_port": 5432}
 	keys := map[string]*int{"messages": &p.messages, "max_pending": &p.maxPending,
 		"body": &p.body, "payload": &p.payload, "nats_port": &p.natsPort,
 		"kafka_port": &p.kafkaPort}
@@ -327,6 +331,9 @@ func main() {
 		if dst, known := keys[k]; known {
 			*dst = n
 		}
+		if _, known := outbox[k]; known {
+			outbox[k] = n
+		}
 	}
 	switch os.Args[1] {
 	case "nats_memory_async", "nats_memory_awaited":
@@ -339,6 +346,8 @@ func main() {
 		watermillGoChannel(p, false)
 	case "memory_deliver":
 		watermillGoChannel(p, true)
+	case "outbox_pg":
+		outboxPg(outbox)
 	default:
 		os.Exit(2)
 	}
