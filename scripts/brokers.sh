@@ -11,13 +11,15 @@
 #   accepts connections and its JetStream answers (its /healthz on the monitoring port).
 #   File storage is synced on every write (`sync_interval: always`; WEFT_NATS_SYNC sets another
 #   interval, e.g. 2m, the server's default). A restart keeps the store directory: what the
-#   server stored on file survives `kill nats` and `start nats`. Stopped by its PID, never by name.
+#   server stored on file survives `kill nats` and `start nats` (WEFT_NATS_FRESH=1: `start`
+#   empties the store first). Stopped by its PID, never by name.
 # nats-cluster: three nats-server processes forming one cluster ("weft") with JetStream, for R3
 #   streams: node i (0..2) listens for clients on 127.0.0.1:$WEFT_NATS_CLUSTER_PORT+i (default
 #   14250), for routes on +3+i, for monitoring on +6+i; each has its own configuration, store,
 #   log and PID file in $WEFT_BROKERS_DIR/nats-cluster-<port>/node<i>, sync on every write as
 #   above. `start` starts the nodes that are not running (all three at first, or the one a
-#   `kill` took down, with its store) and returns once every node's /healthz answers ok.
+#   `kill` took down, with its store; WEFT_NATS_FRESH=1 empties the stores of nodes not
+#   running) and returns once every node's /healthz answers ok.
 # kafka: a single-node KRaft broker (no ZooKeeper) from Maven Central: the jars
 #   scripts/kafka/pom.xml names (Kafka 4.1) and their runtime dependencies are fetched once by
 #   `mvn dependency:copy-dependencies` into .cache/kafka/lib, storage is formatted by
@@ -113,6 +115,9 @@ nats_start() {
         return 0
     fi
     nats_install
+    if [ "${WEFT_NATS_FRESH:-0}" = 1 ]; then
+        rm -rf "$nats_dir/store"
+    fi
     mkdir -p "$nats_dir/store"
     {
         printf 'listen: "127.0.0.1:%s"\nhttp: "127.0.0.1:%s"\n' "$nats_port" "$nats_http_port"
@@ -181,6 +186,11 @@ cluster_node_start() {  # i -> launches node i unless it runs
 
 cluster_start() {
     nats_install
+    if [ "${WEFT_NATS_FRESH:-0}" = 1 ]; then
+        for i in 0 1 2; do
+            pid_alive "$cluster_dir/node$i/nats-server.pid" || rm -rf "$cluster_dir/node$i/store"
+        done
+    fi
     for i in 0 1 2; do cluster_node_start "$i"; done
     for _ in $(seq 1 300); do
         local ready=0

@@ -32,9 +32,10 @@ using namespace weft::bus;
 using namespace std::chrono_literals;
 
 /// scripts/brokers.sh with this binary's own ports (compiled in; never the environment's).
-auto brokers(const std::string& args) -> int {
+/// `env`: further variables for this call ("WEFT_NATS_FRESH=1").
+auto brokers(const std::string& args, const std::string& env = {}) -> int {
     const std::string cmd =
-        "WEFT_NATS_PORT=" + std::to_string(WEFT_NATS_RESTART_PORT) +
+        env + " WEFT_NATS_PORT=" + std::to_string(WEFT_NATS_RESTART_PORT) +
         " WEFT_NATS_HTTP_PORT= WEFT_NATS_CLUSTER_PORT=" + std::to_string(WEFT_NATS_CLUSTER_PORT) +
         " " + WEFT_BROKERS_SH + " " + args + " >&2";
     return std::system(cmd.c_str());
@@ -43,7 +44,7 @@ auto brokers(const std::string& args) -> int {
 auto base_port() -> int { return WEFT_NATS_CLUSTER_PORT; }
 
 struct cluster_guard {
-    cluster_guard() { EXPECT_EQ(brokers("start nats-cluster"), 0); }
+    cluster_guard() { EXPECT_EQ(brokers("start nats-cluster", "WEFT_NATS_FRESH=1"), 0); }
     cluster_guard(const cluster_guard&) = delete;
     auto operator=(const cluster_guard&) -> cluster_guard& = delete;
     ~cluster_guard() { brokers("stop nats-cluster"); }

@@ -27,9 +27,10 @@ using namespace std::chrono_literals;
 using namespace std::string_view_literals;
 
 /// scripts/brokers.sh with this binary's own ports (compiled in; never the environment's).
-auto brokers(const std::string& args) -> int {
+/// `env`: further variables for this call ("WEFT_NATS_FRESH=1").
+auto brokers(const std::string& args, const std::string& env = {}) -> int {
     const std::string cmd =
-        "WEFT_NATS_PORT=" + std::to_string(WEFT_NATS_RESTART_PORT) +
+        env + " WEFT_NATS_PORT=" + std::to_string(WEFT_NATS_RESTART_PORT) +
         " WEFT_NATS_HTTP_PORT= WEFT_NATS_CLUSTER_PORT=" + std::to_string(WEFT_NATS_CLUSTER_PORT) +
         " " + WEFT_BROKERS_SH + " " + args + " >&2";
     return std::system(cmd.c_str());
@@ -41,7 +42,7 @@ auto url() -> std::string { return "nats://127.0.0.1:" + port(); }
 
 /// Starts this test's server, and stops it when the test ends, however it ends.
 struct server_guard {
-    server_guard() { EXPECT_EQ(brokers("start nats"), 0); }
+    server_guard() { EXPECT_EQ(brokers("start nats", "WEFT_NATS_FRESH=1"), 0); }
     server_guard(const server_guard&) = delete;
     auto operator=(const server_guard&) -> server_guard& = delete;
     ~server_guard() { brokers("stop nats"); }
