@@ -106,7 +106,7 @@ TEST(nats_cluster, publishing_and_consuming_go_on_when_a_node_is_killed) {
                     members.push_back(std::move(*s));
                     break;
                 }
-                co_await weft::sleep_for(200ms);
+                (void)co_await weft::sleep_for(200ms);
             }
         }
         EXPECT_EQ(members.size(), 2U);
@@ -137,7 +137,7 @@ TEST(nats_cluster, publishing_and_consuming_go_on_when_a_node_is_killed) {
             // The killer: once a third is acknowledged, the node the backend is connected to.
             sc.spawn([&]() -> weft::task<void> {
                 while (acked_count.load() < n / 3) {
-                    co_await weft::sleep_for(10ms);
+                    (void)co_await weft::sleep_for(10ms);
                 }
                 const std::string at = b->connected_url();
                 const auto colon = at.rfind(':');
@@ -172,7 +172,7 @@ TEST(nats_cluster, publishing_and_consuming_go_on_when_a_node_is_killed) {
                                     std::lock_guard lock(mu);
                                     ++publish_errors;
                                 }
-                                co_await weft::sleep_for(50ms);
+                                (void)co_await weft::sleep_for(50ms);
                             }
                         }
                         EXPECT_TRUE(ok) << "never acknowledged: " << id;
@@ -193,7 +193,7 @@ TEST(nats_cluster, publishing_and_consuming_go_on_when_a_node_is_killed) {
             // consumed (or gives up after 60 s: then the missing ids are counted below).
             sc.spawn([&]() -> weft::task<void> {
                 while (acked_count.load() < n || !killed.load()) {
-                    co_await weft::sleep_for(20ms);
+                    (void)co_await weft::sleep_for(20ms);
                 }
                 publishing_done.store(true);
                 for (int i = 0; i < 3'000; ++i) {
@@ -204,7 +204,7 @@ TEST(nats_cluster, publishing_and_consuming_go_on_when_a_node_is_killed) {
                             break;
                         }
                     }
-                    co_await weft::sleep_for(20ms);
+                    (void)co_await weft::sleep_for(20ms);
                 }
                 for (auto& member : members) {
                     member.close();

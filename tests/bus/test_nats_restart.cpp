@@ -78,7 +78,7 @@ auto publish_until_acked(publisher& pub, envelope env, int tries) -> weft::task<
         if (r) {
             co_return i;
         }
-        co_await weft::sleep_for(100ms);
+        (void)co_await weft::sleep_for(100ms);
     }
     co_return 0;
 }
@@ -257,7 +257,7 @@ TEST(nats_restart, publisher_errors_while_the_broker_is_down_and_recovers) {
             }
             ec = r.error();
             if (ec != bus_errc::broker_unreachable) {
-                co_await weft::sleep_for(50ms);
+                (void)co_await weft::sleep_for(50ms);
             }
         }
         EXPECT_EQ(ec, bus_errc::broker_unreachable) << ec.message();
