@@ -1,8 +1,9 @@
 // The NATS backend on a three-node cluster: three nats-server processes on private ports
 // (scripts/brokers.sh start nats-cluster, client ports WEFT_NATS_CLUSTER_PORT + 0, 1, 2), each
 // with its own store, and an R3 stream. The node the backend is connected to is killed
-// (SIGKILL) while publishers and consumers run; they must go on, and every acknowledged id must
-// be consumed. The test starts the cluster and stops it when it ends.
+// (SIGKILL) while publishers and consumers run (the publishers wait at a third of their messages
+// for the kill, so two thirds are published with the node dead); both must go on, and every
+// acknowledged id must be consumed. The test starts the cluster and stops it when it ends.
 
 #include <gtest/gtest.h>
 
@@ -134,9 +135,10 @@ TEST(nats_cluster, publishing_and_consuming_go_on_when_a_node_is_killed) {
                     }
                 });
             }
-            // The killer: once a third is acknowledged, the node the backend is connected to.
+            // The killer: once every publisher has its first third acknowledged (and waits),
+            // the node the backend is connected to.
             sc.spawn([&]() -> weft::task<void> {
-                while (acked_count.load() < n / 3) {
+                while (acked_count.load() < publishers * (per_publisher / 3)) {
                     (void)co_await weft::sleep_for(10ms);
                 }
                 const std::string at = b->connected_url();
@@ -155,6 +157,11 @@ TEST(nats_cluster, publishing_and_consuming_go_on_when_a_node_is_killed) {
             for (int p = 0; p < publishers; ++p) {
                 sc.spawn([&, p]() -> weft::task<void> {
                     for (int i = 0; i < per_publisher; ++i) {
+                        // The rest is published with the node dead (a publisher that could
+                        // finish before the kill would show nothing).
+                        while (i == per_publisher / 3 && !killed.load()) {
+                            (void)co_await weft::sleep_for(10ms);
+                        }
                         envelope e;
                         e.id = message_id::generate();
                         e.topic = topic;
@@ -215,6 +222,10 @@ TEST(nats_cluster, publishing_and_consuming_go_on_when_a_node_is_killed) {
         (co_await pub.close()).value();
     }());
 
+    // The connection moved to a node that is alive.
+    const std::string now_at = b->connected_url();
+    EXPECT_NE(now_at, "");
+    EXPECT_EQ(now_at.find(":" + std::to_string(base + killed_node)), std::string::npos) << now_at;
     std::size_t missing = 0;
     for (const auto& id : acked) {
         missing += consumed.count(id) == 0 ? 1 : 0;
