@@ -16,8 +16,8 @@ namespace weft::bus {
 /// `sync_interval: always` in the server's jetstream block (scripts/brokers.sh sets it) every
 /// write is fsynced before the ack, so an acknowledged message survives a crash of the server
 /// process and of the machine; with the server's default (fsync every 2 minutes) the last
-/// acknowledged writes may still be in the server's or the kernel's buffers when it crashes,
-/// and be lost. A per-server
+/// acknowledged writes may be only in the kernel's page cache, which a crash of the process
+/// keeps but a crash of the machine (power, kernel) loses. A per-server
 /// setting: nats-server 2.15 has no per-stream "sync always" (only `persist_mode: async`,
 /// which weakens it), and a client cannot see it, so the backend cannot check it.
 enum class nats_storage {
