@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <bit>
+#include <chrono>
 #include <deque>
 #include <mutex>
 #include <stdexcept>
@@ -115,19 +116,28 @@ struct nats_producer::state {
     std::vector<std::uint32_t> completed;  // guarded by mu; capacity max_pending
     std::vector<std::uint32_t> draining;   // the drain task's; swapped with completed under mu
 
-    // Messages waiting for room in cnats's write buffer, oldest first. A message is held when
-    // others are held (order) or when the buffer has no room for it while some of ours are in
-    // cnats: their acks wake the drain task, which sends the held ones as room appears. So
-    // held non-empty => in_cnats > 0 after every start and every drain step, and a held
-    // message is never stranded. |held| <= outstanding <= max_pending.
+    // Messages not yet handed to cnats, oldest first. A message is held when others are held
+    // (order), when the connection is down, or when the buffer has no room for it while some
+    // of ours are in cnats. Room: their acks wake the drain task, which sends the held ones
+    // as room appears; so while connected, held non-empty => in_cnats > 0 after every start
+    // and every drain step, and a held message is never stranded. Down: the drain task looks
+    // again every `reconnect_poll` and fails those held past their deadline with
+    // broker_unreachable; they never reach cnats's reconnect buffer, so a publish reported
+    // failed is never stored later. |held| <= outstanding <= max_pending.
     struct held_msg {
         natsMsg* msg;
         std::uint32_t slot;
         std::string id;
         std::size_t wire;
+        std::chrono::steady_clock::time_point deadline;  // publish_timeout after start
     };
     std::mutex send_mu;         // orders this producer's sends; guards held
     std::deque<held_msg> held;  // guarded by send_mu
+    static constexpr std::chrono::milliseconds reconnect_poll{50};
+
+    [[nodiscard]] auto connected() const noexcept -> bool {
+        return natsConnection_Status(conn->nc) == NATS_CONN_STATUS_CONNECTED;
+    }
 
     // Started and not yet handed to the sink. Incremented by start, decremented by the drain
     // task (or by start itself for an inline failure); the drain task ends once closed is set
@@ -237,15 +247,23 @@ void on_ack(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* c
 }
 
 /// Sends the held messages the write buffer has room for (the oldest at least, when none of
-/// ours is left in cnats to wake us again); while disconnected, fails them all at once.
-void send_held(nats_producer::state& st) {
+/// ours is left in cnats to wake us again); while disconnected, fails those past their
+/// deadline. True when some are held for the connection to come back.
+auto send_held(nats_producer::state& st) -> bool {
     std::vector<std::pair<std::uint32_t, std::error_code>> failed;
+    bool waiting = false;
     {
         std::lock_guard lock(st.send_mu);
-        const bool connected = natsConnection_Status(st.conn->nc) == NATS_CONN_STATUS_CONNECTED;
+        const bool connected = st.connected();
+        const auto now = std::chrono::steady_clock::now();
         while (!st.held.empty()) {
             auto& h = st.held.front();
             if (!connected) {
+                // Oldest first and all with the same timeout: the first not yet due ends it.
+                if (h.deadline > now) {
+                    waiting = true;
+                    break;
+                }
                 natsMsg_Destroy(h.msg);
                 failed.emplace_back(h.slot, make_error_code(bus_errc::broker_unreachable));
             } else if (st.has_room(h.wire) || st.nothing_in_cnats()) {
@@ -261,12 +279,21 @@ void send_held(nats_producer::state& st) {
     for (const auto& [slot, ec] : failed) {
         st.fail_now(slot, ec);
     }
+    return waiting;
 }
 
 auto drain(std::shared_ptr<nats_producer::state> st) -> task<void> {
+    bool waiting = false;  // messages held for the connection: look again every reconnect_poll
     for (;;) {
-        auto r = co_await wait_readable(st->efd);
-        if (!r) {
+        // NOTE: one co_await per statement; g++ 12 crashes on a co_await of a conditional
+        // expression of two tasks.
+        result<void> r;
+        if (waiting) {
+            r = co_await wait_readable(st->efd, nats_producer::state::reconnect_poll);
+        } else {
+            r = co_await wait_readable(st->efd);
+        }
+        if (!r && r.error() != std::errc::timed_out) {
             co_return;  // the runtime is shutting down
         }
         std::uint64_t count = 0;
@@ -283,7 +310,7 @@ auto drain(std::shared_ptr<nats_producer::state> st) -> task<void> {
         }
         st->conn->acks.fetch_add(st->draining.size(), std::memory_order_relaxed);
         st->draining.clear();
-        send_held(*st);
+        waiting = send_held(*st);
         if (st->closed.load() && st->outstanding.load() == 0) {
             co_return;
         }
@@ -330,12 +357,6 @@ void nats_producer::start(envelope env, std::uint32_t slot) {
         st.fail_now(slot, make_error_code(bus_errc::message_too_large));
         return;
     }
-    // Not connected: fail now, naming nothing cnats would buffer for a reconnect that may be
-    // minutes away (describe() names the servers).
-    if (natsConnection_Status(st.conn->nc) != NATS_CONN_STATUS_CONNECTED) {
-        st.fail_now(slot, make_error_code(bus_errc::broker_unreachable));
-        return;
-    }
     natsMsg* m = nullptr;
     if (const natsStatus s = natsMsg_Create(&m, env.topic.c_str(), nullptr, bytes.data(),
                                             static_cast<int>(bytes.size()));
@@ -347,16 +368,26 @@ void nats_producer::start(envelope env, std::uint32_t slot) {
     // the Nats-Msg-Id header, the payload; 128 covers all but subject, id and payload.
     std::string id = env.id.to_string();
     const std::size_t wire = bytes.size() + env.topic.size() + id.size() + 128;
-    state::held_msg h{m, slot, std::move(id), wire};
+    state::held_msg h{m, slot, std::move(id), wire,
+                      std::chrono::steady_clock::now() + st.conn->options.publish_timeout};
     std::error_code failed;
+    bool wake = false;
     {
         std::lock_guard lock(st.send_mu);
-        if (st.held.empty() && (st.has_room(wire) || st.nothing_in_cnats())) {
+        if (!st.connected()) {
+            // Not to cnats's reconnect buffer: held here until the connection is back or the
+            // deadline passes (the drain task, woken to look every reconnect_poll).
+            wake = st.held.empty();
+            st.held.push_back(std::move(h));
+        } else if (st.held.empty() && (st.has_room(wire) || st.nothing_in_cnats())) {
             failed = st.send(h);
         } else {
             st.held.push_back(std::move(h));
             st.conn->publishes_held.fetch_add(1, std::memory_order_relaxed);
         }
+    }
+    if (wake) {
+        st.wake();
     }
     if (failed) {
         st.fail_now(slot, failed);

@@ -22,7 +22,8 @@ namespace weft::bus {
 ///      ways cnats blocks its caller are kept out: its MaxPending (StallWait) is set above
 ///      max_pending, and a message is sent only while cnats's write buffer has room for it
 ///      (natsConnection_Buffered), else held in order until acks come back (step 3). Not
-///      connected: fails at once with broker_unreachable.
+///      connected: held until it is (step 3 looks every 50 ms), failed with
+///      broker_unreachable once publish_timeout has passed.
 ///   2. cnats's thread calls on_ack: takes the slot for msg from `in_flight_`, writes the
 ///      outcome into `outcomes_[slot]`, appends slot to `completed_`, and writes the eventfd
 ///      only if `completed_` was empty (the first of a batch).

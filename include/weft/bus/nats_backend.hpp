@@ -83,10 +83,12 @@ struct nats_backend_stats {
 ///   spawn_blocking), then creates or updates the configured streams. Never a stream lookup
 ///   per publish. Throws std::system_error naming the URLs when no server is reachable, or
 ///   naming the stream when JetStream refuses it. Afterwards a lost connection is reconnected
-///   (to any of `servers`) for as long as it takes; while it is down a publish fails at once
-///   with `broker_unreachable` (describe() names the servers), publishes already sent and not
-///   acknowledged fail with `timed_out` after `publish_timeout`, and a waiting next() keeps
-///   pulling, so a subscription goes on after the server is back.
+///   (to any of `servers`) for as long as it takes. While it is down a publish waits in the
+///   publisher (not in cnats's reconnect buffer) for the connection to come back and is sent
+///   then, or fails with `broker_unreachable` after `publish_timeout` (describe() names the
+///   servers) and is never sent; a publish already sent and not acknowledged fails with
+///   `timed_out` after `publish_timeout`; a waiting next() keeps pulling, so a subscription
+///   goes on after the server is back.
 /// - Publish: an asynchronous JetStream publish of the envelope's binary encoding to the
 ///   subject `topic`, with `Nats-Msg-Id` = the envelope id, so the server drops a re-published
 ///   id within the stream's duplicate window (the ack then says `duplicate`). cnats reports
