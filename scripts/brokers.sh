@@ -6,7 +6,7 @@
 #
 # nats: nats-server (pinned below) installed by `go install` into .cache/bin (idempotent), run
 #   with JetStream on 127.0.0.1:$WEFT_NATS_PORT (default 14222), its store in
-#   $WEFT_BROKERS_DIR/nats/store (default .cache/brokers), log and PID file beside it, memory
+#   $WEFT_BROKERS_DIR/nats-<port>/store (default .cache/brokers), log and PID file beside it, memory
 #   bounded by GOMEMLIMIT and the JetStream limits below. `start` returns once the server
 #   accepts connections and its JetStream answers (its /healthz on the monitoring port).
 #   File storage is synced on every write (`sync_interval: always`; WEFT_NATS_SYNC sets another
