@@ -275,6 +275,7 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
     }
     s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms, std::memory_order_relaxed);
     co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop);
+    detail::crash_point("after_ack");
     std::vector<std::int64_t> finished;
     for (const auto& row : rows) {
         if (row.outcome == detail::relay_row::fate::dead) {
@@ -303,6 +304,7 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
         (void)co_await c.query("ROLLBACK");
         co_return d.error();
     }
+    detail::crash_point("mid_commit");  // deleted inside the transaction, not committed
     auto e = co_await c.query("COMMIT");
     if (!e) {
         co_return e.error();

@@ -197,9 +197,13 @@ auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>&
         return e;
     }
     const std::int64_t now = detail::now_ms();
+    std::size_t finished = 0;
     for (const auto& row : rows) {
         if (row.outcome == detail::relay_row::fate::pending) {
             continue;
+        }
+        if (++finished == rows.size() / 2 + 1) {
+            detail::crash_point("mid_commit");
         }
         if (row.outcome == detail::relay_row::fate::dead) {
             dead.bind(1, now);
@@ -375,7 +379,20 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
         poll = o.min_poll;
         s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms,
                                                   std::memory_order_relaxed);
+        if (detail::fault_mark_done_first()) {
+            // The positive control's broken relay (test builds only): rows deleted first.
+            std::vector<detail::relay_row> marked = rows;
+            for (auto& r : marked) {
+                r.outcome = detail::relay_row::fate::published;
+            }
+            auto done = co_await spawn_blocking([&s, &marked] { return finish_batch(s, marked); });
+            if (!done || !*done) {
+                continue;
+            }
+            detail::crash_point("after_mark_done");
+        }
         co_await detail::publish_batch(pub, rows, o, s.counters, s.stop);
+        detail::crash_point("after_ack");
         backoff = o.min_backoff;
         for (;;) {
             auto done = co_await spawn_blocking([&s, &rows] { return finish_batch(s, rows); });
