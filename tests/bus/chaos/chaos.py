@@ -234,7 +234,8 @@ def main():
     ap.add_argument("--port", type=int, default=int(os.environ.get("WEFT_NATS_PORT", "14222")))
     ap.add_argument("--events", type=int, default=2000)
     ap.add_argument("--keys", type=int, default=100)
-    ap.add_argument("--pause-ms", type=int, default=20, help="between producer transactions")
+    ap.add_argument("--pause-ms", type=int, default=None,
+                    help="between producer transactions (default: so that staging outlasts the actions)")
     ap.add_argument("--relay-kills", type=int, default=20)
     ap.add_argument("--broker-restarts", type=int, default=4)
     ap.add_argument("--broker-pauses", type=int, default=2)
@@ -267,6 +268,13 @@ def main():
     relay_env = dict(os.environ)
     if args.control == "mark-done-first":
         relay_env["WEFT_OUTBOX_FAULT"] = "mark_done_first"
+    if args.pause_ms is None:
+        # About a second per action (a crash run waits for its crash), 2.5 events per transaction.
+        n_actions = (args.relay_kills + args.broker_restarts + args.broker_pauses + args.consumer_kills +
+                     3 * args.crash_points + (args.pg_terminations if args.db == "pg" else 0))
+        if args.control != "none":
+            n_actions = args.crash_points * 2
+        args.pause_ms = max(2, int(1000.0 * n_actions / (args.events / 2.5)))
     if args.db == "pg":
         if args.control == "mark-done-first":
             raise SystemExit("the mark-done-first fault exists in the SQLite relay only")
@@ -342,11 +350,10 @@ def main():
             pending = list(actions)
             deadline = time.monotonic() + 600
             while pending and time.monotonic() < deadline:
-                if not producer.alive():
-                    # Crash points need traffic; the rest would also test an idle relay only.
-                    raise RuntimeError("the producer finished with %d actions left: raise --pause-ms "
-                                       "or --events" % len(pending))
                 a = pending.pop(0)
+                if not producer.alive() and a in ("after_publish", "after_ack", "mid_commit"):
+                    raise RuntimeError("the producer finished with %d actions left, a crash point "
+                                       "among them: raise --pause-ms or --events" % (len(pending) + 1))
                 time.sleep(rnd.uniform(0.05, 0.6))
                 if a == "relay_kill":
                     relay.kill()

@@ -433,8 +433,12 @@ auto consume(const std::string& path,
                 co_return 3;
             }
             sqlite_inbox* ib = use_inbox ? &inbox : nullptr;
-            auto h = co_await weft::spawn_blocking(
-                [db, ib, dv = std::move(*d)]() mutable { return handle_one(db, ib, std::move(dv)); });
+            // Named first: g++ 12 destroys a capturing lambda temporary in a co_await expression
+            // twice (seen here as the consumer's last reference dropped).
+            auto job = [db, ib, dv = std::move(*d)]() mutable {
+                return handle_one(db, ib, std::move(dv));
+            };
+            auto h = co_await weft::spawn_blocking(std::move(job));
             (void)h;
         }
     }());
