@@ -217,13 +217,21 @@ def check(app, consumer_db):
     return res, bad
 
 
-def wait_drained(app, consumer_db, events, timeout):
+def wait_drained(app, consumer_db, events, timeout, settle=None):
+    """Until the outbox is empty and the consumer processed `events` distinct ids; with
+    `settle`, also returns once the outbox is empty and nothing new was processed for that many
+    seconds (where losses are expected, the wait ends when progress ends, not at a guess)."""
     deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
     while time.monotonic() < deadline:
         left = app_count(app, "SELECT count(*) FROM %s" % app.outbox)
         done = count(consumer_db, "SELECT count(DISTINCT biz) FROM received")
         if left == 0 and done >= events:
             return True
+        if done != last:
+            last, since = done, time.monotonic()
+        elif settle is not None and left == 0 and time.monotonic() - since >= settle:
+            return False
         time.sleep(0.2)
     return False
 
@@ -325,7 +333,7 @@ def main():
             relay.kill()
             relay.start()  # makes the stream again (empty)
             consumer.start()
-            wait_drained(app, consumer_db, args.events, 10)
+            wait_drained(app, consumer_db, args.events, args.drain_timeout, settle=3)
         elif args.control in ("no-inbox", "mark-done-first"):
             point = "after_ack" if args.control == "no-inbox" else "after_mark_done"
             consumer.start()
@@ -335,8 +343,7 @@ def main():
                 crash_run(point)
             if producer.wait(120) != 0:
                 raise RuntimeError("producer failed (log in %s)" % work)
-            wait_drained(app, consumer_db, args.events, 10 if args.control == "mark-done-first"
-                         else args.drain_timeout)
+            wait_drained(app, consumer_db, args.events, args.drain_timeout, settle=3)
             time.sleep(2)  # late redeliveries would be counted too
         else:
             consumer.start()
@@ -354,7 +361,7 @@ def main():
                 if not producer.alive() and a in ("after_publish", "after_ack", "mid_commit"):
                     raise RuntimeError("the producer finished with %d actions left, a crash point "
                                        "among them: raise --pause-ms or --events" % (len(pending) + 1))
-                time.sleep(rnd.uniform(0.05, 0.6))
+                time.sleep(rnd.uniform(0.05, 0.4))
                 if a == "relay_kill":
                     relay.kill()
                     stats["relay_sigkills"] += 1
