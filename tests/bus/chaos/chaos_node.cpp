@@ -414,8 +414,7 @@ auto consume(const std::string& path,
                      " (n INTEGER PRIMARY KEY AUTOINCREMENT, biz INTEGER NOT NULL, key TEXT NOT "
                      "NULL, seq INTEGER NOT NULL, attempt INTEGER NOT NULL)");
     }
-    exec(db,
-         "CREATE TABLE IF NOT EXISTS progress (key TEXT PRIMARY KEY, last INTEGER NOT NULL)");
+    exec(db, "CREATE TABLE IF NOT EXISTS progress (key TEXT PRIMARY KEY, last INTEGER NOT NULL)");
     sqlite_inbox inbox{db};
     auto nats = connect(url, topic, storage);
     weft::runtime rt{weft::io_runtime_options(2)};
