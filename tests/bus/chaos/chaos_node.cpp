@@ -287,7 +287,7 @@ auto produce_pg(const std::string& conninfo,
             (co_await c->query("COMMIT")).value();
             staged += in_txn;
             if (pause_ms > 0) {
-                co_await weft::sleep_for(std::chrono::milliseconds{pause_ms});
+                (void)co_await weft::sleep_for(std::chrono::milliseconds{pause_ms});
             }
         }
         std::printf("produced %d\n", staged);
