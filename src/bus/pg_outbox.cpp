@@ -9,6 +9,8 @@
 #include "relay_batch.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/core/stop.hpp"
+#include "weft/core/when_any.hpp"
+#include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
 
 namespace weft::bus {
@@ -165,6 +167,16 @@ auto pg_outbox::stage(pg_connection& conn, envelope env) -> task<result<message_
     if (!r) {
         co_return r.error();
     }
+    if (s_->options.listen_notify) {
+        // Delivered at COMMIT, once per transaction however many events it staged (the server
+        // folds equal notifications of one transaction).
+        std::vector<pg_param> ch;
+        ch.push_back(text_param(s_->options.table + "_wake"));
+        auto n = co_await conn.query("SELECT pg_notify($1, '')", std::move(ch));
+        if (!n) {
+            co_return n.error();
+        }
+    }
     s_->counters.staged.fetch_add(1, std::memory_order_relaxed);
     co_return env.id;
 }
@@ -197,6 +209,28 @@ auto pg_outbox::metrics() const noexcept -> outbox_metrics {
 }
 
 namespace {
+
+auto wait_event(event& e) -> task<result<void>> { co_return co_await e.wait(); }
+
+auto wait_notify(pg_connection& c) -> task<result<void>> {
+    auto r = co_await c.wait_notification();
+    if (!r) {
+        co_return r.error();
+    }
+    co_return result<void>{};
+}
+
+/// The idle wait: a notify() in this process, or (listen_notify) a NOTIFY from any commit on
+/// the relay's connection, or `d`.
+auto wait_idle(pg_outbox::state& s, pg_connection* conn, std::chrono::milliseconds d)
+    -> task<void> {
+    if (conn == nullptr || !s.options.listen_notify) {
+        co_await detail::wait_for_event(s.notified, d);
+        co_return;
+    }
+    auto r = co_await with_timeout(d, when_any(wait_event(s.notified), wait_notify(*conn)));
+    (void)r;  // woken, timed out or cancelled: the relay looks at the table next
+}
 
 /// One connected relay session: its connection and the partitions it owns (advisory locks
 /// that end with the connection).
@@ -333,6 +367,15 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
             }
             rs.conn = std::move(*c);
             rs.owned.clear();
+            if (s.options.listen_notify) {
+                auto l = co_await rs.conn->query("LISTEN \"" + s.options.table + "_wake\"");
+                if (!l) {
+                    rs.conn.reset();
+                    co_await detail::wait_for_event(s.stop.wake, backoff);
+                    backoff = std::min(backoff * 2, o.max_backoff);
+                    continue;
+                }
+            }
         }
         auto taken = co_await take_partitions(s, rs);
         if (!taken) {
@@ -356,7 +399,7 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
         if (*n == 0) {
             s.counters.oldest_pending_staged_ms.store(0, std::memory_order_relaxed);
             s.counters.idle_waits.fetch_add(1, std::memory_order_relaxed);
-            co_await detail::wait_for_event(s.notified, poll);
+            co_await wait_idle(s, rs.conn.get(), poll);
             poll = std::min(poll * 2, o.max_poll);
         } else {
             poll = o.min_poll;

@@ -199,6 +199,42 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
     EXPECT_EQ(broker.stored("orders"), 30U);
 }
 
+// listen_notify: a commit made through another pg_outbox object (as another process would,
+// so this relay's in-process notification is never set) wakes the idle relay through NOTIFY.
+// The relay polls once an hour: without the NOTIFY the event would wait for the watchdog.
+TEST(pg_outbox, listen_notify_wakes_the_relay_on_another_process_commit) {
+    memory_broker broker;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_outbox_listen";
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox_options o;
+        o.conninfo = conninfo();
+        o.table = t;
+        o.partitions = 4;
+        o.listen_notify = true;
+        o.relay.min_poll = std::chrono::hours{1};
+        o.relay.max_poll = std::chrono::hours{1};
+        pg_outbox relay_side{o};
+        pg_outbox producer_side{o};
+        co_await fresh_table(*c, t);
+        (co_await producer_side.migrate(*c)).value();
+        publisher pub{broker};
+        auto relay = weft::spawn(relay_side.run_relay(pub));
+        while (relay_side.metrics().idle_waits == 0) {  // listening, found nothing, waiting
+            (void)co_await weft::sleep_for(1ms);
+        }
+        co_await stage_many(producer_side, *c, 3, 2);
+        while (relay_side.metrics().published < 6) {
+            (void)co_await weft::sleep_for(1ms);
+        }
+        relay_side.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(broker.stored("orders"), 6U);
+}
+
 // ---- pg_inbox: the sqlite_inbox contract on PostgreSQL ----
 
 /// A fresh inbox table and a business table `<t>_orders` (id serial, what text).
