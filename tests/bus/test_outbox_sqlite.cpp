@@ -220,7 +220,7 @@ TEST(sqlite_outbox, a_retrying_key_does_not_hold_up_the_next_batch) {
             }
             (void)outbox.stage(txn, event_for("stuck", 1)).value();
             txn.commit().value();
-        }));
+        })).value();
         co_await wait_published(outbox, others + 2);
         outbox.stop_relay();
         (co_await std::move(relay)).value();
