@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,6 +63,25 @@ auto migrations(const std::string& t) -> std::vector<std::string> {
             "NOT NULL, envelope bytea NOT NULL, staged_at timestamptz NOT NULL, failed_at "
             "timestamptz NOT NULL DEFAULT now(), reason text NOT NULL);",
     };
+}
+
+/// A text[] literal: every element double-quoted, `"` and `\` escaped with a backslash.
+auto text_array(const std::vector<std::string>& v) -> std::string {
+    std::string s = "{";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        if (i != 0) {
+            s += ',';
+        }
+        s += '"';
+        for (const char c : v[i]) {
+            if (c == '"' || c == '\\') {
+                s += '\\';
+            }
+            s += c;
+        }
+        s += '"';
+    }
+    return s + "}";
 }
 
 auto join_ints(const std::vector<std::int64_t>& v) -> std::string {
@@ -233,11 +253,31 @@ auto wait_idle(pg_outbox::state& s, pg_connection* conn, std::chrono::millisecon
 }
 
 /// One connected relay session: its connection and the partitions it owns (advisory locks
-/// that end with the connection).
+/// that end with the connection), and the keys waiting out a transient failure: their rows are
+/// left out of the claim until their back-off is over (all of a key's rows or none, so its
+/// order holds), so a retrying key does not hold up the others.
 struct relay_session {
     std::unique_ptr<pg_connection> conn;
     std::vector<std::int64_t> owned;
+    detail::retry_map deferred;
 };
+
+/// The keys still in back-off; forgets entries long past (a key that moved to another relay).
+auto keys_in_backoff(relay_session& rs, std::chrono::milliseconds max_backoff)
+    -> std::vector<std::string> {
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<std::string> keys;
+    for (auto it = rs.deferred.begin(); it != rs.deferred.end();) {
+        if (it->second.not_before > now) {
+            keys.push_back(it->first);
+        } else if (it->second.not_before + 4 * max_backoff < now) {
+            it = rs.deferred.erase(it);
+            continue;
+        }
+        ++it;
+    }
+    return keys;
+}
 
 /// Tries to take free partitions, up to the target. Errors are the connection's.
 auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void>> {
@@ -277,9 +317,11 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
     args.push_back(text_param(join_ints(rs.owned)));
     args.push_back(
         text_param(std::to_string(std::max<std::uint32_t>(1, s.options.relay.batch_size))));
+    args.push_back(text_param(text_array(keys_in_backoff(rs, s.options.relay.max_backoff))));
     auto claimed = co_await c.query(
         "SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint FROM " + t +
-            " WHERE part = ANY($1::int[]) ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+            " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[]) ORDER BY seq LIMIT $2 FOR "
+            "UPDATE SKIP LOCKED",
         std::move(args));
     if (!claimed) {
         (void)co_await c.query("ROLLBACK");
@@ -308,7 +350,7 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
         co_return std::size_t{0};
     }
     s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms, std::memory_order_relaxed);
-    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop);
+    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop, &rs.deferred);
     detail::crash_point("after_ack");
     std::vector<std::int64_t> finished;
     for (const auto& row : rows) {

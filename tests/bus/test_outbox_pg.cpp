@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -197,6 +198,74 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
         (co_await pub.close()).value();
     }());
     EXPECT_EQ(broker.stored("orders"), 30U);
+}
+
+// A key whose publish keeps failing does not hold up the others: its rows are left out of the
+// claim while it waits (the broker refuses "stuck" until the 20 other events staged after it
+// are stored, or for its first 2,000 attempts at most, after which a relay that retried in
+// place would have stored "stuck" before them).
+TEST(pg_outbox, a_retrying_key_does_not_hold_up_the_others) {
+    memory_broker broker;
+    constexpr int others = 20;
+    std::atomic<int> others_stored{0};
+    std::atomic<int> stuck_attempts{0};
+    std::atomic<int> others_when_stuck_went_through{-1};
+    std::vector<std::string> stuck_order;  // payloads of "stuck", in the order stored
+    std::mutex mu;
+    broker.set_publish_fault([&](const envelope& e) -> std::error_code {
+        if (e.key != "stuck") {
+            others_stored.fetch_add(1);
+            return {};
+        }
+        if (others_stored.load() < others && stuck_attempts.fetch_add(1) < 2'000) {
+            return make_error_code(bus_errc::broker_unreachable);
+        }
+        int unset = -1;
+        others_when_stuck_went_through.compare_exchange_strong(unset, others_stored.load());
+        std::lock_guard lock(mu);
+        stuck_order.push_back(e.payload);
+        return {};
+    });
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_outbox_stuck";
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox_options o;
+        o.conninfo = conninfo();
+        o.table = t;
+        o.partitions = 4;
+        o.relay.min_backoff = 1ms;
+        o.relay.max_backoff = 4ms;
+        pg_outbox outbox{o};
+        co_await fresh_table(*c, t);
+        (co_await outbox.migrate(*c)).value();
+        (co_await c->query("BEGIN")).value();
+        (co_await outbox.stage(*c, event_for("stuck", 0))).value();
+        (co_await c->query("COMMIT")).value();
+        publisher pub{broker};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        while (outbox.metrics().retries == 0) {  // "stuck" was claimed, tried and refused
+            (void)co_await weft::sleep_for(1ms);
+        }
+        (co_await c->query("BEGIN")).value();
+        for (int k = 0; k < others; ++k) {
+            (co_await outbox.stage(*c, event_for("k" + std::to_string(k), 0))).value();
+        }
+        (co_await outbox.stage(*c, event_for("stuck", 1))).value();
+        (co_await c->query("COMMIT")).value();
+        outbox.notify();
+        while (outbox.metrics().published < others + 2) {
+            (void)co_await weft::sleep_for(1ms);
+        }
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        EXPECT_EQ(co_await rows_in(*c, t), 0);
+    }());
+    EXPECT_EQ(others_when_stuck_went_through.load(), others)
+        << "the other keys waited for the retrying one (" << stuck_attempts.load()
+        << " attempts of \"stuck\")";
+    EXPECT_EQ(stuck_order, (std::vector<std::string>{"0", "1"}));
 }
 
 // listen_notify: a commit made through another pg_outbox object (as another process would,
