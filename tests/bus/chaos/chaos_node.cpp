@@ -432,8 +432,9 @@ auto consume(const std::string& path,
                 co_return 3;
             }
             sqlite_inbox* ib = use_inbox ? &inbox : nullptr;
-            // Named first: g++ 12 destroys a capturing lambda temporary in a co_await expression
-            // twice (seen here as the consumer's last reference dropped).
+            // Named first: with the capturing lambda written inside the co_await expression,
+            // the g++ 12 build dropped the subscription's last reference to its consumer after
+            // the first delivery (the next next() said subscription_closed); named, it does not.
             auto job = [db, ib, dv = std::move(*d)]() mutable {
                 return handle_one(db, ib, std::move(dv));
             };
