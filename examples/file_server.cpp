@@ -1,12 +1,14 @@
-// file_server: serves a directory over HTTP/1.1, each file sent with sendfile(2)
-// (response::file: from the page cache to the socket, no copy through user space).
+// file_server: serves a directory over HTTP/1.1, each file larger than 16 KiB sent with
+// sendfile(2) (response::file: from the page cache to the socket, no copy through user space),
+// smaller ones read and sent with the head in one write.
 //
 //   file_server [--root DIR] [--port N] [--workers N] [--per-core]
 //
 // One route, GET /{*path} (HEAD is answered by it too, without the body). The path is
-// percent-decoded, then checked: a `..` segment is refused (403), as is any path whose real
-// location (symlinks resolved) is outside the root; a missing file is 404; a directory is served
-// by its index.html if it has one, else 403 (no listings); a directory named without its
+// percent-decoded, then checked: a `..` segment is refused (403), as is any path that a symlink
+// leads out of the root (openat2's RESOLVE_BENEATH: an absolute symlink is refused even when it
+// points inside; relative ones inside the root are followed); a missing file is 404; a directory is
+// served by its index.html if it has one, else 403 (no listings); a directory named without its
 // trailing slash is redirected (301) so that relative links in its index resolve. Content-Type
 // comes from the extension. --root defaults to the current directory.
 //
@@ -16,12 +18,14 @@
 // port, requests it with weft's client and exits 0 if every answer is right.
 // WEFT_IO_BACKEND=io_uring|epoll picks the backend.
 //
-// NOTE: realpath, open and fstat are blocking calls made on the worker. For files in the page
+// NOTE: openat2, open and fstat are blocking calls made on the worker. For files in the page
 // cache they take microseconds; a server for a slow or network file system would move them to
 // weft::spawn_blocking.
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +36,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -142,16 +147,17 @@ auto status_of_errno(int e) -> int {
             return 404;
         case EACCES:
         case EPERM:
-        case ELOOP:  // O_NOFOLLOW met a symlink that appeared after the realpath check
+        case ELOOP:  // O_NOFOLLOW met a symlink (index.html), or a symlink loop
+        case EXDEV:  // RESOLVE_BENEATH: the path leads out of the root
             return 403;
         default:
             return 500;
     }
 }
 
-/// Opens `name` (a file or symlink-free path) with O_NOFOLLOW and checks it is a regular file.
+/// Opens `name` in `dirfd` with O_NOFOLLOW and checks it is a regular file.
 auto open_regular(int dirfd, const char* name, lookup& out) -> bool {
-    const int fd = ::openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    const int fd = ::openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         out.status = status_of_errno(errno);
         return false;
@@ -167,17 +173,40 @@ auto open_regular(int dirfd, const char* name, lookup& out) -> bool {
     return true;
 }
 
-/// Resolves the route's `{*path}` (percent-encoded, without the leading '/') under `root` (a
-/// canonical absolute path without a trailing slash, or "/").
+/// The served directory, held open: every lookup resolves beneath this descriptor.
+struct root_dir {
+    int fd;
+    explicit root_dir(const std::string& path)
+        : fd(::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC)) {
+        if (fd < 0) {
+            throw std::system_error(errno, std::system_category(), "file_server: open " + path);
+        }
+    }
+    root_dir(const root_dir&) = delete;
+    auto operator=(const root_dir&) -> root_dir& = delete;
+    ~root_dir() { ::close(fd); }
+};
+
+/// openat2(2) with RESOLVE_BENEATH: the whole resolution of `rel`, symlinks included, must stay
+/// beneath `dirfd`; an absolute symlink, or a relative one that climbs out, at any component,
+/// fails with EXDEV. RESOLVE_NO_MAGICLINKS refuses /proc-style links. O_NONBLOCK: opening a
+/// FIFO does not wait for a writer (it is refused as not regular after the open).
+auto open_beneath(int dirfd, const char* rel) -> int {
+    open_how how{};
+    how.flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    return static_cast<int>(::syscall(SYS_openat2, dirfd, rel, &how, sizeof how));
+}
+
+/// Resolves the route's `{*path}` (percent-encoded, without the leading '/') beneath `root`.
 ///
 /// Two checks, because each covers what the other cannot: `..` segments are refused before the
 /// file system is touched (a request has no business naming them, and it keeps the answer 403
-/// whether or not the target exists); realpath then resolves every symlink, and a result that
-/// is not the root or below it is refused, whether the symlink is the last component or one
-/// in the middle. The file is opened by its resolved name with O_NOFOLLOW, so a last
-/// component swapped for a symlink between the check and the open fails (ELOOP) instead of
-/// being followed. (openat2 with RESOLVE_BENEATH does both in one call on Linux >= 5.6.)
-auto resolve(const std::string& root, std::string_view encoded, std::string_view request_path)
+/// whether or not the target exists); openat2's RESOLVE_BENEATH then refuses any symlink that
+/// leads out of the root, whether it is the last component or one in the middle, in the same
+/// call that opens the file (no window between a check and the open). One open and one fstat
+/// per file served.
+auto resolve(const root_dir& root, std::string_view encoded, std::string_view request_path)
     -> lookup {
     lookup out;
     const auto decoded = percent_decode(encoded);
@@ -198,43 +227,34 @@ auto resolve(const std::string& root, std::string_view encoded, std::string_view
         if (seg.empty() || seg == "."sv) {
             continue;
         }
-        rel.append("/").append(seg);
+        if (!rel.empty()) {
+            rel.push_back('/');
+        }
+        rel.append(seg);
     }
     const bool trailing_slash = decoded->empty() || decoded->back() == '/';
 
-    const std::string joined = root == "/" ? (rel.empty() ? root : rel) : root + rel;
-    char real[PATH_MAX];
-    if (::realpath(joined.c_str(), real) == nullptr) {
+    const int fd = open_beneath(root.fd, rel.empty() ? "." : rel.c_str());
+    if (fd < 0) {
         out.status = status_of_errno(errno);
-        return out;
-    }
-    const std::string_view resolved = real;
-    const bool inside = resolved == root || root == "/" ||
-                        (resolved.size() > root.size() && resolved.starts_with(root) &&
-                         resolved[root.size()] == '/');
-    if (!inside) {
-        out.status = 403;
         return out;
     }
     struct stat st {};
-    if (::stat(real, &st) != 0) {
+    if (::fstat(fd, &st) != 0) {
         out.status = status_of_errno(errno);
+        ::close(fd);
         return out;
     }
     if (S_ISDIR(st.st_mode)) {
         if (!trailing_slash) {
+            ::close(fd);
             out.status = 301;
             out.location = std::string(request_path) + "/";
             return out;
         }
-        const int dirfd = ::open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dirfd < 0) {
-            out.status = status_of_errno(errno);
-            return out;
-        }
         // O_NOFOLLOW: an index.html that is a symlink is not served (it could lead anywhere).
-        const bool ok = open_regular(dirfd, "index.html", out);
-        ::close(dirfd);
+        const bool ok = open_regular(fd, "index.html", out);
+        ::close(fd);
         if (!ok) {
             out.status = out.status == 404 ? 403 : out.status;  // no index: no listing either
             return out;
@@ -242,20 +262,52 @@ auto resolve(const std::string& root, std::string_view encoded, std::string_view
         out.type = std::string(content_type_of("index.html"));
         return out;
     }
-    if (trailing_slash) {
-        out.status = 404;  // "/a.txt/": a file is not a directory
+    if (!S_ISREG(st.st_mode) || trailing_slash) {
+        ::close(fd);
+        out.status = trailing_slash ? 404 : 403;  // "/a.txt/": a file is not a directory
         return out;
     }
-    if (!open_regular(AT_FDCWD, real, out)) {
-        return out;
-    }
-    out.type = std::string(content_type_of(resolved));
+    out.fd = fd;
+    out.size = static_cast<std::uint64_t>(st.st_size);
+    out.type = std::string(content_type_of(rel));
     return out;
 }
 
-auto make_handler(std::string root) -> http::handler {
+/// Files up to this size are read and sent with their head in one write (one TCP segment
+/// here) instead of a write for the head and a sendfile for the body: two segments, and the
+/// per-segment cost of loopback TCP is more than copying 16 KiB (server CPU per 4 KiB request:
+/// see the http-static suite of tools/weft-bench).
+constexpr std::uint64_t small_file_max = 16 * 1024;
+
+/// The first `size` bytes of `fd`; nullopt when it is shorter or cannot be read.
+auto read_whole(int fd, std::uint64_t size) -> std::optional<std::string> {
+    std::string out(size, '\0');
+    std::uint64_t got = 0;
+    while (got < size) {
+        const ssize_t n = ::pread(fd, out.data() + got, size - got, static_cast<off_t>(got));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            return std::nullopt;
+        }
+        got += static_cast<std::uint64_t>(n);
+    }
+    return out;
+}
+
+auto make_handler(const std::string& root_path) -> http::handler {
+    auto root = std::make_shared<const root_dir>(root_path);
     return [root = std::move(root)](http::request& req) -> weft::task<http::response> {
-        lookup l = resolve(root, req.param("path"), req.path());
+        lookup l = resolve(*root, req.param("path"), req.path());
+        if (l.status == 200 && l.size <= small_file_max) {
+            auto body = read_whole(l.fd, l.size);
+            ::close(l.fd);
+            if (body) {
+                co_return http::response::text(std::move(*body), 200, l.type);
+            }
+            co_return http::response::text("Internal Server Error\n", 500);
+        }
         if (l.status == 200) {
             co_return http::response::file(l.fd, 0, l.size, l.type);
         }

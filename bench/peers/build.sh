@@ -2,7 +2,8 @@
 # Builds the peer programs that weft-bench compares weft against:
 #   $OUT/go-coflux     $OUT/go-echo     $OUT/go-sake     Go         (bench/peers/go;
 #                      $OUT/go-echoclient: the echo rows' load client from outside weft;
-#                      $OUT/go-httphello: net/http with the routes of examples/hello_http)
+#                      $OUT/go-httphello: net/http with the routes of examples/hello_http;
+#                      $OUT/go-fileserver: net/http's http.FileServer, for http-static)
 #   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio;
 #                      $OUT/tokio-hyper: hyper 1.x's HTTP/1 server)
 #                      $OUT/minihttp    Rust/may_minihttp (bench/peers/minihttp; the pipelining ceiling)
@@ -10,7 +11,11 @@
 #                      $OUT/asio-echo   C++/Asio   (bench/peers/asio; --per-core: a context per thread;
 #                      $OUT/asio-http: minimal HTTP/1.1 framing over the same server)
 #                      $OUT/beast-http  C++/Boost.Beast (bench/peers/beast)
-#                      $OUT/nginx-hello Debian's nginx with nginx/nginx.conf (bench/peers/nginx/run.sh)
+#                      $OUT/nginx-hello Debian's nginx with nginx/nginx.conf (bench/peers/nginx/run.sh;
+#                                       -r ROOT: nginx/static.conf, files served with sendfile)
+#   $OUT/cnats-pub  $OUT/rdkafka-pub  C, the raw NATS and Kafka clients (bench/peers/cnats, rdkafka;
+#                      libnats-dev, librdkafka-dev) for the eventbus suite
+#   $OUT/go-bus     Go (bench/peers/go/bus, a module of its own: nats.go, franz-go, Watermill)
 #   $OUT/BUILD-FLAGS.json: each peer's toolchain and flags (shown in the report)
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
@@ -46,7 +51,7 @@ publish() { # src dst
 
 # --- Go -----------------------------------------------------------------------------------------
 if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
-    for prog in coflux echo echoclient sake httphello; do
+    for prog in coflux echo echoclient sake httphello fileserver; do
         say "building go-$prog"
         # GOTOOLCHAIN=local: build with the installed Go, never download another toolchain.
         if (cd "$here/go" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-$prog" "./cmd/$prog"); then
@@ -56,7 +61,7 @@ if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
         fi
     done
 else
-    skip "go-coflux go-echo go-echoclient go-sake go-httphello" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
+    skip "go-coflux go-echo go-echoclient go-sake go-httphello go-fileserver" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
 fi
 
 # --- tokio --------------------------------------------------------------------------------------
@@ -154,7 +159,8 @@ cmake_peer beast beast-http Boost_DIR \
 # --- nginx (Debian's package; nothing to compile: the launcher and its config are installed) ---
 if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
     if publish "$here/nginx/run.sh" "$out/nginx-hello" &&
-       publish "$here/nginx/nginx.conf" "$out/nginx-hello.conf"; then
+       publish "$here/nginx/nginx.conf" "$out/nginx-hello.conf" &&
+       publish "$here/nginx/static.conf" "$out/nginx-static.conf"; then
         say "installed $out/nginx-hello"
     else
         say "FAILED nginx-hello"; failed+=(nginx-hello)
@@ -163,14 +169,55 @@ else
     skip nginx-hello "'nginx' not found (apt-get install nginx-light, or bash scripts/setup.sh)"
 fi
 
+# --- eventbus: the raw C clients (cnats, librdkafka) and the Go seed shape ----------------------
+# C built -O2 with the system's cc against Debian's libnats-dev and librdkafka-dev, found by
+# pkg-config, the same libraries weft::bus_nats and weft::bus_kafka link.
+peer_cc=${PEER_CC:-cc}
+c_peer() { # prog source pkg-config-name missing-msg
+    local prog=$1 src=$2 pc=$3 msg=$4 flags
+    if ! command -v "$peer_cc" >/dev/null 2>&1; then
+        skip "$prog" "C compiler '$peer_cc' not found (apt-get install gcc, or set PEER_CC)"; return
+    fi
+    if ! flags=$(pkg-config --cflags --libs "$pc" 2>/dev/null); then
+        skip "$prog" "$msg"; return
+    fi
+    say "building $prog"
+    # shellcheck disable=SC2086 # pkg-config's flags are words
+    if "$peer_cc" -O2 -o "$out/$prog.tmp.$$" "$here/$src" $flags -lpthread &&
+       mv -f "$out/$prog.tmp.$$" "$out/$prog"; then
+        say "built $out/$prog"
+    else
+        say "FAILED $prog"; failed+=("$prog")
+    fi
+}
+c_peer cnats-pub cnats/cnats_pub.c libnats "cnats not found (apt-get install libnats-dev)"
+c_peer rdkafka-pub rdkafka/rdkafka_pub.c rdkafka "librdkafka not found (apt-get install librdkafka-dev)"
+if [ -n "${go:-}" ]; then
+    say "building go-bus"
+    # A module of its own (go.mod and go.sum in bench/peers/go/bus): its dependencies, fetched
+    # from the module proxy on first build, stay out of the other Go peers' module.
+    if (cd "$here/go/bus" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-bus" ./cmd/bus); then
+        say "built $out/go-bus"
+    else
+        say "FAILED go-bus"; failed+=(go-bus)
+    fi
+else
+    skip go-bus "'go' not found (need Go >= 1.26 for this module: https://go.dev/dl/)"
+fi
+
 # What each peer was built with, for the report (weft-bench reads $out/BUILD-FLAGS.json).
 cxx_version=$("$peer_cxx" --version 2>/dev/null | head -1)
 go_version=$( [ -n "${go:-}" ] && "$go" version 2>/dev/null)
 rustc_version=$(command -v rustc >/dev/null 2>&1 && rustc --version 2>/dev/null)
 nginx_version=$( (nginx -v || /usr/sbin/nginx -v) 2>&1 | head -1)
-python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" "$nginx_version" <<'PY'
+cc_version=$("$peer_cc" --version 2>/dev/null | head -1)
+nats_c_version=$(pkg-config --modversion libnats 2>/dev/null)
+rdkafka_version=$(pkg-config --modversion rdkafka 2>/dev/null)
+go_bus_modules=$(sed -n 's/^\t\(github.com[^ ]*\) \(v[^ ]*\)$/\1 \2/p' "$here/go/bus/go.mod" | paste -sd, -)
+python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" "$nginx_version" \
+    "$cc_version" "$nats_c_version" "$rdkafka_version" "$go_bus_modules" <<'PY'
 import json, sys
-path, cxx, go, rustc, nginx = sys.argv[1:6]
+path, cxx, go, rustc, nginx, cc, natsc, rdkafka, gobus = sys.argv[1:10]
 json.dump({
     "weft": "scripts/bench.sh: clang++-16, CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG)",
     "asio, beast, tbb (C++)": f"{cxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
@@ -179,7 +226,11 @@ json.dump({
     "tokio, hyper, minihttp (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3, "
                            "thin LTO, codegen-units 1)",
     "nginx": f"{nginx or 'not found'} (Debian's nginx-light); bench/peers/nginx/nginx.conf: "
-             "access log off, keepalive_requests 1000000, reuseport",
+             "access log off, keepalive_requests 1000000, reuseport; static.conf (http-static): "
+             "sendfile on, tcp_nopush on, open_file_cache off",
+    "cnats-pub, rdkafka-pub (C)": f"{cc or 'not found'} -O2; cnats {natsc or 'not found'}, "
+                                  f"librdkafka {rdkafka or 'not found'} (Debian's, as weft links)",
+    "go-bus": f"{go or 'not found'}; go build -trimpath; {gobus or 'modules unknown'}",
 }, open(path, "w"), indent=1)
 PY
 

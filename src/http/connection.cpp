@@ -173,9 +173,17 @@ auto connection::fill() -> task<result<void>> {
     if (!got) {
         co_return got.error();
     }
+    receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed);
+    if (counts != nullptr) {
+        counts->receives.fetch_add(1, std::memory_order_relaxed);
+        counts->bytes.fetch_add(got->size(), std::memory_order_relaxed);
+    }
     if (!in_carry_ && block_.empty()) {
         block_ = std::move(*got);  // the usual case: the request is served from this block
         co_return result<void>{};
+    }
+    if (counts != nullptr) {
+        counts->carried.fetch_add(1, std::memory_order_relaxed);
     }
     if (!in_carry_) {
         carry_.assign(storage().substr(mark_));
@@ -199,6 +207,9 @@ auto connection::fill() -> task<result<void>> {
     carry_.append(reinterpret_cast<const char*>(got->data()), got->size());
     if (head_end_ > mark_) {
         parser_.head().rebase(carry_.data() + mark_);  // the head's views follow the bytes
+        if (counts != nullptr) {
+            counts->rebased.fetch_add(1, std::memory_order_relaxed);
+        }
     }
     co_return result<void>{};
 }

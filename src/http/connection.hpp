@@ -26,6 +26,22 @@
 
 namespace weft::http::detail {
 
+/// Test hook: what connections take into their request buffers, counted for tests that must
+/// know where the server's receives begin and end (tests/http/paced_sender.hpp sends each piece
+/// of a stream only once the server has taken the previous one, so every piece is a receive of
+/// its own). Null outside those tests: a connection then pays one relaxed load of the pointer
+/// per receive. Set it before a server starts and clear it after the server has ended.
+///
+/// Relaxed throughout: a count only says that fill() got past the receive that it counts, and
+/// a reader acts on the count alone (it publishes no other data).
+struct receive_counts {
+    std::atomic<std::uint64_t> receives{0};  ///< receives fill() took
+    std::atomic<std::uint64_t> bytes{0};     ///< the bytes of those receives
+    std::atomic<std::uint64_t> carried{0};   ///< of those, appended to carry_ (spanning requests)
+    std::atomic<std::uint64_t> rebased{0};   ///< a parsed head's views moved with its bytes
+};
+inline std::atomic<receive_counts*> receive_counts_for_test{nullptr};
+
 /// The Date field's value for now, rendered at most once a second per thread.
 [[nodiscard]] auto http_date() noexcept -> std::string_view;
 

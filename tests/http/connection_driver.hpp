@@ -1,10 +1,11 @@
 #pragma once
 
-// Drives request_parser and body_decoder over a byte stream the way a server does: bytes
-// arrive in pieces, are appended to one buffer (which may move as it grows), every complete
-// request and its body are taken out in order (pipelining), and consumed bytes are dropped
-// from the front (the buffer is compacted). What it saw is recorded by value, so two runs over
-// the same bytes cut differently can be compared. Shared by the tests and the fuzz targets.
+// Drives request_parser and body_decoder alone over a byte stream cut into pieces: the pieces
+// are appended to one buffer (which may move as it grows), every complete request and its body
+// are taken out in order (pipelining), and consumed bytes are dropped from the front. What it
+// saw is recorded by value, so two runs over the same bytes cut differently can be compared:
+// the parser's incremental contract, for the parser's tests. It is not the server's buffer
+// code; test_connection_splits.cpp and fuzz_server_splits.cpp drive that one itself.
 
 #include <algorithm>
 #include <cstddef>

@@ -2,26 +2,34 @@
 # Starts nginx (Debian's nginx-light) as weft-bench's nginx peer: nginx.conf beside this script
 # with __PORT__ replaced, in a private prefix (a temporary directory, removed when nginx exits),
 # in the foreground (daemon off), WORKERS worker processes. bench/peers/build.sh installs it as
-# $OUT/nginx-hello with the config as $OUT/nginx-hello.conf.
-#   nginx-hello [-p PORT] [-t WORKERS]     (defaults: 8080, number of CPUs)
+# $OUT/nginx-hello with the config as $OUT/nginx-hello.conf, and static.conf as
+# $OUT/nginx-static.conf: with -r ROOT it serves the directory ROOT as files (sendfile on) instead
+# of the hello routes (weft-bench's http-static suite).
+#   nginx-hello [-p PORT] [-t WORKERS] [-r ROOT]    (defaults: 8080, number of CPUs, no root)
 # Prints "listening on 127.0.0.1:PORT" once nginx accepts; exits when nginx does (SIGTERM to the
 # process group stops nginx at once, as the harness does).
 set -uo pipefail
-port=8080 workers=$(nproc)
+port=8080 workers=$(nproc) root=""
 while [ $# -gt 0 ]; do
     case "$1" in
         -p) port=$2; shift 2 ;;
         -t) workers=$2; shift 2 ;;
+        -r) root=$(cd "$2" && pwd) || exit 2; shift 2 ;;
         *) echo "nginx-hello: unknown option $1" >&2; exit 2 ;;
     esac
 done
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-conf=$here/nginx-hello.conf
-[ -f "$conf" ] || conf=$here/nginx.conf  # run from the source tree
+if [ -n "$root" ]; then
+    conf=$here/nginx-static.conf
+    [ -f "$conf" ] || conf=$here/static.conf  # run from the source tree
+else
+    conf=$here/nginx-hello.conf
+    [ -f "$conf" ] || conf=$here/nginx.conf
+fi
 nginx=$(command -v nginx || echo /usr/sbin/nginx)
 prefix=$(mktemp -d "${TMPDIR:-/tmp}/weft-nginx.XXXXXX") || exit 1
 mkdir -p "$prefix/logs"
-sed "s/__PORT__/$port/" "$conf" >"$prefix/nginx.conf"
+sed -e "s/__PORT__/$port/" -e "s|__ROOT__|$root|" "$conf" >"$prefix/nginx.conf"
 "$nginx" -p "$prefix" -c "$prefix/nginx.conf" -g "worker_processes $workers; pid $prefix/nginx.pid;" &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid; rm -rf "$prefix"; exit 0' TERM INT

@@ -5,6 +5,11 @@ from weftbench.suite import HIGHER, Metric, Ratio, Scenario, Suite, Target
 
 ROWS = ("requests_per_s", "p99_ms", "server_cpu_ns_per_op", "errors")
 PARAMS = {"t": 2, "c": 256, "d": 5, "depth": 16}
+# The same load with the server's processes under strace -c: counts only (strace slows the
+# server down). weft on io_uring sends without write calls: its row is the epoll backend's.
+WRITES = ("responses_per_write", "writes", "io_uring_enters")
+AT_LEAST_8 = {"responses_per_write": Target(at_least=8)}
+EPOLL = next(v for tag, v in WEFT_VARIANTS if tag["weft"] == "epoll")
 
 SUITE = Suite(
     name="http-pipeline",
@@ -12,9 +17,14 @@ SUITE = Suite(
     seed_file=None,
     notes="No seed has this table; it is the shape of TechEmpower's plaintext test (wrk with a "
           "pipelining script, depth 16). wrk -t2 -c256 -d5s (quick -d1s); requests_per_s "
-          "counts responses. " + SERVERS_NOTE + " Responses per write are not reported: "
-          "examples/hello_http does not print its server's stats (stats().writes), and no "
-          "peer counts its writes. minihttp (may_minihttp on 2 may workers, built for "
+          "counts responses. " + SERVERS_NOTE + " Responses per write (rows writes=1): the "
+          "same load, 1 s, with every process holding the server's listening socket traced "
+          "by `strace -c -f` (write, writev, send, sendto, sendmsg, sendmmsg, sendfile and "
+          "io_uring_enter calls counted); responses_per_write = responses wrk received / "
+          "write calls. These runs count calls: strace slows the server, so they give no "
+          "speed figure. weft on io_uring sends with io_uring (no write call: its row shows "
+          "io_uring_enters only); its responses per write are the epoll backend's "
+          "(weft=epoll), which runs the same connection code. minihttp (may_minihttp on 2 may workers, built for "
           "TechEmpower's plaintext test) is the pipelining ceiling; the issue's target: weft "
           ">= nginx and >= 0.8x minihttp in requests/s. A run whose responses had any error "
           "is left out of the medians.",
@@ -26,6 +36,9 @@ SUITE = Suite(
         "server_cpu_ns_per_op": Metric("ns"),
         "errors": Metric("count"),
         "server_rss_kib": Metric("KiB"),
+        "responses_per_write": Metric("responses", HIGHER),
+        "writes": Metric("calls"),
+        "io_uring_enters": Metric("calls"),
     },
     scenarios=(
         Scenario("wrk", PARAMS, ROWS, quick={"d": 1},
@@ -34,8 +47,11 @@ SUITE = Suite(
                           "errors": Target(at_most=0)}),
         *(Scenario("wrk", {**PARAMS, **tag}, ROWS, quick={"d": 1}, only=("weft",), **variant)
           for tag, variant in WEFT_VARIANTS if tag["weft"] == "per-core"),
+        Scenario("wrk", {**PARAMS, "d": 1, "writes": 1}, WRITES),
+        Scenario("wrk", {**PARAMS, "d": 1, "writes": 1, "weft": "epoll"}, WRITES,
+                 only=("weft",), targets=AT_LEAST_8, **EPOLL),
     ),
     rounds={"quick": 3, "full": 5},
-    unplotted=("ops", "errors"),
+    unplotted=("ops", "errors", "writes", "io_uring_enters"),
     timeout=120.0,
 )

@@ -102,5 +102,30 @@ class AbTest(unittest.TestCase):
         self.assertEqual(http_load.parse_ab(out)["errors"], {"failed": 4, "non2xx": 9})
 
 
+STRACE = """% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ------------------
+ 31.40    0.134703           5     23574     23574 readlink
+ 15.95    0.068436           8      7852         1 sendfile
+  9.38    0.040254          12      3353           io_uring_enter
+  0.00    0.000004           4         1           write
+------ ----------- ----------- --------- --------- ------------------
+100.00    0.243397           6     34780     23575 total
+"""
+
+
+class WriteCountTest(unittest.TestCase):
+    def test_strace_summary_counts_calls_with_and_without_errors(self):
+        calls = http_load.strace_calls(STRACE)
+        self.assertEqual(calls, {"readlink": 23574, "sendfile": 7852, "io_uring_enter": 3353,
+                                 "write": 1})
+
+    def test_static_file_body_is_the_byte_pattern(self):
+        body = http_load.expected_body(600)
+        self.assertEqual(len(body), 600)
+        self.assertEqual(body[255], 255)
+        self.assertEqual(body[256], 0)
+        self.assertEqual(http_load.expected_body(None), b"Hello, World!")
+
+
 if __name__ == "__main__":
     unittest.main()

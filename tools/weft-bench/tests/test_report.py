@@ -49,6 +49,19 @@ class ReportTest(unittest.TestCase):
         if plots:  # matplotlib present
             self.assertIn('<img src="demo-spawn-ns_per_task.png"', page)
 
+    def test_summary_opens_the_page_with_the_headline_rows(self):
+        with tempfile.TemporaryDirectory() as d:
+            page = report.write_report(Path(d), [SUITE], {"demo": RESULT}).read_text()
+        summary = page[page.index('id="summary"'):page.index("<h3>Machine</h3>")]
+        self.assertLess(page.index('id="summary"'), page.index('id="demo"'))
+        self.assertIn('<a href="#demo">demo</a>', summary)
+        self.assertIn("Targets met: 1 of 1", summary)
+        self.assertIn("513", summary)  # the seed's figure
+        self.assertIn("<b>50</b>", summary)  # weft's median
+        self.assertIn("250<br><small>go</small>", summary)  # the best peer, named
+        self.assertIn("0.2×", summary)
+        self.assertIn('<div class="scroll"><table>', page)  # wide tables scroll
+
     def test_invalid_runs_not_built_rows_and_the_seeds_other_figures(self):
         seed = {**measured("seed", 513), "runs": 0, "min": None, "max": None,
                 "seed_note": "ZCO", "seed_also": {"seed's go": 39359}}

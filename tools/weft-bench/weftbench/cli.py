@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     args.out.mkdir(parents=True, exist_ok=True)
+    raise_fd_limit()
     progress = runner.Progress(total=sum(runner.planned_runs(s, settings) for s in chosen))
     try:
         run_suites(chosen, settings, progress, args.out)
@@ -67,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     index = report.write_report(args.out, suites, load_results(suites, args.out))
     print(f"report: {index}")
     return 0
+
+
+def raise_fd_limit() -> None:
+    """Soft RLIMIT_NOFILE up to the hard limit: the servers inherit it, and http-idle holds
+    10,000 connections in every one of them (Go raises its own limit, the others do not)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def run_suites(chosen, settings: runner.Settings, progress: runner.Progress, out: Path) -> None:

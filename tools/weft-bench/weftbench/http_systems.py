@@ -1,16 +1,37 @@
-"""The HTTP servers the HTTP suites compare (zco-http, http-pipeline, sake-http): weft's
-examples/hello_http and the peers of bench/peers, each on 2 threads/workers, all loaded by
-clients/http-load (ab or wrk; it checks the responses and marks a run with errors invalid)."""
+"""The HTTP servers the HTTP suites compare (zco-http, http-pipeline, sake-http, http-idle,
+http-static): weft's examples/hello_http (examples/file_server for http-static) and the peers of
+bench/peers, each on 2 threads/workers, loaded by clients/http-load (ab or wrk; it checks the
+responses and marks a run with errors invalid) or clients/http-idle (idle connections)."""
 from __future__ import annotations
 
+import dataclasses
+import tempfile
 from pathlib import Path
 
 from .suite import Server, System
 
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
-CLIENT = str(Path(__file__).resolve().parent.parent / "clients" / "http-load")
+CLIENTS = Path(__file__).resolve().parent.parent / "clients"
+CLIENT = str(CLIENTS / "http-load")
+IDLE_CLIENT = str(CLIENTS / "http-idle")
 HELLO_HTTP = "{bin}/../examples/hello_http"
+FILE_SERVER = "{bin}/../examples/file_server"
 WEFT_BUILD = "cmake --build build/release --target hello_http"
+
+# The files http-static serves: NAME -> size, byte i of each being i % 256 (http-load checks
+# the body). Every server of the suite serves this directory.
+STATIC_FILES = {"4k.bin": 4096, "1m.bin": 1 << 20}
+STATIC_ROOT = Path(tempfile.gettempdir()) / "weft-bench-static"
+
+
+def static_root() -> str:
+    """STATIC_ROOT with STATIC_FILES in it (written when missing or of the wrong size)."""
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+    for name, size in STATIC_FILES.items():
+        path = STATIC_ROOT / name
+        if not path.exists() or path.stat().st_size != size:
+            path.write_bytes((bytes(range(256)) * (size // 256 + 1))[:size])
+    return str(STATIC_ROOT)
 
 SERVERS_NOTE = ("Servers: 2 threads/workers each (weft: hello_http --workers 2, io_uring, work "
                 "stealing; go: net/http, GOMAXPROCS 2; nginx: Debian's nginx-light, 2 worker "
@@ -20,8 +41,14 @@ SERVERS_NOTE = ("Servers: 2 threads/workers each (weft: hello_http --workers 2, 
                 "io_context run by 2 threads, a 30 s timeout per read and write).")
 
 
-def http_system(name: str, command: tuple[str, ...], build: str = PEER_BUILD) -> System:
-    return System(name, CLIENT, extra=("port={port}",), server=Server(command), build=build)
+def http_system(name: str, command: tuple[str, ...], build: str = PEER_BUILD,
+                client: str = CLIENT) -> System:
+    return System(name, client, extra=("port={port}",), server=Server(command), build=build)
+
+
+def with_client(system: System, client: str) -> System:
+    """The same server loaded by another client (e.g. clients/http-idle)."""
+    return dataclasses.replace(system, program=client)
 
 
 WEFT = http_system("weft", (HELLO_HTTP, "--port", "{port}", "--workers", "2"), WEFT_BUILD)

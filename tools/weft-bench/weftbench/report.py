@@ -20,8 +20,11 @@ marked ⚠ noisy. weft / best peer compares medians; whether lower or higher is 
 per metric. Seed figures are the ones printed in the seed report, measured on other hardware:
 they place the order of magnitude, the peers measured here are the real comparison."""
 
+# Fonts: the seed notes are Chinese; Noto Sans CJK (Debian's fonts-noto-cjk, installed by
+# scripts/setup.sh) renders them where the system font has no CJK glyphs.
 CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222;padding:0 1em}
+body{font:14px/1.4 system-ui,"Noto Sans CJK SC","Noto Sans CJK JP",sans-serif;margin:2em auto;
+max-width:1200px;color:#222;padding:0 1em}.scroll{overflow-x:auto;max-width:100%}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;
 vertical-align:top}th{background:#f3f3f3}td.num{text-align:right;white-space:nowrap}
 small{color:#666}.yes{color:#070;font-weight:bold}.no{color:#b00;font-weight:bold}
@@ -146,7 +149,8 @@ def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
     parts = section_header(suite, result)
     verdicts, table_at = [], len(parts)
     head = "".join(f"<th>{esc(p)}</th>" for p in peers)
-    parts.append("<table><tr><th>scenario</th><th>params</th><th>metric</th><th>seed</th>"
+    parts.append('<div class="scroll"><table><tr><th>scenario</th><th>params</th><th>metric</th>'
+                 "<th>seed</th>"
                  f"<th>weft</th>{head}<th>weft / best peer</th><th>target</th><th>met</th></tr>")
     for key in table_keys(suite, result):
         metric = suite.metric(key[2])
@@ -165,7 +169,7 @@ def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
         else:
             cells.append("<td><small>report only</small></td><td></td>")
         parts.append("<tr>" + "".join(cells) + "</tr>")
-    parts.append("</table>")
+    parts.append("</table></div>")
     if verdicts:
         parts.insert(table_at, f"<p><b>Targets: weft meets {verdicts.count(True)} of "
                      f"{len(verdicts)}</b> ({verdicts.count(False)} missed, "
@@ -207,6 +211,25 @@ def ratio_cell(weft: dict | None, peer_figs: dict, direction: str) -> str:
     return f'<td class="num {cls}">{r:.3g}×<br><small>vs {esc(best[0])}</small></td>'
 
 
+def use_cjk_fallback(matplotlib) -> None:
+    """Plots fall back to Noto Sans CJK for glyphs DejaVu Sans lacks (the seed's Chinese),
+    when it is installed (matplotlib >= 3.6 falls back along font.family)."""
+    from matplotlib import font_manager
+
+    def cjk_names() -> list[str]:
+        return sorted({f.name for f in font_manager.fontManager.ttflist
+                       if f.name.startswith("Noto Sans CJK")})
+
+    cjk = cjk_names()
+    if not cjk:  # installed after matplotlib cached its font list: add the file itself
+        for path in font_manager.findSystemFonts():
+            if Path(path).name.startswith("NotoSansCJK-Regular"):
+                font_manager.fontManager.addfont(path)
+        cjk = cjk_names()
+    cjk.sort(key=lambda name: not name.endswith(" SC"))  # Simplified Chinese glyphs first
+    matplotlib.rcParams["font.family"] = ["DejaVu Sans", *cjk[:1], "sans-serif"]
+
+
 def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
     """One grouped bar chart per (scenario, metric): groups = params, bars = systems,
     whiskers = min-max, dashed line = weft's target."""
@@ -216,6 +239,7 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
         import matplotlib.pyplot as plt
     except ImportError:
         return []
+    use_cjk_fallback(matplotlib)
     systems = ["seed"] + [s.name for s in suite.systems]
     colors = {"seed": "#bbbbbb", SUBJECT: "#d62728"}
     palette = iter(["#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"])
@@ -284,6 +308,68 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
     return names
 
 
+def headline_keys(suite: Suite, result: dict) -> list[tuple]:
+    """A suite's headline rows: those with a target or a seed figure (not the error counts);
+    in a suite with neither, the first metric of every scenario that all systems run."""
+    targets = targets_by_key(suite, result["mode"])
+    seeded = {row_key(r) for r in result["rows"] if r["system"] == "seed"}
+    keys = [k for k in table_keys(suite, result)
+            if (k in targets or k in seeded) and k[2] != "errors"]
+    if keys:
+        return keys
+    return [(scn.name, stats.format_params(scn.params_for(result["mode"])), scn.metrics[0])
+            for scn in suite.scenarios
+            if result["mode"] in scn.modes and scn.only is None and scn.metrics]
+
+
+def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
+    """One table of every suite's headline rows: weft, the seed, the best peer, the ratio and
+    the target's verdict, each row linking to its suite's section."""
+    lines = ['<h2 id="summary">Summary</h2><p><small>Every suite\'s headline rows (those with a '
+             "target or a seed figure); the full tables follow, one section per suite. "
+             "Medians; the best peer in the metric's direction.</small></p>",
+             '<div class="scroll"><table><tr><th>suite</th><th>scenario</th><th>params</th>'
+             "<th>metric</th><th>seed</th><th>weft</th><th>best peer</th>"
+             "<th>weft / best peer</th><th>target</th><th>met</th></tr>"]
+    tally = {True: 0, False: 0, None: 0}
+    for suite in shown:
+        result = results[suite.name]
+        if result.get("error"):
+            lines.append(f'<tr><td><a href="#{esc(suite.name)}">{esc(suite.name)}</a></td>'
+                         f'<td colspan="9" class="no">not run: {esc(result["error"])}</td></tr>')
+            continue
+        rows = {(row_key(r), r["system"]): r for r in result["rows"]}
+        peers = [s.name for s in suite.systems if s.name != SUBJECT]
+        targets = targets_by_key(suite, result["mode"])
+        for key in headline_keys(suite, result):
+            metric = suite.metric(key[2])
+            weft = rows.get((key, SUBJECT))
+            peer_figs = {p: rows[key, p]["value"] for p in peers if (key, p) in rows}
+            best = stats.best_of(peer_figs, metric.better)
+            unit = (weft or {}).get("unit", metric.unit)
+            seed = rows.get((key, "seed"))
+            best_cell = (f'<td class="num">{stats.fmt(best[1])}<br><small>{esc(best[0])}'
+                         "</small></td>" if best else '<td class="num"><small>–</small></td>')
+            cells = [f'<td><a href="#{esc(suite.name)}">{esc(suite.name)}</a></td>',
+                     f"<td>{esc(key[0])}</td><td><code>{esc(key[1])}</code></td>",
+                     f"<td>{esc(key[2])}<br><small>{esc(unit)}</small></td>",
+                     f'<td class="num">{stats.fmt(seed["value"]) if seed else "–"}</td>',
+                     f'<td class="num"><b>{stats.fmt(weft["value"]) if weft else "–"}</b>'
+                     + (' <span class="warn">⚠</span>' if weft and weft.get("noisy") else "")
+                     + "</td>", best_cell, ratio_cell(weft, peer_figs, metric.better)]
+            if key in targets:
+                html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)
+                cells.append(html_)
+                tally[met] += 1
+            else:
+                cells.append("<td><small>report only</small></td><td></td>")
+            lines.append("<tr>" + "".join(cells) + "</tr>")
+    lines.append("</table></div>")
+    lines.insert(1, f"<p><b>Targets met: {tally[True]} of {sum(tally.values())}</b> "
+                    f"({tally[False]} missed, {tally[None]} not decidable).</p>")
+    return "\n".join(lines)
+
+
 def write_report(out_dir: Path, suites: list[Suite], results: dict[str, dict]) -> Path:
     """index.html over `results` (suite name -> result JSON) in suite order."""
     shown = [s for s in suites if s.name in results]
@@ -297,11 +383,13 @@ def write_report(out_dir: Path, suites: list[Suite], results: dict[str, dict]) -
     text = METHOD.format(threshold=method.get("noise_threshold_percent", 10),
                          retries=method.get("retries", 3))
     toc = " · ".join(f'<a href="#{esc(s.name)}">{esc(s.name)}</a>' for s in shown)
+    summary = summary_table(shown, results) if shown else ""
     body = "\n".join(suite_section(s, results[s.name], out_dir) for s in shown)
     page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>weft-bench report</title>
 <style>{CSS}</style></head><body>
 <h1>weft-bench report</h1>
+{summary}
 <p>Suites: {toc}</p>
 <h3>Machine</h3><dl class="facts">{machine}</dl>
 <h3>Builds</h3><dl class="facts">{builds}</dl>
