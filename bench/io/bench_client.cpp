@@ -5,7 +5,9 @@
 // were measured), epoll unless -b says otherwise. Prints a QPS and MB/s line per second, then
 // totals, errors and latency percentiles.
 // weft-bench mode: `bench_client echo c=100 s=256 d=5 port=N` prints the same, and the figures
-// as JSON lines on stdout (the weft-bench protocol; human lines go to stderr).
+// as JSON lines on stdout (the weft-bench protocol; human lines go to stderr). `diag=1` adds
+// where the slowest 1% of requests are (diag_* lines, see report_diag): how many connections
+// and how many distinct milliseconds of the run hold them, and requests per connection.
 
 #include <algorithm>
 #include <array>
