@@ -227,8 +227,13 @@ void report_diag(const totals& t, const options& o, Emit emit) {
     std::vector<std::uint32_t> slow_ms;  // the millisecond of the run each slow request ended in
     std::uint64_t slow = 0;
     std::uint64_t slow_older_half = 0;
+    std::uint64_t slow_first = 0;  // a connection's first request (its server task just started)
+    std::vector<bool> seen(static_cast<std::size_t>(o.connections), false);
     for (const sample& x : t.samples) {
+        const bool first = !seen[x.conn];
+        seen[x.conn] = true;
         if (x.latency_ns > p99) {
+            slow_first += first ? 1 : 0;
             ++slow;
             ++slow_per_conn[x.conn];
             slow_ms.push_back(x.end_us / 1000);
@@ -266,6 +271,8 @@ void report_diag(const totals& t, const options& o, Emit emit) {
     emit("diag_conns_with_slow", "count", conns_with_slow);
     emit("diag_slow_in_older_half", "fraction",
          slow == 0 ? 0.0 : static_cast<double>(slow_older_half) / static_cast<double>(slow));
+    emit("diag_slow_first_request", "fraction",
+         slow == 0 ? 0.0 : static_cast<double>(slow_first) / static_cast<double>(slow));
     emit("diag_slow_ms_distinct", "count", static_cast<double>(per_ms.size()));
     emit("diag_ms_holding_half_of_slow", "count", static_cast<double>(half_ms));
     emit("diag_run_ms", "count", static_cast<double>(o.seconds) * 1000.0);
