@@ -261,6 +261,8 @@ void report_diag(const totals& t, const options& o, Emit emit) {
     while (half_ms < per_ms.size() && 2 * acc < slow) {
         acc += per_ms[half_ms++];
     }
+    const auto busiest =
+        std::max_element(t.per_conn.begin(), t.per_conn.end()) - t.per_conn.begin();
     std::vector<std::uint64_t> pc = t.per_conn;
     std::sort(pc.begin(), pc.end());
     const auto at = [&](double q) {
@@ -280,6 +282,7 @@ void report_diag(const totals& t, const options& o, Emit emit) {
     emit("diag_req_per_conn_p10", "count", at(0.1));
     emit("diag_req_per_conn_p50", "count", at(0.5));
     emit("diag_req_per_conn_max", "count", at(1.0));
+    emit("diag_busiest_conn", "index", static_cast<double>(busiest));
 }
 
 }  // namespace
