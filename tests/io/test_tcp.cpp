@@ -691,8 +691,9 @@ TEST_P(tcp, listener_outlives_its_runtime_and_serves_in_the_next) {
             // arming), or the backlog's (epoll).
             co_await serve_one();
             // (On io_uring in later rounds: arms this ring's multishot accept, which finds the
-            // connection in the backlog. Not forked beside the connect with when_all: under TSan
-            // drew a TSan race report on epoll, on when_all's own frame; not understood yet.)
+            // connection in the backlog. Sequential rather than when_all(accept, connect): in a
+            // Debug TSan build that drew the race clang 16 -O0 reports in when_all's run_members,
+            // see WEFT_PUBLISHES_HANDLE in worker_base.hpp.)
             co_await connect_next();
             co_await serve_one();
             // Left for the next runtime: on io_uring, once this runtime's armed accept took it
