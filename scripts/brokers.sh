@@ -1,13 +1,25 @@
 #!/usr/bin/env bash
 # Starts, stops and reports the message brokers weft::bus's integration tests run against.
-# Usage: scripts/brokers.sh start|stop|status [nats|kafka|postgres|all]      (default: all)
+# Usage: scripts/brokers.sh start|stop|status [nats|kafka|postgres|nats-cluster|all] (default: all)
+#        scripts/brokers.sh kill nats            SIGKILL the server (a crash); `start` restarts it
+#        scripts/brokers.sh kill nats-cluster N  SIGKILL node N (0, 1, 2); `start` restarts it
 #
 # nats: nats-server (pinned below) installed by `go install` into .cache/bin (idempotent), run
 #   with JetStream on 127.0.0.1:$WEFT_NATS_PORT (default 14222), its store in
-#   $WEFT_BROKERS_DIR/nats/store (default .cache/brokers), log and PID file beside it, memory
+#   $WEFT_BROKERS_DIR/nats-<port>/store (default .cache/brokers), log and PID file beside it, memory
 #   bounded by GOMEMLIMIT and the JetStream limits below. `start` returns once the server
 #   accepts connections and its JetStream answers (its /healthz on the monitoring port).
-#   Stopped by its PID, never by name.
+#   File storage is synced on every write (`sync_interval: always`; WEFT_NATS_SYNC sets another
+#   interval, e.g. 2m, the server's default). A restart keeps the store directory: what the
+#   server stored on file survives `kill nats` and `start nats` (WEFT_NATS_FRESH=1: `start`
+#   empties the store first). Stopped by its PID, never by name.
+# nats-cluster: three nats-server processes forming one cluster ("weft") with JetStream, for R3
+#   streams: node i (0..2) listens for clients on 127.0.0.1:$WEFT_NATS_CLUSTER_PORT+i (default
+#   14250), for routes on +3+i, for monitoring on +6+i; each has its own configuration, store,
+#   log and PID file in $WEFT_BROKERS_DIR/nats-cluster-<port>/node<i>, sync on every write as
+#   above. `start` starts the nodes that are not running (all three at first, or the one a
+#   `kill` took down, with its store; WEFT_NATS_FRESH=1 empties the stores of nodes not
+#   running) and returns once every node's /healthz answers ok.
 # kafka: a single-node KRaft broker (no ZooKeeper) from Maven Central: the jars
 #   scripts/kafka/pom.xml names (Kafka 4.1) and their runtime dependencies are fetched once by
 #   `mvn dependency:copy-dependencies` into .cache/kafka/lib, storage is formatted by
@@ -72,13 +84,29 @@ nats_install() {
         die "nats: go install of nats-server $nats_version failed"
 }
 
-nats_healthy() {
+nats_healthy() {  # http port [query] -> 0 once that server's /healthz answers ok
     # JetStream enabled and ready; curl when present, else bash's /dev/tcp for the port only.
     if command -v curl >/dev/null; then
-        curl -fs "http://127.0.0.1:$nats_http_port/healthz?js-enabled-only=true" >/dev/null 2>&1
+        curl -fs "http://127.0.0.1:$1/healthz${2:-}" >/dev/null 2>&1
     else
-        (exec 3<>"/dev/tcp/127.0.0.1/$nats_port") 2>/dev/null
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
     fi
+}
+
+# The jetstream block every server gets. Bounded: JetStream's memory and file storage by its
+# limits (settable only in a configuration file; the flags after -c override the rest of it).
+nats_jetstream_conf() {  # store dir
+    printf 'jetstream {\n    store_dir: "%s"\n    max_memory_store: 256MB\n    max_file_store: 2GB\n    sync_interval: %s\n}\n' \
+        "$1" "${WEFT_NATS_SYNC:-always}"
+}
+
+nats_launch() {  # conf pid log -> the launched PID in $launched; the server runs detached
+    rm -f "$2"
+    [ -f "$3" ] && mv -f "$3" "$3.prev"  # the tail on failure: this run's
+    # The Go heap is bounded by GOMEMLIMIT.
+    GOMEMLIMIT=${WEFT_NATS_MEMLIMIT:-512MiB} setsid "$bin_dir/nats-server" -c "$1" \
+        -P "$2" -l "$3" </dev/null >/dev/null 2>&1 &
+    launched=$!
 }
 
 nats_start() {
@@ -87,25 +115,22 @@ nats_start() {
         return 0
     fi
     nats_install
+    if [ "${WEFT_NATS_FRESH:-0}" = 1 ]; then
+        rm -rf "$nats_dir/store"
+    fi
     mkdir -p "$nats_dir/store"
-    rm -f "$nats_pid"
-    [ -f "$nats_log" ] && mv -f "$nats_log" "$nats_log.prev"  # the tail on failure: this run's
-    # Bounded: the Go heap by GOMEMLIMIT, JetStream's memory and file storage by its limits
-    # (settable only in a configuration file; the flags after -c override the rest of it).
-    printf 'jetstream {\n    max_memory_store: 256MB\n    max_file_store: 2GB\n}\n' \
-        >"$nats_dir/nats-server.conf"
-    GOMEMLIMIT=${WEFT_NATS_MEMLIMIT:-512MiB} setsid "$bin_dir/nats-server" \
-        -c "$nats_dir/nats-server.conf" \
-        -js -sd "$nats_dir/store" -p "$nats_port" -a 127.0.0.1 -m "$nats_http_port" \
-        -P "$nats_pid" -l "$nats_log" </dev/null >/dev/null 2>&1 &
-    local launched=$!
+    {
+        printf 'listen: "127.0.0.1:%s"\nhttp: "127.0.0.1:%s"\n' "$nats_port" "$nats_http_port"
+        nats_jetstream_conf "$nats_dir/store"
+    } >"$nats_dir/nats-server.conf"
+    nats_launch "$nats_dir/nats-server.conf" "$nats_pid" "$nats_log"
     for _ in $(seq 1 100); do
         if ! kill -0 "$launched" 2>/dev/null; then
             echo "brokers: nats-server exited at start; its log ($nats_log):" >&2
             tail -n 30 "$nats_log" >&2 2>/dev/null || true
             exit 1
         fi
-        if [ -f "$nats_pid" ] && nats_healthy; then
+        if [ -f "$nats_pid" ] && nats_healthy "$nats_http_port" "?js-enabled-only=true"; then
             echo "brokers: nats started (pid $(cat "$nats_pid"), nats://127.0.0.1:$nats_port, store $nats_dir/store)"
             return 0
         fi
@@ -115,6 +140,110 @@ nats_start() {
     tail -n 30 "$nats_log" >&2 2>/dev/null || true
     kill "$launched" 2>/dev/null || true
     exit 1
+}
+
+nats_kill() {  # pid file, name -> SIGKILL, waits until the process is gone
+    if ! pid_alive "$1"; then
+        echo "brokers: $2 not running"
+        return 0
+    fi
+    local pid
+    pid=$(cat "$1")
+    kill -KILL "$pid"
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    rm -f "$1"
+    echo "brokers: $2 killed (SIGKILL, pid $pid)"
+}
+
+# ---- nats-cluster --------------------------------------------------------------------------
+cluster_port=${WEFT_NATS_CLUSTER_PORT:-14250}
+cluster_dir=$state_dir/nats-cluster-$cluster_port
+
+cluster_node_start() {  # i -> launches node i unless it runs
+    local i=$1 dir=$cluster_dir/node$1
+    if pid_alive "$dir/nats-server.pid"; then
+        return 0
+    fi
+    mkdir -p "$dir/store"
+    {
+        printf 'server_name: "weft-%s-n%s"\n' "$cluster_port" "$i"
+        printf 'listen: "127.0.0.1:%s"\nhttp: "127.0.0.1:%s"\n' \
+            "$((cluster_port + i))" "$((cluster_port + 6 + i))"
+        nats_jetstream_conf "$dir/store"
+        printf 'cluster {\n    name: "weft"\n    listen: "127.0.0.1:%s"\n    routes: [\n' \
+            "$((cluster_port + 3 + i))"
+        for j in 0 1 2; do
+            [ "$j" = "$i" ] || printf '        "nats-route://127.0.0.1:%s"\n' "$((cluster_port + 3 + j))"
+        done
+        printf '    ]\n}\n'
+    } >"$dir/nats-server.conf"
+    nats_launch "$dir/nats-server.conf" "$dir/nats-server.pid" "$dir/nats-server.log"
+    echo "brokers: nats-cluster node $i launched (pid $launched, nats://127.0.0.1:$((cluster_port + i)))"
+}
+
+cluster_start() {
+    nats_install
+    if [ "${WEFT_NATS_FRESH:-0}" = 1 ]; then
+        for i in 0 1 2; do
+            pid_alive "$cluster_dir/node$i/nats-server.pid" || rm -rf "$cluster_dir/node$i/store"
+        done
+    fi
+    for i in 0 1 2; do cluster_node_start "$i"; done
+    for _ in $(seq 1 300); do
+        local ready=0
+        for i in 0 1 2; do
+            local dir=$cluster_dir/node$i
+            if pid_alive "$dir/nats-server.pid" && nats_healthy "$((cluster_port + 6 + i))"; then
+                ready=$((ready + 1))
+            fi
+        done
+        if [ "$ready" = 3 ]; then
+            echo "brokers: nats-cluster ready (nats://127.0.0.1:$cluster_port, :$((cluster_port + 1)), :$((cluster_port + 2)); $cluster_dir)"
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "brokers: nats-cluster did not become healthy within 30 s; the nodes' logs:" >&2
+    for i in 0 1 2; do
+        echo "--- node $i" >&2
+        tail -n 15 "$cluster_dir/node$i/nats-server.log" >&2 2>/dev/null || true
+    done
+    exit 1
+}
+
+cluster_stop() {
+    for i in 0 1 2; do
+        local pidf=$cluster_dir/node$i/nats-server.pid
+        if pid_alive "$pidf"; then
+            local pid
+            pid=$(cat "$pidf")
+            kill -TERM "$pid"
+            for _ in $(seq 1 100); do
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+            kill -KILL "$pid" 2>/dev/null || true
+            echo "brokers: nats-cluster node $i stopped (pid $pid)"
+        fi
+        rm -f "$pidf"
+    done
+}
+
+cluster_status() {
+    local rc=0
+    for i in 0 1 2; do
+        local pidf=$cluster_dir/node$i/nats-server.pid
+        if pid_alive "$pidf"; then
+            echo "nats-cluster node $i: running (pid $(cat "$pidf"), nats://127.0.0.1:$((cluster_port + i)))"
+        else
+            echo "nats-cluster node $i: stopped"
+            rc=3
+        fi
+    done
+    return $rc
 }
 
 nats_stop() {
@@ -414,7 +543,23 @@ fi
 
 action=${1:-}
 which=${2:-all}
-case "$which" in nats | kafka | all) ;; *) die "unknown broker '$which' (nats|kafka|all)" ;; esac
+if [ "$which" = nats-cluster ]; then
+    case "$action" in
+        start) cluster_start ;;
+        stop) cluster_stop ;;
+        status) cluster_status ;;
+        kill)
+            case "${3:-}" in 0 | 1 | 2) ;; *) die "kill nats-cluster needs a node: 0, 1 or 2" ;; esac
+            nats_kill "$cluster_dir/node$3/nats-server.pid" "nats-cluster node $3"
+            ;;
+        *)
+            echo "usage: scripts/brokers.sh start|stop|status|kill nats-cluster [node]" >&2
+            exit 64
+            ;;
+    esac
+    exit 0
+fi
+case "$which" in nats | kafka | all) ;; *) die "unknown broker '$which' (nats|kafka|nats-cluster|postgres|all)" ;; esac
 case "$action" in
     start)
         if [ "$which" != kafka ]; then nats_start; fi
@@ -423,6 +568,10 @@ case "$action" in
     stop)
         if [ "$which" != kafka ]; then nats_stop; fi
         if [ "$which" != nats ]; then kafka_stop; fi
+        ;;
+    kill)
+        [ "$which" = nats ] || die "kill: only nats and nats-cluster"
+        nats_kill "$nats_pid" nats
         ;;
     status)
         rc=0

@@ -9,7 +9,8 @@
 #          postgresql-15 + libpq-dev (the PostgreSQL outbox and the server its tests start),
 #          wrk + apache2-utils (ab) + nginx-light (the HTTP suites' load tools and nginx
 #          peer), libboost-dev (Boost.Beast, the Beast HTTP peer), strace (http-pipeline's
-#          responses per write), fonts-noto-cjk (the seeds' Chinese in the report and plots)
+#          responses per write), fonts-noto-cjk (the seeds' Chinese in the report and plots),
+#          iptables and iproute2 (the lossy-link fault test's namespaces and drops)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
@@ -18,7 +19,8 @@ set -euo pipefail
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
           libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
-          maven openjdk-17-jre-headless postgresql-15 libpq-dev strace fonts-noto-cjk)
+          maven openjdk-17-jre-headless postgresql-15 libpq-dev strace fonts-noto-cjk
+          iptables iproute2)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -5,7 +5,9 @@
 // were measured), epoll unless -b says otherwise. Prints a QPS and MB/s line per second, then
 // totals, errors and latency percentiles.
 // weft-bench mode: `bench_client echo c=100 s=256 d=5 port=N` prints the same, and the figures
-// as JSON lines on stdout (the weft-bench protocol; human lines go to stderr).
+// as JSON lines on stdout (the weft-bench protocol; human lines go to stderr). `diag=1` adds
+// where the slowest 1% of requests are (diag_* lines, see report_diag): how many connections
+// and how many distinct milliseconds of the run hold them, and requests per connection.
 
 #include <algorithm>
 #include <array>
@@ -38,6 +40,7 @@ struct options {
     weft::io_backend backend = weft::io_backend::epoll;
     bool json = false;
     bool idle = false;  // open the connections and hold them, silent, for the duration
+    bool diag = false;  // diag=1: where the slowest requests are (see report_diag)
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -74,6 +77,8 @@ auto parse(int argc, char** argv) -> options {
                     o.port = static_cast<std::uint16_t>(std::stoi(v));
                 } else if (k == "host") {
                     o.host = v;
+                } else if (k == "diag") {
+                    o.diag = v == "1";
                 }  // other params (the server's backend, ...) are not the client's business
             },
             usage);
@@ -147,14 +152,27 @@ private:
     std::uint64_t total_ = 0;
 };
 
+// diag=1: one record per request, to tell where the slowest ones are (report_diag).
+struct sample {
+    std::uint32_t end_us;      // when it ended, from the start of the run
+    std::uint32_t latency_ns;  // saturated at 4.29 s
+    std::uint32_t conn;        // the connection's index, in the order they were started
+};
+
 struct totals {
     std::uint64_t requests = 0;
     std::uint64_t errors = 0;
     histogram latency;
+    std::vector<sample> samples;          // diag only
+    std::vector<std::uint64_t> per_conn;  // diag only: requests per connection
 };
 
-auto connection(weft::socket_address addr, const options& o, clock_type::time_point end, totals& t)
-    -> weft::task<void> {
+auto connection(weft::socket_address addr,
+                const options& o,
+                clock_type::time_point start,
+                clock_type::time_point end,
+                totals& t,
+                std::uint32_t index) -> weft::task<void> {
     auto s = co_await weft::tcp_stream::connect(addr);
     if (!s) {
         ++t.errors;
@@ -171,13 +189,100 @@ auto connection(weft::socket_address addr, const options& o, clock_type::time_po
             ++t.errors;
             co_return;
         }
-        t.latency.add(static_cast<std::uint64_t>((clock_type::now() - t0).count()));
+        const auto t1 = clock_type::now();
+        t.latency.add(static_cast<std::uint64_t>((t1 - t0).count()));
+        if (o.diag) {
+            const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t1 - start);
+            const auto ns = std::min<std::int64_t>((t1 - t0).count(), UINT32_MAX);
+            t.samples.push_back(
+                {static_cast<std::uint32_t>(us.count()), static_cast<std::uint32_t>(ns), index});
+            ++t.per_conn[index];
+        }
         if (in != out) {
             ++t.errors;
             co_return;
         }
         ++t.requests;
     }
+}
+
+// Where the slowest 1% of requests are: spread over the connections (each waits now and
+// then: the whole process or a whole batch stalls) or piled on a few (those connections are
+// starved), and packed into a few milliseconds of the run (stalls of everything at once) or
+// spread over it. Also the fairness of the run: requests per connection.
+template <typename Emit>
+void report_diag(const totals& t, const options& o, Emit emit) {
+    if (t.samples.empty()) {
+        return;
+    }
+    std::vector<std::uint32_t> lat;
+    lat.reserve(t.samples.size());
+    for (const sample& x : t.samples) {
+        lat.push_back(x.latency_ns);
+    }
+    const std::size_t k = lat.size() * 99 / 100;
+    std::nth_element(lat.begin(), lat.begin() + static_cast<std::ptrdiff_t>(k), lat.end());
+    const std::uint32_t p99 = lat[k];
+    std::vector<std::uint32_t> slow_per_conn(static_cast<std::size_t>(o.connections), 0);
+    std::vector<std::uint32_t> slow_ms;  // the millisecond of the run each slow request ended in
+    std::uint64_t slow = 0;
+    std::uint64_t slow_older_half = 0;
+    std::uint64_t slow_first = 0;  // a connection's first request (its server task just started)
+    std::vector<bool> seen(static_cast<std::size_t>(o.connections), false);
+    for (const sample& x : t.samples) {
+        const bool first = !seen[x.conn];
+        seen[x.conn] = true;
+        if (x.latency_ns > p99) {
+            slow_first += first ? 1 : 0;
+            ++slow;
+            ++slow_per_conn[x.conn];
+            slow_ms.push_back(x.end_us / 1000);
+            if (x.conn < static_cast<std::uint32_t>(o.connections / 2)) {
+                ++slow_older_half;
+            }
+        }
+    }
+    const auto conns_with_slow = static_cast<double>(
+        std::count_if(slow_per_conn.begin(), slow_per_conn.end(), [](auto n) { return n != 0; }));
+    // The fewest milliseconds of the run that hold half of the slow requests.
+    std::sort(slow_ms.begin(), slow_ms.end());
+    std::vector<std::uint32_t> per_ms;
+    for (std::size_t i = 0; i < slow_ms.size();) {
+        std::size_t j = i;
+        while (j < slow_ms.size() && slow_ms[j] == slow_ms[i]) {
+            ++j;
+        }
+        per_ms.push_back(static_cast<std::uint32_t>(j - i));
+        i = j;
+    }
+    std::sort(per_ms.rbegin(), per_ms.rend());
+    std::uint64_t acc = 0;
+    std::size_t half_ms = 0;
+    while (half_ms < per_ms.size() && 2 * acc < slow) {
+        acc += per_ms[half_ms++];
+    }
+    const auto busiest =
+        std::max_element(t.per_conn.begin(), t.per_conn.end()) - t.per_conn.begin();
+    std::vector<std::uint64_t> pc = t.per_conn;
+    std::sort(pc.begin(), pc.end());
+    const auto at = [&](double q) {
+        return static_cast<double>(
+            pc[static_cast<std::size_t>(q * static_cast<double>(pc.size() - 1))]);
+    };
+    emit("diag_slow_requests", "count", static_cast<double>(slow));
+    emit("diag_conns_with_slow", "count", conns_with_slow);
+    emit("diag_slow_in_older_half", "fraction",
+         slow == 0 ? 0.0 : static_cast<double>(slow_older_half) / static_cast<double>(slow));
+    emit("diag_slow_first_request", "fraction",
+         slow == 0 ? 0.0 : static_cast<double>(slow_first) / static_cast<double>(slow));
+    emit("diag_slow_ms_distinct", "count", static_cast<double>(per_ms.size()));
+    emit("diag_ms_holding_half_of_slow", "count", static_cast<double>(half_ms));
+    emit("diag_run_ms", "count", static_cast<double>(o.seconds) * 1000.0);
+    emit("diag_req_per_conn_min", "count", at(0.0));
+    emit("diag_req_per_conn_p10", "count", at(0.1));
+    emit("diag_req_per_conn_p50", "count", at(0.5));
+    emit("diag_req_per_conn_max", "count", at(1.0));
+    emit("diag_busiest_conn", "index", static_cast<double>(busiest));
 }
 
 }  // namespace
@@ -220,12 +325,16 @@ auto main(int argc, char** argv) -> int {
         }
         return t.errors == 0 ? 0 : 1;
     }
+    if (o.diag) {
+        t.samples.reserve(1U << 21);
+        t.per_conn.assign(static_cast<std::size_t>(o.connections), 0);
+    }
     const auto start = clock_type::now();
     const auto end = start + std::chrono::seconds(o.seconds);
     rt.block_on([&]() -> weft::task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
             for (int i = 0; i < o.connections; ++i) {
-                s.spawn(connection(*addr, o, end, t));
+                s.spawn(connection(*addr, o, start, end, t, static_cast<std::uint32_t>(i)));
             }
             // One line per second (single worker: plain reads of the counters are exact).
             std::uint64_t last = 0;
@@ -261,6 +370,9 @@ auto main(int argc, char** argv) -> int {
         emit("p50_us", "us", p50);
         emit("p99_us", "us", p99);
         emit("errors", "count", static_cast<double>(t.errors));
+        if (o.diag) {
+            report_diag(t, o, emit);
+        }
     }
     return t.errors == 0 ? 0 : 1;
 }

@@ -13,6 +13,9 @@
 #                      $OUT/beast-http  C++/Boost.Beast (bench/peers/beast)
 #                      $OUT/nginx-hello Debian's nginx with nginx/nginx.conf (bench/peers/nginx/run.sh;
 #                                       -r ROOT: nginx/static.conf, files served with sendfile)
+#   $OUT/cnats-pub  $OUT/rdkafka-pub  C, the raw NATS and Kafka clients (bench/peers/cnats, rdkafka;
+#                      libnats-dev, librdkafka-dev) for the eventbus suite
+#   $OUT/go-bus     Go (bench/peers/go/bus, a module of its own: nats.go, franz-go, Watermill)
 #   $OUT/BUILD-FLAGS.json: each peer's toolchain and flags (shown in the report)
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
@@ -166,14 +169,55 @@ else
     skip nginx-hello "'nginx' not found (apt-get install nginx-light, or bash scripts/setup.sh)"
 fi
 
+# --- eventbus: the raw C clients (cnats, librdkafka) and the Go seed shape ----------------------
+# C built -O2 with the system's cc against Debian's libnats-dev and librdkafka-dev, found by
+# pkg-config, the same libraries weft::bus_nats and weft::bus_kafka link.
+peer_cc=${PEER_CC:-cc}
+c_peer() { # prog source pkg-config-name missing-msg
+    local prog=$1 src=$2 pc=$3 msg=$4 flags
+    if ! command -v "$peer_cc" >/dev/null 2>&1; then
+        skip "$prog" "C compiler '$peer_cc' not found (apt-get install gcc, or set PEER_CC)"; return
+    fi
+    if ! flags=$(pkg-config --cflags --libs "$pc" 2>/dev/null); then
+        skip "$prog" "$msg"; return
+    fi
+    say "building $prog"
+    # shellcheck disable=SC2086 # pkg-config's flags are words
+    if "$peer_cc" -O2 -o "$out/$prog.tmp.$$" "$here/$src" $flags -lpthread &&
+       mv -f "$out/$prog.tmp.$$" "$out/$prog"; then
+        say "built $out/$prog"
+    else
+        say "FAILED $prog"; failed+=("$prog")
+    fi
+}
+c_peer cnats-pub cnats/cnats_pub.c libnats "cnats not found (apt-get install libnats-dev)"
+c_peer rdkafka-pub rdkafka/rdkafka_pub.c rdkafka "librdkafka not found (apt-get install librdkafka-dev)"
+if [ -n "${go:-}" ]; then
+    say "building go-bus"
+    # A module of its own (go.mod and go.sum in bench/peers/go/bus): its dependencies, fetched
+    # from the module proxy on first build, stay out of the other Go peers' module.
+    if (cd "$here/go/bus" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-bus" ./cmd/bus); then
+        say "built $out/go-bus"
+    else
+        say "FAILED go-bus"; failed+=(go-bus)
+    fi
+else
+    skip go-bus "'go' not found (need Go >= 1.26 for this module: https://go.dev/dl/)"
+fi
+
 # What each peer was built with, for the report (weft-bench reads $out/BUILD-FLAGS.json).
 cxx_version=$("$peer_cxx" --version 2>/dev/null | head -1)
 go_version=$( [ -n "${go:-}" ] && "$go" version 2>/dev/null)
 rustc_version=$(command -v rustc >/dev/null 2>&1 && rustc --version 2>/dev/null)
 nginx_version=$( (nginx -v || /usr/sbin/nginx -v) 2>&1 | head -1)
-python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" "$nginx_version" <<'PY'
+cc_version=$("$peer_cc" --version 2>/dev/null | head -1)
+nats_c_version=$(pkg-config --modversion libnats 2>/dev/null)
+rdkafka_version=$(pkg-config --modversion rdkafka 2>/dev/null)
+go_bus_modules=$(sed -n 's/^\t\(github.com[^ ]*\) \(v[^ ]*\)$/\1 \2/p' "$here/go/bus/go.mod" | paste -sd, -)
+python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" "$nginx_version" \
+    "$cc_version" "$nats_c_version" "$rdkafka_version" "$go_bus_modules" <<'PY'
 import json, sys
-path, cxx, go, rustc, nginx = sys.argv[1:6]
+path, cxx, go, rustc, nginx, cc, natsc, rdkafka, gobus = sys.argv[1:10]
 json.dump({
     "weft": "scripts/bench.sh: clang++-16, CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG)",
     "asio, beast, tbb (C++)": f"{cxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
@@ -184,6 +228,9 @@ json.dump({
     "nginx": f"{nginx or 'not found'} (Debian's nginx-light); bench/peers/nginx/nginx.conf: "
              "access log off, keepalive_requests 1000000, reuseport; static.conf (http-static): "
              "sendfile on, tcp_nopush on, open_file_cache off",
+    "cnats-pub, rdkafka-pub (C)": f"{cc or 'not found'} -O2; cnats {natsc or 'not found'}, "
+                                  f"librdkafka {rdkafka or 'not found'} (Debian's, as weft links)",
+    "go-bus": f"{go or 'not found'}; go build -trimpath; {gobus or 'modules unknown'}",
 }, open(path, "w"), indent=1)
 PY
 

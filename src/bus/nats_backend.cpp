@@ -1,7 +1,9 @@
 #include "weft/bus/nats_backend.hpp"
 
+#include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "nats_connection.hpp"
 #include "nats_consumer.hpp"
@@ -151,6 +153,17 @@ nats_backend::connection::~connection() {
     }
 }
 
+auto nats_backend::connection::server_list() const -> std::string {
+    if (options.servers.empty()) {
+        return options.url;
+    }
+    std::string out;
+    for (const auto& u : options.servers) {
+        out += out.empty() ? u : ", " + u;
+    }
+    return out;
+}
+
 auto nats_backend::connection::stream_for(std::string_view topic) const
     -> const nats_stream_config* {
     for (const auto& s : streams) {
@@ -213,10 +226,16 @@ nats_backend::nats_backend(nats_backend_options options) : conn_(std::make_share
         c.streams.push_back(s);
     }
 
+    std::vector<const char*> servers;
+    for (const auto& u : c.options.servers) {
+        servers.push_back(u.c_str());
+    }
     natsOptions* opts = nullptr;
     natsStatus st = natsOptions_Create(&opts);
     if (st == NATS_OK) {
-        st = natsOptions_SetURL(opts, c.options.url.c_str());
+        st = servers.empty()
+                 ? natsOptions_SetURL(opts, c.options.url.c_str())
+                 : natsOptions_SetServers(opts, servers.data(), static_cast<int>(servers.size()));
     }
     if (st == NATS_OK) {
         st = natsOptions_SetName(opts, "weft::bus");
@@ -239,7 +258,8 @@ nats_backend::nats_backend(nats_backend_options options) : conn_(std::make_share
     natsOptions_Destroy(opts);
     if (st != NATS_OK) {
         throw std::system_error(nats_error(st), "weft::bus::nats_backend: cannot connect to " +
-                                                    c.options.url + ": " + natsStatus_GetText(st));
+                                                    c.server_list() + ": " +
+                                                    natsStatus_GetText(st));
     }
     jsOptions jo;
     jsOptions_Init(&jo);
@@ -249,7 +269,7 @@ nats_backend::nats_backend(nats_backend_options options) : conn_(std::make_share
     st = natsConnection_JetStream(&c.js, c.nc, &jo);
     if (st != NATS_OK) {
         throw std::system_error(
-            nats_error(st), "weft::bus::nats_backend: no JetStream context on " + c.options.url);
+            nats_error(st), "weft::bus::nats_backend: no JetStream context on " + c.server_list());
     }
     for (const auto& s : c.streams) {
         ensure_stream(c.js, s);
@@ -270,7 +290,38 @@ auto nats_backend::features() const noexcept -> backend_features {
 
 auto nats_backend::stats() const noexcept -> nats_backend_stats {
     return {.acks = conn_->acks.load(std::memory_order_relaxed),
-            .wakes = conn_->wakes.load(std::memory_order_relaxed)};
+            .wakes = conn_->wakes.load(std::memory_order_relaxed),
+            .publish_stalls = conn_->publish_stalls.load(std::memory_order_relaxed),
+            .publishes_held = conn_->publishes_held.load(std::memory_order_relaxed),
+            .max_buffered = conn_->max_buffered.load(std::memory_order_relaxed)};
+}
+
+auto nats_backend::connected_url() const -> std::string {
+    char buf[256];
+    if (natsConnection_GetConnectedUrl(conn_->nc, buf, sizeof(buf)) != NATS_OK) {
+        return {};
+    }
+    return buf;
+}
+
+auto nats_backend::describe(std::error_code ec) const -> std::string {
+    if (ec != bus_errc::broker_unreachable) {
+        return ec.message();
+    }
+    const char* state = "closed";
+    switch (natsConnection_Status(conn_->nc)) {
+        case NATS_CONN_STATUS_CONNECTED:
+            state = "connected again";
+            break;
+        case NATS_CONN_STATUS_RECONNECTING:
+        case NATS_CONN_STATUS_DISCONNECTED:
+        case NATS_CONN_STATUS_CONNECTING:
+            state = "reconnecting";
+            break;
+        default:
+            break;
+    }
+    return "broker unreachable: not connected to " + conn_->server_list() + " (" + state + ")";
 }
 
 auto nats_backend::make_producer(publish_sink& sink, std::uint32_t max_pending)

@@ -40,12 +40,17 @@ struct nats_backend::connection {
     // Statistics: relaxed, counters only.
     std::atomic<std::uint64_t> acks{0};
     std::atomic<std::uint64_t> wakes{0};
+    std::atomic<std::uint64_t> publish_stalls{0};
+    std::atomic<std::uint64_t> publishes_held{0};
+    std::atomic<std::uint64_t> max_buffered{0};
 
     connection() = default;
     connection(const connection&) = delete;
     auto operator=(const connection&) -> connection& = delete;
     ~connection();
 
+    /// The configured servers, for messages: `url`, or `servers` joined by ", ".
+    [[nodiscard]] auto server_list() const -> std::string;
     /// The stream that takes `topic`, or nullptr.
     [[nodiscard]] auto stream_for(std::string_view topic) const -> const nats_stream_config*;
     /// Publishes `dead` (an encoded envelope) to `topic` asynchronously and settles `original`

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <bit>
+#include <chrono>
+#include <deque>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -86,6 +88,9 @@ struct nats_producer::state {
     state(const state&) = delete;
     auto operator=(const state&) -> state& = delete;
     ~state() {
+        for (auto& h : held) {  // the runtime stopped before they could be sent
+            natsMsg_Destroy(h.msg);
+        }
         if (js != nullptr) {
             jsCtx_Destroy(js);
         }
@@ -107,8 +112,32 @@ struct nats_producer::state {
 
     detail::spin_lock mu;
     msg_slot_table in_flight;              // guarded by mu
+    std::uint32_t in_cnats = 0;            // guarded by mu: |in_flight|
     std::vector<std::uint32_t> completed;  // guarded by mu; capacity max_pending
     std::vector<std::uint32_t> draining;   // the drain task's; swapped with completed under mu
+
+    // Messages not yet handed to cnats, oldest first. A message is held when others are held
+    // (order), when the connection is down, or when the buffer has no room for it while some
+    // of ours are in cnats. Room: their acks wake the drain task, which sends the held ones
+    // as room appears; so while connected, held non-empty => in_cnats > 0 after every start
+    // and every drain step, and a held message is never stranded. Down: the drain task looks
+    // again every `reconnect_poll` and fails those held past their deadline with
+    // broker_unreachable; they never reach cnats's reconnect buffer, so a publish reported
+    // failed is never stored later. |held| <= outstanding <= max_pending.
+    struct held_msg {
+        natsMsg* msg;
+        std::uint32_t slot;
+        std::string id;
+        std::size_t wire;
+        std::chrono::steady_clock::time_point deadline;  // publish_timeout after start
+    };
+    std::mutex send_mu;         // orders this producer's sends; guards held
+    std::deque<held_msg> held;  // guarded by send_mu
+    static constexpr std::chrono::milliseconds reconnect_poll{50};
+
+    [[nodiscard]] auto connected() const noexcept -> bool {
+        return natsConnection_Status(conn->nc) == NATS_CONN_STATUS_CONNECTED;
+    }
 
     // Started and not yet handed to the sink. Incremented by start, decremented by the drain
     // task (or by start itself for an inline failure); the drain task ends once closed is set
@@ -126,6 +155,60 @@ struct nats_producer::state {
     void fail_now(std::uint32_t slot, std::error_code ec) {
         outstanding.fetch_sub(1);
         sink->complete(slot, ec);
+    }
+
+    /// Whether cnats's write buffer takes `wire` more bytes with an eighth of it to spare
+    /// (acks, pings and pull requests of the same connection go through it too), so that the
+    /// publish is a memory copy and never a socket write on the caller's thread.
+    [[nodiscard]] auto has_room(std::size_t wire) const noexcept -> bool {
+        const int buffered = natsConnection_Buffered(conn->nc);
+        const auto b = static_cast<std::uint64_t>(buffered < 0 ? 0 : buffered);
+        std::uint64_t seen = conn->max_buffered.load(std::memory_order_relaxed);
+        while (b > seen &&
+               !conn->max_buffered.compare_exchange_weak(seen, b, std::memory_order_relaxed)) {
+        }
+        const auto cap = static_cast<std::uint64_t>(conn->options.io_buffer_bytes);
+        return b + wire + cap / 8 <= cap;
+    }
+    [[nodiscard]] auto nothing_in_cnats() noexcept -> bool {
+        std::lock_guard lock(mu);
+        return in_cnats == 0;
+    }
+
+    /// Hands `h` to cnats; the error when it refused it at once (the slot is then the caller's
+    /// to fail). Called with send_mu held.
+    auto send(held_msg& h) -> std::error_code {
+        if (!has_room(h.wire)) {
+            conn->publish_stalls.fetch_add(1, std::memory_order_relaxed);
+        }
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        po.MsgId = h.id.c_str();
+        po.MaxWait = conn->options.publish_timeout.count();
+        const natsMsg* key = h.msg;
+        {
+            std::lock_guard lock(mu);
+            in_flight.put(key, h.slot);  // before the publish: the ack may come first
+            ++in_cnats;
+        }
+        if (const natsStatus s = js_PublishMsgAsync(js, &h.msg, &po); s != NATS_OK) {
+            bool ours = false;
+            {
+                std::lock_guard lock(mu);
+                std::uint32_t taken = 0;
+                ours = in_flight.take(key, taken);
+                if (ours) {
+                    --in_cnats;
+                }
+            }
+            natsMsg_Destroy(h.msg);  // no effect when cnats took it
+            h.msg = nullptr;
+            if (ours) {
+                return nats_error(s);
+            }
+        }
+        h.msg = nullptr;  // cnats owns it
+        return {};
     }
 };
 
@@ -150,6 +233,7 @@ void on_ack(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* c
         std::lock_guard lock(st->mu);
         std::uint32_t slot = 0;
         if (st->in_flight.take(msg, slot)) {
+            --st->in_cnats;
             st->outcomes[slot].emplace(std::move(outcome));
             const bool first = st->completed.empty();
             st->completed.push_back(slot);  // never reallocates: <= max_pending outstanding
@@ -162,10 +246,54 @@ void on_ack(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* c
     natsMsg_Destroy(msg);
 }
 
+/// Sends the held messages the write buffer has room for (the oldest at least, when none of
+/// ours is left in cnats to wake us again); while disconnected, fails those past their
+/// deadline. True when some are held for the connection to come back.
+auto send_held(nats_producer::state& st) -> bool {
+    std::vector<std::pair<std::uint32_t, std::error_code>> failed;
+    bool waiting = false;
+    {
+        std::lock_guard lock(st.send_mu);
+        const bool connected = st.connected();
+        const auto now = std::chrono::steady_clock::now();
+        while (!st.held.empty()) {
+            auto& h = st.held.front();
+            if (!connected) {
+                // Oldest first and all with the same timeout: the first not yet due ends it.
+                if (h.deadline > now) {
+                    waiting = true;
+                    break;
+                }
+                natsMsg_Destroy(h.msg);
+                failed.emplace_back(h.slot, make_error_code(bus_errc::broker_unreachable));
+            } else if (st.has_room(h.wire) || st.nothing_in_cnats()) {
+                if (auto ec = st.send(h)) {
+                    failed.emplace_back(h.slot, ec);
+                }
+            } else {
+                break;
+            }
+            st.held.pop_front();
+        }
+    }
+    for (const auto& [slot, ec] : failed) {
+        st.fail_now(slot, ec);
+    }
+    return waiting;
+}
+
 auto drain(std::shared_ptr<nats_producer::state> st) -> task<void> {
+    bool waiting = false;  // messages held for the connection: look again every reconnect_poll
     for (;;) {
-        auto r = co_await wait_readable(st->efd);
-        if (!r) {
+        // NOTE: one co_await per statement; g++ 12 crashes on a co_await of a conditional
+        // expression of two tasks.
+        result<void> r;
+        if (waiting) {
+            r = co_await wait_readable(st->efd, nats_producer::state::reconnect_poll);
+        } else {
+            r = co_await wait_readable(st->efd);
+        }
+        if (!r && r.error() != std::errc::timed_out) {
             co_return;  // the runtime is shutting down
         }
         std::uint64_t count = 0;
@@ -182,6 +310,7 @@ auto drain(std::shared_ptr<nats_producer::state> st) -> task<void> {
         }
         st->conn->acks.fetch_add(st->draining.size(), std::memory_order_relaxed);
         st->draining.clear();
+        waiting = send_held(*st);
         if (st->closed.load() && st->outstanding.load() == 0) {
             co_return;
         }
@@ -235,27 +364,33 @@ void nats_producer::start(envelope env, std::uint32_t slot) {
         st.fail_now(slot, nats_error(s));
         return;
     }
-    const std::string id = env.id.to_string();
-    jsPubOptions po;
-    jsPubOptions_Init(&po);
-    po.MsgId = id.c_str();
-    po.MaxWait = st.conn->options.publish_timeout.count();
-    const natsMsg* key = m;
+    // What the message takes in the write buffer: HPUB line (subject, reply inbox, sizes),
+    // the Nats-Msg-Id header, the payload; 128 covers all but subject, id and payload.
+    std::string id = env.id.to_string();
+    const std::size_t wire = bytes.size() + env.topic.size() + id.size() + 128;
+    state::held_msg h{m, slot, std::move(id), wire,
+                      std::chrono::steady_clock::now() + st.conn->options.publish_timeout};
+    std::error_code failed;
+    bool wake = false;
     {
-        std::lock_guard lock(st.mu);
-        st.in_flight.put(key, slot);  // before the publish: the ack may come first
+        std::lock_guard lock(st.send_mu);
+        if (!st.connected()) {
+            // Not to cnats's reconnect buffer: held here until the connection is back or the
+            // deadline passes (the drain task, woken to look every reconnect_poll).
+            wake = st.held.empty();
+            st.held.push_back(std::move(h));
+        } else if (st.held.empty() && (st.has_room(wire) || st.nothing_in_cnats())) {
+            failed = st.send(h);
+        } else {
+            st.held.push_back(std::move(h));
+            st.conn->publishes_held.fetch_add(1, std::memory_order_relaxed);
+        }
     }
-    if (const natsStatus s = js_PublishMsgAsync(st.js, &m, &po); s != NATS_OK) {
-        bool ours = false;
-        {
-            std::lock_guard lock(st.mu);
-            std::uint32_t taken = 0;
-            ours = st.in_flight.take(key, taken);
-        }
-        natsMsg_Destroy(m);  // no effect when cnats took it
-        if (ours) {
-            st.fail_now(slot, nats_error(s));
-        }
+    if (wake) {
+        st.wake();
+    }
+    if (failed) {
+        st.fail_now(slot, failed);
     }
 }
 

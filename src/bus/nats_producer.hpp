@@ -18,13 +18,18 @@ namespace weft::bus {
 ///
 /// The ack path, step by step:
 ///   1. start(env, slot) (a weft task): encodes env, records msg -> slot in `in_flight_`, hands
-///      the message to js_PublishMsgAsync (a buffered write; cnats's MaxPending is set above
-///      max_pending, so it never stalls).
+///      the message to js_PublishMsgAsync. That is a memory copy, never a wait, because both
+///      ways cnats blocks its caller are kept out: its MaxPending (StallWait) is set above
+///      max_pending, and a message is sent only while cnats's write buffer has room for it
+///      (natsConnection_Buffered), else held in order until acks come back (step 3). Not
+///      connected: held until it is (step 3 looks every 50 ms), failed with
+///      broker_unreachable once publish_timeout has passed.
 ///   2. cnats's thread calls on_ack: takes the slot for msg from `in_flight_`, writes the
 ///      outcome into `outcomes_[slot]`, appends slot to `completed_`, and writes the eventfd
 ///      only if `completed_` was empty (the first of a batch).
 ///   3. The drain task (a weft task on the publisher's runtime) wakes from wait_readable(efd),
-///      swaps `completed_` out and hands each outcome to the publisher's sink.
+///      swaps `completed_` out, hands each outcome to the publisher's sink, then sends the
+///      held messages the buffer has room for.
 /// Invariant: started - completed-by-drain == outstanding_ <= max_pending, and
 /// |in_flight_| + |completed_| == outstanding_.
 ///

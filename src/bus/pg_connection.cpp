@@ -150,4 +150,27 @@ auto pg_connection::query(std::string sql, std::vector<pg_param> params) -> task
     co_return last;
 }
 
+auto pg_connection::wait_notification() -> task<result<std::string>> {
+    for (;;) {
+        if (PQconsumeInput(conn_) == 0) {
+            error_ = PQerrorMessage(conn_);
+            co_return make_error_code(pg_errc::connection_lost);
+        }
+        std::string channel;
+        while (PGnotify* n = PQnotifies(conn_)) {
+            if (channel.empty()) {
+                channel = n->relname;
+            }
+            PQfreemem(n);
+        }
+        if (!channel.empty()) {
+            co_return channel;
+        }
+        auto w = co_await wait_readable(PQsocket(conn_));
+        if (!w) {
+            co_return w.error();
+        }
+    }
+}
+
 }  // namespace weft::bus

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +10,8 @@
 #include "relay_batch.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/core/stop.hpp"
+#include "weft/core/when_any.hpp"
+#include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
 
 namespace weft::bus {
@@ -60,6 +63,25 @@ auto migrations(const std::string& t) -> std::vector<std::string> {
             "NOT NULL, envelope bytea NOT NULL, staged_at timestamptz NOT NULL, failed_at "
             "timestamptz NOT NULL DEFAULT now(), reason text NOT NULL);",
     };
+}
+
+/// A text[] literal: every element double-quoted, `"` and `\` escaped with a backslash.
+auto text_array(const std::vector<std::string>& v) -> std::string {
+    std::string s = "{";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        if (i != 0) {
+            s += ',';
+        }
+        s += '"';
+        for (const char c : v[i]) {
+            if (c == '"' || c == '\\') {
+                s += '\\';
+            }
+            s += c;
+        }
+        s += '"';
+    }
+    return s + "}";
 }
 
 auto join_ints(const std::vector<std::int64_t>& v) -> std::string {
@@ -165,6 +187,16 @@ auto pg_outbox::stage(pg_connection& conn, envelope env) -> task<result<message_
     if (!r) {
         co_return r.error();
     }
+    if (s_->options.listen_notify) {
+        // Delivered at COMMIT, once per transaction however many events it staged (the server
+        // folds equal notifications of one transaction).
+        std::vector<pg_param> ch;
+        ch.push_back(text_param(s_->options.table + "_wake"));
+        auto n = co_await conn.query("SELECT pg_notify($1, '')", std::move(ch));
+        if (!n) {
+            co_return n.error();
+        }
+    }
     s_->counters.staged.fetch_add(1, std::memory_order_relaxed);
     co_return env.id;
 }
@@ -198,12 +230,54 @@ auto pg_outbox::metrics() const noexcept -> outbox_metrics {
 
 namespace {
 
+auto wait_event(event& e) -> task<result<void>> { co_return co_await e.wait(); }
+
+auto wait_notify(pg_connection& c) -> task<result<void>> {
+    auto r = co_await c.wait_notification();
+    if (!r) {
+        co_return r.error();
+    }
+    co_return result<void>{};
+}
+
+/// The idle wait: a notify() in this process, or (listen_notify) a NOTIFY from any commit on
+/// the relay's connection, or `d`.
+auto wait_idle(pg_outbox::state& s, pg_connection* conn, std::chrono::milliseconds d)
+    -> task<void> {
+    if (conn == nullptr || !s.options.listen_notify) {
+        co_await detail::wait_for_event(s.notified, d);
+        co_return;
+    }
+    auto r = co_await with_timeout(d, when_any(wait_event(s.notified), wait_notify(*conn)));
+    (void)r;  // woken, timed out or cancelled: the relay looks at the table next
+}
+
 /// One connected relay session: its connection and the partitions it owns (advisory locks
-/// that end with the connection).
+/// that end with the connection), and the keys waiting out a transient failure: their rows are
+/// left out of the claim until their back-off is over (all of a key's rows or none, so its
+/// order holds), so a retrying key does not hold up the others.
 struct relay_session {
     std::unique_ptr<pg_connection> conn;
     std::vector<std::int64_t> owned;
+    detail::retry_map deferred;
 };
+
+/// The keys still in back-off; forgets entries long past (a key that moved to another relay).
+auto keys_in_backoff(relay_session& rs, std::chrono::milliseconds max_backoff)
+    -> std::vector<std::string> {
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<std::string> keys;
+    for (auto it = rs.deferred.begin(); it != rs.deferred.end();) {
+        if (it->second.not_before > now) {
+            keys.push_back(it->first);
+        } else if (it->second.not_before + 4 * max_backoff < now) {
+            it = rs.deferred.erase(it);
+            continue;
+        }
+        ++it;
+    }
+    return keys;
+}
 
 /// Tries to take free partitions, up to the target. Errors are the connection's.
 auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void>> {
@@ -243,9 +317,11 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
     args.push_back(text_param(join_ints(rs.owned)));
     args.push_back(
         text_param(std::to_string(std::max<std::uint32_t>(1, s.options.relay.batch_size))));
+    args.push_back(text_param(text_array(keys_in_backoff(rs, s.options.relay.max_backoff))));
     auto claimed = co_await c.query(
         "SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint FROM " + t +
-            " WHERE part = ANY($1::int[]) ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+            " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[]) ORDER BY seq LIMIT $2 FOR "
+            "UPDATE SKIP LOCKED",
         std::move(args));
     if (!claimed) {
         (void)co_await c.query("ROLLBACK");
@@ -274,7 +350,8 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
         co_return std::size_t{0};
     }
     s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms, std::memory_order_relaxed);
-    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop);
+    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop, &rs.deferred);
+    detail::crash_point("after_ack");
     std::vector<std::int64_t> finished;
     for (const auto& row : rows) {
         if (row.outcome == detail::relay_row::fate::dead) {
@@ -303,6 +380,7 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
         (void)co_await c.query("ROLLBACK");
         co_return d.error();
     }
+    detail::crash_point("mid_commit");  // deleted inside the transaction, not committed
     auto e = co_await c.query("COMMIT");
     if (!e) {
         co_return e.error();
@@ -331,6 +409,15 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
             }
             rs.conn = std::move(*c);
             rs.owned.clear();
+            if (s.options.listen_notify) {
+                auto l = co_await rs.conn->query("LISTEN \"" + s.options.table + "_wake\"");
+                if (!l) {
+                    rs.conn.reset();
+                    co_await detail::wait_for_event(s.stop.wake, backoff);
+                    backoff = std::min(backoff * 2, o.max_backoff);
+                    continue;
+                }
+            }
         }
         auto taken = co_await take_partitions(s, rs);
         if (!taken) {
@@ -354,7 +441,7 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
         if (*n == 0) {
             s.counters.oldest_pending_staged_ms.store(0, std::memory_order_relaxed);
             s.counters.idle_waits.fetch_add(1, std::memory_order_relaxed);
-            co_await detail::wait_for_event(s.notified, poll);
+            co_await wait_idle(s, rs.conn.get(), poll);
             poll = std::min(poll * 2, o.max_poll);
         } else {
             poll = o.min_poll;

@@ -20,12 +20,21 @@ auto default_permanent(std::error_code ec) -> bool {
 
 auto wait_task(event& e) -> task<result<void>> { co_return co_await e.wait(); }
 
+/// What one chain did, read by publish_batch after every chain finished (so the chains, which
+/// run concurrently, never touch the shared retry map).
+struct chain_outcome {
+    bool published_any = false;
+    bool deferred = false;  // a transient failure left the rest of the chain pending
+};
+
 auto publish_chain(publisher& pub,
                    std::vector<relay_row>& rows,
                    std::vector<std::size_t> chain,
                    const relay_options& options,
                    relay_counters& counters,
-                   relay_stop& stop) -> task<void> {
+                   relay_stop& stop,
+                   bool defer,
+                   chain_outcome& out) -> task<void> {
     for (const std::size_t i : chain) {
         relay_row& row = rows[i];
         auto backoff = std::max(options.min_backoff, std::chrono::milliseconds{1});
@@ -37,6 +46,7 @@ auto publish_chain(publisher& pub,
             if (a) {
                 row.outcome = relay_row::fate::published;
                 counters.published.fetch_add(1, std::memory_order_relaxed);
+                out.published_any = true;
                 break;
             }
             const std::error_code ec = a.error();
@@ -52,6 +62,10 @@ auto publish_chain(publisher& pub,
                 break;
             }
             counters.retries.fetch_add(1, std::memory_order_relaxed);
+            if (defer) {
+                out.deferred = true;
+                co_return;  // this row and the rest of the chain stay pending
+            }
             co_await wait_for_event(stop.wake, backoff);
             backoff = std::min(backoff * 2, options.max_backoff);
         }
@@ -75,26 +89,64 @@ auto publish_batch(publisher& pub,
                    std::vector<relay_row>& rows,
                    const relay_options& options,
                    relay_counters& counters,
-                   relay_stop& stop) -> task<void> {
+                   relay_stop& stop,
+                   retry_map* deferred) -> task<void> {
+    const auto now = std::chrono::steady_clock::now();
     std::unordered_map<std::string_view, std::size_t> chain_of;
     std::vector<std::vector<std::size_t>> chains;
     for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (rows[i].outcome != relay_row::fate::pending) {
+            continue;  // dead already (undecodable)
+        }
+        if (deferred != nullptr) {
+            auto d = deferred->find(rows[i].env.key);
+            if (d != deferred->end() && d->second.not_before > now) {
+                continue;  // its key waits: the row stays pending
+            }
+        }
         auto [it, fresh] = chain_of.try_emplace(rows[i].env.key, chains.size());
         if (fresh) {
             chains.emplace_back();
         }
         chains[it->second].push_back(i);
     }
+    std::vector<std::size_t> first;  // a row of each chain, for its key afterwards
+    first.reserve(chains.size());
+    for (const auto& c : chains) {
+        first.push_back(c.front());
+    }
+    std::vector<chain_outcome> outs(chains.size());
+    const bool defer = deferred != nullptr;
     if (chains.size() == 1) {
-        co_await publish_chain(pub, rows, std::move(chains.front()), options, counters, stop);
+        co_await publish_chain(pub, rows, std::move(chains.front()), options, counters, stop, defer,
+                               outs.front());
+    } else if (!chains.empty()) {
+        std::vector<task<void>> tasks;
+        tasks.reserve(chains.size());
+        for (std::size_t c = 0; c < chains.size(); ++c) {
+            tasks.push_back(publish_chain(pub, rows, std::move(chains[c]), options, counters, stop,
+                                          defer, outs[c]));
+        }
+        co_await when_all(std::move(tasks));
+    }
+    if (deferred == nullptr) {
         co_return;
     }
-    std::vector<task<void>> tasks;
-    tasks.reserve(chains.size());
-    for (auto& c : chains) {
-        tasks.push_back(publish_chain(pub, rows, std::move(c), options, counters, stop));
+    const auto min_backoff = std::max(options.min_backoff, std::chrono::milliseconds{1});
+    const auto after = std::chrono::steady_clock::now();
+    for (std::size_t c = 0; c < outs.size(); ++c) {
+        const std::string& key = rows[first[c]].env.key;
+        if (outs[c].deferred) {
+            auto [it, fresh] = deferred->try_emplace(key, key_retry{after, min_backoff});
+            if (outs[c].published_any) {
+                it->second.backoff = min_backoff;  // it moved: this is a new failure
+            }
+            it->second.not_before = after + it->second.backoff;
+            it->second.backoff = std::min(it->second.backoff * 2, options.max_backoff);
+        } else if (outs[c].published_any) {
+            deferred->erase(key);
+        }
     }
-    co_await when_all(std::move(tasks));
 }
 
 }  // namespace weft::bus::detail

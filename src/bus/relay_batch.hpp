@@ -5,8 +5,12 @@
 // Reading, claiming and deleting are the database's (sqlite_outbox.cpp, pg_outbox.cpp).
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "weft/bus/envelope.hpp"
@@ -52,19 +56,69 @@ struct relay_stop {
     }
 };
 
+/// A key whose publish failed transiently, across batches: it is not tried again before
+/// `not_before`; `backoff` is the next wait (doubling up to relay_options::max_backoff).
+struct key_retry {
+    std::chrono::steady_clock::time_point not_before;
+    std::chrono::milliseconds backoff;
+};
+using retry_map = std::unordered_map<std::string, key_retry>;
+
 /// Publishes `rows` (in seq order): one chain per key, the chains concurrently; within a chain
 /// each event is published (awaited) only after the previous one was acknowledged or
-/// dead-lettered; a transient failure is retried after a doubling back-off, keeping the order.
-/// Returns when every row has a fate, or when stopping (the rest stay pending).
+/// dead-lettered, so a transient failure never lets a later event of the key overtake.
+/// - `deferred` null: a transient failure is retried in place after a doubling back-off; the
+///   call returns when every row has a fate (a retrying key holds up the whole batch).
+/// - `deferred` given: a transient failure records the key's back-off there and leaves the
+///   rest of its chain pending; a chain whose key is still in back-off is not started. The call
+///   returns once every chain has finished or been deferred, so the relay can go on with the
+///   next batch while the key waits (the caller keeps its pending rows and offers them again,
+///   ahead of the key's newer rows). A success clears the key's entry.
+/// Returns early when stopping (the rest stay pending).
 auto publish_batch(publisher& pub,
                    std::vector<relay_row>& rows,
                    const relay_options& options,
                    relay_counters& counters,
-                   relay_stop& stop) -> task<void>;
+                   relay_stop& stop,
+                   retry_map* deferred = nullptr) -> task<void>;
 
 /// Waits until `e` is set or `d` passes (or the task is stopped). Never fails.
 auto wait_for_event(event& e, std::chrono::milliseconds d) -> task<void>;
 
 [[nodiscard]] auto now_ms() noexcept -> std::int64_t;
+
+// Crash points for the chaos tests (tests/bus/chaos). Compiled in only where the build defines
+// WEFT_OUTBOX_CRASH_POINTS (tests/CMakeLists.txt does, for the outbox libraries of a test
+// build); elsewhere both are constant no-ops.
+// - crash_point(name): when WEFT_OUTBOX_CRASH_POINT equals `name`, the process ends with
+//   _exit(86) (no destructor, no flush, as SIGKILL would) the WEFT_OUTBOX_CRASH_AFTER-th time
+//   (default 1) it passes there. Names: "after_ack" (the batch is acknowledged, not yet marked
+//   done), "mid_commit" (half the batch deleted inside the finishing transaction, no COMMIT),
+//   "after_mark_done" (the control below: marked done, not yet published).
+// - fault_mark_done_first(): WEFT_OUTBOX_FAULT=mark_done_first makes the relay delete a batch
+//   before publishing it: a deliberately broken relay, the chaos test's positive control for
+//   losses.
+#if defined(WEFT_OUTBOX_CRASH_POINTS)
+inline void crash_point(std::string_view name) noexcept {
+    static const char* const wanted = std::getenv("WEFT_OUTBOX_CRASH_POINT");
+    static std::atomic<long> left{[] {
+        const char* n = std::getenv("WEFT_OUTBOX_CRASH_AFTER");
+        return n != nullptr ? std::atol(n) : 1L;
+    }()};
+    if (wanted != nullptr && name == wanted && left.fetch_sub(1) <= 1) {
+        std::_Exit(86);
+    }
+}
+inline auto fault_mark_done_first() noexcept -> bool {
+    static const bool on = [] {
+        const char* f = std::getenv("WEFT_OUTBOX_FAULT");
+        return f != nullptr && std::string_view{f} == "mark_done_first";
+    }();
+    return on;
+}
+#else
+inline void crash_point(std::string_view /*name*/) noexcept {}
+constexpr auto fault_mark_done_first() noexcept -> bool { return false; }
+#endif
 
 }  // namespace weft::bus::detail

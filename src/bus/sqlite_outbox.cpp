@@ -197,9 +197,13 @@ auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>&
         return e;
     }
     const std::int64_t now = detail::now_ms();
+    std::size_t finished = 0;
     for (const auto& row : rows) {
         if (row.outcome == detail::relay_row::fate::pending) {
             continue;
+        }
+        if (++finished == rows.size() / 2 + 1) {
+            detail::crash_point("mid_commit");
         }
         if (row.outcome == detail::relay_row::fate::dead) {
             dead.bind(1, now);
@@ -349,33 +353,77 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
     s.stop.wake.reset();
     const stop_token token = co_await get_stop_token();
     const relay_options& o = s.options.relay;
-    std::int64_t cursor = 0;  // every row at or below it is finished
+    // Every row at or below `cursor` is finished or in `held`: the rows of keys waiting out a
+    // transient failure (detail::retry_map), still in the table, offered again ahead of their
+    // keys' newer rows. So a retrying key holds up only itself, not the next batch. Reading
+    // pauses while `held` has max_held rows (memory stays bounded; the relay then only retries).
+    std::int64_t cursor = 0;
+    std::vector<detail::relay_row> held;
+    detail::retry_map deferred;
+    const std::size_t max_held = std::size_t{4} * std::max<std::uint32_t>(1, o.batch_size);
     auto poll = o.min_poll;
     auto backoff = o.min_backoff;
     while (!s.stop.requested() && !token.stop_requested()) {
-        auto read = co_await spawn_blocking([&s, cursor] { return read_batch(s, cursor); });
-        if (!read) {
-            break;  // cancelled before it ran
+        std::vector<detail::relay_row> fresh;
+        if (held.size() < max_held) {
+            auto read = co_await spawn_blocking([&s, cursor] { return read_batch(s, cursor); });
+            if (!read) {
+                break;  // cancelled before it ran
+            }
+            if (!*read) {
+                // SQLITE_BUSY past busy_timeout, or worse: wait and try again; the relay owns
+                // no state that a failed read could corrupt.
+                co_await detail::wait_for_event(s.stop.wake, backoff);
+                backoff = std::min(backoff * 2, o.max_backoff);
+                continue;
+            }
+            fresh = std::move(**read);
         }
-        if (!*read) {
-            // SQLITE_BUSY past busy_timeout, or worse: wait and try again; the relay owns no
-            // state that a failed read could corrupt.
-            co_await detail::wait_for_event(s.stop.wake, backoff);
-            backoff = std::min(backoff * 2, o.max_backoff);
-            continue;
-        }
-        std::vector<detail::relay_row> rows = std::move(**read);
-        if (rows.empty()) {
+        if (fresh.empty() && held.empty()) {
             s.counters.oldest_pending_staged_ms.store(0, std::memory_order_relaxed);
             s.counters.idle_waits.fetch_add(1, std::memory_order_relaxed);
             co_await detail::wait_for_event(s.notified, poll);
             poll = std::min(poll * 2, o.max_poll);
             continue;
         }
+        if (fresh.empty()) {
+            // Only keys in back-off: sleep until the first is due (or a commit brings work).
+            auto due = std::chrono::steady_clock::time_point::max();
+            for (const auto& r : held) {
+                auto d = deferred.find(r.env.key);
+                due = std::min(due, d != deferred.end() ? d->second.not_before
+                                                        : std::chrono::steady_clock::now());
+            }
+            const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
+                due - std::chrono::steady_clock::now());
+            if (wait.count() > 0) {
+                co_await detail::wait_for_event(s.notified, std::min(wait, o.max_backoff));
+                continue;
+            }
+        }
         poll = o.min_poll;
+        const std::int64_t last_read = fresh.empty() ? cursor : fresh.back().seq;
+        std::vector<detail::relay_row> rows = std::move(held);
+        held.clear();
+        rows.insert(rows.end(), std::make_move_iterator(fresh.begin()),
+                    std::make_move_iterator(fresh.end()));
         s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms,
                                                   std::memory_order_relaxed);
-        co_await detail::publish_batch(pub, rows, o, s.counters, s.stop);
+        if (detail::fault_mark_done_first()) {
+            // The positive control's broken relay (test builds only): rows deleted first.
+            std::vector<detail::relay_row> marked = rows;
+            for (auto& r : marked) {
+                r.outcome = detail::relay_row::fate::published;
+            }
+            auto done = co_await spawn_blocking([&s, &marked] { return finish_batch(s, marked); });
+            if (!done || !*done) {
+                held = std::move(rows);
+                continue;
+            }
+            detail::crash_point("after_mark_done");
+        }
+        co_await detail::publish_batch(pub, rows, o, s.counters, s.stop, &deferred);
+        detail::crash_point("after_ack");
         backoff = o.min_backoff;
         for (;;) {
             auto done = co_await spawn_blocking([&s, &rows] { return finish_batch(s, rows); });
@@ -389,13 +437,15 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
             backoff = std::min(backoff * 2, o.max_backoff);
         }
         backoff = o.min_backoff;
-        const bool all = std::none_of(rows.begin(), rows.end(), [](const auto& r) {
-            return r.outcome == detail::relay_row::fate::pending;
-        });
-        if (!all) {
-            break;  // stopping
+        if (s.stop.requested()) {
+            break;  // what is pending stays staged for the next relay
         }
-        cursor = rows.back().seq;
+        for (auto& r : rows) {
+            if (r.outcome == detail::relay_row::fate::pending) {
+                held.push_back(std::move(r));
+            }
+        }
+        cursor = last_read;
     }
     co_return result<void>{};
 }

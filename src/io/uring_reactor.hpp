@@ -5,6 +5,7 @@
 #include <liburing.h>
 
 #include <atomic>
+#include <chrono>
 #include <coroutine>
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +67,11 @@ struct uring_op : stop_callback_node {
     void (*on_detach)(uring_op& op) noexcept = nullptr;
 };
 
+/// Multishot operations a detaching reactor left to the ring's exit because the kernel had not
+/// ended them within detach_drain_limit (process-wide, relaxed; expected to stay 0).
+inline std::atomic<std::uint64_t> multishot_detach_leftovers{0};
+inline constexpr std::chrono::milliseconds detach_drain_limit{1000};
+
 class uring_reactor final : public reactor {
 public:
     uring_reactor();
@@ -104,6 +110,7 @@ private:
     auto reap() -> bool;
     void submit_cancels();
     void arm_wake();
+    void end_multishots() noexcept;  // detach: cancel each armed multishot op, reap to its end
 
     io_uring ring_{};
     bool ring_ok_ = false;

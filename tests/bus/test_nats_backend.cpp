@@ -147,4 +147,57 @@ TEST(nats_backend, acks_complete_in_batches) {
                 1000.0 * static_cast<double>(wakes) / static_cast<double>(acks));
 }
 
+// cnats blocks its caller in two places: at its own MaxPending of async publishes (StallWait)
+// and when a publish finds its write buffer full (it then writes to the socket inline). weft
+// keeps below both, so no runtime worker blocks inside the client: here with a write buffer
+// (64 KiB) far smaller than what the window lets be in flight (512 x 2 KiB), the publisher
+// holds messages until the buffer has room, and no publish was handed to cnats without room.
+TEST(nats_backend, no_publish_blocks_inside_cnats) {
+    nats_backend_options o;
+    o.url = nats_url();
+    o.streams = {nats_stream_config{
+        .name = "WEFT_TEST", .subjects = {"weft.test.>"}, .storage = nats_storage::memory}};
+    o.io_buffer_bytes = 64 * 1024;
+    nats_backend b{o};
+    const std::string t = "weft.test.stall-" + message_id::generate().to_string();
+    constexpr int n = 20'000;
+    const std::string payload(2048, 'x');
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = 512}};
+        int ok = 0;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                for (int i = 0; i < n; ++i) {
+                    auto r = co_await pub.results().recv();
+                    if (r && r->outcome) {
+                        ++ok;
+                    }
+                }
+            });
+            for (int i = 0; i < n; ++i) {
+                envelope e;
+                e.topic = t;
+                e.payload = payload;
+                (co_await pub.publish_async(std::move(e))).value();
+            }
+            co_return;
+        });
+        EXPECT_EQ(ok, n);
+        (co_await pub.close()).value();
+    }());
+    const auto st = b.stats();
+    std::printf(
+        "nats: %d publishes of 2 KiB, 64 KiB buffer: %llu held for room, %llu stalls, "
+        "at most %llu bytes buffered\n",
+        n, static_cast<unsigned long long>(st.publishes_held),
+        static_cast<unsigned long long>(st.publish_stalls),
+        static_cast<unsigned long long>(st.max_buffered));
+    EXPECT_EQ(st.acks, std::uint64_t{n});
+    EXPECT_EQ(st.publish_stalls, 0U);
+    // The check is live: cnats's buffer was read and did fill up to the bound.
+    EXPECT_GT(st.max_buffered, 0U);
+    EXPECT_LE(st.max_buffered, std::uint64_t{64 * 1024});
+}
+
 }  // namespace

@@ -3,11 +3,13 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "weft/bus/errc.hpp"
 #include "weft/bus/memory_broker.hpp"
+#include "weft/bus/pg_inbox.hpp"
 #include "weft/bus/pg_outbox.hpp"
 #include "weft/bus/publisher.hpp"
 #include "weft/bus/subscriber.hpp"
@@ -196,6 +198,237 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
         (co_await pub.close()).value();
     }());
     EXPECT_EQ(broker.stored("orders"), 30U);
+}
+
+// A key whose publish keeps failing does not hold up the others: its rows are left out of the
+// claim while it waits (the broker refuses "stuck" until the 20 other events staged after it
+// are stored, or for its first 2,000 attempts at most, after which a relay that retried in
+// place would have stored "stuck" before them).
+TEST(pg_outbox, a_retrying_key_does_not_hold_up_the_others) {
+    memory_broker broker;
+    constexpr int others = 20;
+    std::atomic<int> others_stored{0};
+    std::atomic<int> stuck_attempts{0};
+    std::atomic<int> others_when_stuck_went_through{-1};
+    std::vector<std::string> stuck_order;  // payloads of "stuck", in the order stored
+    std::mutex mu;
+    broker.set_publish_fault([&](const envelope& e) -> std::error_code {
+        if (e.key != "stuck") {
+            others_stored.fetch_add(1);
+            return {};
+        }
+        if (others_stored.load() < others && stuck_attempts.fetch_add(1) < 2'000) {
+            return make_error_code(bus_errc::broker_unreachable);
+        }
+        int unset = -1;
+        others_when_stuck_went_through.compare_exchange_strong(unset, others_stored.load());
+        std::lock_guard lock(mu);
+        stuck_order.push_back(e.payload);
+        return {};
+    });
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_outbox_stuck";
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox_options o;
+        o.conninfo = conninfo();
+        o.table = t;
+        o.partitions = 4;
+        o.relay.min_backoff = 1ms;
+        o.relay.max_backoff = 4ms;
+        pg_outbox outbox{o};
+        co_await fresh_table(*c, t);
+        (co_await outbox.migrate(*c)).value();
+        (co_await c->query("BEGIN")).value();
+        (co_await outbox.stage(*c, event_for("stuck", 0))).value();
+        (co_await c->query("COMMIT")).value();
+        publisher pub{broker};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        while (outbox.metrics().retries == 0) {  // "stuck" was claimed, tried and refused
+            (void)co_await weft::sleep_for(1ms);
+        }
+        (co_await c->query("BEGIN")).value();
+        for (int k = 0; k < others; ++k) {
+            (co_await outbox.stage(*c, event_for("k" + std::to_string(k), 0))).value();
+        }
+        (co_await outbox.stage(*c, event_for("stuck", 1))).value();
+        (co_await c->query("COMMIT")).value();
+        outbox.notify();
+        while (outbox.metrics().published < others + 2) {
+            (void)co_await weft::sleep_for(1ms);
+        }
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        EXPECT_EQ(co_await rows_in(*c, t), 0);
+    }());
+    EXPECT_EQ(others_when_stuck_went_through.load(), others)
+        << "the other keys waited for the retrying one (" << stuck_attempts.load()
+        << " attempts of \"stuck\")";
+    EXPECT_EQ(stuck_order, (std::vector<std::string>{"0", "1"}));
+}
+
+// listen_notify: a commit made through another pg_outbox object (as another process would,
+// so this relay's in-process notification is never set) wakes the idle relay through NOTIFY.
+// The relay polls once an hour: without the NOTIFY the event would wait for the watchdog.
+TEST(pg_outbox, listen_notify_wakes_the_relay_on_another_process_commit) {
+    memory_broker broker;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_outbox_listen";
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox_options o;
+        o.conninfo = conninfo();
+        o.table = t;
+        o.partitions = 4;
+        o.listen_notify = true;
+        o.relay.min_poll = std::chrono::hours{1};
+        o.relay.max_poll = std::chrono::hours{1};
+        pg_outbox relay_side{o};
+        pg_outbox producer_side{o};
+        co_await fresh_table(*c, t);
+        (co_await producer_side.migrate(*c)).value();
+        publisher pub{broker};
+        auto relay = weft::spawn(relay_side.run_relay(pub));
+        while (relay_side.metrics().idle_waits == 0) {  // listening, found nothing, waiting
+            (void)co_await weft::sleep_for(1ms);
+        }
+        co_await stage_many(producer_side, *c, 3, 2);
+        while (relay_side.metrics().published < 6) {
+            (void)co_await weft::sleep_for(1ms);
+        }
+        relay_side.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(broker.stored("orders"), 6U);
+}
+
+// ---- pg_inbox: the sqlite_inbox contract on PostgreSQL ----
+
+/// A fresh inbox table and a business table `<t>_orders` (id serial, what text).
+auto fresh_inbox(pg_connection& c, const std::string& t) -> weft::task<void> {
+    (co_await c.query("DROP TABLE IF EXISTS " + t + ", " + t + "_orders")).value();
+    (co_await c.query("CREATE TABLE " + t + "_orders (id serial PRIMARY KEY, what text)")).value();
+}
+
+auto count_rows(pg_connection& c, const std::string& t) -> weft::task<int> {
+    auto r = (co_await c.query("SELECT count(*) FROM " + t)).value();
+    co_return std::stoi(std::string(r.text(0, 0)));
+}
+
+TEST(pg_inbox, a_redelivered_duplicate_is_acked_and_skipped) {
+    memory_broker broker;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_inbox_dup";
+    int handled = 0;
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        co_await fresh_inbox(*c, t);
+        pg_inbox inbox{{.table = t}};
+        (co_await inbox.migrate(*c)).value();
+        auto apply = [&](pg_connection& conn, const envelope& e) -> weft::task<weft::result<void>> {
+            ++handled;
+            std::vector<pg_param> p;
+            p.push_back(pg_param{e.payload, false});
+            auto r = co_await conn.query("INSERT INTO " + t + "_orders (what) VALUES ($1)",
+                                         std::move(p));
+            if (!r) {
+                co_return r.error();
+            }
+            co_return weft::result<void>{};
+        };
+        publisher pub{broker};
+        subscriber sub{broker, {.ack_wait = 100ms}};
+        auto s = (co_await sub.subscribe("orders", "billing")).value();
+        (co_await pub.publish(event_for("k", 1))).value();
+
+        // First delivery: handled and committed, but the consumer dies before its ack (record()
+        // and the handler in a transaction of our own, no ack, as a crash after COMMIT leaves it).
+        auto d1 = (co_await s.next()).value();
+        (co_await c->query("BEGIN")).value();
+        EXPECT_TRUE((co_await inbox.record(*c, d1.message().id)).value());
+        (co_await apply(*c, d1.message())).value();
+        (co_await c->query("COMMIT")).value();
+
+        // Redelivered after ack_wait: recognised, acked, the handler not run.
+        auto d2 = (co_await s.next()).value();
+        EXPECT_EQ(d2.attempt(), 2U);
+        auto outcome = co_await inbox.handle(*c, d2, apply);
+        EXPECT_EQ(outcome.value(), inbox_outcome::duplicate);
+
+        // A new message is handled, and acked after the commit: no redelivery follows.
+        (co_await pub.publish(event_for("k", 2))).value();
+        auto d3 = (co_await s.next()).value();
+        auto fresh = co_await inbox.handle(*c, d3, apply);
+        EXPECT_EQ(fresh.value(), inbox_outcome::processed);
+        auto none = co_await weft::with_timeout(300ms, s.next());
+        EXPECT_EQ(none.error(), std::errc::timed_out);
+        EXPECT_EQ(co_await count_rows(*c, t + "_orders"), 2);
+        EXPECT_EQ(co_await count_rows(*c, t), 2);
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(handled, 2);
+}
+
+TEST(pg_inbox, a_failed_handler_rolls_back_records_nothing_and_does_not_ack) {
+    memory_broker broker;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_inbox_fail";
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        co_await fresh_inbox(*c, t);
+        pg_inbox inbox{{.table = t}};
+        (co_await inbox.migrate(*c)).value();
+        publisher pub{broker};
+        subscriber sub{broker, {.ack_wait = 100ms}};
+        auto s = (co_await sub.subscribe("orders", "billing")).value();
+        (co_await pub.publish(event_for("k", 1))).value();
+        auto d1 = (co_await s.next()).value();
+        auto failed = co_await inbox.handle(
+            *c, d1, [&](pg_connection& conn, const envelope&) -> weft::task<weft::result<void>> {
+                (void)co_await conn.query("INSERT INTO " + t + "_orders (what) VALUES ('x')");
+                co_return std::make_error_code(std::errc::io_error);
+            });
+        EXPECT_EQ(failed.error(), std::errc::io_error);
+        EXPECT_EQ(co_await count_rows(*c, t + "_orders"), 0);
+        EXPECT_EQ(co_await count_rows(*c, t), 0);
+        // Not acked: delivered again after ack_wait, and handled then.
+        auto d2 = (co_await s.next()).value();
+        EXPECT_EQ(d2.attempt(), 2U);
+        auto ok = co_await inbox.handle(
+            *c, d2, [&](pg_connection& conn, const envelope&) -> weft::task<weft::result<void>> {
+                auto r = co_await conn.query("INSERT INTO " + t + "_orders (what) VALUES ('y')");
+                if (!r) {
+                    co_return r.error();
+                }
+                co_return weft::result<void>{};
+            });
+        EXPECT_EQ(ok.value(), inbox_outcome::processed);
+        EXPECT_EQ(co_await count_rows(*c, t + "_orders"), 1);
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST(pg_inbox, ids_expire_after_the_window) {
+    weft::runtime rt{weft::io_runtime_options(1)};
+    const std::string t = "weft_test_inbox_expiry";
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        co_await fresh_inbox(*c, t);
+        pg_inbox inbox{{.table = t, .window = 1ms, .expire_every = 0}};
+        (co_await inbox.migrate(*c)).value();
+        const auto id = message_id::generate();
+        (co_await c->query("BEGIN")).value();
+        EXPECT_TRUE((co_await inbox.record(*c, id)).value());
+        EXPECT_FALSE((co_await inbox.record(*c, id)).value());
+        (co_await c->query("COMMIT")).value();
+        (void)co_await weft::sleep_for(20ms);
+        EXPECT_EQ((co_await inbox.expire(*c)).value(), 1U);
+        (co_await c->query("BEGIN")).value();
+        EXPECT_TRUE((co_await inbox.record(*c, id)).value());  // forgotten: new again
+        (co_await c->query("COMMIT")).value();
+    }());
 }
 
 }  // namespace

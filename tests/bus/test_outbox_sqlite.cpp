@@ -173,6 +173,68 @@ TEST(sqlite_outbox, order_per_key_holds_under_a_failing_broker) {
     EXPECT_EQ(app.count("orders"), keys * per_key);
 }
 
+// A key whose publish keeps failing must not hold up the batches after it (its own later
+// events wait, in order). The broker refuses key "stuck" until the 20 other events staged after
+// it are stored, or for its first 2,000 attempts at most: a relay that finishes a whole batch
+// before reading the next retries "stuck" 2,000 times first, and the others come after it.
+TEST(sqlite_outbox, a_retrying_key_does_not_hold_up_the_next_batch) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    sqlite_outbox outbox{path,
+                         {.relay = {.batch_size = 8, .min_backoff = 1ms, .max_backoff = 4ms}}};
+    app_db app{path};
+    constexpr int others = 20;
+    memory_broker broker;
+    std::atomic<int> others_stored{0};
+    std::atomic<int> stuck_attempts{0};
+    std::atomic<int> others_when_stuck_went_through{-1};
+    broker.set_publish_fault([&](const envelope& e) -> std::error_code {
+        if (e.key != "stuck") {
+            others_stored.fetch_add(1);
+            return {};
+        }
+        if (others_stored.load() < others && stuck_attempts.fetch_add(1) < 2'000) {
+            return make_error_code(bus_errc::broker_unreachable);
+        }
+        int unset = -1;
+        others_when_stuck_went_through.compare_exchange_strong(unset, others_stored.load());
+        return {};
+    });
+    {
+        sqlite_txn txn{app.get()};
+        (void)outbox.stage(txn, event_for("stuck", 0)).value();
+        txn.commit().value();
+    }
+    std::map<std::string, std::vector<int>> got;
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{broker, {.max_pending = 64}};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        while (outbox.metrics().retries == 0) {  // "stuck" was read, tried and refused
+            (void)co_await weft::sleep_for(1ms);
+        }
+        (co_await weft::spawn_blocking([&] {
+            sqlite_txn txn{app.get()};
+            for (int k = 0; k < others; ++k) {
+                (void)outbox.stage(txn, event_for("k" + std::to_string(k), 0)).value();
+            }
+            (void)outbox.stage(txn, event_for("stuck", 1)).value();
+            txn.commit().value();
+        })).value();
+        co_await wait_published(outbox, others + 2);
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        got = co_await stored_by_key(broker, "orders");
+    }());
+    EXPECT_EQ(got.size(), static_cast<std::size_t>(others + 1));
+    EXPECT_EQ(got["stuck"], (std::vector<int>{0, 1}));
+    EXPECT_EQ(others_when_stuck_went_through.load(), others)
+        << "the other keys waited for the retrying one (" << stuck_attempts.load()
+        << " attempts of \"stuck\")";
+    EXPECT_EQ(outbox.pending_rows().value(), 0U);
+}
+
 TEST(sqlite_outbox, staging_rolled_back_with_the_business_change_leaves_nothing) {
     temp_dir dir;
     const auto path = dir.file("app.db");

@@ -69,6 +69,11 @@ public:
     /// statements separated by `;`); the rows of the last, or `query_failed` (its text in
     /// last_error()).
     auto query(std::string sql, std::vector<pg_param> params = {}) -> task<result<pg_rows>>;
+    /// Between queries: waits until a NOTIFY arrives on a channel this connection LISTENs to
+    /// (one already received during a query counts), drains every one received, and returns
+    /// the channel of the first. `operation_canceled` when the awaiting task is stopped (the
+    /// connection stays usable); `connection_lost` when it ended.
+    auto wait_notification() -> task<result<std::string>>;
     [[nodiscard]] auto last_error() const -> const std::string& { return error_; }
     [[nodiscard]] auto native() const noexcept -> pg_conn* { return conn_; }
 

@@ -25,6 +25,13 @@ struct pg_outbox_options {
     /// At most this many partitions per relay (0: as many as are free), so that relays started
     /// together share the work.
     std::uint32_t max_owned_partitions = 0;
+    /// Opt-in wake-up across processes: stage() adds `pg_notify('<table>_wake', '')` to the
+    /// caller's transaction and the relay LISTENs on its connection, so a commit anywhere wakes
+    /// an idle relay at once rather than at its next poll. Off by default: a transaction that
+    /// has sent NOTIFY takes a database-wide lock at COMMIT (to queue the notification in
+    /// commit order), which serialises every such commit; with adaptive polling the relay
+    /// finds work within min_poll..max_poll anyway.
+    bool listen_notify = false;
     relay_options relay{};
 };
 
@@ -32,8 +39,9 @@ struct pg_outbox_options {
 ///
 /// - `stage(conn, env)` inserts the event on the caller's connection, inside the caller's open
 ///   transaction (`BEGIN` ... `COMMIT` on a weft::bus::pg_connection); after COMMIT the
-///   caller may `notify()` a relay in this process. LISTEN/NOTIFY is not used: a transaction
-///   that sends NOTIFY takes a global lock at commit, serialising every commit.
+///   caller may `notify()` a relay in this process. LISTEN/NOTIFY only with
+///   `listen_notify` (off by default: a transaction that sends NOTIFY takes a global lock at
+///   commit, serialising every commit).
 /// - Relays: each owns partitions through session advisory locks
 ///   (pg_try_advisory_lock(class, partition)) on its own connection, which the server releases
 ///   when that connection ends (a killed relay's partitions are free at once). Within its

@@ -8,6 +8,7 @@
 
 #include "weft/bus/delivery.hpp"
 #include "weft/bus/envelope.hpp"
+#include "weft/bus/inbox_outcome.hpp"
 #include "weft/bus/sqlite_txn.hpp"
 #include "weft/core/result.hpp"
 
@@ -25,8 +26,6 @@ struct sqlite_inbox_options {
     /// expire() yourself).
     std::uint32_t expire_every = 1'000;
 };
-
-enum class inbox_outcome { processed, duplicate };
 
 /// The idempotent consumer on SQLite: a message's id is recorded in the consumer's database in
 /// the same transaction as the handler's writes, so the writes happen once per id however

@@ -127,3 +127,52 @@ class HttpSuiteFeaturesTest(unittest.TestCase):
         self.assertEqual([(s["params"], s["reason"]) for s in result["skipped"]],
                          [({"arch": "A"}, f"{self.dir}/missing not built")])
         self.assertEqual([r["params"] for r in result["rows"]], [{}])
+
+
+class SessionTest(unittest.TestCase):
+    """A suite's background processes (brokers) run over all its runs; their CPU is charged to
+    the scenarios named after them, and they are stopped afterwards."""
+
+    setUp = HttpSuiteFeaturesTest.setUp
+    tearDown = HttpSuiteFeaturesTest.tearDown
+    program = HttpSuiteFeaturesTest.program
+    run_suite = HttpSuiteFeaturesTest.run_suite
+
+    def test_background_cpu_is_charged_to_its_scenarios_and_the_session_ends(self):
+        import contextlib
+        import subprocess
+        import sys
+        from weftbench.suite import Metric, Scenario, Suite, System
+        events = []
+
+        @contextlib.contextmanager
+        def session(mode):
+            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            events.append(("start", mode))
+            try:
+                yield {"bus": busy.pid}
+            finally:
+                busy.kill()
+                busy.wait()
+                events.append(("stop", busy.pid))
+
+        prog = self.program('sleep 0.5\n'
+                            'echo \'{"metric": "m", "unit": "x", "value": 1}\'\n'
+                            'echo \'{"metric": "ops", "unit": "", "value": 1000}\'\n')
+        suite = Suite("t", "t", None, (System("weft", prog),), {"m": Metric("x")},
+                      (Scenario("bus_pub", {}, ("m",)), Scenario("memory_pub", {}, ("m",))),
+                      rounds={"quick": 1, "full": 1}, session=session)
+        result = self.run_suite(suite)
+        pid = result["background"]["bus"]
+        self.assertEqual(events, [("start", "quick"), ("stop", pid)])
+        charged = {r["scenario"]: r["value"] for r in result["rows"]
+                   if r["metric"] == "broker_cpu_s_per_m"}
+        self.assertEqual(list(charged), ["bus_pub"])  # memory_pub names no background process
+        self.assertGreater(charged["bus_pub"], 0)
+
+    def test_no_session_no_background_key(self):
+        from weftbench.suite import Metric, Scenario, Suite, System
+        prog = self.program('echo \'{"metric": "m", "unit": "x", "value": 1}\'\n')
+        suite = Suite("t", "t", None, (System("weft", prog),), {"m": Metric("x")},
+                      (Scenario("s", {}, ("m",)),), rounds={"quick": 1, "full": 1})
+        self.assertNotIn("background", self.run_suite(suite))

@@ -109,6 +109,19 @@ def session_cpu_ticks(sid: int) -> int:
     return total
 
 
+def process_cpu_ticks(pid: int) -> int:
+    """CPU of a background process, in ticks: of its whole session when it leads one (a
+    database's postmaster and its backends, started with setsid), else its own (all its
+    threads, and its reaped children's); 0 if it is gone."""
+    try:
+        rest = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0
+    if int(rest[3]) == pid:
+        return session_cpu_ticks(pid)
+    return sum(int(x) for x in rest[11:15])
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -158,15 +171,19 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 def run_once(argv: list[str], timeout: float, threshold: float,
              server_argv: list[str] | None = None, port: int | None = None,
-             ready_timeout: float = 10.0, server_env: dict | None = None) -> Run:
-    """Run argv once (with its server around it, if any) and measure it."""
+             ready_timeout: float = 10.0, server_env: dict | None = None,
+             background: dict | None = None, charged: int | None = None) -> Run:
+    """Run argv once (with its server around it, if any) and measure it.
+
+    `background`: {name: pid} of processes that run across runs (a suite's brokers); their CPU
+    is not other CPU. `charged`: the one of them whose CPU per million ops is reported."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.TemporaryFile() as server_err:
         server = None
         try:
             if server_argv:
                 server = start_server(server_argv, port, ready_timeout, server_err, server_env)
-            return measure_child(argv, timeout, threshold, out, err, server)
+            return measure_child(argv, timeout, threshold, out, err, server, background, charged)
         except (ServerError, OSError) as e:
             server_err.seek(0)
             detail = tail(server_err.read().decode(errors="replace"))
@@ -206,7 +223,8 @@ class RssSampler:
         return max(self.peak, rss_kib(self.pid))
 
 
-def measure_child(argv, timeout, threshold, out, err, server) -> Run:
+def measure_child(argv, timeout, threshold, out, err, server, background=None,
+                  charged=None) -> Run:
     timed_out = threading.Event()
 
     def on_timeout(pid: int) -> None:
@@ -214,6 +232,7 @@ def measure_child(argv, timeout, threshold, out, err, server) -> Run:
         kill_session(pid)
 
     server_before = session_cpu_ticks(server.pid) if server else 0
+    bg_before = {pid: process_cpu_ticks(pid) for pid in (background or {}).values()}
     sampler = RssSampler(server.pid) if server else None
     busy_before, ncpu = read_busy()
     start = time.monotonic()
@@ -233,6 +252,7 @@ def measure_child(argv, timeout, threshold, out, err, server) -> Run:
     busy_after, _ = read_busy()
     proc.returncode = code = os.waitstatus_to_exitcode(status)
     server_cpu = (session_cpu_ticks(server.pid) - server_before) / HZ if server else None
+    bg_cpu = {pid: (process_cpu_ticks(pid) - t) / HZ for pid, t in bg_before.items()}
     server_rss = sampler.finish() if sampler else None
 
     out.seek(0)
@@ -240,7 +260,8 @@ def measure_child(argv, timeout, threshold, out, err, server) -> Run:
     stdout = out.read().decode(errors="replace")
     stderr = err.read().decode(errors="replace")
     cpu = usage.ru_utime + usage.ru_stime
-    other = other_cpu_percent(busy_after - busy_before, cpu + (server_cpu or 0.0), wall, ncpu)
+    other = other_cpu_percent(busy_after - busy_before,
+                              cpu + (server_cpu or 0.0) + sum(bg_cpu.values()), wall, ncpu)
     run = Run("ok", wall_s=wall, cpu_s=cpu, server_cpu_s=server_cpu, other_cpu_percent=other,
               noisy=is_noisy(other, wall, threshold))
     if timed_out.is_set():
@@ -264,6 +285,11 @@ def measure_child(argv, timeout, threshold, out, err, server) -> Run:
                                     "value": server_cpu * 1e9 / ops})
             run.metrics.append({"metric": "server_rss_kib", "unit": "KiB",
                                 "value": float(server_rss or 0)})
+        if charged in bg_cpu:
+            ops = next((m["value"] for m in run.metrics if m["metric"] == "ops"), None)
+            if ops:
+                run.metrics.append({"metric": "broker_cpu_s_per_m", "unit": "s",
+                                    "value": bg_cpu[charged] * 1e6 / ops})
     return run
 
 

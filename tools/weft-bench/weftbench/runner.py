@@ -1,6 +1,7 @@
 """Runs a suite: systems interleaved round by round, each run measured, rows summarized."""
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -103,7 +104,7 @@ def server_for(system: System, scenario, params: dict, settings: Settings,
 
 
 def run_system(system: System, scenario, params: dict, suite: Suite,
-               settings: Settings) -> measure.Run:
+               settings: Settings, background: dict | None = None) -> measure.Run:
     timeout = scenario.timeout or suite.timeout
     server = {}
     port = None
@@ -113,6 +114,10 @@ def run_system(system: System, scenario, params: dict, suite: Suite,
         server = {"server_argv": argv, "port": port,
                   "ready_timeout": system.server.ready_timeout, "server_env": env}
     argv = argv_for(system, scenario.name, params, settings, port)
+    if background:
+        server["background"] = background
+        server["charged"] = next((pid for name, pid in background.items()
+                                  if scenario.name.startswith(name)), None)
     return measure.measure(argv, timeout, settings.noise_threshold, settings.retries, **server)
 
 
@@ -199,6 +204,31 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
                                               "system": system.name, "reason": why})
             print(f"{suite.name}: {scn.name} {stats.format_params(params)}: {why}",
                   file=sys.stderr, flush=True)
+    with_session = suite.session and runnable and not result.get("error")
+    session = suite.session(settings.mode) if with_session else contextlib.nullcontext({})
+    with session as background:
+        if with_session:
+            result["background"] = dict(background)
+        run_rounds(suite, settings, progress, runnable, plan, rounds, result, samples, invalid,
+                   stopped, dict(background))
+
+    rows = seed_rows(suite, plan) + measured_rows(suite, plan, samples, invalid)
+    for d in suite.derived:
+        rows += stats.derive(d, rows)
+        if d.seed:
+            rows.append(seed_row(suite, d.scenario, dict(d.params), d.metric, d.seed))
+    for row in rows:
+        row.setdefault("unit", suite.metric(row["metric"]).unit)
+        row["better"] = suite.metric(row["metric"]).better
+    result["rows"] = rows
+    result["elapsed_s"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def run_rounds(suite: Suite, settings: Settings, progress: Progress, runnable: list, plan: list,
+               rounds: int, result: dict, samples: dict, invalid: dict, stopped: set,
+               background: dict) -> None:
+    """The interleaved rounds of run_suite, with the suite's background processes running."""
     for r in range(1, rounds + 1):
         for i, (scn, params) in enumerate(plan):
             label = f"{suite.name} round {r}/{rounds}  {scn.name} {stats.format_params(params)}"
@@ -208,7 +238,7 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
                 if (i, system.name) in stopped:
                     progress.done += 1
                     continue
-                run = run_system(system, scn, params, suite, settings)
+                run = run_system(system, scn, params, suite, settings, background)
                 progress.line(f"{label}  {system.name}: {describe(run)}")
                 if run.status in ("unsupported", "failed"):
                     stopped.add((i, system.name))
@@ -223,18 +253,6 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
                                               "error": run.error, "metrics": run.metrics})
                 elif run.status == "ok":
                     record(samples, i, system.name, run)
-
-    rows = seed_rows(suite, plan) + measured_rows(suite, plan, samples, invalid)
-    for d in suite.derived:
-        rows += stats.derive(d, rows)
-        if d.seed:
-            rows.append(seed_row(suite, d.scenario, dict(d.params), d.metric, d.seed))
-    for row in rows:
-        row.setdefault("unit", suite.metric(row["metric"]).unit)
-        row["better"] = suite.metric(row["metric"]).better
-    result["rows"] = rows
-    result["elapsed_s"] = round(time.monotonic() - started, 1)
-    return result
 
 
 def record(samples: dict, i: int, system: str, run: measure.Run) -> None:

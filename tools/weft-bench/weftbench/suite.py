@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, ContextManager, Mapping
 
 LOWER = "lower"
 HIGHER = "higher"
@@ -141,6 +141,12 @@ class Suite:
     timeout: float = 120.0
     notes: str = ""
     unplotted: tuple[str, ...] = ()  # metrics shown in the table only (e.g. facts of the run)
+    # Processes kept running over all the suite's runs (message brokers): called with the mode,
+    # returns a context manager that starts them, yields {name: pid} of those that run, and
+    # stops them on exit. Their CPU during a run is not "other" CPU; a run of a scenario whose
+    # name starts with one of the names gets the row `broker_cpu_s_per_m`: that process's CPU
+    # seconds per million of the `ops` the program printed.
+    session: Callable[[str], ContextManager[Mapping[str, int]]] | None = None
 
     def metric(self, name: str) -> Metric:
         """Declared metric, or a lower-is-better one of unknown unit for anything undeclared."""

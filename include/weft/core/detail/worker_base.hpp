@@ -12,6 +12,10 @@
 /// word, a timer wheel): keep it out of line. Inlined, clang < 19 and g++ may still store to
 /// the coroutine frame after the hand-off, racing whoever resumes (or frees) it on the other
 /// thread (LLVM fixed this with llvm.coro.await.suspend in 19). TSan caught it in when_any.
+/// NOTE: out of line is not enough at -O0 with clang 16: there the handle a symmetric-transfer
+/// await_suspend returns (fork_awaiter's) is spilled to the frame after the call and read back,
+/// after a thief may already run the parent (TSan in a Debug build of test_bus_outbox, in
+/// when_all's run_members). Optimised builds keep it in a register; the TSan build is -O1+.
 // Always out of line, also where the compiler would be safe (LLVM >= 19): these functions read
 // the worker thread_local directly, which is only sound outside coroutine bodies.
 #define WEFT_PUBLISHES_HANDLE [[gnu::noinline]]

@@ -1,0 +1,467 @@
+// weft-bench's `eventbus` program: publishes N envelopes through weft::bus::publisher on one
+// backend and prints the suite's figures (tools/weft-bench/README.md, "Scenario program
+// protocol"):
+//
+//   bench_bus SCENARIO messages=N [max_pending=1024] [tasks=1000] [payload=128] [workers=2]
+//             [nats_port=4222] [kafka_port=9092]
+//
+// SCENARIO is <backend>_<mode>:
+//   memory_async  memory_awaited  memory_deliver
+//   nats_memory_async  nats_memory_awaited  nats_file_async  nats_file_awaited
+//   kafka_async  kafka_awaited
+// async: one task calls publish_async N times while another reads results() (the seed's
+// shape: publish returns at once, the outcome arrives on a channel). awaited: `tasks` tasks
+// share the N messages, each awaiting publish() one message at a time. deliver (memory only):
+// one task publishes with publish_async, one member of a group receives and acks each message;
+// the clock stops at the N-th ack.
+//
+// outbox_sqlite and outbox_pg are bench_outbox's (beside this program), which runs them.
+//
+// Each run uses a topic of its own (a JetStream stream or Kafka topic made at start, the NATS
+// stream deleted at the end so the broker's memory store does not fill up over a suite), and
+// publishes one untimed message first (connection, metadata, producer id). Latency is
+// publish-to-ack: from the publish call to the moment the outcome is read (async) or the
+// awaited publish returns. Key = the message's index, so an outcome finds its send time.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../scenarios/scenario.hpp"
+#include "weft/bus/envelope_codec.hpp"
+#include "weft/bus/memory_broker.hpp"
+#include "weft/bus/publisher.hpp"
+#include "weft/bus/subscriber.hpp"
+#include "weft/core/frame_allocator.hpp"
+#include "weft/core/scope.hpp"
+#include "weft/io/reactor.hpp"
+#include "weft/sched/runtime.hpp"
+#include "weft/sched/timer.hpp"
+#if WEFT_BENCH_BUS_NATS
+#include <nats/nats.h>
+
+#include "weft/bus/nats_backend.hpp"
+#endif
+#if WEFT_BENCH_BUS_KAFKA
+#include "weft/bus/kafka_backend.hpp"
+#endif
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using weft::result;
+using weft::task;
+using namespace weft::bus;
+using weft::bench::emit;
+using weft::bench::fail;
+
+struct options {
+    std::string scenario;
+    std::string backend;  // memory | nats | kafka
+    std::string storage;  // nats: memory | file
+    std::string mode;     // async | awaited | deliver
+    std::int64_t messages = 10'000;
+    std::int64_t max_pending = 1024;
+    std::int64_t tasks = 1000;
+    std::int64_t payload = 128;
+    std::int64_t workers = 2;
+    std::int64_t nats_port = 4222;
+    std::int64_t kafka_port = 9092;
+    // Passed by the suite to every program, used by others: the raw clients' body size, the
+    // outbox's PostgreSQL port.
+    std::int64_t body = 0;
+    std::int64_t pg_port = 0;
+};
+
+auto parse(int argc, char** argv) -> options {
+    options o;
+    if (argc < 2) {
+        fail("usage: bench_bus SCENARIO key=value... (see the file's opening comment)", 2);
+    }
+    o.scenario = argv[1];
+    static const std::map<std::string, std::array<const char*, 3>> scenarios = {
+        {"memory_async", {"memory", "", "async"}},
+        {"memory_awaited", {"memory", "", "awaited"}},
+        {"memory_deliver", {"memory", "", "deliver"}},
+        {"nats_memory_async", {"nats", "memory", "async"}},
+        {"nats_memory_awaited", {"nats", "memory", "awaited"}},
+        {"nats_file_async", {"nats", "file", "async"}},
+        {"nats_file_awaited", {"nats", "file", "awaited"}},
+        {"kafka_async", {"kafka", "", "async"}},
+        {"kafka_awaited", {"kafka", "", "awaited"}},
+    };
+    auto it = scenarios.find(o.scenario);
+    if (it == scenarios.end()) {
+        fail("unknown scenario '" + o.scenario + "'", 2);
+    }
+    o.backend = it->second[0];
+    o.storage = it->second[1];
+    o.mode = it->second[2];
+    std::map<std::string, std::int64_t*> keys = {
+        {"messages", &o.messages},     {"max_pending", &o.max_pending},
+        {"tasks", &o.tasks},           {"payload", &o.payload},
+        {"workers", &o.workers},       {"nats_port", &o.nats_port},
+        {"kafka_port", &o.kafka_port}, {"body", &o.body},
+        {"pg_port", &o.pg_port}};
+    for (int i = 2; i < argc; ++i) {
+        const std::string arg = argv[i];
+        const auto eq = arg.find('=');
+        auto k = keys.find(arg.substr(0, eq));
+        if (eq == std::string::npos || k == keys.end()) {
+            fail("bad parameter '" + arg + "'", 2);
+        }
+        try {
+            *k->second = std::stoll(arg.substr(eq + 1));
+        } catch (const std::exception&) {
+            fail("bad value in '" + arg + "' (want an integer)", 2);
+        }
+    }
+    if (o.messages < 1 || o.max_pending < 1 || o.tasks < 1 || o.payload < 0 || o.workers < 1) {
+        fail("messages, max_pending, tasks, workers >= 1; payload >= 0", 2);
+    }
+    return o;
+}
+
+auto threads_now() -> std::int64_t {
+    std::ifstream in("/proc/self/status");
+    std::string key;
+    while (in >> key) {
+        if (key == "Threads:") {
+            std::int64_t n = 0;
+            in >> n;
+            return n;
+        }
+        in.ignore(1 << 12, '\n');
+    }
+    return 0;
+}
+
+/// What a run measured, filled by the scenario and printed by main.
+struct figures {
+    double elapsed_s = 0;
+    double cpu_s = 0;
+    std::int64_t ok = 0;
+    std::int64_t failed = 0;
+    std::string first_error;
+    std::vector<std::int64_t> latency_ns;  // one per message that got an outcome
+    std::int64_t rss_before = 0;
+    std::int64_t rss_after = 0;
+    std::int64_t threads_before = 0;
+    std::int64_t threads_after = 0;
+    std::int64_t tasks_before = 0;
+    std::int64_t tasks_after = 0;
+};
+
+auto since_ns(clock_type::time_point t0) -> std::int64_t {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t0).count();
+}
+
+auto make_envelope(const std::string& topic, std::int64_t i, const std::string& payload)
+    -> envelope {
+    envelope e;
+    e.topic = topic;
+    e.key = std::to_string(i);
+    e.type = "bench.event";
+    e.payload = payload;
+    return e;
+}
+
+void record(figures& f, const result<ack>& outcome) {
+    if (outcome) {
+        ++f.ok;
+    } else {
+        if (f.failed++ == 0) {
+            f.first_error = outcome.error().message();
+        }
+    }
+}
+
+// One task publishes with publish_async; a second reads every outcome from results().
+auto run_async(publisher& pub, const options& o, const std::string& topic, figures& f)
+    -> task<void> {
+    const auto n = o.messages;
+    const std::string payload(static_cast<std::size_t>(o.payload), 'x');
+    std::vector<clock_type::time_point> sent(static_cast<std::size_t>(n));
+    const auto t0 = clock_type::now();
+    const double cpu0 = weft::bench::process_cpu_seconds();
+    co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+        s.spawn([&]() -> task<void> {
+            for (std::int64_t got = 0; got < n; ++got) {
+                auto r = co_await pub.results().recv();
+                if (!r) {
+                    fail("results(): " + r.error().message());
+                }
+                const auto i = static_cast<std::size_t>(std::stoll(r->key));
+                f.latency_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                           clock_type::now() - sent[i])
+                                           .count());
+                record(f, r->outcome);
+            }
+        });
+        for (std::int64_t i = 0; i < n; ++i) {
+            sent[static_cast<std::size_t>(i)] = clock_type::now();
+            auto r = co_await pub.publish_async(make_envelope(topic, i, payload));
+            if (!r) {
+                fail("publish_async: " + r.error().message());
+            }
+        }
+        co_return;
+    });
+    f.elapsed_s = static_cast<double>(since_ns(t0)) / 1e9;
+    f.cpu_s = weft::bench::process_cpu_seconds() - cpu0;
+}
+
+// `tasks` tasks share the messages; each awaits one publish at a time.
+auto run_awaited(publisher& pub, const options& o, const std::string& topic, figures& f)
+    -> task<void> {
+    const auto n = o.messages;
+    const auto tasks = std::min(o.tasks, n);
+    const std::string payload(static_cast<std::size_t>(o.payload), 'x');
+    std::vector<std::vector<std::int64_t>> lat(static_cast<std::size_t>(tasks));
+    std::vector<figures> per(static_cast<std::size_t>(tasks));
+    const auto t0 = clock_type::now();
+    const double cpu0 = weft::bench::process_cpu_seconds();
+    co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+        for (std::int64_t t = 0; t < tasks; ++t) {
+            s.spawn([&, t]() -> task<void> {
+                auto& mine = per[static_cast<std::size_t>(t)];
+                for (std::int64_t i = t; i < n; i += tasks) {
+                    const auto start = clock_type::now();
+                    auto r = co_await pub.publish(make_envelope(topic, i, payload));
+                    mine.latency_ns.push_back(since_ns(start));
+                    record(mine, r);
+                }
+            });
+        }
+        co_return;
+    });
+    f.elapsed_s = static_cast<double>(since_ns(t0)) / 1e9;
+    f.cpu_s = weft::bench::process_cpu_seconds() - cpu0;
+    for (auto& m : per) {
+        f.ok += m.ok;
+        f.failed += m.failed;
+        if (f.first_error.empty()) {
+            f.first_error = m.first_error;
+        }
+        f.latency_ns.insert(f.latency_ns.end(), m.latency_ns.begin(), m.latency_ns.end());
+    }
+}
+
+// Memory backend: publish_async and one group member that receives and acks every message.
+auto run_deliver(backend& b, publisher& pub, const options& o, const std::string& topic, figures& f)
+    -> task<void> {
+    const auto n = o.messages;
+    const std::string payload(static_cast<std::size_t>(o.payload), 'x');
+    subscriber sub{b};
+    auto member = co_await sub.subscribe(topic, "bench");
+    if (!member) {
+        fail("subscribe: " + member.error().message());
+    }
+    std::vector<clock_type::time_point> sent(static_cast<std::size_t>(n));
+    const auto t0 = clock_type::now();
+    const double cpu0 = weft::bench::process_cpu_seconds();
+    co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+        s.spawn([&]() -> task<void> {  // publish outcomes, read so the publisher keeps going
+            for (std::int64_t got = 0; got < n; ++got) {
+                auto r = co_await pub.results().recv();
+                if (!r || !r->outcome) {
+                    fail("publish failed");
+                }
+            }
+        });
+        s.spawn([&]() -> task<void> {
+            for (std::int64_t got = 0; got < n;) {
+                auto d = co_await member->next();
+                if (!d) {
+                    fail("next(): " + d.error().message());
+                }
+                const auto key = std::stoll(d->message().key);
+                if (key < 0) {  // the warm-up message, retained for a group that joins later
+                    (void)d->ack();
+                    continue;
+                }
+                ++got;
+                const auto i = static_cast<std::size_t>(key);
+                f.latency_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                           clock_type::now() - sent[i])
+                                           .count());
+                auto a = d->ack();
+                if (a) {
+                    ++f.ok;
+                } else if (f.failed++ == 0) {
+                    f.first_error = a.error().message();
+                }
+            }
+        });
+        for (std::int64_t i = 0; i < n; ++i) {
+            sent[static_cast<std::size_t>(i)] = clock_type::now();
+            auto r = co_await pub.publish_async(make_envelope(topic, i, payload));
+            if (!r) {
+                fail("publish_async: " + r.error().message());
+            }
+        }
+        co_return;
+    });
+    f.elapsed_s = static_cast<double>(since_ns(t0)) / 1e9;
+    f.cpu_s = weft::bench::process_cpu_seconds() - cpu0;
+    member->close();
+}
+
+auto run(backend& b, const options& o, const std::string& topic, figures& f) -> task<void> {
+    f.rss_before = weft::bench::rss_bytes();
+    f.threads_before = threads_now();
+    f.tasks_before = weft::live_frames();
+    {
+        publisher pub{b, {.max_pending = static_cast<std::uint32_t>(o.max_pending)}};
+        // Untimed: connection, topic metadata and the producer's id are in place before t0.
+        auto warm = co_await pub.publish(make_envelope(topic, -1, "warm-up"));
+        if (!warm) {
+            fail("warm-up publish: " + warm.error().message());
+        }
+        if (o.mode == "async") {
+            co_await run_async(pub, o, topic, f);
+        } else if (o.mode == "awaited") {
+            co_await run_awaited(pub, o, topic, f);
+        } else {
+            co_await run_deliver(b, pub, o, topic, f);
+        }
+        f.rss_after = weft::bench::rss_bytes();
+        auto closed = co_await pub.close();
+        if (!closed) {
+            fail("close: " + closed.error().message());
+        }
+    }
+    // A backend's per-publisher task (the ack drain) ends on its own once woken by close():
+    // give it up to 200 ms to finish, then count what is left.
+    for (int i = 0; i < 200 && weft::live_frames() > f.tasks_before; ++i) {
+        (void)co_await weft::sleep_for(std::chrono::milliseconds(1));
+    }
+    f.threads_after = threads_now();
+    f.tasks_after = weft::live_frames();
+}
+
+#if WEFT_BENCH_BUS_NATS
+// Deletes the run's stream (the memory store is bounded; a suite publishes millions).
+void delete_stream(const std::string& url, const std::string& stream) {
+    natsConnection* nc = nullptr;
+    jsCtx* js = nullptr;
+    if (natsConnection_ConnectTo(&nc, url.c_str()) == NATS_OK &&
+        natsConnection_JetStream(&js, nc, nullptr) == NATS_OK) {
+        jsErrCode code{};
+        if (js_DeleteStream(js, stream.c_str(), nullptr, &code) != NATS_OK) {
+            std::fprintf(stderr, "warning: stream %s not deleted\n", stream.c_str());
+        }
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+#endif
+
+void print(const options& o, const std::string& topic, figures& f) {
+    const auto n = static_cast<double>(o.messages);
+    const bool deliver = o.mode == "deliver";
+    emit(deliver ? "deliveries_per_s" : "msgs_per_s", "msg/s", n / f.elapsed_s);
+    std::sort(f.latency_ns.begin(), f.latency_ns.end());
+    double mean = 0;
+    for (auto v : f.latency_ns) {
+        mean += static_cast<double>(v);
+    }
+    if (!f.latency_ns.empty()) {
+        mean /= static_cast<double>(f.latency_ns.size());
+        const auto p99 =
+            f.latency_ns[std::min(f.latency_ns.size() - 1, f.latency_ns.size() * 99 / 100)];
+        emit("mean_latency_ms", "ms", mean / 1e6);
+        emit("p99_latency_ms", "ms", static_cast<double>(p99) / 1e6);
+    }
+    emit("success_percent", "%", 100.0 * static_cast<double>(f.ok) / n);
+    emit("mem_delta_mb", "MB", static_cast<double>(f.rss_after - f.rss_before) / (1 << 20));
+    emit("cpu_ns_per_msg", "ns", f.cpu_s * 1e9 / n);
+    emit("threads_before", "", static_cast<double>(f.threads_before));
+    emit("threads_after", "", static_cast<double>(f.threads_after));
+    emit("tasks_before", "", static_cast<double>(f.tasks_before));
+    emit("tasks_after", "", static_cast<double>(f.tasks_after));
+    // What one message puts on the wire (the binary envelope; the peers send bodies this size).
+    auto sample =
+        make_envelope(topic, o.messages - 1, std::string(static_cast<std::size_t>(o.payload), 'x'));
+    sample.id = message_id::generate();
+    sample.time = std::chrono::system_clock::now();
+    emit("envelope_bytes", "B", static_cast<double>(encode(sample).size()));
+    emit("ops", "", n);
+}
+
+}  // namespace
+
+auto main(int argc, char** argv) -> int {
+    if (argc >= 2 && std::string_view(argv[1]).starts_with("outbox_")) {
+        const auto self = std::filesystem::read_symlink("/proc/self/exe");
+        const auto outbox = (self.parent_path() / "bench_outbox").string();
+        argv[0] = const_cast<char*>(outbox.c_str());
+        ::execv(outbox.c_str(), argv);
+        fail("cannot run " + outbox + " (build the bench_outbox target)", 2);
+    }
+    const options o = parse(argc, argv);
+    // A topic of its own per run: no message of an earlier run is counted or waited for.
+    const std::string topic = "weftbench-" + o.scenario + "-" + std::to_string(::getpid()) + "-" +
+                              std::to_string(std::chrono::system_clock::now().time_since_epoch() /
+                                             std::chrono::milliseconds(1));
+    const std::string nats_url = "nats://127.0.0.1:" + std::to_string(o.nats_port);
+    figures f;
+    try {
+        std::unique_ptr<backend> b;
+        if (o.backend == "memory") {
+            b = std::make_unique<memory_broker>();
+        } else if (o.backend == "nats") {
+#if WEFT_BENCH_BUS_NATS
+            nats_backend_options no;
+            no.url = nats_url;
+            no.topics = {topic};
+            no.storage = o.storage == "file" ? nats_storage::file : nats_storage::memory;
+            b = std::make_unique<nats_backend>(std::move(no));
+#else
+            fail("built without weft::bus_nats (cnats missing)", 2);
+#endif
+        } else {
+#if WEFT_BENCH_BUS_KAFKA
+            kafka_backend_options ko;
+            ko.brokers = "127.0.0.1:" + std::to_string(o.kafka_port);
+            ko.topics = {topic};
+            ko.create_topics_on_use = false;
+            b = std::make_unique<kafka_backend>(std::move(ko));
+#else
+            fail("built without weft::bus_kafka (librdkafka missing)", 2);
+#endif
+        }
+        {
+            weft::runtime rt{weft::io_runtime_options(static_cast<unsigned>(o.workers))};
+            rt.block_on(run(*b, o, topic, f));
+        }
+        b.reset();
+    } catch (const std::exception& e) {
+        fail(e.what());
+    }
+#if WEFT_BENCH_BUS_NATS
+    if (o.backend == "nats") {
+        delete_stream(nats_url, topic);
+    }
+#endif
+    if (f.failed > 0) {
+        std::fprintf(stderr, "%lld of %lld publishes failed; first: %s\n",
+                     static_cast<long long>(f.failed), static_cast<long long>(o.messages),
+                     f.first_error.c_str());
+    }
+    print(o, topic, f);
+    return 0;
+}

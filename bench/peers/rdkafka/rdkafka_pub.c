@@ -1,0 +1,235 @@
+/* The raw-client peer of weft-bench's eventbus suite for Kafka: librdkafka's own produce,
+ * with weft::bus's settings (bench/bus/bench_bus.cpp, src/bus/kafka_producer.cpp) and nothing
+ * on top.
+ *
+ *   rdkafka-pub SCENARIO messages=N [max_pending=1024] [body=224] [kafka_port=9092]
+ *
+ * SCENARIO: kafka_async, and kafka_awaited, which runs the same: the raw client's figure
+ * beside weft's awaited publish from 1,000 tasks (anything else: exit 2, not supported).
+ * Settings as weft's kafka_backend: enable.idempotence=true, acks=all, linger.ms=5,
+ * partitioner=murmur2_random, message.timeout.ms=30000, queue.buffering.max.messages =
+ * 2 x max_pending + 1024, queue.buffering.max.kbytes=1048576; a topic of its own per run (one
+ * partition, replication factor 1) made through the admin API before the clock starts; key =
+ * the message's index, header weft-id = a 36-character id. The in-flight window is weft's:
+ * at max_pending unacknowledged messages the program serves delivery reports
+ * (rd_kafka_poll) before producing more; reports arrive through the classic dr_msg_cb on the
+ * producing thread. Latency: produce call to delivery report. Body: `body` bytes, the size of
+ * weft's encoded envelope for the same payload. One untimed warm-up message first. */
+#define _GNU_SOURCE
+#include <librdkafka/rdkafka.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static double cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+static long rss_kib(void) {
+    FILE* f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "VmRSS:", 6) == 0) {
+            v = atol(line + 6);
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return v;
+}
+
+static void emit(const char* metric, const char* unit, double value) {
+    printf("{\"metric\": \"%s\", \"unit\": \"%s\", \"value\": %.6g}\n", metric, unit, value);
+}
+
+static int64_t* sent;
+static int64_t* lat;
+static int64_t acked, failed;
+
+static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
+    (void)rk;
+    (void)opaque;
+    intptr_t idx = (intptr_t)m->_private;
+    if (idx < 0) {
+        return; /* the warm-up message */
+    }
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        lat[acked++] = now_ns() - sent[idx];
+    } else if (failed++ == 0) {
+        fprintf(stderr, "first failure: %s\n", rd_kafka_err2str(m->err));
+    }
+}
+
+static int cmp64(const void* a, const void* b) {
+    int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
+    return (x > y) - (x < y);
+}
+
+static void set(rd_kafka_conf_t* conf, const char* k, const char* v) {
+    char err[256];
+    if (rd_kafka_conf_set(conf, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) {
+        fprintf(stderr, "error: %s=%s: %s\n", k, v, err);
+        exit(1);
+    }
+}
+
+static void create_topic(rd_kafka_t* rk, const char* topic) {
+    char err[256];
+    rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic, 1, 1, err, sizeof err);
+    rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t* ao = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_operation_timeout(ao, 10000, err, sizeof err);
+    rd_kafka_CreateTopics(rk, &nt, 1, ao, q);
+    rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 15000);
+    const rd_kafka_CreateTopics_result_t* res = ev ? rd_kafka_event_CreateTopics_result(ev) : NULL;
+    size_t cnt = 0;
+    const rd_kafka_topic_result_t** tr = res ? rd_kafka_CreateTopics_result_topics(res, &cnt) : NULL;
+    if (!ev || rd_kafka_event_error(ev) || cnt != 1 || rd_kafka_topic_result_error(tr[0])) {
+        fprintf(stderr, "error: create topic %s: %s\n", topic,
+                ev ? (cnt == 1 ? rd_kafka_topic_result_error_string(tr[0])
+                               : rd_kafka_event_error_string(ev))
+                   : "timed out");
+        exit(1);
+    }
+    rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(ao);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_NewTopic_destroy(nt);
+}
+
+static void produce(rd_kafka_t* rk, const char* topic, const char* key, const char* id,
+                    const char* data, size_t len, intptr_t idx) {
+    for (;;) {
+        rd_kafka_resp_err_t e = rd_kafka_producev(
+            rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
+            RD_KAFKA_V_VALUE((void*)data, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+            RD_KAFKA_V_HEADER("weft-id", id, 36), RD_KAFKA_V_OPAQUE((void*)idx), RD_KAFKA_V_END);
+        if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            return;
+        }
+        if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+            fprintf(stderr, "error: produce: %s\n", rd_kafka_err2str(e));
+            exit(1);
+        }
+        rd_kafka_poll(rk, 100);
+    }
+}
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: rdkafka-pub SCENARIO key=value...\n");
+        return 2;
+    }
+    if (strcmp(argv[1], "kafka_async") != 0 && strcmp(argv[1], "kafka_awaited") != 0) {
+        return 2;
+    }
+    long long n = 10000, max_pending = 1024, body = 224, port = 9092;
+    for (int i = 2; i < argc; ++i) {
+        long long v;
+        char key[64];
+        if (sscanf(argv[i], "%63[^=]=%lld", key, &v) != 2) {
+            fprintf(stderr, "bad parameter %s\n", argv[i]);
+            return 2;
+        }
+        if (strcmp(key, "messages") == 0) n = v;
+        else if (strcmp(key, "max_pending") == 0) max_pending = v;
+        else if (strcmp(key, "body") == 0) body = v;
+        else if (strcmp(key, "kafka_port") == 0) port = v;
+    }
+    char brokers[64], topic[96], buf[64];
+    snprintf(brokers, sizeof brokers, "127.0.0.1:%lld", port);
+    snprintf(topic, sizeof topic, "rdkafkabench-%d-%lld", (int)getpid(), (long long)now_ns());
+
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    set(conf, "bootstrap.servers", brokers);
+    set(conf, "client.id", "rdkafka-pub");
+    set(conf, "enable.idempotence", "true");
+    set(conf, "acks", "all");
+    set(conf, "linger.ms", "5");
+    set(conf, "partitioner", "murmur2_random");
+    set(conf, "message.timeout.ms", "30000");
+    snprintf(buf, sizeof buf, "%lld", max_pending * 2 + 1024);
+    set(conf, "queue.buffering.max.messages", buf);
+    set(conf, "queue.buffering.max.kbytes", "1048576");
+    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "error: %s\n", err);
+        return 1;
+    }
+    create_topic(rk, topic);
+
+    char* data = malloc((size_t)body + 1);
+    memset(data, 'x', (size_t)body);
+    sent = calloc((size_t)n, sizeof *sent);
+    lat = calloc((size_t)n, sizeof *lat);
+    const int pid = (int)getpid();
+    char id[48], key[24];
+
+    /* warm-up, untimed: metadata, the producer id, the partition leader */
+    snprintf(id, sizeof id, "warm-%030d", pid);
+    produce(rk, topic, "warm-up", id, data, (size_t)body, -1);
+    if (rd_kafka_flush(rk, 30000) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        fprintf(stderr, "error: warm-up not delivered\n");
+        return 1;
+    }
+
+    const long rss0 = rss_kib();
+    const double cpu0 = cpu_s();
+    const int64_t t0 = now_ns();
+    for (long long i = 0; i < n; ++i) {
+        while (i - (acked + failed) >= max_pending) {
+            rd_kafka_poll(rk, 1000);
+        }
+        snprintf(id, sizeof id, "bench-%017d-%012lld", pid, i % 1000000000000LL);
+        snprintf(key, sizeof key, "%lld", i);
+        sent[i] = now_ns();
+        produce(rk, topic, key, id, data, (size_t)body, (intptr_t)i);
+        rd_kafka_poll(rk, 0);
+    }
+    while (acked + failed < n) {
+        rd_kafka_poll(rk, 1000);
+    }
+    const int64_t t1 = now_ns();
+    const double cpu1 = cpu_s();
+    const long rss1 = rss_kib();
+
+    qsort(lat, (size_t)acked, sizeof *lat, cmp64);
+    double mean = 0;
+    for (int64_t i = 0; i < acked; ++i) {
+        mean += (double)lat[i];
+    }
+    emit("msgs_per_s", "msg/s", (double)n / ((double)(t1 - t0) / 1e9));
+    if (acked > 0) {
+        emit("mean_latency_ms", "ms", mean / (double)acked / 1e6);
+        int64_t p = acked * 99 / 100;
+        emit("p99_latency_ms", "ms", (double)lat[p < acked ? p : acked - 1] / 1e6);
+    }
+    emit("success_percent", "%", 100.0 * (double)acked / (double)n);
+    emit("mem_delta_mb", "MB", (double)(rss1 - rss0) / 1024.0);
+    emit("cpu_ns_per_msg", "ns", (cpu1 - cpu0) * 1e9 / (double)n);
+    emit("ops", "", (double)n);
+    fflush(stdout);
+
+    rd_kafka_destroy(rk);
+    free(data);
+    free(sent);
+    free(lat);
+    return 0;
+}

@@ -1,0 +1,426 @@
+#!/usr/bin/env python3
+"""The outbox chaos test: a producer, a relay and a consumer (chaos_node processes) against a
+real nats-server, with the relay SIGKILLed at random instants and at the outbox's crash points,
+the broker killed and restarted and paused with SIGSTOP, and the consumer killed; then the
+check. Every process is started by this script and signalled by its PID only; the broker is
+started by scripts/brokers.sh (on WEFT_NATS_PORT) and signalled through its PID file.
+
+  chaos.py --node build/test/tests/chaos_node [--events 2000] [--relay-kills 20] ...
+  chaos.py --node ... --control no-inbox|mark-done-first|memory-storage
+
+Pass (no --control): the ids committed in the business table equal the ids the consumer
+processed, each exactly once; per key the processed sequence is 1, 2, ... n without a gap or a
+step back; the outbox is empty. Duplicates the inbox absorbed and deliveries that arrived
+ahead of their predecessor are reported. A control passes when its violation is reported:
+  no-inbox         every publish with a fresh id, the consumer without its inbox, the relay
+                   crashed after acks -> events processed twice
+  mark-done-first  a relay that deletes a batch before publishing it, crashed in between
+                   -> events lost
+  memory-storage   the stream in NATS memory storage, the broker killed before the consumer
+                   read it -> events lost
+Exit status 0: passed (or the control saw its violation); 1: failed.
+"""
+
+import argparse
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def log(*a):
+    print("chaos:", *a, flush=True)
+
+
+class Broker:
+    """The nats-server of scripts/brokers.sh, signalled by the PID in its PID file."""
+
+    def __init__(self, port):
+        self.port = port
+        state = os.environ.get("WEFT_BROKERS_DIR", os.path.join(ROOT, ".cache", "brokers"))
+        self.pid_file = os.path.join(state, "nats-%d" % port, "nats-server.pid")
+        self.env = dict(os.environ, WEFT_NATS_PORT=str(port))
+
+    def start(self):
+        subprocess.run([os.path.join(ROOT, "scripts", "brokers.sh"), "start", "nats"],
+                       env=self.env, check=True, stdout=subprocess.DEVNULL, timeout=120)
+
+    def pid(self):
+        with open(self.pid_file) as f:
+            return int(f.read().strip())
+
+    def kill(self):
+        pid = self.pid()
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.02)
+        raise RuntimeError("nats-server %d survived SIGKILL" % pid)
+
+    def restart(self):
+        self.kill()
+        self.start()
+
+    def pause(self, seconds):
+        pid = self.pid()
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(seconds)
+        os.kill(pid, signal.SIGCONT)
+
+
+class Proc:
+    """One chaos_node process; restarted, killed and reaped by its PID."""
+
+    def __init__(self, name, argv, logdir, env=None):
+        self.name, self.argv, self.logdir = name, argv, logdir
+        self.p = None
+        self.starts = 0
+        self.env = env
+
+    def start(self, extra_env=None):
+        env = dict(os.environ if self.env is None else self.env)
+        env.update(extra_env or {})
+        self.starts += 1
+        out = open(os.path.join(self.logdir, "%s.%d.log" % (self.name, self.starts)), "w")
+        self.p = subprocess.Popen(self.argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+
+    def alive(self):
+        return self.p is not None and self.p.poll() is None
+
+    def kill(self):
+        if self.alive():
+            os.kill(self.p.pid, signal.SIGKILL)
+        if self.p is not None:
+            self.p.wait()
+
+    def wait(self, timeout):
+        try:
+            return self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def query(path, sql):
+    if not os.path.exists(path):
+        return []
+    db = sqlite3.connect("file:%s?mode=ro" % path, uri=True, timeout=10)
+    try:
+        return db.execute(sql).fetchall()
+    except sqlite3.OperationalError:
+        return []  # a table not created yet
+    finally:
+        db.close()
+
+
+def count(path, sql):
+    rows = query(path, sql)
+    return rows[0][0] if rows else 0
+
+
+class SqliteApp:
+    """The producer's side on SQLite: the business table `orders`, the outbox `weft_outbox`."""
+
+    def __init__(self, path):
+        self.path = path
+        self.orders, self.outbox = "orders", "weft_outbox"
+
+    def query(self, sql):
+        return query(self.path, sql)
+
+
+class PgApp:
+    """The producer's side on PostgreSQL: `<prefix>_orders` and `<prefix>_outbox`, read by psql."""
+
+    def __init__(self, conninfo, prefix):
+        self.conninfo, self.prefix = conninfo, prefix
+        self.orders, self.outbox = prefix + "_orders", prefix + "_outbox"
+
+    def psql(self, sql, check=False):
+        r = subprocess.run(["psql", self.conninfo, "-At", "-F", "|", "-c", sql],
+                           capture_output=True, text=True, timeout=30)
+        if check and r.returncode != 0:
+            raise RuntimeError("psql: %s" % r.stderr.strip())
+        if r.returncode != 0:
+            return []  # a table not created yet
+        return [tuple(int(v) if v.lstrip("-").isdigit() else v for v in line.split("|"))
+                for line in r.stdout.splitlines() if line]
+
+    def query(self, sql):
+        return self.psql(sql)
+
+    def terminate_relay_backend(self):
+        return self.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                         "WHERE application_name = 'weft_chaos_relay'", check=True)[0][0]
+
+    def drop(self):
+        self.psql("DROP TABLE IF EXISTS %s, %s, %s_dead" % (self.orders, self.outbox, self.outbox))
+        self.psql("DELETE FROM weft_schema_versions WHERE name = '%s'" % self.outbox)
+
+
+def app_count(app, sql):
+    rows = app.query(sql)
+    return rows[0][0] if rows else 0
+
+
+def check(app, consumer_db):
+    """The verdict: a dict of counts, and the list of violations."""
+    committed = {r[0]: (r[1], r[2]) for r in app.query("SELECT id, key, seq FROM %s" % app.orders)}
+    received = query(consumer_db, "SELECT biz, key, seq FROM received ORDER BY n")
+    times = {}
+    for biz, _, _ in received:
+        times[biz] = times.get(biz, 0) + 1
+    lost = [i for i in committed if i not in times]
+    twice = [i for i, n in times.items() if n > 1]
+    unknown = [i for i in times if i not in committed]
+    order_breaks = 0
+    last = {}
+    for biz, key, seq in received:
+        if seq != last.get(key, 0) + 1:
+            order_breaks += 1
+        last[key] = max(seq, last.get(key, 0))
+    res = {
+        "committed": len(committed),
+        "processed_once": sum(1 for n in times.values() if n == 1),
+        "lost": len(lost),
+        "processed_twice": len(twice),
+        "unknown": len(unknown),
+        "order_breaks": order_breaks,
+        "outbox_left": app_count(app, "SELECT count(*) FROM %s" % app.outbox),
+        "dead_letters": app_count(app, "SELECT count(*) FROM %s_dead" % app.outbox),
+        "duplicates_absorbed_by_inbox": count(consumer_db, "SELECT count(*) FROM dups"),
+        "early_deliveries_nacked": count(consumer_db, "SELECT count(*) FROM early"),
+    }
+    bad = []
+    if res["lost"]:
+        bad.append("lost %d (first ids %s)" % (res["lost"], sorted(lost)[:10]))
+    if res["processed_twice"]:
+        bad.append("processed twice %d (first ids %s)" % (res["processed_twice"], sorted(twice)[:10]))
+    if res["unknown"]:
+        bad.append("processed but never committed %d" % res["unknown"])
+    if res["order_breaks"]:
+        bad.append("per-key order broken %d times" % res["order_breaks"])
+    if res["outbox_left"]:
+        bad.append("outbox not empty: %d rows" % res["outbox_left"])
+    if res["dead_letters"]:
+        bad.append("dead letters: %d" % res["dead_letters"])
+    return res, bad
+
+
+def wait_drained(app, consumer_db, events, timeout, settle=None):
+    """Until the outbox is empty and the consumer processed `events` distinct ids; with
+    `settle`, also returns once the outbox is empty and nothing new was processed for that many
+    seconds (where losses are expected, the wait ends when progress ends, not at a guess)."""
+    deadline = time.monotonic() + timeout
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        left = app_count(app, "SELECT count(*) FROM %s" % app.outbox)
+        done = count(consumer_db, "SELECT count(DISTINCT biz) FROM received")
+        if left == 0 and done >= events:
+            return True
+        if done != last:
+            last, since = done, time.monotonic()
+        elif settle is not None and left == 0 and time.monotonic() - since >= settle:
+            return False
+        time.sleep(0.2)
+    return False
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--node", required=True, help="the chaos_node binary")
+    ap.add_argument("--port", type=int, default=int(os.environ.get("WEFT_NATS_PORT", "14222")))
+    ap.add_argument("--events", type=int, default=2000)
+    ap.add_argument("--keys", type=int, default=100)
+    ap.add_argument("--pause-ms", type=int, default=None,
+                    help="between producer transactions (default: so that staging outlasts the actions)")
+    ap.add_argument("--relay-kills", type=int, default=20)
+    ap.add_argument("--broker-restarts", type=int, default=4)
+    ap.add_argument("--broker-pauses", type=int, default=2)
+    ap.add_argument("--consumer-kills", type=int, default=3)
+    ap.add_argument("--crash-points", type=int, default=3, help="runs of each crash point")
+    ap.add_argument("--drain-timeout", type=float, default=60)
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--control", choices=["none", "no-inbox", "mark-done-first", "memory-storage"],
+                    default="none")
+    ap.add_argument("--db", choices=["sqlite", "pg"], default="sqlite", help="the outbox's database")
+    ap.add_argument("--pg-conninfo", default="host=127.0.0.1 port=%s user=postgres dbname=postgres"
+                    % os.environ.get("WEFT_PG_PORT", "15432"))
+    ap.add_argument("--pg-terminations", type=int, default=3, help="pg_terminate_backend of the relay")
+    ap.add_argument("--keep", action="store_true", help="keep the databases and logs")
+    args = ap.parse_args()
+    rnd = random.Random(args.seed)
+    log("seed %d, control %s, %d events over %d keys" % (args.seed, args.control, args.events, args.keys))
+
+    work = tempfile.mkdtemp(prefix="weft-chaos-")
+    app_db = os.path.join(work, "app.db")
+    consumer_db = os.path.join(work, "consumer.db")
+    topic = "chaos.%s.%d" % (args.control.replace("-", "_"), os.getpid())
+    url = "nats://127.0.0.1:%d" % args.port
+    storage = "memory" if args.control == "memory-storage" else "file"
+    broker = Broker(args.port)
+    broker.start()
+
+    relay_flags = ["--fresh-ids"] if args.control == "no-inbox" else []
+    consumer_flags = ["--no-inbox"] if args.control == "no-inbox" else []
+    relay_env = dict(os.environ)
+    if args.control == "mark-done-first":
+        relay_env["WEFT_OUTBOX_FAULT"] = "mark_done_first"
+    if args.pause_ms is None:
+        # About a second per action (a crash run waits for its crash), 2.5 events per transaction.
+        n_actions = (args.relay_kills + args.broker_restarts + args.broker_pauses + args.consumer_kills +
+                     3 * args.crash_points + (args.pg_terminations if args.db == "pg" else 0))
+        if args.control != "none":
+            n_actions = args.crash_points * 2
+        args.pause_ms = max(2, int(1000.0 * n_actions / (args.events / 2.5)))
+    if args.db == "pg":
+        if args.control == "mark-done-first":
+            raise SystemExit("the mark-done-first fault exists in the SQLite relay only")
+        app = PgApp(args.pg_conninfo, "chaos_%d" % os.getpid())
+        app.drop()
+        producer = Proc("producer", [args.node, "produce-pg", args.pg_conninfo, app.prefix, str(args.events),
+                                     str(args.keys), topic, str(args.pause_ms)], work)
+        relay = Proc("relay", [args.node, "relay-pg", args.pg_conninfo, app.prefix, url, topic, storage]
+                     + relay_flags, work, relay_env)
+    else:
+        app = SqliteApp(app_db)
+        producer = Proc("producer", [args.node, "produce", app_db, str(args.events), str(args.keys), topic,
+                                     str(args.pause_ms)], work)
+        relay = Proc("relay", [args.node, "relay", app_db, url, topic, storage] + relay_flags, work, relay_env)
+    consumer = Proc("consumer", [args.node, "consume", consumer_db, url, topic, storage] + consumer_flags, work)
+    stats = {"relay_sigkills": 0, "broker_restarts": 0, "broker_pauses": 0, "consumer_kills": 0,
+             "relay_backends_terminated": 0}
+    crash_hits = {}
+
+    def crash_run(point):
+        """The relay restarted with a crash point armed; True when it crashed there."""
+        relay.kill()
+        relay.start({"WEFT_OUTBOX_CRASH_POINT": point, "WEFT_OUTBOX_CRASH_AFTER": str(rnd.randint(1, 4))})
+        rc = relay.wait(15)
+        if rc is None:
+            relay.kill()
+            relay.start()
+            return False
+        if rc == 86:
+            crash_hits[point] = crash_hits.get(point, 0) + 1
+            relay.start()
+            return True
+        raise RuntimeError("relay exited with %d at crash point %s (log in %s)" % (rc, point, work))
+
+    ok = False
+    try:
+        # Schema first, so relay and consumer find the tables.
+        if args.control == "memory-storage":
+            # Everything published and acknowledged into memory storage, then the broker
+            # killed before the consumer read any of it.
+            producer.start()
+            relay.start()
+            if producer.wait(120) != 0:
+                raise RuntimeError("producer failed (log in %s)" % work)
+            wait_drained(app, consumer_db, 0, args.drain_timeout)
+            broker.restart()
+            stats["broker_restarts"] += 1
+            relay.kill()
+            relay.start()  # makes the stream again (empty)
+            consumer.start()
+            wait_drained(app, consumer_db, args.events, args.drain_timeout, settle=3)
+        elif args.control in ("no-inbox", "mark-done-first"):
+            point = "after_ack" if args.control == "no-inbox" else "after_mark_done"
+            consumer.start()
+            producer.start()
+            relay.start()
+            while crash_hits.get(point, 0) < args.crash_points and producer.alive():
+                crash_run(point)
+            if producer.wait(120) != 0:
+                raise RuntimeError("producer failed (log in %s)" % work)
+            wait_drained(app, consumer_db, args.events, args.drain_timeout, settle=3)
+            time.sleep(2)  # late redeliveries would be counted too
+        else:
+            consumer.start()
+            producer.start()
+            relay.start()
+            actions = (["relay_kill"] * args.relay_kills + ["broker_restart"] * args.broker_restarts +
+                       ["broker_pause"] * args.broker_pauses + ["consumer_kill"] * args.consumer_kills +
+                       ["after_publish", "after_ack", "mid_commit"] * args.crash_points +
+                       (["pg_terminate"] * args.pg_terminations if args.db == "pg" else []))
+            rnd.shuffle(actions)
+            pending = list(actions)
+            deadline = time.monotonic() + 600
+            while pending and time.monotonic() < deadline:
+                a = pending.pop(0)
+                if not producer.alive() and a in ("after_publish", "after_ack", "mid_commit"):
+                    raise RuntimeError("the producer finished with %d actions left, a crash point "
+                                       "among them: raise --pause-ms or --events" % (len(pending) + 1))
+                time.sleep(rnd.uniform(0.05, 0.4))
+                if a == "relay_kill":
+                    relay.kill()
+                    stats["relay_sigkills"] += 1
+                    relay.start()
+                elif a == "broker_restart":
+                    broker.restart()
+                    stats["broker_restarts"] += 1
+                elif a == "broker_pause":
+                    broker.pause(rnd.uniform(0.5, 1.5))
+                    stats["broker_pauses"] += 1
+                elif a == "pg_terminate":
+                    if app.terminate_relay_backend() > 0:
+                        stats["relay_backends_terminated"] += 1
+                    else:
+                        pending.append(a)  # the relay was between connections: later
+                elif a == "consumer_kill":
+                    consumer.kill()
+                    stats["consumer_kills"] += 1
+                    consumer.start()
+                elif not crash_run(a):
+                    pending.append(a)  # not reached in 15 s: try again later
+                for p in (relay, consumer):
+                    if not p.alive():
+                        raise RuntimeError("%s exited by itself with %s (log in %s)" % (p.name, p.p.returncode, work))
+            if pending:
+                raise RuntimeError("actions left at the deadline: %s" % pending)
+            if producer.wait(300) != 0:
+                raise RuntimeError("producer failed (log in %s)" % work)
+            if not wait_drained(app, consumer_db, args.events, args.drain_timeout):
+                log("not drained within %.0f s" % args.drain_timeout)
+        relay.kill()
+        consumer.kill()
+        res, bad = check(app, consumer_db)
+        res.update(stats)
+        res.update({"crash_" + k: v for k, v in sorted(crash_hits.items())})
+        res["relay_starts"] = relay.starts
+        res["consumer_starts"] = consumer.starts
+        log("result " + " ".join("%s=%s" % kv for kv in res.items()))
+        if args.control == "none":
+            ok = not bad
+            log("PASS" if ok else "FAIL: " + "; ".join(bad))
+        else:
+            want = "processed_twice" if args.control == "no-inbox" else "lost"
+            ok = res[want] > 0
+            log("control %s: %s (%s)" % (args.control, "violation reported as expected" if ok
+                                         else "NO VIOLATION SEEN: the test could not fail", "; ".join(bad)))
+    finally:
+        for p in (producer, relay, consumer):
+            p.kill()
+        if ok and args.db == "pg" and not args.keep:
+            app.drop()
+        if ok and not args.keep:
+            for f in os.listdir(work):
+                os.unlink(os.path.join(work, f))
+            os.rmdir(work)
+        else:
+            log("databases and logs kept in %s" % work)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

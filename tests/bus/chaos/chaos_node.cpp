@@ -1,0 +1,490 @@
+// One process of the outbox chaos test (tests/bus/chaos/chaos.py starts, kills and restarts
+// them by PID): the producer that stages events in business transactions, the relay that
+// publishes them to NATS JetStream, and the consumer that handles them through the inbox.
+//
+//   chaos_node produce <app.db> <events> <keys> <topic> <pause_ms>
+//   chaos_node relay   <app.db> <nats_url> <topic> file|memory [--fresh-ids]
+//   chaos_node consume <consumer.db> <nats_url> <topic> file|memory [--no-inbox]
+//   chaos_node produce-pg <conninfo> <prefix> <events> <keys> <topic> <pause_ms>
+//   chaos_node relay-pg   <conninfo> <prefix> <nats_url> <topic> file|memory [--fresh-ids]
+//
+// The -pg forms do the same on PostgreSQL: the business table `<prefix>_orders` and the outbox
+// `<prefix>_outbox` (weft::bus::pg_outbox, one partition-owning relay); the consumer stays on
+// SQLite (its own database).
+//
+// The producer writes each event's business row (`orders`: id, key, seq; seq counts 1, 2, ...
+// per key) and stages its envelope (payload "id:key:seq") in one transaction, 1 to 4 events per
+// transaction. The relay runs sqlite_outbox::run_relay until it is killed; the outbox's crash
+// points (WEFT_OUTBOX_CRASH_POINT, src/bus/relay_batch.hpp) end it by themselves, and this
+// process adds "after_publish": _exit 5 ms after a message was handed to the NATS client,
+// before its ack is processed. --fresh-ids gives every publish a new envelope id (the
+// positive control that switches the broker's de-duplication and the inbox off).
+// The consumer records every event it handles in `received` (in handling order) in the same
+// transaction as the inbox's id; per key it handles seq n only after n - 1 (a delivery that
+// arrives early is nacked and logged in `early`), and logs duplicates the inbox absorbed in
+// `dups`. --no-inbox handles every delivery as it comes (the positive control).
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "weft/bus/backend.hpp"
+#include "weft/bus/nats_backend.hpp"
+#if defined(WEFT_CHAOS_PG)
+#include "weft/bus/pg_connection.hpp"
+#include "weft/bus/pg_outbox.hpp"
+#endif
+#include "weft/bus/publisher.hpp"
+#include "weft/bus/sqlite_inbox.hpp"
+#include "weft/bus/sqlite_outbox.hpp"
+#include "weft/bus/sqlite_txn.hpp"
+#include "weft/bus/subscriber.hpp"
+#include "weft/io/reactor.hpp"
+#include "weft/sched/runtime.hpp"
+#include "weft/sched/spawn_blocking.hpp"
+#include "weft/sched/timer.hpp"
+
+namespace {
+
+using namespace weft::bus;
+using namespace std::chrono_literals;
+
+void exec(sqlite3* db, const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+        std::string m = err != nullptr ? err : "?";
+        sqlite3_free(err);
+        throw std::runtime_error("sqlite: " + m + " in: " + sql);
+    }
+}
+
+auto open_db(const std::string& path) -> sqlite3* {
+    sqlite3* db = nullptr;
+    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+        throw std::runtime_error("cannot open " + path);
+    }
+    sqlite3_busy_timeout(db, 10'000);
+    exec(db, "PRAGMA journal_mode=WAL");
+    return db;
+}
+
+/// A prepared statement, finalized on scope exit.
+struct stmt {
+    sqlite3_stmt* s = nullptr;
+    stmt(sqlite3* db, const char* sql) {
+        if (sqlite3_prepare_v2(db, sql, -1, &s, nullptr) != SQLITE_OK) {
+            throw std::runtime_error(std::string("prepare: ") + sqlite3_errmsg(db));
+        }
+    }
+    stmt(const stmt&) = delete;
+    auto operator=(const stmt&) -> stmt& = delete;
+    ~stmt() { sqlite3_finalize(s); }
+    auto step() -> int { return sqlite3_step(s); }
+};
+
+// ---- producer ------------------------------------------------------------------------------
+
+auto produce(const std::string& path, int events, int keys, const std::string& topic, int pause_ms)
+    -> int {
+    sqlite_outbox outbox{path};  // creates the outbox schema; the relay runs elsewhere
+    sqlite3* db = open_db(path);
+    exec(db,
+         "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, key TEXT NOT NULL, "
+         "seq INTEGER NOT NULL)");
+    std::vector<int> next_seq(static_cast<std::size_t>(keys), 1);
+    std::mt19937 rng(static_cast<unsigned>(::getpid()));
+    int staged = 0;
+    while (staged < events) {
+        const int in_txn = std::min(events - staged, static_cast<int>(rng() % 4) + 1);
+        sqlite_txn txn{db};
+        for (int i = 0; i < in_txn; ++i) {
+            const auto k = static_cast<std::size_t>(rng() % static_cast<unsigned>(keys));
+            const int id = staged + i + 1;
+            const std::string key = "key-" + std::to_string(k);
+            const int seq = next_seq[k]++;
+            stmt ins(db, "INSERT INTO orders (id, key, seq) VALUES (?, ?, ?)");
+            sqlite3_bind_int(ins.s, 1, id);
+            sqlite3_bind_text(ins.s, 2, key.c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_int(ins.s, 3, seq);
+            if (ins.step() != SQLITE_DONE) {
+                throw std::runtime_error(std::string("insert: ") + sqlite3_errmsg(db));
+            }
+            envelope env;
+            env.topic = topic;
+            env.key = key;
+            env.type = "order_created";
+            env.payload = std::to_string(id) + ":" + key + ":" + std::to_string(seq);
+            outbox.stage(txn, std::move(env)).value();
+        }
+        txn.commit().value();
+        staged += in_txn;
+        if (pause_ms > 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds{pause_ms});
+        }
+    }
+    sqlite3_close(db);
+    std::printf("produced %d\n", staged);
+    return 0;
+}
+
+// ---- relay ---------------------------------------------------------------------------------
+
+/// Wraps the relay's producer: the "after_publish" crash point and the fresh-ids control.
+class chaos_producer final : public backend_producer {
+public:
+    chaos_producer(std::unique_ptr<backend_producer> inner, bool fresh_ids)
+        : inner_(std::move(inner)), fresh_ids_(fresh_ids) {
+        const char* p = std::getenv("WEFT_OUTBOX_CRASH_POINT");
+        const char* n = std::getenv("WEFT_OUTBOX_CRASH_AFTER");
+        armed_ = p != nullptr && std::string_view{p} == "after_publish";
+        left_ = n != nullptr ? std::atol(n) : 1;
+    }
+    void start(envelope env, std::uint32_t slot) override {
+        if (fresh_ids_) {
+            env.id = message_id::generate();
+        }
+        inner_->start(std::move(env), slot);
+        if (armed_ && left_.fetch_sub(1) <= 1) {
+            std::this_thread::sleep_for(5ms);  // cnats's flusher sends it; the ack is not seen
+            std::_Exit(86);
+        }
+    }
+    void close() noexcept override { inner_->close(); }
+
+private:
+    std::unique_ptr<backend_producer> inner_;
+    bool fresh_ids_;
+    bool armed_ = false;
+    std::atomic<long> left_{1};
+};
+
+class chaos_backend final : public backend {
+public:
+    chaos_backend(backend& inner, bool fresh_ids) : inner_(inner), fresh_ids_(fresh_ids) {}
+    [[nodiscard]] auto name() const noexcept -> std::string_view override { return "chaos"; }
+    [[nodiscard]] auto features() const noexcept -> backend_features override {
+        return inner_.features();
+    }
+    auto make_producer(publish_sink& sink, std::uint32_t max_pending)
+        -> weft::result<std::unique_ptr<backend_producer>> override {
+        auto p = inner_.make_producer(sink, max_pending);
+        if (!p) {
+            return p.error();
+        }
+        return std::unique_ptr<backend_producer>(
+            std::make_unique<chaos_producer>(std::move(*p), fresh_ids_));
+    }
+    auto make_consumer(consumer_config config)
+        -> weft::task<weft::result<std::shared_ptr<backend_consumer>>> override {
+        return inner_.make_consumer(std::move(config));
+    }
+
+private:
+    backend& inner_;
+    bool fresh_ids_;
+};
+
+auto connect(const std::string& url, const std::string& topic, const std::string& storage)
+    -> std::unique_ptr<nats_backend> {
+    nats_backend_options o;
+    o.url = url;
+    o.topics = {topic};
+    o.storage = storage == "memory" ? nats_storage::memory : nats_storage::file;
+    o.publish_timeout = 2'000ms;
+    for (int attempt = 0;; ++attempt) {  // the broker may be restarting
+        try {
+            return std::make_unique<nats_backend>(o);
+        } catch (const std::system_error& e) {
+            if (attempt == 100) {
+                throw;
+            }
+            std::this_thread::sleep_for(200ms);
+        }
+    }
+}
+
+auto relay(const std::string& path,
+           const std::string& url,
+           const std::string& topic,
+           const std::string& storage,
+           bool fresh_ids) -> int {
+    sqlite_outbox_options oo;
+    oo.relay.batch_size = 64;
+    oo.relay.max_poll = 20ms;  // the producer is another process: its commits do not wake us
+    oo.relay.max_backoff = 500ms;
+    sqlite_outbox outbox{path, oo};
+    auto nats = connect(url, topic, storage);
+    chaos_backend b{*nats, fresh_ids};
+    weft::runtime rt{weft::io_runtime_options(2)};
+    auto r = rt.block_on([&]() -> weft::task<weft::result<void>> {
+        publisher pub{b, {.max_pending = 256}};
+        auto done = co_await outbox.run_relay(pub);
+        (void)co_await pub.close();
+        co_return done;
+    }());
+    if (!r) {
+        std::fprintf(stderr, "relay: %s\n", r.error().message().c_str());
+        return 1;
+    }
+    return 0;
+}
+
+// ---- PostgreSQL ----------------------------------------------------------------------------
+#if defined(WEFT_CHAOS_PG)
+
+auto pg_text(std::string v) -> pg_param { return pg_param{std::move(v), false}; }
+
+auto produce_pg(const std::string& conninfo,
+                const std::string& prefix,
+                int events,
+                int keys,
+                const std::string& topic,
+                int pause_ms) -> int {
+    pg_outbox outbox{{.conninfo = conninfo, .table = prefix + "_outbox"}};
+    weft::runtime rt{weft::io_runtime_options(1)};
+    return rt.block_on([&]() -> weft::task<int> {
+        auto c = std::move(co_await pg_connection::connect(conninfo)).value();
+        (co_await outbox.migrate(*c)).value();
+        (co_await c->query("CREATE TABLE IF NOT EXISTS " + prefix +
+                           "_orders (id bigint PRIMARY KEY, key text NOT NULL, seq int NOT NULL)"))
+            .value();
+        std::vector<int> next_seq(static_cast<std::size_t>(keys), 1);
+        std::mt19937 rng(static_cast<unsigned>(::getpid()));
+        int staged = 0;
+        const std::string insert =
+            "INSERT INTO " + prefix + "_orders (id, key, seq) VALUES ($1, $2, $3)";
+        while (staged < events) {
+            const int in_txn = std::min(events - staged, static_cast<int>(rng() % 4) + 1);
+            (co_await c->query("BEGIN")).value();
+            for (int i = 0; i < in_txn; ++i) {
+                const auto k = static_cast<std::size_t>(rng() % static_cast<unsigned>(keys));
+                const int id = staged + i + 1;
+                const std::string key = "key-" + std::to_string(k);
+                const int seq = next_seq[k]++;
+                std::vector<pg_param> args;
+                args.push_back(pg_text(std::to_string(id)));
+                args.push_back(pg_text(key));
+                args.push_back(pg_text(std::to_string(seq)));
+                (co_await c->query(insert, std::move(args))).value();
+                envelope env;
+                env.topic = topic;
+                env.key = key;
+                env.type = "order_created";
+                env.payload = std::to_string(id) + ":" + key + ":" + std::to_string(seq);
+                (co_await outbox.stage(*c, std::move(env))).value();
+            }
+            (co_await c->query("COMMIT")).value();
+            staged += in_txn;
+            if (pause_ms > 0) {
+                (void)co_await weft::sleep_for(std::chrono::milliseconds{pause_ms});
+            }
+        }
+        std::printf("produced %d\n", staged);
+        co_return 0;
+    }());
+}
+
+auto relay_pg(const std::string& conninfo,
+              const std::string& prefix,
+              const std::string& url,
+              const std::string& topic,
+              const std::string& storage,
+              bool fresh_ids) -> int {
+    pg_outbox_options oo;
+    // application_name lets the chaos script find (and pg_terminate_backend) this session.
+    oo.conninfo = conninfo + " application_name=weft_chaos_relay";
+    oo.table = prefix + "_outbox";
+    oo.relay.batch_size = 64;
+    oo.relay.max_poll = 20ms;
+    oo.relay.max_backoff = 500ms;
+    pg_outbox outbox{oo};
+    auto nats = connect(url, topic, storage);
+    chaos_backend b{*nats, fresh_ids};
+    weft::runtime rt{weft::io_runtime_options(2)};
+    auto r = rt.block_on([&]() -> weft::task<weft::result<void>> {
+        publisher pub{b, {.max_pending = 256}};
+        auto done = co_await outbox.run_relay(pub);
+        (void)co_await pub.close();
+        co_return done;
+    }());
+    if (!r) {
+        std::fprintf(stderr, "relay-pg: %s\n", r.error().message().c_str());
+        return 1;
+    }
+    return 0;
+}
+
+#endif
+
+// ---- consumer ------------------------------------------------------------------------------
+
+struct parsed {
+    std::int64_t id = 0;
+    std::string key;
+    std::int64_t seq = 0;
+};
+
+auto parse(const std::string& payload) -> parsed {
+    const auto a = payload.find(':');
+    const auto b = payload.rfind(':');
+    return {std::stoll(payload.substr(0, a)), payload.substr(a + 1, b - a - 1),
+            std::stoll(payload.substr(b + 1))};
+}
+
+void log_row(sqlite3* db, const char* table, const parsed& p, std::uint32_t attempt) {
+    const std::string sql =
+        std::string("INSERT INTO ") + table + " (biz, key, seq, attempt) VALUES (?, ?, ?, ?)";
+    stmt ins(db, sql.c_str());
+    sqlite3_bind_int64(ins.s, 1, p.id);
+    sqlite3_bind_text(ins.s, 2, p.key.c_str(), -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(ins.s, 3, p.seq);
+    sqlite3_bind_int64(ins.s, 4, attempt);
+    if (ins.step() != SQLITE_DONE) {
+        throw std::runtime_error(std::string("log: ") + sqlite3_errmsg(db));
+    }
+}
+
+enum class handled { processed, duplicate, early };
+
+/// One delivery, blocking (run on the blocking pool).
+auto handle_one(sqlite3* db, sqlite_inbox* inbox, delivery d) -> handled {
+    const parsed p = parse(d.message().payload);
+    const std::uint32_t attempt = d.attempt();
+    sqlite_txn txn{db};
+    if (inbox == nullptr) {  // the control: every delivery handled, acked after commit
+        log_row(db, "received", p, attempt);
+        txn.on_commit([d]() mutable { (void)d.ack(); });
+        txn.commit().value();
+        return handled::processed;
+    }
+    bool early = false;
+    auto r = inbox->handle(txn, d, [&](sqlite_txn& t, const envelope&) -> weft::result<void> {
+        stmt q(t.db(), "SELECT last FROM progress WHERE key = ?");
+        sqlite3_bind_text(q.s, 1, p.key.c_str(), -1, SQLITE_TRANSIENT);
+        const std::int64_t last = q.step() == SQLITE_ROW ? sqlite3_column_int64(q.s, 0) : 0;
+        if (p.seq > last + 1) {
+            early = true;
+            return std::make_error_code(std::errc::resource_unavailable_try_again);
+        }
+        log_row(t.db(), "received", p, attempt);
+        stmt up(t.db(), "INSERT OR REPLACE INTO progress (key, last) VALUES (?, ?)");
+        sqlite3_bind_text(up.s, 1, p.key.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(up.s, 2, std::max(last, p.seq));
+        if (up.step() != SQLITE_DONE) {
+            return std::make_error_code(std::errc::io_error);
+        }
+        return {};
+    });
+    if (!r) {
+        txn.rollback();
+        if (early) {
+            log_row(db, "early", p, attempt);
+            (void)d.nack(100ms);  // its predecessor is still on its way (a redelivery)
+            return handled::early;
+        }
+        throw std::runtime_error("handle: " + r.error().message());
+    }
+    txn.commit().value();
+    if (*r == inbox_outcome::duplicate) {
+        log_row(db, "dups", p, attempt);
+        return handled::duplicate;
+    }
+    return handled::processed;
+}
+
+auto consume(const std::string& path,
+             const std::string& url,
+             const std::string& topic,
+             const std::string& storage,
+             bool use_inbox) -> int {
+    sqlite3* db = open_db(path);
+    for (const char* t : {"received", "early", "dups"}) {
+        exec(db, std::string("CREATE TABLE IF NOT EXISTS ") + t +
+                     " (n INTEGER PRIMARY KEY AUTOINCREMENT, biz INTEGER NOT NULL, key TEXT NOT "
+                     "NULL, seq INTEGER NOT NULL, attempt INTEGER NOT NULL)");
+    }
+    exec(db, "CREATE TABLE IF NOT EXISTS progress (key TEXT PRIMARY KEY, last INTEGER NOT NULL)");
+    sqlite_inbox inbox{db};
+    auto nats = connect(url, topic, storage);
+    weft::runtime rt{weft::io_runtime_options(2)};
+    return rt.block_on([&]() -> weft::task<int> {
+        subscriber sub{*nats, {.ack_wait = 1'000ms}};
+        auto s = co_await sub.subscribe(topic, "chaos");
+        if (!s) {
+            std::fprintf(stderr, "consume: subscribe: %s\n", s.error().message().c_str());
+            co_return 3;
+        }
+        for (;;) {
+            auto d = co_await s->next();
+            if (!d) {
+                std::fprintf(stderr, "consume: next: %s\n", d.error().message().c_str());
+                co_return 3;
+            }
+            sqlite_inbox* ib = use_inbox ? &inbox : nullptr;
+            // Named first: with the capturing lambda written inside the co_await expression,
+            // the g++ 12 build dropped the subscription's last reference to its consumer after
+            // the first delivery (the next next() said subscription_closed); named, it does not.
+            auto job = [db, ib, dv = std::move(*d)]() mutable {
+                return handle_one(db, ib, std::move(dv));
+            };
+            auto h = co_await weft::spawn_blocking(std::move(job));
+            (void)h;
+        }
+    }());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::vector<std::string> a(argv + 1, argv + argc);
+    auto has = [&](std::string_view flag) {
+        for (const auto& s : a) {
+            if (s == flag) {
+                return true;
+            }
+        }
+        return false;
+    };
+    try {
+        if (a.size() >= 6 && a[0] == "produce") {
+            return produce(a[1], std::stoi(a[2]), std::stoi(a[3]), a[4], std::stoi(a[5]));
+        }
+        if (a.size() >= 5 && a[0] == "relay") {
+            return relay(a[1], a[2], a[3], a[4], has("--fresh-ids"));
+        }
+#if defined(WEFT_CHAOS_PG)
+        if (a.size() >= 7 && a[0] == "produce-pg") {
+            return produce_pg(a[1], a[2], std::stoi(a[3]), std::stoi(a[4]), a[5], std::stoi(a[6]));
+        }
+        if (a.size() >= 6 && a[0] == "relay-pg") {
+            return relay_pg(a[1], a[2], a[3], a[4], a[5], has("--fresh-ids"));
+        }
+#endif
+        if (a.size() >= 5 && a[0] == "consume") {
+            return consume(a[1], a[2], a[3], a[4], !has("--no-inbox"));
+        }
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "chaos_node %s: %s\n", a.empty() ? "" : a[0].c_str(), e.what());
+        return 2;
+    }
+    std::fprintf(stderr,
+                 "usage: chaos_node produce <db> <events> <keys> <topic> <pause_ms>\n"
+                 "       chaos_node relay <db> <nats_url> <topic> file|memory [--fresh-ids]\n"
+                 "       chaos_node consume <db> <nats_url> <topic> file|memory [--no-inbox]\n"
+                 "       chaos_node produce-pg <conninfo> <prefix> <events> <keys> <topic> "
+                 "<pause_ms>\n"
+                 "       chaos_node relay-pg <conninfo> <prefix> <nats_url> <topic> file|memory "
+                 "[--fresh-ids]\n");
+    return 64;
+}
