@@ -24,7 +24,7 @@ namespace weft::http::detail {
 
 namespace {
 
-constexpr std::size_t inline_body_max = 4096;          // smaller bodies are copied into out_
+constexpr std::size_t inline_body_max = 4096;          // smaller bodies are copied into out
 constexpr std::uint64_t discard_max = 256 * 1024;      // unread body drained to keep the conn
 constexpr std::uint64_t linger_bytes_max = 64 * 1024;  // read after an error, then close
 constexpr std::uint64_t file_chunk = 1024 * 1024;
@@ -59,6 +59,58 @@ void report_handler_failure(const request_head& head, const std::exception_ptr& 
                  static_cast<int>(head.method_name().size()), head.method_name().data(),
                  static_cast<int>(std::min<std::size_t>(head.path().size(), 200)),
                  head.path().data(), what.c_str());
+}
+
+// The request states this thread keeps for reuse. A connection may take one on a thread and
+// give it back on another (its task moved), so a thread's list may run dry (a new state is
+// made) or fill up (the state is freed): at most cached_states_max are kept per thread.
+constexpr std::size_t cached_states_max = 64;
+constexpr std::size_t kept_buffer_max = 16 * 1024;  // larger carry/out buffers are released
+
+struct request_state_cache {
+    std::vector<request_state*> free;
+    request_state_cache() { free.reserve(cached_states_max); }
+    request_state_cache(const request_state_cache&) = delete;
+    auto operator=(const request_state_cache&) -> request_state_cache& = delete;
+    ~request_state_cache() {
+        for (request_state* p : free) {
+            delete p;
+        }
+    }
+};
+thread_local request_state_cache tl_states;
+
+// NOTE: out of line, as this_thread_frame_lists() is: called from a coroutine that may have
+// moved threads since it last looked, the thread_local's address must be computed here, in an
+// ordinary function, never cached in the coroutine's frame.
+[[gnu::noinline]] auto take_request_state(const request_limits& limits) -> request_state* {
+    request_state_cache& c = tl_states;
+    if (c.free.empty()) {
+        return new request_state(limits);
+    }
+    request_state* p = c.free.back();
+    c.free.pop_back();
+    p->parser.reset(limits);
+    return p;
+}
+
+[[gnu::noinline]] void give_back_request_state(request_state* p) noexcept {
+    p->carry.clear();
+    if (p->carry.capacity() > kept_buffer_max) {
+        p->carry.shrink_to_fit();
+    }
+    p->out.clear();
+    if (p->out.capacity() > kept_buffer_max) {
+        p->out.shrink_to_fit();
+    }
+    p->segs.clear();
+    p->held.clear();
+    request_state_cache& c = tl_states;
+    if (c.free.size() < cached_states_max) {
+        c.free.push_back(p);  // within the capacity reserved: does not allocate
+    } else {
+        delete p;
+    }
 }
 
 }  // namespace
@@ -106,14 +158,25 @@ auto http_date() noexcept -> std::string_view {
     return {d.text, d.len};
 }
 
-connection::connection(server::state& st, tcp_stream s, socket_address peer) noexcept
+auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s, socket_address peer)
+    -> task<void> {
+    connection c{*st, s, peer};
+    co_await c.run();
+}
+
+connection::connection(server::state& st, tcp_stream& s, const socket_address& peer) noexcept
     : st_(st),
-      s_(std::move(s)),
+      s_(s),
       peer_(peer),
-      parser_(st.opts.limits),
       watch_period_(std::max(std::chrono::milliseconds{1},
                              std::min({st.opts.header_timeout, st.opts.body_timeout,
                                        st.opts.send_timeout, st.opts.keep_alive_timeout}))) {}
+
+connection::~connection() {
+    if (rs_ != nullptr) {
+        give_back_request_state(rs_);
+    }
+}
 
 void connection::set_deadline(std::chrono::milliseconds d) noexcept { deadline_.expires_after(d); }
 
@@ -159,16 +222,6 @@ auto connection::run() -> task<void> {
 }
 
 auto connection::fill() -> task<result<void>> {
-    if (mark_ == storage().size()) {
-        // Nothing of a request is held: drop the buffers, so an idle connection keeps none.
-        block_ = bytes{};
-        in_carry_ = false;
-        carry_.clear();
-        if (carry_.capacity() > 16 * 1024) {
-            carry_.shrink_to_fit();
-        }
-        mark_ = head_end_ = pos_ = 0;
-    }
     auto got = co_await s_.receive();
     if (!got) {
         co_return got.error();
@@ -186,7 +239,7 @@ auto connection::fill() -> task<result<void>> {
         counts->carried.fetch_add(1, std::memory_order_relaxed);
     }
     if (!in_carry_) {
-        carry_.assign(storage().substr(mark_));
+        rs_->carry.assign(storage().substr(mark_));
         pos_ -= mark_;
         head_end_ -= mark_;
         mark_ = 0;
@@ -194,19 +247,19 @@ auto connection::fill() -> task<result<void>> {
         block_ = bytes{};
     } else {
         if (pos_ > head_end_) {  // body bytes already handed out
-            carry_.erase(head_end_, pos_ - head_end_);
+            rs_->carry.erase(head_end_, pos_ - head_end_);
             pos_ = head_end_;
         }
         if (mark_ > 0) {
-            carry_.erase(0, mark_);
+            rs_->carry.erase(0, mark_);
             pos_ -= mark_;
             head_end_ -= mark_;
             mark_ = 0;
         }
     }
-    carry_.append(reinterpret_cast<const char*>(got->data()), got->size());
+    rs_->carry.append(reinterpret_cast<const char*>(got->data()), got->size());
     if (head_end_ > mark_) {
-        parser_.head().rebase(carry_.data() + mark_);  // the head's views follow the bytes
+        rs_->parser.head().rebase(rs_->carry.data() + mark_);  // the head's views follow the bytes
         if (counts != nullptr) {
             counts->rebased.fetch_add(1, std::memory_order_relaxed);
         }
@@ -216,49 +269,49 @@ auto connection::fill() -> task<result<void>> {
 
 void connection::add_out(std::string_view s) {
     if (s.size() <= inline_body_max) {
-        if (!segs_.empty() && segs_.back().ptr == nullptr) {
-            segs_.back().len += s.size();
+        if (!rs_->segs.empty() && rs_->segs.back().ptr == nullptr) {
+            rs_->segs.back().len += s.size();
         } else {
-            segs_.push_back({nullptr, out_.size(), s.size()});
+            rs_->segs.push_back({nullptr, rs_->out.size(), s.size()});
         }
-        out_.append(s);
+        rs_->out.append(s);
     } else {
-        segs_.push_back({s.data(), 0, s.size()});
+        rs_->segs.push_back({s.data(), 0, s.size()});
     }
 }
 
 auto connection::flush() -> task<result<void>> {
-    if (segs_.empty()) {
+    if (rs_->segs.empty()) {
         co_return result<void>{};
     }
     // Up to 16 pieces on the stack; a longer list (many large pipelined bodies) allocates.
     std::span<const std::byte> small[16];
     std::vector<std::span<const std::byte>> large;
     std::span<std::span<const std::byte>> pieces;
-    if (segs_.size() <= std::size(small)) {
-        pieces = {small, segs_.size()};
+    if (rs_->segs.size() <= std::size(small)) {
+        pieces = {small, rs_->segs.size()};
     } else {
-        large.resize(segs_.size());
+        large.resize(rs_->segs.size());
         pieces = large;
     }
-    for (std::size_t i = 0; i < segs_.size(); ++i) {
-        const segment& g = segs_[i];
-        const char* p = g.ptr != nullptr ? g.ptr : out_.data() + g.off;
+    for (std::size_t i = 0; i < rs_->segs.size(); ++i) {
+        const out_segment& g = rs_->segs[i];
+        const char* p = g.ptr != nullptr ? g.ptr : rs_->out.data() + g.off;
         pieces[i] = as_bytes({p, g.len});
     }
     set_deadline(st_.opts.send_timeout);
     auto r = co_await s_.write_all(std::span<const std::span<const std::byte>>{pieces});
     clear_deadline();
     st_.writes.fetch_add(1, std::memory_order_relaxed);
-    out_.clear();
-    segs_.clear();
-    held_.clear();
+    rs_->out.clear();
+    rs_->segs.clear();
+    rs_->held.clear();
     pending_ = 0;
     co_return r;
 }
 
 void connection::write_head(const response& r, std::uint64_t length, bool chunked, bool keep) {
-    // The head is built in place at the end of out_ (one resize, then plain copies) and added
+    // The head is built in place at the end of rs_->out (one resize, then plain copies) and added
     // as one piece: a response head is a few dozen short strings.
     const int status = r.status();
     const std::string_view reason = reason_phrase(status);
@@ -275,9 +328,9 @@ void connection::write_head(const response& r, std::uint64_t length, bool chunke
     for (const auto& [name, value] : r.headers()) {
         need += name.size() + value.size() + 4;
     }
-    const std::size_t start = out_.size();
-    out_.resize(start + need);
-    char* const begin = out_.data() + start;
+    const std::size_t start = rs_->out.size();
+    rs_->out.resize(start + need);
+    char* const begin = rs_->out.data() + start;
     char* p = begin;
     const auto put = [&p](std::string_view v) {
         std::memcpy(p, v.data(), v.size());
@@ -327,20 +380,20 @@ void connection::write_head(const response& r, std::uint64_t length, bool chunke
         put("\r\n");
     }
     const auto len = static_cast<std::size_t>(p - begin);
-    out_.resize(start + len);
-    if (!segs_.empty() && segs_.back().ptr == nullptr) {
-        segs_.back().len += len;
+    rs_->out.resize(start + len);
+    if (!rs_->segs.empty() && rs_->segs.back().ptr == nullptr) {
+        rs_->segs.back().len += len;
     } else {
-        segs_.push_back({nullptr, start, len});
+        rs_->segs.push_back({nullptr, start, len});
     }
 }
 
 auto connection::body_read() -> task<result<std::string_view>> {
-    if (body_.done()) {
+    if (rs_->body.done()) {
         co_return std::string_view{};
     }
-    if (body_.error() != parse_error::none) {
-        co_return std::error_code{body_.error()};
+    if (rs_->body.error() != parse_error::none) {
+        co_return std::error_code{rs_->body.error()};
     }
     if (continue_pending_) {
         continue_pending_ = false;
@@ -352,7 +405,7 @@ auto connection::body_read() -> task<result<std::string_view>> {
         }
     }
     for (;;) {
-        const body_step s = body_.decode(storage().substr(pos_));
+        const body_step s = rs_->body.decode(storage().substr(pos_));
         pos_ += s.consumed;
         switch (s.status) {
             case body_status::data:
@@ -362,7 +415,7 @@ auto connection::body_read() -> task<result<std::string_view>> {
             case body_status::done:
                 co_return std::string_view{};
             case body_status::error:
-                co_return std::error_code{body_.error()};
+                co_return std::error_code{rs_->body.error()};
             case body_status::need_more:
                 break;
         }
@@ -376,8 +429,8 @@ auto connection::body_read() -> task<result<std::string_view>> {
 
 auto connection::body_read_all() -> task<result<std::string>> {
     std::string all;
-    if (head_end_ > mark_ && parser_.head().framing().kind == body_kind::content_length) {
-        all.reserve(static_cast<std::size_t>(parser_.head().framing().length));
+    if (head_end_ > mark_ && rs_->parser.head().framing().kind == body_kind::content_length) {
+        all.reserve(static_cast<std::size_t>(rs_->parser.head().framing().length));
     }
     for (;;) {
         auto piece = co_await body_read();
@@ -394,15 +447,15 @@ auto connection::body_read_all() -> task<result<std::string>> {
 // After the handler: the rest of the body is read and dropped, so that the next request on
 // the connection starts where it should. False: the connection must close instead (a body
 // the client was told to hold back, a large remainder, a framing error, a dead socket).
-auto connection::finish_body() -> task<bool> {
-    if (body_.done()) {
+[[gnu::noinline]] auto connection::finish_body() -> task<bool> {
+    if (rs_->body.done()) {
         co_return true;
     }
     if (continue_pending_) {
         co_return false;  // the client waits for 100 Continue: it has not sent the body
     }
-    while (!body_.done()) {
-        if (body_.received() > discard_max || body_.error() != parse_error::none) {
+    while (!rs_->body.done()) {
+        if (rs_->body.received() > discard_max || rs_->body.error() != parse_error::none) {
             co_return false;
         }
         auto piece = co_await body_read();
@@ -413,7 +466,7 @@ auto connection::finish_body() -> task<bool> {
     co_return true;
 }
 
-auto connection::send_file(file_body& f) -> task<result<void>> {
+[[gnu::noinline]] auto connection::send_file(file_body& f) -> task<result<void>> {
     if (auto r = co_await flush(); !r) {
         co_return r;
     }
@@ -481,6 +534,32 @@ private:
 
 }  // namespace
 
+// Sends the pending output, then a streamed body. False: the connection is done.
+[[gnu::noinline]] auto connection::send_stream(stream_body& body, bool chunked) -> task<bool> {
+    const auto ok = co_await flush();
+    if (!ok) {
+        co_return false;
+    }
+    stream_writer w{s_, chunked, [this](bool sending) {
+                        if (sending) {
+                            set_deadline(st_.opts.send_timeout);
+                        } else {
+                            clear_deadline();
+                        }
+                    }};
+    auto produced = co_await body.fn(w);
+    if (!produced) {
+        co_return false;  // a chunked body left unterminated tells the client
+    }
+    if (chunked) {
+        const auto ok2 = co_await s_.write_all(as_bytes("0\r\n\r\n"));
+        if (!ok2) {
+            co_return false;
+        }
+    }
+    co_return true;
+}
+
 // Adds the response to the pending output (string and bytes bodies) or sends it now (file and
 // stream bodies). False: the connection is done (a failed write, or a body that could only be
 // delimited by closing).
@@ -517,37 +596,20 @@ auto connection::send(response& r, bool keep) -> task<bool> {
         }
         write_head(r, st->length.value_or(UINT64_MAX), chunked, keep);
         if (!head_request_) {
-            const auto ok3 = co_await flush();
+            const auto ok3 = co_await send_stream(*st, chunked);
             if (!ok3) {
                 co_return false;
-            }
-            stream_writer w{s_, chunked, [this](bool sending) {
-                                if (sending) {
-                                    set_deadline(st_.opts.send_timeout);
-                                } else {
-                                    clear_deadline();
-                                }
-                            }};
-            auto produced = co_await st->fn(w);
-            if (!produced) {
-                co_return false;  // a chunked body left unterminated tells the client
-            }
-            if (chunked) {
-                const auto ok4 = co_await s_.write_all(as_bytes("0\r\n\r\n"));
-                if (!ok4) {
-                    co_return false;
-                }
             }
         }
     }
     ++pending_;
     if (hold) {
-        held_.push_back(std::move(r));  // a large body is sent from where it is: keep it
+        rs_->held.push_back(std::move(r));  // a large body is sent from where it is: keep it
     }
     co_return keep;
 }
 
-auto connection::reject(int status, std::string_view why) -> task<void> {
+[[gnu::noinline]] auto connection::reject(int status, std::string_view why) -> task<void> {
     st_.rejected.fetch_add(1, std::memory_order_relaxed);
     std::string body{why};
     body += '\n';
@@ -565,7 +627,7 @@ auto connection::reject(int status, std::string_view why) -> task<void> {
     set_deadline(st_.opts.linger_timeout);
     block_ = bytes{};
     in_carry_ = false;
-    carry_.clear();
+    rs_->carry.clear();
     std::uint64_t dropped = 0;
     while (dropped < linger_bytes_max) {
         auto got = co_await s_.receive();
@@ -576,127 +638,153 @@ auto connection::reject(int status, std::string_view why) -> task<void> {
     }
 }
 
+// The connection's loop: waits, idle, for a request's first bytes, then serves requests for as
+// long as bytes of one are held. Only this frame and fill()'s live across the idle wait: the
+// request's own work is in serve_request(), whose frame (with those of the coroutines it
+// awaits, which the compiler may place inside it) exists only while a request is served, and
+// request_state is given back before the wait.
 auto connection::serve() -> task<void> {
-    const server_options& o = st_.opts;
     for (;;) {
-        // ---- the head -----------------------------------------------------------------
-        parser_.reset();
-        mark_ = head_end_ = pos_;
-        bool first_byte_seen = mark_ < storage().size();
-        if (first_byte_seen) {
-            set_deadline(o.header_timeout);
-        }
-        for (;;) {
-            const parse_status ps = parser_.parse(storage().substr(mark_));
-            if (ps == parse_status::complete) {
-                break;
+        if (pos_ == storage().size()) {
+            // Nothing of a request is held, nothing is left to write (serve_request flushed
+            // when it consumed the last byte): drop the buffers and wait.
+            block_ = bytes{};
+            in_carry_ = false;
+            mark_ = head_end_ = pos_ = 0;
+            if (rs_ != nullptr) {
+                give_back_request_state(rs_);
+                rs_ = nullptr;
             }
-            if (ps == parse_status::error) {
-                version_minor_ = 1;
-                co_await reject(status_of(parser_.error()), describe(parser_.error()));
+            set_deadline(st_.opts.keep_alive_timeout);
+            // seq_cst, with shutdown()'s store of draining before it looks at the states:
+            // either it sees this connection idle and closes it, or this sees draining.
+            state.store(phase::idle, std::memory_order_seq_cst);
+            if (st_.draining.load(std::memory_order_seq_cst)) {
                 co_return;
             }
-            const auto ok6 = co_await flush();
-            if (!ok6) {  // answer pipelined requests before waiting for more
-                co_return;
-            }
-            const bool idle = !first_byte_seen;
-            if (idle) {
-                set_deadline(o.keep_alive_timeout);
-                // seq_cst, with shutdown()'s store of draining before it looks at the states:
-                // either it sees this connection idle and closes it, or this sees draining.
-                state.store(phase::idle, std::memory_order_seq_cst);
-                if (st_.draining.load(std::memory_order_seq_cst)) {
-                    co_return;
-                }
-            }
-            auto got = co_await fill();
-            if (idle) {
-                phase expected = phase::idle;
-                if (!state.compare_exchange_strong(expected, phase::busy,
-                                                   std::memory_order_seq_cst)) {
-                    co_return;  // the drain closed this idle connection
-                }
+            auto got = co_await s_.receive();
+            phase expected = phase::idle;
+            if (!state.compare_exchange_strong(expected, phase::busy, std::memory_order_seq_cst)) {
+                co_return;  // the drain closed this idle connection
             }
             if (!got) {
-                co_return;  // closed by the client (between requests or not), reset, timeout
+                co_return;  // closed by the client between requests, reset, timeout
             }
-            if (!first_byte_seen) {
-                first_byte_seen = true;
-                set_deadline(o.header_timeout);
+            receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed);
+            if (counts != nullptr) {
+                counts->receives.fetch_add(1, std::memory_order_relaxed);
+                counts->bytes.fetch_add(got->size(), std::memory_order_relaxed);
             }
+            block_ = std::move(*got);
+            rs_ = take_request_state(st_.opts.limits);
         }
-        request_head& head = parser_.head();
-        head_end_ = mark_ + head.size();
-        pos_ = head_end_;
-        version_minor_ = head.version_minor();
-        head_request_ = head.method() == method::head;
-
-        // ---- route, body framing, handler ---------------------------------------------
-        request req{&head, &peer_, this};
-        const router::match m = st_.routes.find(head.method_name(), head.path(), req);
-        body_limits_ = o.limits;
-        if (m.options != nullptr && m.options->body_limit) {
-            body_limits_.body = *m.options->body_limit;
-        }
-        const body_framing framing = head.framing();
-        if (framing.kind == body_kind::content_length && framing.length > body_limits_.body) {
-            co_await reject(413, describe(parse_error::body_too_large));
+        const auto more = co_await serve_request();
+        if (!more) {
             co_return;
         }
-        body_ =
-            framing.kind == body_kind::none ? body_decoder{} : body_decoder{framing, body_limits_};
-        continue_pending_ = head.expect_continue() && framing.kind != body_kind::none;
-        close_ = !head.keep_alive();
+    }
+}
 
-        clear_deadline();
-        response r;
-        bool failed = false;
-        std::exception_ptr failure;
-        if (m.status == 404) {
-            r = response::text("Not Found\n", 404);
-        } else if (m.status == 405) {
-            r = response::text("Method Not Allowed\n", 405);
-            r.set_header("Allow", m.allow);
-        } else {
-            try {
-                r = co_await st_.call(req, *m.h);
-            } catch (...) {
-                failed = true;  // answered below (no co_await in a handler block)
-                failure = std::current_exception();
-            }
+// One request, from bytes of it held at pos_: the head, the handler, the response. False:
+// the connection is done. NOTE: never inlined, so that its frame is never placed inside
+// serve()'s, which lives across the idle wait (clang's coroutine elision would).
+[[gnu::noinline]] auto connection::serve_request() -> task<bool> {
+    const server_options& o = st_.opts;
+    rs_->parser.reset();
+    mark_ = head_end_ = pos_;
+    set_deadline(o.header_timeout);
+    for (;;) {
+        const parse_status ps = rs_->parser.parse(storage().substr(mark_));
+        if (ps == parse_status::complete) {
+            break;
         }
-        if (failed && body_.error() == parse_error::none) {
-            if (stop->stop_requested()) {
-                co_return;  // timed out or drained: the socket is not ours to answer on
-            }
-            report_handler_failure(head, failure);
-            r = response::text("Internal Server Error\n", 500);
-            close_ = true;
+        if (ps == parse_status::error) {
+            version_minor_ = 1;
+            co_await reject(status_of(rs_->parser.error()), describe(rs_->parser.error()));
+            co_return false;
         }
-        if (body_.error() != parse_error::none) {
-            co_await reject(status_of(body_.error()), describe(body_.error()));
-            co_return;
+        const auto ok6 = co_await flush();
+        if (!ok6) {  // answer pipelined requests before waiting for more
+            co_return false;
         }
+        auto got = co_await fill();
+        if (!got) {
+            co_return false;  // closed by the client within a request, reset, timeout
+        }
+    }
+    request_head& head = rs_->parser.head();
+    head_end_ = mark_ + head.size();
+    pos_ = head_end_;
+    version_minor_ = head.version_minor();
+    head_request_ = head.method() == method::head;
+
+    // ---- route, body framing, handler ---------------------------------------------
+    request req{&head, &peer_, this};
+    const router::match m = st_.routes.find(head.method_name(), head.path(), req);
+    rs_->body_limits = o.limits;
+    if (m.options != nullptr && m.options->body_limit) {
+        rs_->body_limits.body = *m.options->body_limit;
+    }
+    const body_framing framing = head.framing();
+    if (framing.kind == body_kind::content_length && framing.length > rs_->body_limits.body) {
+        co_await reject(413, describe(parse_error::body_too_large));
+        co_return false;
+    }
+    rs_->body =
+        framing.kind == body_kind::none ? body_decoder{} : body_decoder{framing, rs_->body_limits};
+    continue_pending_ = head.expect_continue() && framing.kind != body_kind::none;
+    close_ = !head.keep_alive();
+
+    clear_deadline();
+    response r;
+    bool failed = false;
+    std::exception_ptr failure;
+    if (m.status == 404) {
+        r = response::text("Not Found\n", 404);
+    } else if (m.status == 405) {
+        r = response::text("Method Not Allowed\n", 405);
+        r.set_header("Allow", m.allow);
+    } else {
+        try {
+            r = co_await st_.call(req, *m.h);
+        } catch (...) {
+            failed = true;  // answered below (no co_await in a handler block)
+            failure = std::current_exception();
+        }
+    }
+    if (failed && rs_->body.error() == parse_error::none) {
+        if (stop->stop_requested()) {
+            co_return false;  // timed out or drained: the socket is not ours to answer on
+        }
+        report_handler_failure(head, failure);
+        r = response::text("Internal Server Error\n", 500);
+        close_ = true;
+    }
+    if (rs_->body.error() != parse_error::none) {
+        co_await reject(status_of(rs_->body.error()), describe(rs_->body.error()));
+        co_return false;
+    }
+    if (!rs_->body.done()) {  // the usual case (no body, or all of it read) awaits nothing
         const auto ok7 = co_await finish_body();
         if (!ok7) {
             close_ = true;
         }
-        const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
-        const auto ok8 = co_await send(r, keep);
-        if (!ok8) {
-            (void)co_await flush();
-            (void)s_.shutdown_write();
-            co_return;
-        }
-        // ---- pipelining: answer what is already here before writing -------------------
-        if (pos_ == storage().size() || pending_ >= o.max_pipelined) {
-            const auto ok9 = co_await flush();
-            if (!ok9) {
-                co_return;
-            }
+    }
+    const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
+    const auto ok8 = co_await send(r, keep);
+    if (!ok8) {
+        (void)co_await flush();
+        (void)s_.shutdown_write();
+        co_return false;
+    }
+    // ---- pipelining: answer what is already here before writing -------------------
+    if (pos_ == storage().size() || pending_ >= o.max_pipelined) {
+        const auto ok9 = co_await flush();
+        if (!ok9) {
+            co_return false;
         }
     }
+    co_return true;
 }
 
 }  // namespace weft::http::detail

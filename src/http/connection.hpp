@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,7 +38,7 @@ namespace weft::http::detail {
 struct receive_counts {
     std::atomic<std::uint64_t> receives{0};  ///< receives fill() took
     std::atomic<std::uint64_t> bytes{0};     ///< the bytes of those receives
-    std::atomic<std::uint64_t> carried{0};   ///< of those, appended to carry_ (spanning requests)
+    std::atomic<std::uint64_t> carried{0};   ///< of those, appended to the carry buffer
     std::atomic<std::uint64_t> rebased{0};   ///< a parsed head's views moved with its bytes
 };
 inline std::atomic<receive_counts*> receive_counts_for_test{nullptr};
@@ -45,13 +46,47 @@ inline std::atomic<receive_counts*> receive_counts_for_test{nullptr};
 /// The Date field's value for now, rendered at most once a second per thread.
 [[nodiscard]] auto http_date() noexcept -> std::string_view;
 
+/// A piece of the pending output: [off, off + len) of request_state::out when `ptr` is null,
+/// else `len` bytes at `ptr` (a large body, sent from where it is).
+struct out_segment {
+    const char* ptr;
+    std::size_t off;
+    std::size_t len;
+};
+
+/// What a connection needs only while it holds bytes of a request: the parser (its head keeps
+/// request_head::inline_fields fields inline), the body decoder, the carry buffer of a request
+/// that spans receives and the output waiting for one vectored write. A connection takes one
+/// when a request's first bytes arrive and gives it back when it goes idle (nothing received
+/// and unanswered, nothing left to write), so an idle connection holds none. They are kept per
+/// thread for reuse (take_request_state / give_back_request_state in connection.cpp): no
+/// allocation per request.
+struct request_state {
+    explicit request_state(const request_limits& limits) noexcept : parser(limits) {}
+
+    request_parser parser;
+    body_decoder body;
+    request_limits body_limits;
+    std::string carry;  // the bytes of a request that spans receives
+    std::string out;    // response heads and small bodies, in order
+    std::vector<out_segment> segs;
+    std::vector<response> held;  // responses whose bodies segs points into
+};
+
 class connection {
 public:
     enum class phase : std::uint8_t { busy, idle, closing };
 
-    connection(server::state& st, tcp_stream s, socket_address peer) noexcept;
+    /// Serves an accepted socket until it closes; never throws. The one frame of this task
+    /// holds the connection (run() is placed inside it) and the stream and address it uses.
+    static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s, socket_address peer)
+        -> task<void>;
+
+    /// `s` and `peer` are the caller's and must outlive the connection.
+    connection(server::state& st, tcp_stream& s, const socket_address& peer) noexcept;
     connection(const connection&) = delete;
     auto operator=(const connection&) -> connection& = delete;
+    ~connection();
 
     /// Serves the connection until it closes; never throws.
     auto run() -> task<void>;
@@ -59,8 +94,10 @@ public:
     // For body_reader.
     auto body_read() -> task<result<std::string_view>>;
     auto body_read_all() -> task<result<std::string>>;
-    [[nodiscard]] auto body_received() const noexcept -> std::uint64_t { return body_.received(); }
-    [[nodiscard]] auto body_done() const noexcept -> bool { return body_.done(); }
+    [[nodiscard]] auto body_received() const noexcept -> std::uint64_t {
+        return rs_->body.received();
+    }
+    [[nodiscard]] auto body_done() const noexcept -> bool { return rs_->body.done(); }
 
     // For the server's drain (under the server's lock).
     std::atomic<phase> state{phase::busy};
@@ -71,61 +108,51 @@ public:
 private:
     // -- input: the received bytes of the current request --------------------------------
     // A request that arrives in one receive is parsed and served from that `bytes` block, with
-    // no copy. One that spans receives is gathered in `carry_` (which the parser limits keep
+    // no copy. One that spans receives is gathered in rs_->carry (which the parser limits keep
     // small): from `mark_`, the request's first byte, to the end. Offsets into the storage
-    // in use: mark_ <= head_end_ <= pos_ <= size.
+    // in use: mark_ <= head_end_ <= pos_ <= size. in_carry_ implies rs_ != nullptr.
     [[nodiscard]] auto storage() const noexcept -> std::string_view {
         return in_carry_
-                   ? std::string_view{carry_}
+                   ? std::string_view{rs_->carry}
                    : std::string_view{reinterpret_cast<const char*>(block_.data()), block_.size()};
     }
     auto fill() -> task<result<void>>;
 
-    // -- output: responses waiting for one vectored write ---------------------------------
-    struct segment {
-        const char* ptr;  // nullptr: [off, off + len) of out_
-        std::size_t off;
-        std::size_t len;
-    };
+    // -- output: responses waiting for one vectored write (rs_->out, rs_->segs) -----------
     void add_out(std::string_view body);  // copied when small, else sent from where it is
     auto flush() -> task<result<void>>;
     void write_head(const response& r, std::uint64_t length, bool chunked, bool keep);
 
     auto serve() -> task<void>;
+    auto serve_request() -> task<bool>;
     auto finish_body() -> task<bool>;
     auto send(response& r, bool keep) -> task<bool>;
     auto send_file(file_body& f) -> task<result<void>>;
+    auto send_stream(stream_body& body, bool chunked) -> task<bool>;
     auto reject(int status, std::string_view why) -> task<void>;
     auto watchdog() -> task<void>;
     void set_deadline(std::chrono::milliseconds d) noexcept;
     void clear_deadline() noexcept;
 
     server::state& st_;
-    tcp_stream s_;
-    socket_address peer_;
-    request_parser parser_;
-    body_decoder body_;
-    request_limits body_limits_;
+    tcp_stream& s_;
+    const socket_address& peer_;
     deadline_timer deadline_;
     std::chrono::milliseconds watch_period_;  // the shortest timeout: the watchdog's longest wait
 
+    request_state* rs_ = nullptr;  // held while bytes of a request are (see request_state)
     bytes block_;
-    std::string carry_;
-    bool in_carry_ = false;
     std::size_t mark_ = 0;
     std::size_t head_end_ = 0;
     std::size_t pos_ = 0;
 
+    bool in_carry_ = false;
     bool continue_pending_ = false;  // 100 Continue owed before the first body read
     bool head_request_ = false;
     bool close_ = false;      // close after the current response
     bool lingering_ = false;  // the deadline now is the linger after an error
     int version_minor_ = 1;
-
-    std::string out_;
-    std::vector<segment> segs_;
-    std::vector<response> held_;  // responses whose bodies segs_ point into
-    std::size_t pending_ = 0;     // responses in out_ / segs_
+    std::size_t pending_ = 0;  // responses in rs_->out / rs_->segs
 };
 
 }  // namespace weft::http::detail

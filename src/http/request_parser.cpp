@@ -185,6 +185,13 @@ request_parser::request_parser(const request_limits& limits) noexcept
       line_limit_(static_cast<std::uint32_t>(std::min(limits.request_line, max_section) + 2)),
       block_limit_(static_cast<std::uint32_t>(std::min(limits.header_block, max_section))) {}
 
+void request_parser::reset(const request_limits& limits) noexcept {
+    limits_ = limits;
+    line_limit_ = static_cast<std::uint32_t>(std::min(limits.request_line, max_section) + 2);
+    block_limit_ = static_cast<std::uint32_t>(std::min(limits.header_block, max_section));
+    reset();
+}
+
 void request_parser::reset() noexcept {
     head_.clear();
     state_ = state::lead;

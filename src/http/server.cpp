@@ -49,12 +49,6 @@ auto method_token(method m) -> std::string_view {
     throw std::invalid_argument("weft::http::server::route: method::other has no name");
 }
 
-auto connection_task(std::shared_ptr<server::state> st, tcp_stream s, socket_address peer)
-    -> task<void> {
-    detail::connection c{*st, std::move(s), peer};
-    co_await c.run();
-}
-
 }  // namespace
 
 server::state::state(server_options o)
@@ -169,7 +163,7 @@ auto server::serve(tcp_listener& l) -> task<void> {
                     std::lock_guard lock(st->mu);
                     ++st->open;
                 }
-                conns.spawn(connection_task(st, std::move(*c), peer));
+                conns.spawn(detail::connection::serve_socket(st, std::move(*c), peer));
             }
             std::lock_guard lock(st->mu);
             std::erase(st->acceptors, &acceptor.stop());

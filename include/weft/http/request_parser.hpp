@@ -71,6 +71,9 @@ public:
 
     /// Ready for the next request (keeps the limits and the memory of any overflow fields).
     void reset() noexcept;
+    /// Ready for the next request, held to `limits` from now on (a parser reused by another
+    /// server).
+    void reset(const request_limits& limits) noexcept;
 
     [[nodiscard]] auto limits() const noexcept -> const request_limits& { return limits_; }
 
