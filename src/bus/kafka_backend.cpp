@@ -1,6 +1,7 @@
 #include "weft/bus/kafka_backend.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -51,6 +52,10 @@ auto kafka_conf(const kafka_backend_options& options,
     };
     set("bootstrap.servers", options.brokers);
     set("client.id", "weft-bus");
+    // librdkafka's own debug contexts (e.g. "cgrp,consumer"), logged to stderr: for diagnosis.
+    if (const char* debug = std::getenv("WEFT_KAFKA_DEBUG"); debug != nullptr && *debug != 0) {
+        set("debug", debug);
+    }
     for (const auto& [name, value] : props) {
         set(name, value);
     }

@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -86,6 +87,21 @@ protected:
             co_return r.error();
         }
         co_return std::move(*r);
+    }
+    /// next() on `s` into `out`; the first of the deliveries counted in `count` sets `first`.
+    /// (For tests where two members wait and the broker picks one.)
+    static auto take_next(subscription& s,
+                          std::optional<delivery>& out,
+                          std::atomic<int>& count,
+                          event& first) -> task<void> {
+        auto r = co_await s.next();
+        if (!r) {
+            co_return;  // closed
+        }
+        out = std::move(*r);
+        if (count.fetch_add(1) == 0) {
+            first.set();
+        }
     }
     /// Lets the other tasks run a while (a task that could proceed would have).
     static auto settle() -> task<void> {
