@@ -363,7 +363,24 @@ auto kafka_backend::features() const noexcept -> backend_features {
 
 auto kafka_backend::stats() const noexcept -> kafka_backend_stats {
     return {.acks = conn_->acks.load(std::memory_order_relaxed),
-            .wakes = conn_->wakes.load(std::memory_order_relaxed)};
+            .wakes = conn_->wakes.load(std::memory_order_relaxed),
+            .producers_recreated = conn_->producers_recreated.load(std::memory_order_relaxed),
+            .resent = conn_->resent.load(std::memory_order_relaxed)};
+}
+
+void kafka_backend::raise_fatal_error_for_test(const std::string& reason) {
+    std::vector<std::shared_ptr<kafka_fatal_target>> alive;
+    {
+        std::lock_guard lock(conn_->producers_mu);
+        for (auto& w : conn_->producers) {
+            if (auto p = w.lock()) {
+                alive.push_back(std::move(p));
+            }
+        }
+    }
+    for (auto& p : alive) {
+        p->raise_fatal(reason);
+    }
 }
 
 auto kafka_backend::make_producer(publish_sink& sink, std::uint32_t max_pending)

@@ -19,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "weft/bus/kafka_backend.hpp"
 
@@ -59,6 +60,18 @@ protected:
     ~kafka_dead_letter_sink() = default;
 };
 
+/// What raise_fatal_error_for_test reaches: a producer.
+class kafka_fatal_target {
+public:
+    virtual void raise_fatal(const std::string& reason) = 0;
+
+protected:
+    kafka_fatal_target() = default;
+    kafka_fatal_target(const kafka_fatal_target&) = default;
+    auto operator=(const kafka_fatal_target&) -> kafka_fatal_target& = default;
+    ~kafka_fatal_target() = default;
+};
+
 struct kafka_backend::connection {
     kafka_backend_options options;
     /// A producer for dead letters and the admin API. Its delivery reports and asynchronous
@@ -79,9 +92,15 @@ struct kafka_backend::connection {
     bool closer_stop = false;                       // guarded by closer_mu
     std::thread closer;
 
+    /// The producers alive (expired entries are pruned when one is added).
+    std::mutex producers_mu;
+    std::vector<std::weak_ptr<kafka_fatal_target>> producers;  // guarded by producers_mu
+
     // Statistics: relaxed, counters only.
     std::atomic<std::uint64_t> acks{0};
     std::atomic<std::uint64_t> wakes{0};
+    std::atomic<std::uint64_t> producers_recreated{0};
+    std::atomic<std::uint64_t> resent{0};
 
     connection() = default;
     connection(const connection&) = delete;

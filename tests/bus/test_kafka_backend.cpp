@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "conformance.hpp"
@@ -144,6 +145,74 @@ TEST(kafka_backend, acks_complete_in_batches) {
         std::printf("kafka acks=%llu wakes=%llu (%.1f wake-ups per 1000 acks)\n",
                     static_cast<unsigned long long>(acks), static_cast<unsigned long long>(wakes),
                     1000.0 * static_cast<double>(wakes) / static_cast<double>(acks));
+        (co_await pub.close()).value();
+    }());
+}
+
+// The idempotent producer can fail fatally (librdkafka 2.0 has known cases after
+// disconnects); rd_kafka_test_fatal_error raises the same error in a live producer. A linger
+// of 2 s holds the batch in the producer's queue when it strikes, so librdkafka fails those
+// messages: they are re-sent on a new producer, every publish reports success (those made
+// after the error too), and a consumer reads every message.
+TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 2s;
+    kafka_backend b{o};
+    const std::string t = "weft-test-fatal-" + message_id::generate().to_string();
+    constexpr int before = 20;
+    constexpr int after = 10;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = 64}};
+        envelope first;  // the topic and the producer's idempotence state made first
+        first.topic = t;
+        first.key = "k";
+        first.payload = "first";
+        (co_await pub.publish(std::move(first))).value();
+        std::set<message_id> sent;
+        auto send = [&](int i) -> weft::task<void> {
+            envelope e;
+            e.topic = t;
+            e.key = "k" + std::to_string(i % 4);
+            e.payload = std::to_string(i);
+            sent.insert((co_await pub.publish_async(std::move(e))).value());
+        };
+        for (int i = 0; i < before; ++i) {
+            co_await send(i);
+        }
+        b.raise_fatal_error_for_test("weft test");
+        for (int i = before; i < before + after; ++i) {
+            co_await send(i);
+        }
+        (co_await pub.flush()).value();
+        int ok = 0;
+        for (int i = 0; i < before + after; ++i) {
+            auto r = (co_await pub.results().recv()).value();
+            EXPECT_TRUE(sent.contains(r.id));
+            EXPECT_TRUE(r.outcome) << r.outcome.error().message();
+            ok += r.outcome ? 1 : 0;
+        }
+        EXPECT_EQ(ok, before + after);
+        const auto stats = b.stats();
+        EXPECT_GE(stats.producers_recreated, 1U);
+        EXPECT_GE(stats.resent, 1U);
+        std::printf("kafka fatal error: producers recreated=%llu resent=%llu\n",
+                    static_cast<unsigned long long>(stats.producers_recreated),
+                    static_cast<unsigned long long>(stats.resent));
+        // Every message is in the topic (one stored before the error may be there twice).
+        subscriber sub{b};
+        auto s = (co_await sub.subscribe(t, "check")).value();
+        std::set<message_id> got;
+        while (got.size() < sent.size()) {
+            auto d = (co_await s.next()).value();
+            if (d.message().payload != "first") {
+                EXPECT_TRUE(sent.contains(d.message().id));
+                got.insert(d.message().id);
+            }
+            EXPECT_TRUE(d.ack());
+        }
+        EXPECT_EQ(got, sent);
         (co_await pub.close()).value();
     }());
 }
