@@ -57,8 +57,12 @@ auto kafka_consumer::open() -> std::error_code {
     try {
         conf =
             kafka_conf(o, {{"group.id", config_.group},
-                           // Offsets are ours to commit: the settled prefix, on ack.
-                           {"enable.auto.commit", "false"},
+                           // Offsets are ours to store: the settled prefix, on ack.
+                           // librdkafka commits what is stored every 100 ms, before a
+                           // partition is revoked, and at close: one OffsetCommit per
+                           // interval rather than one per ack.
+                           {"enable.auto.commit", "true"},
+                           {"auto.commit.interval.ms", "100"},
                            {"enable.auto.offset.store", "false"},
                            // A new group starts with what the topic retains.
                            {"auto.offset.reset", "earliest"},
@@ -255,7 +259,7 @@ void kafka_consumer::advance(std::int32_t partition) {
     }
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, config_.topic.c_str(), partition)->offset = commit;
-    rd_kafka_commit(rk_, list, 1);  // asynchronous: never waits
+    rd_kafka_offsets_store(rk_, list);  // local: committed with the next interval
     rd_kafka_topic_partition_list_destroy(list);
 }
 

@@ -26,10 +26,12 @@ namespace weft::bus {
 ///   retry          to be handed out again at `when` (nacked, or its ack timeout passed);
 ///   dead_lettering its dead letter is on its way to Kafka (then acked, or retry if refused);
 ///   acked          settled.
-/// Per partition, the committed offset is one past the longest run of acked entries at the
-/// front: `entries_` of a partition == every fetched offset >= its committed offset. Commits
-/// are asynchronous (rd_kafka_commit async), made under `mu_` so two of one partition never
-/// pass each other.
+/// Per partition, the stored offset is one past the longest run of acked entries at the
+/// front: `entries_` of a partition == every fetched offset >= its stored offset. Offsets are
+/// stored under `mu_` (rd_kafka_offsets_store: local, never waits), so two of one partition
+/// never pass each other; librdkafka commits the stored offsets every 100 ms, before it
+/// revokes a partition and when the member closes. A crash loses at most the last interval's
+/// commits: those messages come again (at-least-once).
 ///
 /// Two queues per member. librdkafka's consumer queue carries the group's events: the
 /// rebalances that the group protocol waits for every member to take part in. A thread of the

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "conformance.hpp"
@@ -41,6 +42,29 @@ auto make_kafka() -> std::unique_ptr<kafka_backend> {
 // - deduplicates_ids is false: the idempotent producer drops its own retries, but a message
 //   re-published with the same envelope id is a new record to Kafka, so
 //   republished_id_is_deduplicated reports skipped.
+// The broker-outage tests stop and start the broker the fixture started, keeping its data
+// (scripts/brokers.sh with WEFT_KAFKA_KEEP_DATA=1; CTest gives the script's path).
+void run_brokers_script(const char* action) {
+    const char* script = std::getenv("WEFT_BROKERS_SCRIPT");
+    if (script == nullptr) {
+        throw std::runtime_error("WEFT_BROKERS_SCRIPT is not set: no way to restart the broker");
+    }
+    const std::string cmd =
+        std::string("WEFT_KAFKA_KEEP_DATA=1 '") + script + "' " + action + " kafka >&2";
+    if (std::system(cmd.c_str()) != 0) {
+        throw std::runtime_error(cmd + " failed");
+    }
+}
+
+// A publish fails 3 s into an outage (message.timeout.ms) instead of 30.
+auto make_kafka_for_outage() -> std::unique_ptr<kafka_backend> {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 1ms;
+    o.publish_timeout = 3s;
+    return std::make_unique<kafka_backend>(std::move(o));
+}
+
 INSTANTIATE_TEST_SUITE_P(kafka,
                          bus_conformance,
                          ::testing::Values(test::backend_factory{
@@ -49,7 +73,12 @@ INSTANTIATE_TEST_SUITE_P(kafka,
                              .resume = {},
                              .runtime_for =
                                  [](unsigned workers) { return weft::io_runtime_options(workers); },
-                             .topic_prefix = "weft-test-"}),
+                             .topic_prefix = "weft-test-",
+                             .stop_broker = [] { run_brokers_script("stop"); },
+                             .start_broker = [] { run_brokers_script("start"); },
+                             .make_for_outage = []() -> std::unique_ptr<backend> {
+                                 return make_kafka_for_outage();
+                             }}),
                          [](const auto&) { return std::string("librdkafka"); });
 
 TEST(kafka_backend, unreachable_broker_names_the_address) {
