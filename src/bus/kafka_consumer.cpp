@@ -161,13 +161,16 @@ void kafka_consumer::on_rebalance(rd_kafka_t* rk,
         } else {
             rd_kafka_assign(rk, partitions);
         }
-    } else {  // revoked, or lost (the member was out of the group too long)
+    } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {  // or lost: out of the group
         self->revoked(partitions);
         if (cooperative) {
             error = rd_kafka_incremental_unassign(rk, partitions);
         } else {
             rd_kafka_assign(rk, nullptr);
         }
+    } else {  // a rebalance error: nothing is assigned until the group's next rebalance
+        self->revoked(nullptr);
+        rd_kafka_assign(rk, nullptr);
     }
     if (error != nullptr) {
         rd_kafka_error_destroy(error);  // the group rejoins on its own
@@ -176,6 +179,11 @@ void kafka_consumer::on_rebalance(rd_kafka_t* rk,
 
 void kafka_consumer::revoked(const rd_kafka_topic_partition_list_t* partitions) {
     std::lock_guard lock(mu_);
+    if (partitions == nullptr) {
+        tokens_.clear();
+        entries_.clear();
+        return;
+    }
     for (int i = 0; i < partitions->cnt; ++i) {
         const std::int32_t partition = partitions->elems[i].partition;
         auto it = entries_.lower_bound({partition, std::numeric_limits<std::int64_t>::min()});

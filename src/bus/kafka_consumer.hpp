@@ -98,7 +98,8 @@ private:
                              rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t* partitions,
                              void* opaque);
-    /// The deliveries of partitions taken from this member are void: dropped, uncommitted.
+    /// The deliveries of partitions taken from this member (null: all) are void: dropped,
+    /// uncommitted.
     void revoked(const rd_kafka_topic_partition_list_t* partitions);
     void wake() const noexcept;
     auto message_key(key k) const -> kafka_message_key;

@@ -42,15 +42,14 @@ auto make_kafka() -> std::unique_ptr<kafka_backend> {
 // - deduplicates_ids is false: the idempotent producer drops its own retries, but a message
 //   re-published with the same envelope id is a new record to Kafka, so
 //   republished_id_is_deduplicated reports skipped.
-// The broker-outage tests stop and start the broker the fixture started, keeping its data
-// (scripts/brokers.sh with WEFT_KAFKA_KEEP_DATA=1; CTest gives the script's path).
+// The broker-outage tests stop and start the broker the fixture started, keeping its data:
+// scripts/brokers.sh (its path compiled in) with WEFT_KAFKA_KEEP_DATA=1, on the port of
+// WEFT_KAFKA_BROKERS.
 void run_brokers_script(const char* action) {
-    const char* script = std::getenv("WEFT_BROKERS_SCRIPT");
-    if (script == nullptr) {
-        throw std::runtime_error("WEFT_BROKERS_SCRIPT is not set: no way to restart the broker");
-    }
-    const std::string cmd =
-        std::string("WEFT_KAFKA_KEEP_DATA=1 '") + script + "' " + action + " kafka >&2";
+    const std::string brokers = kafka_brokers();
+    const std::string port = brokers.substr(brokers.rfind(':') + 1);
+    const std::string cmd = "WEFT_KAFKA_KEEP_DATA=1 WEFT_KAFKA_PORT=" + port + " '" +
+                            WEFT_BROKERS_SCRIPT + "' " + action + " kafka >&2";
     if (std::system(cmd.c_str()) != 0) {
         throw std::runtime_error(cmd + " failed");
     }
@@ -65,21 +64,19 @@ auto make_kafka_for_outage() -> std::unique_ptr<kafka_backend> {
     return std::make_unique<kafka_backend>(std::move(o));
 }
 
-INSTANTIATE_TEST_SUITE_P(kafka,
-                         bus_conformance,
-                         ::testing::Values(test::backend_factory{
-                             .make = []() -> std::unique_ptr<backend> { return make_kafka(); },
-                             .pause = {},
-                             .resume = {},
-                             .runtime_for =
-                                 [](unsigned workers) { return weft::io_runtime_options(workers); },
-                             .topic_prefix = "weft-test-",
-                             .stop_broker = [] { run_brokers_script("stop"); },
-                             .start_broker = [] { run_brokers_script("start"); },
-                             .make_for_outage = []() -> std::unique_ptr<backend> {
-                                 return make_kafka_for_outage();
-                             }}),
-                         [](const auto&) { return std::string("librdkafka"); });
+INSTANTIATE_TEST_SUITE_P(
+    kafka,
+    bus_conformance,
+    ::testing::Values(test::backend_factory{
+        .make = []() -> std::unique_ptr<backend> { return make_kafka(); },
+        .pause = {},
+        .resume = {},
+        .runtime_for = [](unsigned workers) { return weft::io_runtime_options(workers); },
+        .topic_prefix = "weft-test-",
+        .stop_broker = [] { run_brokers_script("stop"); },
+        .start_broker = [] { run_brokers_script("start"); },
+        .make_for_outage = []() -> std::unique_ptr<backend> { return make_kafka_for_outage(); }}),
+    [](const auto&) { return std::string("librdkafka"); });
 
 TEST(kafka_backend, unreachable_broker_names_the_address) {
     kafka_backend_options o;

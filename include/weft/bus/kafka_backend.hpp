@@ -65,16 +65,19 @@ struct kafka_backend_stats {
 ///   failure may be stored twice (at-least-once), and order per key holds within each
 ///   producer's messages, not across the recreation.
 /// - Subscribe: a consumer per member, group.id = the group (cooperative-sticky assignment, so
-///   a member joining does not take partitions away from one that is working). next() polls
-///   librdkafka without waiting and otherwise waits on the consumer queue's eventfd. Offsets
-///   are committed on ack: per partition, the contiguous prefix of settled deliveries. nack
+///   a member joining does not take partitions away from one that is working). A thread per
+///   member serves its group events (rebalances) at all times; next() takes messages from a
+///   queue of their own without waiting, and otherwise waits on that queue's eventfd. Offsets
+///   are stored on ack (per partition, the contiguous prefix of settled deliveries) and
+///   committed by librdkafka every 100 ms, before a revoke and at close. nack
 ///   (with its delay), redelivery after ack_wait and in_progress are the client's: the member
 ///   holding the partition delivers the message again; messages fetched after it go on
 ///   meanwhile. term, and the failure of the last of max_deliveries, publish the envelope to the
 ///   dead-letter topic; it counts as settled once Kafka has the dead letter. Delivery counts
 ///   (attempt) are kept per backend, so they hold across the members of one process only.
 ///   A member that closes leaves its group at once; what it had not settled goes to the
-///   member that takes its partitions, from the last committed offset.
+///   member that takes its partitions, from the last committed offset, as do the unsettled
+///   deliveries of a partition revoked from a member.
 /// Any thread may call any member. Must outlive every publisher, subscriber and delivery made
 /// from it.
 ///
