@@ -1,5 +1,6 @@
 #include "weft/bus/kafka_backend.hpp"
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <system_error>
@@ -60,6 +61,41 @@ auto kafka_conf(const kafka_backend_options& options,
         set(name, value);
     }
     return conf;
+}
+
+auto kafka_produce(rd_kafka_t* rk,
+                   const char* topic,
+                   std::string_view key,
+                   std::string_view value,
+                   rd_kafka_headers_t* headers,
+                   void* opaque) -> rd_kafka_resp_err_t {
+    std::array<rd_kafka_vu_t, 6> vus{};
+    std::size_t n = 0;
+    vus[n].vtype = RD_KAFKA_VTYPE_TOPIC;
+    vus[n++].u.cstr = topic;
+    if (!key.empty()) {
+        vus[n].vtype = RD_KAFKA_VTYPE_KEY;
+        vus[n].u.mem.ptr = const_cast<char*>(key.data());
+        vus[n++].u.mem.size = key.size();
+    }
+    vus[n].vtype = RD_KAFKA_VTYPE_VALUE;
+    vus[n].u.mem.ptr = const_cast<char*>(value.data());
+    vus[n++].u.mem.size = value.size();
+    vus[n].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    vus[n++].u.i = RD_KAFKA_MSG_F_COPY;
+    if (headers != nullptr) {
+        vus[n].vtype = RD_KAFKA_VTYPE_HEADERS;
+        vus[n++].u.headers = headers;
+    }
+    vus[n].vtype = RD_KAFKA_VTYPE_OPAQUE;
+    vus[n++].u.ptr = opaque;
+    rd_kafka_error_t* error = rd_kafka_produceva(rk, vus.data(), n);
+    if (error == nullptr) {
+        return RD_KAFKA_RESP_ERR_NO_ERROR;
+    }
+    const rd_kafka_resp_err_t e = rd_kafka_error_code(error);
+    rd_kafka_error_destroy(error);
+    return e;
 }
 
 namespace {
@@ -267,11 +303,7 @@ void kafka_backend::connection::dead_letter(std::weak_ptr<kafka_dead_letter_sink
                                             const std::string& bytes) {
     ensure_topic_async(topic);
     auto op = std::make_unique<dead_letter_op>(dead_letter_op{sink, partition, offset});
-    const rd_kafka_resp_err_t e = rd_kafka_producev(
-        aux, RD_KAFKA_V_TOPIC(topic.c_str()),
-        RD_KAFKA_V_KEY(key.empty() ? nullptr : key.data(), key.size()),
-        RD_KAFKA_V_VALUE(const_cast<char*>(bytes.data()), bytes.size()),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(op.get()), RD_KAFKA_V_END);
+    const rd_kafka_resp_err_t e = kafka_produce(aux, topic.c_str(), key, bytes, nullptr, op.get());
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (auto s = sink.lock()) {
             s->dead_letter_done(partition, offset, false);

@@ -34,6 +34,17 @@ namespace weft::bus {
                               std::initializer_list<std::pair<const char*, std::string>> props)
     -> rd_kafka_conf_t*;
 
+/// Produces one message (copied; an empty key is no key) through rd_kafka_produceva rather
+/// than rd_kafka_producev's RD_KAFKA_V_ macros (GNU statement expressions, which clang refuses
+/// under -Wpedantic -Werror). Never blocks. `headers` (may be null) is the message's once
+/// produced; on an error it is still the caller's.
+[[nodiscard]] auto kafka_produce(rd_kafka_t* rk,
+                                 const char* topic,
+                                 std::string_view key,
+                                 std::string_view value,
+                                 rd_kafka_headers_t* headers,
+                                 void* opaque) -> rd_kafka_resp_err_t;
+
 /// Where a message of a group is: the key of its delivery count.
 struct kafka_message_key {
     std::string group_topic;  // group '\0' topic

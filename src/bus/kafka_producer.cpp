@@ -115,18 +115,12 @@ struct kafka_producer::state final : kafka_fatal_target {
     /// Under rk_mu: produces on the current client (after a fatal error of it, on its
     /// replacement). Takes `headers`: the message's once produced, destroyed otherwise.
     auto produce_locked(const char* topic,
-                        const void* key,
-                        std::size_t key_len,
-                        const void* payload,
-                        std::size_t len,
+                        std::string_view key,
+                        std::string_view value,
                         rd_kafka_headers_t* headers,
                         void* opaque) -> rd_kafka_resp_err_t {
         for (int tries = 0;; ++tries) {
-            const rd_kafka_resp_err_t e = rd_kafka_producev(
-                current.rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, key_len),
-                RD_KAFKA_V_VALUE(const_cast<void*>(payload), len),
-                RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(headers),
-                RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+            const auto e = kafka_produce(current.rk, topic, key, value, headers, opaque);
             if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 return e;
             }
@@ -168,8 +162,11 @@ struct kafka_producer::state final : kafka_fatal_target {
             }
             std::lock_guard lock(rk_mu);
             if (replace_locked(from.rk)) {
-                const auto e = produce_locked(rd_kafka_topic_name(m->rkt), m->key, m->key_len,
-                                              m->payload, m->len, headers, m->_private);
+                const auto e =
+                    produce_locked(rd_kafka_topic_name(m->rkt),
+                                   std::string_view(static_cast<const char*>(m->key), m->key_len),
+                                   std::string_view(static_cast<const char*>(m->payload), m->len),
+                                   headers, m->_private);
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                     conn->resent.fetch_add(1, std::memory_order_relaxed);
                     return 0;  // its outcome comes from the new client
@@ -314,8 +311,7 @@ void kafka_producer::start(envelope env, std::uint32_t slot) {
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
     {
         std::lock_guard lock(st.rk_mu);
-        e = st.produce_locked(env.topic.c_str(), env.key.empty() ? nullptr : env.key.data(),
-                              env.key.size(), bytes.data(), bytes.size(), headers,
+        e = st.produce_locked(env.topic.c_str(), env.key, bytes, headers,
                               reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot)));
     }
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -245,7 +245,8 @@ TEST_P(bus_conformance, redelivery_after_ack_timeout_in_order) {
     const std::string t = this->topic("redeliver");
     this->rt.block_on([&]() -> task<void> {
         publisher pub{*this->broker};
-        subscriber sub{*this->broker, {.ack_wait = 30ms}};
+        // ack_wait: past the ack of B and C below even on a loaded machine.
+        subscriber sub{*this->broker, {.ack_wait = 300ms}};
         for (const char* p : {"A", "B", "C"}) {
             envelope e5 = this->make_env(t, "k", p);
             (co_await pub.publish(std::move(e5))).value();
@@ -328,8 +329,10 @@ TEST_P(bus_conformance, max_deliveries_then_dead_letters) {
     const std::string t = this->topic("maxdel");
     this->rt.block_on([&]() -> task<void> {
         publisher pub{*this->broker};
+        // ack_wait: past the nack of d1 below even on a loaded machine (with 20 ms, one run
+        // of 5 on Kafka at load 18 saw d1 expire before its nack).
         subscriber sub{*this->broker,
-                       {.ack_wait = 20ms, .max_deliveries = 3, .dead_letter_topic = t + ".dlq"}};
+                       {.ack_wait = 200ms, .max_deliveries = 3, .dead_letter_topic = t + ".dlq"}};
         envelope e9 = this->make_env(t, "k", "flaky");
         (co_await pub.publish(std::move(e9))).value();
         auto s = (co_await sub.subscribe(t, "g")).value();
