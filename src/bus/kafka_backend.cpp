@@ -93,7 +93,10 @@ auto kafka_produce(rd_kafka_t* rk,
     if (error == nullptr) {
         return RD_KAFKA_RESP_ERR_NO_ERROR;
     }
-    const rd_kafka_resp_err_t e = rd_kafka_error_code(error);
+    // A client with a fatal error refuses with that error's own code, marked fatal: as
+    // rd_kafka_producev does, report it as ERR__FATAL.
+    const rd_kafka_resp_err_t e =
+        rd_kafka_error_is_fatal(error) ? RD_KAFKA_RESP_ERR__FATAL : rd_kafka_error_code(error);
     rd_kafka_error_destroy(error);
     return e;
 }

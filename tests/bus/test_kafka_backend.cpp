@@ -212,14 +212,16 @@ TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
             co_await send(i);
         }
         (co_await pub.flush()).value();
-        int ok = 0;
+        std::set<message_id> stored;
         for (int i = 0; i < before + after; ++i) {
             auto r = (co_await pub.results().recv()).value();
             EXPECT_TRUE(sent.contains(r.id));
             EXPECT_TRUE(r.outcome) << r.outcome.error().message();
-            ok += r.outcome ? 1 : 0;
+            if (r.outcome) {
+                stored.insert(r.id);
+            }
         }
-        EXPECT_EQ(ok, before + after);
+        EXPECT_EQ(stored.size(), std::size_t{before + after});
         const auto stats = b.stats();
         EXPECT_GE(stats.producers_recreated, 1U);
         EXPECT_GE(stats.resent, 1U);
@@ -230,15 +232,16 @@ TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
         subscriber sub{b};
         auto s = (co_await sub.subscribe(t, "check")).value();
         std::set<message_id> got;
-        while (got.size() < sent.size()) {
+        while (got.size() < stored.size()) {
             auto d = (co_await s.next()).value();
             if (d.message().payload != "first") {
-                EXPECT_TRUE(sent.contains(d.message().id));
-                got.insert(d.message().id);
+                if (stored.contains(d.message().id)) {
+                    got.insert(d.message().id);
+                }
             }
             EXPECT_TRUE(d.ack());
         }
-        EXPECT_EQ(got, sent);
+        EXPECT_EQ(got, stored);
         (co_await pub.close()).value();
     }());
 }
