@@ -146,14 +146,17 @@ struct kafka_producer::state final : kafka_fatal_target {
     /// again on the current client. The number of outcomes handed to the sink (0 or 1).
     auto report(const client& from, const rd_kafka_message_t* m) -> std::uint64_t {
         const auto slot = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(m->_private));
-        result<ack> outcome = kafka_error(m->err);
+        // Never a result made of an empty error code (result<T> asserts against it).
+        result<ack> outcome = ack{};
         if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            ack a;
-            a.stream = rd_kafka_topic_name(m->rkt);
-            a.partition = m->partition;
-            a.sequence = static_cast<std::uint64_t>(m->offset);
-            outcome = std::move(a);
-        } else if (rd_kafka_fatal_error(from.rk, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            outcome->stream = rd_kafka_topic_name(m->rkt);
+            outcome->partition = m->partition;
+            outcome->sequence = static_cast<std::uint64_t>(m->offset);
+        } else {
+            outcome = kafka_error(m->err);
+        }
+        if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR &&
+            rd_kafka_fatal_error(from.rk, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
             rd_kafka_headers_t* headers = nullptr;  // the report's own: copied
             if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 headers = rd_kafka_headers_copy(headers);
