@@ -29,7 +29,9 @@
 #   next port for the controller; data, log and PID file in $WEFT_BROKERS_DIR/kafka-<port>.
 #   `start` returns once the broker answers a Metadata request listing itself
 #   (scripts/kafka/kafka_ready.py); every start begins with empty storage. Stopped by its PID,
-#   never by name.
+#   never by name. WEFT_KAFKA_KEEP_DATA=1 makes it a restart: `stop` keeps the data and
+#   `start` runs on the storage a stop kept (topics, messages and committed offsets survive),
+#   as the conformance suite's broker-outage tests do.
 # postgres: PostgreSQL 15 from Debian (/usr/lib/postgresql/15/bin, or $WEFT_PG_BIN), for the
 #   PostgreSQL outbox: initdb (once) into $WEFT_BROKERS_DIR/postgres-$WEFT_PG_PORT/data, trust
 #   auth, listening on 127.0.0.1:$WEFT_PG_PORT (default 15432) and on a socket in its own
@@ -313,7 +315,13 @@ kafka_start() {
     kafka_install
     local t0=$SECONDS
     [ -n "$kafka_dir" ] || die "kafka: no state directory"
-    rm -rf "$kafka_dir"
+    local keep=0
+    if [ "${WEFT_KAFKA_KEEP_DATA:-0}" = 1 ] && [ -f "$kafka_dir/data/meta.properties" ]; then
+        keep=1
+        mv "$kafka_log" "$kafka_log.previous" 2>/dev/null || true
+    else
+        rm -rf "$kafka_dir"
+    fi
     mkdir -p "$kafka_dir/data"
     # One process for broker and controller; every internal topic with one replica; groups
     # rebalance at once (tests make and leave groups in seconds).
@@ -366,9 +374,16 @@ while True:
         print(s)
         break')
     # The formatter runs for a second: the quick-starting compiler only.
-    java "${java_opts[@]}" -XX:TieredStopAtLevel=1 -cp "$kafka_lib/*" kafka.tools.StorageTool format \
-        -t "$cluster_id" -c "$kafka_dir/server.properties" >>"$kafka_log" 2>&1 ||
-        kafka_fail "formatting storage failed"
+    if [ "$keep" = 0 ]; then
+        java "${java_opts[@]}" -XX:TieredStopAtLevel=1 -cp "$kafka_lib/*" kafka.tools.StorageTool format \
+            -t "$cluster_id" -c "$kafka_dir/server.properties" >>"$kafka_log" 2>&1 ||
+            kafka_fail "formatting storage failed"
+    fi
+    # A restart on kept data is a test's broker outage: the quick-starting compiler only (the
+    # JVM's start is most of a restart); a fresh start gets the optimising one, for the benches.
+    if [ "$keep" = 1 ]; then
+        java_opts+=(-XX:TieredStopAtLevel=1)
+    fi
     setsid java "${java_opts[@]}" -cp "$kafka_lib/*" kafka.Kafka "$kafka_dir/server.properties" \
         </dev/null >>"$kafka_dir/stdout.log" 2>&1 &
     local launched=$!
@@ -409,7 +424,9 @@ kafka_stop() {
         how="killed after 20 s"
     fi
     rm -f "$kafka_pid"
-    rm -rf "$kafka_dir/data"
+    if [ "${WEFT_KAFKA_KEEP_DATA:-0}" != 1 ]; then
+        rm -rf "$kafka_dir/data"
+    fi
     echo "brokers: kafka $how (pid $pid)"
 }
 

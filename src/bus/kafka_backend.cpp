@@ -1,6 +1,8 @@
 #include "weft/bus/kafka_backend.hpp"
 
+#include <array>
 #include <chrono>
+#include <cstdlib>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -51,10 +53,52 @@ auto kafka_conf(const kafka_backend_options& options,
     };
     set("bootstrap.servers", options.brokers);
     set("client.id", "weft-bus");
+    // librdkafka's own debug contexts (e.g. "cgrp,consumer"), logged to stderr: for diagnosis.
+    if (const char* debug = std::getenv("WEFT_KAFKA_DEBUG"); debug != nullptr && *debug != 0) {
+        set("debug", debug);
+    }
     for (const auto& [name, value] : props) {
         set(name, value);
     }
     return conf;
+}
+
+auto kafka_produce(rd_kafka_t* rk,
+                   const char* topic,
+                   std::string_view key,
+                   std::string_view value,
+                   rd_kafka_headers_t* headers,
+                   void* opaque) -> rd_kafka_resp_err_t {
+    std::array<rd_kafka_vu_t, 6> vus{};
+    std::size_t n = 0;
+    vus[n].vtype = RD_KAFKA_VTYPE_TOPIC;
+    vus[n++].u.cstr = topic;
+    if (!key.empty()) {
+        vus[n].vtype = RD_KAFKA_VTYPE_KEY;
+        vus[n].u.mem.ptr = const_cast<char*>(key.data());
+        vus[n++].u.mem.size = key.size();
+    }
+    vus[n].vtype = RD_KAFKA_VTYPE_VALUE;
+    vus[n].u.mem.ptr = const_cast<char*>(value.data());
+    vus[n++].u.mem.size = value.size();
+    vus[n].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    vus[n++].u.i = RD_KAFKA_MSG_F_COPY;
+    if (headers != nullptr) {
+        vus[n].vtype = RD_KAFKA_VTYPE_HEADERS;
+        vus[n++].u.headers = headers;
+    }
+    vus[n].vtype = RD_KAFKA_VTYPE_OPAQUE;
+    vus[n++].u.ptr = opaque;
+    rd_kafka_error_t* error = rd_kafka_produceva(rk, vus.data(), n);
+    if (error == nullptr) {
+        return RD_KAFKA_RESP_ERR_NO_ERROR;
+    }
+    // A client with a fatal error refuses with that error's own code, marked fatal: as
+    // rd_kafka_producev does, report it as ERR__FATAL.
+    const rd_kafka_resp_err_t e =
+        rd_kafka_error_is_fatal(error) ? RD_KAFKA_RESP_ERR__FATAL : rd_kafka_error_code(error);
+    rd_kafka_error_destroy(error);
+    return e;
 }
 
 namespace {
@@ -262,11 +306,7 @@ void kafka_backend::connection::dead_letter(std::weak_ptr<kafka_dead_letter_sink
                                             const std::string& bytes) {
     ensure_topic_async(topic);
     auto op = std::make_unique<dead_letter_op>(dead_letter_op{sink, partition, offset});
-    const rd_kafka_resp_err_t e = rd_kafka_producev(
-        aux, RD_KAFKA_V_TOPIC(topic.c_str()),
-        RD_KAFKA_V_KEY(key.empty() ? nullptr : key.data(), key.size()),
-        RD_KAFKA_V_VALUE(const_cast<char*>(bytes.data()), bytes.size()),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(op.get()), RD_KAFKA_V_END);
+    const rd_kafka_resp_err_t e = kafka_produce(aux, topic.c_str(), key, bytes, nullptr, op.get());
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (auto s = sink.lock()) {
             s->dead_letter_done(partition, offset, false);
@@ -358,7 +398,24 @@ auto kafka_backend::features() const noexcept -> backend_features {
 
 auto kafka_backend::stats() const noexcept -> kafka_backend_stats {
     return {.acks = conn_->acks.load(std::memory_order_relaxed),
-            .wakes = conn_->wakes.load(std::memory_order_relaxed)};
+            .wakes = conn_->wakes.load(std::memory_order_relaxed),
+            .producers_recreated = conn_->producers_recreated.load(std::memory_order_relaxed),
+            .resent = conn_->resent.load(std::memory_order_relaxed)};
+}
+
+void kafka_backend::raise_fatal_error_for_test(const std::string& reason) {
+    std::vector<std::shared_ptr<kafka_fatal_target>> alive;
+    {
+        std::lock_guard lock(conn_->producers_mu);
+        for (auto& w : conn_->producers) {
+            if (auto p = w.lock()) {
+                alive.push_back(std::move(p));
+            }
+        }
+    }
+    for (auto& p : alive) {
+        p->raise_fatal(reason);
+    }
 }
 
 auto kafka_backend::make_producer(publish_sink& sink, std::uint32_t max_pending)

@@ -19,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "weft/bus/kafka_backend.hpp"
 
@@ -32,6 +33,17 @@ namespace weft::bus {
 [[nodiscard]] auto kafka_conf(const kafka_backend_options& options,
                               std::initializer_list<std::pair<const char*, std::string>> props)
     -> rd_kafka_conf_t*;
+
+/// Produces one message (copied; an empty key is no key) through rd_kafka_produceva rather
+/// than rd_kafka_producev's RD_KAFKA_V_ macros (GNU statement expressions, which clang refuses
+/// under -Wpedantic -Werror). Never blocks. `headers` (may be null) is the message's once
+/// produced; on an error it is still the caller's.
+[[nodiscard]] auto kafka_produce(rd_kafka_t* rk,
+                                 const char* topic,
+                                 std::string_view key,
+                                 std::string_view value,
+                                 rd_kafka_headers_t* headers,
+                                 void* opaque) -> rd_kafka_resp_err_t;
 
 /// Where a message of a group is: the key of its delivery count.
 struct kafka_message_key {
@@ -59,6 +71,18 @@ protected:
     ~kafka_dead_letter_sink() = default;
 };
 
+/// What raise_fatal_error_for_test reaches: a producer.
+class kafka_fatal_target {
+public:
+    virtual void raise_fatal(const std::string& reason) = 0;
+
+protected:
+    kafka_fatal_target() = default;
+    kafka_fatal_target(const kafka_fatal_target&) = default;
+    auto operator=(const kafka_fatal_target&) -> kafka_fatal_target& = default;
+    ~kafka_fatal_target() = default;
+};
+
 struct kafka_backend::connection {
     kafka_backend_options options;
     /// A producer for dead letters and the admin API. Its delivery reports and asynchronous
@@ -79,9 +103,15 @@ struct kafka_backend::connection {
     bool closer_stop = false;                       // guarded by closer_mu
     std::thread closer;
 
+    /// The producers alive (expired entries are pruned when one is added).
+    std::mutex producers_mu;
+    std::vector<std::weak_ptr<kafka_fatal_target>> producers;  // guarded by producers_mu
+
     // Statistics: relaxed, counters only.
     std::atomic<std::uint64_t> acks{0};
     std::atomic<std::uint64_t> wakes{0};
+    std::atomic<std::uint64_t> producers_recreated{0};
+    std::atomic<std::uint64_t> resent{0};
 
     connection() = default;
     connection(const connection&) = delete;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <optional>
+#include <string_view>
 #include <utility>
 
 #include "weft/bus/envelope_codec.hpp"
@@ -56,41 +57,49 @@ auto kafka_consumer::open() -> std::error_code {
     try {
         conf =
             kafka_conf(o, {{"group.id", config_.group},
-                           // Offsets are ours to commit: the settled prefix, on ack.
-                           {"enable.auto.commit", "false"},
+                           // Offsets are ours to store: the settled prefix, on ack.
+                           // librdkafka commits what is stored every 100 ms, before a
+                           // partition is revoked, and at close: one OffsetCommit per
+                           // interval rather than one per ack.
+                           {"enable.auto.commit", "true"},
+                           {"auto.commit.interval.ms", "100"},
                            {"enable.auto.offset.store", "false"},
                            // A new group starts with what the topic retains.
                            {"auto.offset.reset", "earliest"},
-                           // Eager (range): a member closed while its group rebalances
-                           // leaves at once; with cooperative-sticky, librdkafka 2.0's
-                           // rd_kafka_consumer_close blocked for minutes there.
-                           {"partition.assignment.strategy", "range,roundrobin"},
+                           // A member keeps its partitions while others join or leave.
+                           {"partition.assignment.strategy", "cooperative-sticky"},
                            {"heartbeat.interval.ms", std::to_string(o.heartbeat_interval.count())},
                            {"session.timeout.ms", "6000"},
                            {"fetch.wait.max.ms", "100"}});
     } catch (const std::system_error& e) {
         return e.code();
     }
+    rd_kafka_conf_set_rebalance_cb(conf, &kafka_consumer::on_rebalance);
+    rd_kafka_conf_set_opaque(conf, this);  // this outlives the client: close_client joins
     char err[512];
     rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     if (rk == nullptr) {
         rd_kafka_conf_destroy(conf);
         return make_error_code(bus_errc::broker_error);
     }
-    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_poll_set_consumer(rk);  // logs and errors to the group thread too
+    rd_kafka_queue_t* msgs = rd_kafka_queue_new(rk);
+    const std::uint64_t one = 1;  // what librdkafka writes: an eventfd takes 8 bytes
+    rd_kafka_queue_io_event_enable(msgs, efd_, &one, sizeof(one));
+    assigned_to_ = msgs;
     rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(topics, config_.topic.c_str(), RD_KAFKA_PARTITION_UA);
     const auto e = rd_kafka_subscribe(rk, topics);
     rd_kafka_topic_partition_list_destroy(topics);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_queue_destroy(msgs);
         rd_kafka_destroy(rk);
         return kafka_error(e);
     }
     std::lock_guard lock(rk_mu_);
     rk_ = rk;
-    queue_ = rd_kafka_queue_get_consumer(rk);
-    const std::uint64_t one = 1;  // what librdkafka writes: an eventfd takes 8 bytes
-    rd_kafka_queue_io_event_enable(queue_, efd_, &one, sizeof(one));
+    msgs_ = msgs;
+    group_thread_ = std::thread([this, rk, msgs] { serve_group(rk, msgs); });
     return {};
 }
 
@@ -103,16 +112,86 @@ kafka_consumer::~kafka_consumer() {
 }
 
 void kafka_consumer::close_client() noexcept {
-    std::lock_guard lock(rk_mu_);
-    if (rk_ == nullptr) {
+    {
+        std::lock_guard lock(rk_mu_);
+        rk_ = nullptr;
+        msgs_ = nullptr;
+    }
+    stop_group_.store(true, std::memory_order_release);
+    if (group_thread_.joinable()) {
+        group_thread_.join();
+    }
+}
+
+void kafka_consumer::serve_group(rd_kafka_t* rk, rd_kafka_queue_t* msgs) noexcept {
+    // Rebalances run on_rebalance here; errors come as messages (a broker went away...):
+    // librdkafka retries on its own. The bound of 100 ms is how soon a close is seen.
+    while (!stop_group_.load(std::memory_order_acquire)) {
+        rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+        if (m != nullptr) {
+            rd_kafka_message_destroy(m);
+        }
+    }
+    rd_kafka_queue_io_event_enable(msgs, -1, nullptr, 0);
+    rd_kafka_consumer_close(rk);  // leaves the group: its partitions go to the others now
+    rd_kafka_queue_destroy(msgs);
+    rd_kafka_destroy(rk);
+}
+
+void kafka_consumer::on_rebalance(rd_kafka_t* rk,
+                                  rd_kafka_resp_err_t err,
+                                  rd_kafka_topic_partition_list_t* partitions,
+                                  void* opaque) {
+    auto* self = static_cast<kafka_consumer*>(opaque);
+    const bool cooperative = std::string_view(rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE";
+    rd_kafka_error_t* error = nullptr;
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        // Before the assignment starts the fetchers: a partition queue the application
+        // forwarded stays forwarded (librdkafka would forward it to the consumer queue).
+        for (int i = 0; i < partitions->cnt; ++i) {
+            const auto& p = partitions->elems[i];
+            rd_kafka_queue_t* q = rd_kafka_queue_get_partition(rk, p.topic, p.partition);
+            if (q != nullptr) {
+                rd_kafka_queue_forward(q, self->assigned_to_);
+                rd_kafka_queue_destroy(q);
+            }
+        }
+        if (cooperative) {
+            error = rd_kafka_incremental_assign(rk, partitions);
+        } else {
+            rd_kafka_assign(rk, partitions);
+        }
+    } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {  // or lost: out of the group
+        self->revoked(partitions);
+        if (cooperative) {
+            error = rd_kafka_incremental_unassign(rk, partitions);
+        } else {
+            rd_kafka_assign(rk, nullptr);
+        }
+    } else {  // a rebalance error: nothing is assigned until the group's next rebalance
+        self->revoked(nullptr);
+        rd_kafka_assign(rk, nullptr);
+    }
+    if (error != nullptr) {
+        rd_kafka_error_destroy(error);  // the group rejoins on its own
+    }
+}
+
+void kafka_consumer::revoked(const rd_kafka_topic_partition_list_t* partitions) {
+    std::lock_guard lock(mu_);
+    if (partitions == nullptr) {
+        tokens_.clear();
+        entries_.clear();
         return;
     }
-    rd_kafka_queue_io_event_enable(queue_, -1, nullptr, 0);
-    rd_kafka_consumer_close(rk_);  // leaves the group: its partitions go to the others now
-    rd_kafka_queue_destroy(queue_);
-    rd_kafka_destroy(rk_);
-    queue_ = nullptr;
-    rk_ = nullptr;
+    for (int i = 0; i < partitions->cnt; ++i) {
+        const std::int32_t partition = partitions->elems[i].partition;
+        auto it = entries_.lower_bound({partition, std::numeric_limits<std::int64_t>::min()});
+        while (it != entries_.end() && it->first.first == partition) {
+            tokens_.erase(it->second.token);
+            it = entries_.erase(it);
+        }
+    }
 }
 
 void kafka_consumer::wake() const noexcept {
@@ -188,7 +267,7 @@ void kafka_consumer::advance(std::int32_t partition) {
     }
     rd_kafka_topic_partition_list_t* list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, config_.topic.c_str(), partition)->offset = commit;
-    rd_kafka_commit(rk_, list, 1);  // asynchronous: never waits
+    rd_kafka_offsets_store(rk_, list);  // local: committed with the next interval
     rd_kafka_topic_partition_list_destroy(list);
 }
 
@@ -232,10 +311,10 @@ auto kafka_consumer::next() -> task<result<delivery>> {
         rd_kafka_message_t* m = nullptr;
         {
             std::lock_guard lock(rk_mu_);
-            if (rk_ == nullptr) {
+            if (msgs_ == nullptr) {
                 co_return make_error_code(bus_errc::subscription_closed);
             }
-            m = rd_kafka_consumer_poll(rk_, 0);
+            m = rd_kafka_consume_queue(msgs_, 0);
         }
         std::optional<delivery> out;
         if (m != nullptr) {

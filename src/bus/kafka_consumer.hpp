@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -25,12 +26,28 @@ namespace weft::bus {
 ///   retry          to be handed out again at `when` (nacked, or its ack timeout passed);
 ///   dead_lettering its dead letter is on its way to Kafka (then acked, or retry if refused);
 ///   acked          settled.
-/// Per partition, the committed offset is one past the longest run of acked entries at the
-/// front: `entries_` of a partition == every fetched offset >= its committed offset. Commits
-/// are asynchronous (rd_kafka_commit async), made under `mu_` so two of one partition never
-/// pass each other.
+/// Per partition, the stored offset is one past the longest run of acked entries at the
+/// front: `entries_` of a partition == every fetched offset >= its stored offset. Offsets are
+/// stored under `mu_` (rd_kafka_offsets_store: local, never waits), so two of one partition
+/// never pass each other; librdkafka commits the stored offsets every 100 ms, before it
+/// revokes a partition and when the member closes. A crash loses at most the last interval's
+/// commits: those messages come again (at-least-once).
 ///
-/// Locks: `mu_` (the entries) before `rk_mu_` (the client pointer, which the closer thread
+/// Two queues per member. librdkafka's consumer queue carries the group's events: the
+/// rebalances that the group protocol waits for every member to take part in. A thread of the
+/// member's own (`group_thread_`) serves it at all times, whatever the application does: a
+/// member holding a delivery, or whose task waits elsewhere, still revokes, assigns and
+/// rejoins at once. (When next() alone served it, such a member stalled every rebalance of
+/// its group up to the broker's rebalance timeout, max.poll.interval.ms = 300 s, and a member
+/// closing meanwhile blocked in rd_kafka_consumer_close as long.) Messages go to `msgs_`: the
+/// rebalance callback forwards each assigned partition's queue there before assigning it, and
+/// next() takes them from it without waiting, or waits on its eventfd in the reactor. The
+/// group thread also closes the client (rd_kafka_consumer_close serves the last rebalance on
+/// the calling thread); the connection's closer thread joins it. Assignment is
+/// cooperative-sticky: a member joining or leaving never takes partitions from a member that
+/// keeps working, so a delivery held by in_progress stays where it is.
+///
+/// Locks: `mu_` (the entries) before `rk_mu_` (the client pointers, which close_client
 /// clears); never the other way round. Nothing waits under either.
 class kafka_consumer final : public backend_consumer,
                              public kafka_dead_letter_sink,
@@ -70,9 +87,20 @@ private:
         std::uint32_t deliveries;
     };
 
-    /// Blocking (spawn_blocking): the client, its subscription and the queue's eventfd.
+    /// Blocking (spawn_blocking): the client, its subscription, the messages' queue with its
+    /// eventfd, and the group thread.
     auto open() -> std::error_code;
+    /// Blocking: ends the group thread, which leaves the group and destroys the client.
     void close_client() noexcept;
+    /// The group thread: serves the consumer queue until `stop_group_`, then closes `rk`.
+    void serve_group(rd_kafka_t* rk, rd_kafka_queue_t* msgs) noexcept;
+    static void on_rebalance(rd_kafka_t* rk,
+                             rd_kafka_resp_err_t err,
+                             rd_kafka_topic_partition_list_t* partitions,
+                             void* opaque);
+    /// The deliveries of partitions taken from this member (null: all) are void: dropped,
+    /// uncommitted.
+    void revoked(const rd_kafka_topic_partition_list_t* partitions);
     void wake() const noexcept;
     auto message_key(key k) const -> kafka_message_key;
     /// The pending entry of `token`; expires it (and returns end) when its time has passed.
@@ -88,11 +116,17 @@ private:
     std::shared_ptr<kafka_backend::connection> conn_;
     const consumer_config config_;
     const std::string group_topic_;
-    int efd_ = -1;  // the consumer queue's io event; close() writes it too
+    int efd_ = -1;  // the messages' queue's io event; close() writes it too
 
     std::mutex rk_mu_;
-    rd_kafka_t* rk_ = nullptr;           // guarded by rk_mu_; null once closed
-    rd_kafka_queue_t* queue_ = nullptr;  // guarded by rk_mu_
+    rd_kafka_t* rk_ = nullptr;          // guarded by rk_mu_; null once closing
+    rd_kafka_queue_t* msgs_ = nullptr;  // guarded by rk_mu_; null once closing
+    // The same queue for the rebalance callback, which runs on the group thread only (set
+    // before that thread starts, released after it ends).
+    rd_kafka_queue_t* assigned_to_ = nullptr;
+    // Set (release) by close_client; the group thread reads it (acquire) between polls.
+    std::atomic<bool> stop_group_{false};
+    std::thread group_thread_;
 
     std::mutex mu_;
     std::map<key, entry> entries_;                   // guarded by mu_

@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
@@ -16,23 +18,35 @@
 
 namespace weft::bus {
 
-struct kafka_producer::state {
-    state(std::shared_ptr<kafka_backend::connection> c, publish_sink& s)
-        : conn(std::move(c)), sink(&s) {}
+struct kafka_producer::state final : kafka_fatal_target {
+    state(std::shared_ptr<kafka_backend::connection> c, publish_sink& s, std::uint32_t pending)
+        : conn(std::move(c)), sink(&s), max_pending(pending) {}
     state(const state&) = delete;
     auto operator=(const state&) -> state& = delete;
     ~state() {
-        destroy_client();
+        destroy_clients();
         if (efd >= 0) {
             ::close(efd);
         }
     }
 
+    /// One librdkafka producer and its main queue (delivery reports).
+    struct client {
+        rd_kafka_t* rk = nullptr;
+        rd_kafka_queue_t* queue = nullptr;
+    };
+
     std::shared_ptr<kafka_backend::connection> conn;
     publish_sink* sink;
-    rd_kafka_t* rk = nullptr;
-    rd_kafka_queue_t* queue = nullptr;  // the main queue: delivery reports
-    int efd = -1;                       // eventfd: written by librdkafka, read by the drain task
+    const std::uint32_t max_pending;
+    int efd = -1;  // eventfd: written by librdkafka (every client's queue), read by the drain task
+
+    // The producer publishes go to, and the ones a fatal error broke that still report. A
+    // client is destroyed by the drain task only (on the closer thread), so the drain task
+    // may poll the queues it copied out under the lock without holding it.
+    std::mutex rk_mu;
+    client current;               // guarded by rk_mu
+    std::vector<client> retired;  // guarded by rk_mu
 
     // Started and not yet handed to the sink. Incremented by start, decremented by the drain
     // task (or by start itself for an inline failure); the drain task ends once closed is set
@@ -49,40 +63,180 @@ struct kafka_producer::state {
         outstanding.fetch_sub(1);
         sink->complete(slot, ec);
     }
-    void destroy_client() noexcept {
-        if (queue != nullptr) {
-            rd_kafka_queue_destroy(queue);
-            queue = nullptr;
+
+    /// A new librdkafka producer whose reports signal `efd`.
+    auto make_client() -> result<client> {
+        const auto& o = conn->options;
+        rd_kafka_conf_t* conf = nullptr;
+        try {
+            conf = kafka_conf(
+                o, {{"enable.idempotence", "true"},
+                    {"acks", "all"},
+                    {"linger.ms", std::to_string(o.linger.count())},
+                    {"partitioner", "murmur2_random"},
+                    {"message.timeout.ms", std::to_string(o.publish_timeout.count())},
+                    // Above the publisher's bound: a produce never finds the queue full.
+                    {"queue.buffering.max.messages", std::to_string(max_pending * 2 + 1024)},
+                    {"queue.buffering.max.kbytes", "1048576"}});
+        } catch (const std::system_error& e) {
+            return e.code();
         }
-        if (rk != nullptr) {
-            rd_kafka_destroy(rk);
-            rk = nullptr;
+        rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR);
+        char err[512];
+        client c;
+        c.rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+        if (c.rk == nullptr) {
+            rd_kafka_conf_destroy(conf);
+            return make_error_code(bus_errc::broker_error);
+        }
+        c.queue = rd_kafka_queue_get_main(c.rk);
+        const std::uint64_t one = 1;  // what librdkafka writes: an eventfd takes 8 bytes
+        rd_kafka_queue_io_event_enable(c.queue, efd, &one, sizeof(one));
+        return c;
+    }
+
+    /// Under rk_mu: `broken` has a fatal error; unless it was replaced already, a new client
+    /// takes its place and it retires (it still reports what it had in flight). false when
+    /// no new client could be made.
+    auto replace_locked(rd_kafka_t* broken) -> bool {
+        if (current.rk != broken) {
+            return current.rk != nullptr;
+        }
+        auto c = make_client();
+        if (!c) {
+            return false;
+        }
+        retired.push_back(current);
+        current = *c;
+        conn->producers_recreated.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    }
+
+    /// Under rk_mu: produces on the current client (after a fatal error of it, on its
+    /// replacement). Takes `headers`: the message's once produced, destroyed otherwise.
+    auto produce_locked(const char* topic,
+                        std::string_view key,
+                        std::string_view value,
+                        rd_kafka_headers_t* headers,
+                        void* opaque) -> rd_kafka_resp_err_t {
+        for (int tries = 0;; ++tries) {
+            const auto e = kafka_produce(current.rk, topic, key, value, headers, opaque);
+            if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                return e;
+            }
+            // Refused: the headers are still ours.
+            if (e != RD_KAFKA_RESP_ERR__FATAL || tries > 0 || !replace_locked(current.rk)) {
+                if (headers != nullptr) {
+                    rd_kafka_headers_destroy(headers);
+                }
+                return e;
+            }
         }
     }
-    /// Hands every delivery report queued now to the sink; the number handed.
-    auto drain_queue() -> std::uint64_t {
-        std::uint64_t done = 0;
-        while (rd_kafka_event_t* ev = rd_kafka_queue_poll(queue, 0)) {
-            if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_DR) {
-                while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
-                    const auto slot =
-                        static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(m->_private));
-                    result<ack> outcome = kafka_error(m->err);
-                    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-                        ack a;
-                        a.stream = rd_kafka_topic_name(m->rkt);
-                        a.partition = m->partition;
-                        a.sequence = static_cast<std::uint64_t>(m->offset);
-                        outcome = std::move(a);
-                    }
-                    outstanding.fetch_sub(1);
-                    sink->complete(slot, std::move(outcome));
-                    ++done;
-                }
+
+    void raise_fatal(const std::string& reason) override {
+        std::lock_guard lock(rk_mu);
+        if (current.rk != nullptr) {
+            rd_kafka_test_fatal_error(current.rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                      reason.c_str());
+        }
+    }
+
+    /// A report of `from`: the outcome, or (when `from` had a fatal error) the message sent
+    /// again on the current client. The number of outcomes handed to the sink (0 or 1).
+    auto report(const client& from, const rd_kafka_message_t* m) -> std::uint64_t {
+        const auto slot = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(m->_private));
+        // Never a result made of an empty error code (result<T> asserts against it).
+        result<ack> outcome = ack{};
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            outcome->stream = rd_kafka_topic_name(m->rkt);
+            outcome->partition = m->partition;
+            outcome->sequence = static_cast<std::uint64_t>(m->offset);
+        } else {
+            outcome = kafka_error(m->err);
+        }
+        if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR &&
+            rd_kafka_fatal_error(from.rk, nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            rd_kafka_headers_t* headers = nullptr;  // the report's own: copied
+            if (rd_kafka_message_headers(m, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                headers = rd_kafka_headers_copy(headers);
+            } else {
+                headers = nullptr;
             }
-            rd_kafka_event_destroy(ev);
+            std::lock_guard lock(rk_mu);
+            if (replace_locked(from.rk)) {
+                const auto e =
+                    produce_locked(rd_kafka_topic_name(m->rkt),
+                                   std::string_view(static_cast<const char*>(m->key), m->key_len),
+                                   std::string_view(static_cast<const char*>(m->payload), m->len),
+                                   headers, m->_private);
+                if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                    conn->resent.fetch_add(1, std::memory_order_relaxed);
+                    return 0;  // its outcome comes from the new client
+                }
+                outcome = kafka_error(e);
+            } else if (headers != nullptr) {
+                rd_kafka_headers_destroy(headers);
+            }
+        }
+        outstanding.fetch_sub(1);
+        sink->complete(slot, std::move(outcome));
+        return 1;
+    }
+
+    /// Hands every delivery report queued now to the sink; the number handed.
+    auto drain_queues() -> std::uint64_t {
+        std::vector<client> clients;
+        {
+            std::lock_guard lock(rk_mu);
+            clients = retired;
+            clients.push_back(current);
+        }
+        std::uint64_t done = 0;
+        for (const client& c : clients) {
+            while (rd_kafka_event_t* ev = rd_kafka_queue_poll(c.queue, 0)) {
+                if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_DR) {
+                    while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
+                        done += report(c, m);
+                    }
+                }
+                rd_kafka_event_destroy(ev);
+            }
         }
         return done;
+    }
+
+    /// The retired clients with nothing left to report, taken out of `retired`.
+    auto take_finished() -> std::vector<client> {
+        std::vector<client> out;
+        std::lock_guard lock(rk_mu);
+        std::erase_if(retired, [&](const client& c) {
+            if (rd_kafka_outq_len(c.rk) != 0) {
+                return false;
+            }
+            out.push_back(c);
+            return true;
+        });
+        return out;
+    }
+
+    static void destroy(client& c) noexcept {
+        if (c.queue != nullptr) {
+            rd_kafka_queue_destroy(c.queue);
+            c.queue = nullptr;
+        }
+        if (c.rk != nullptr) {
+            rd_kafka_destroy(c.rk);
+            c.rk = nullptr;
+        }
+    }
+    void destroy_clients() noexcept {
+        std::lock_guard lock(rk_mu);
+        destroy(current);
+        for (auto& c : retired) {
+            destroy(c);
+        }
+        retired.clear();
     }
 };
 
@@ -97,8 +251,16 @@ auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
         std::uint64_t count = 0;
         [[maybe_unused]] const auto n = ::read(st->efd, &count, sizeof(count));
         st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
-        const auto done = st->drain_queue();
+        const auto done = st->drain_queues();
         st->conn->acks.fetch_add(done, std::memory_order_relaxed);
+        auto finished = st->take_finished();
+        if (!finished.empty()) {  // destroying joins librdkafka's threads: not on a worker
+            st->conn->close_later([finished = std::move(finished)]() mutable {
+                for (auto& c : finished) {
+                    kafka_producer::state::destroy(c);
+                }
+            });
+        }
         if (st->closed.load() && st->outstanding.load() == 0) {
             break;
         }
@@ -107,7 +269,7 @@ auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
     // backend's closer thread rather than a weft worker.
     auto conn = st->conn;
     conn->close_later([st = std::move(st)]() mutable {
-        st->destroy_client();
+        st->destroy_clients();
         st.reset();
     });
 }
@@ -122,36 +284,21 @@ auto kafka_producer::make(std::shared_ptr<kafka_backend::connection> conn,
     } catch (const std::logic_error&) {
         return std::make_error_code(std::errc::operation_not_supported);
     }
-    auto st = std::make_shared<state>(conn, sink);
+    auto st = std::make_shared<state>(conn, sink, max_pending);
     st->efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (st->efd < 0) {
         return std::error_code(errno, std::system_category());
     }
-    const auto& o = conn->options;
-    rd_kafka_conf_t* conf = nullptr;
-    try {
-        conf =
-            kafka_conf(o, {{"enable.idempotence", "true"},
-                           {"acks", "all"},
-                           {"linger.ms", std::to_string(o.linger.count())},
-                           {"partitioner", "murmur2_random"},
-                           {"message.timeout.ms", std::to_string(o.publish_timeout.count())},
-                           // Above the publisher's bound: a produce never finds the queue full.
-                           {"queue.buffering.max.messages", std::to_string(max_pending * 2 + 1024)},
-                           {"queue.buffering.max.kbytes", "1048576"}});
-    } catch (const std::system_error& e) {
-        return e.code();
+    auto c = st->make_client();
+    if (!c) {
+        return c.error();
     }
-    rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR);
-    char err[512];
-    st->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
-    if (st->rk == nullptr) {
-        rd_kafka_conf_destroy(conf);
-        return make_error_code(bus_errc::broker_error);
+    st->current = *c;
+    {
+        std::lock_guard lock(conn->producers_mu);
+        std::erase_if(conn->producers, [](const auto& w) { return w.expired(); });
+        conn->producers.push_back(st);
     }
-    st->queue = rd_kafka_queue_get_main(st->rk);
-    const std::uint64_t one = 1;  // what librdkafka writes: an eventfd takes 8 bytes
-    rd_kafka_queue_io_event_enable(st->queue, st->efd, &one, sizeof(one));
     spawn(drain(st)).detach();
     return std::unique_ptr<backend_producer>(new kafka_producer(std::move(st)));
 }
@@ -162,14 +309,14 @@ void kafka_producer::start(envelope env, std::uint32_t slot) {
     st.conn->ensure_topic_async(env.topic);
     const std::string bytes = encode(env);
     const std::string id = env.id.to_string();
-    const rd_kafka_resp_err_t e = rd_kafka_producev(
-        st.rk, RD_KAFKA_V_TOPIC(env.topic.c_str()),
-        RD_KAFKA_V_KEY(env.key.empty() ? nullptr : env.key.data(), env.key.size()),
-        RD_KAFKA_V_VALUE(const_cast<char*>(bytes.data()), bytes.size()),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_HEADER("weft-id", id.data(), static_cast<ssize_t>(id.size())),
-        RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot))),
-        RD_KAFKA_V_END);
+    rd_kafka_headers_t* headers = rd_kafka_headers_new(1);
+    rd_kafka_header_add(headers, "weft-id", -1, id.data(), static_cast<ssize_t>(id.size()));
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+    {
+        std::lock_guard lock(st.rk_mu);
+        e = st.produce_locked(env.topic.c_str(), env.key, bytes, headers,
+                              reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot)));
+    }
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         st.fail_now(slot, kafka_error(e));
     }

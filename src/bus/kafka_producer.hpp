@@ -22,6 +22,13 @@ namespace weft::bus {
 ///      the edge-only signal safe: an event queued after the last poll signals again.
 /// Invariant: started - completed == outstanding <= max_pending.
 ///
+/// A fatal error (the idempotent producer's state is broken; librdkafka then fails what it
+/// had queued and refuses new messages with ERR__FATAL) replaces the client: under `rk_mu`
+/// a new one becomes current and the broken one retires. Every report of a failed message
+/// from a client with a fatal error is produced again on the current client, with the same
+/// slot, instead of completing; a produce refused with ERR__FATAL recreates and retries once.
+/// A retired client is destroyed once it has nothing left to report (rd_kafka_outq_len 0).
+///
 /// Lifetime: the state is shared by the producer and its drain task. close() lets the drain
 /// task end once nothing is outstanding; it then destroys the librdkafka client on the
 /// backend's closer thread (rd_kafka_destroy joins librdkafka's threads).

@@ -10,7 +10,8 @@
 // (Parameterised rather than typed: g++ 12 rejects `(co_await x).value()` inside the templates
 // a typed suite makes of every test body.)
 //
-// Tests of what a backend declares it cannot do (backend_features) report skipped. Timing:
+// Tests of what a backend declares it cannot do (backend_features), and the broker-outage
+// tests where the factory has no stop_broker / start_broker, report skipped. Timing:
 // short ack timeouts drive redelivery, but every assertion is on counts and order, never on
 // elapsed time. Topics are unique per test, so a shared broker does not mix tests.
 // The tests are in conformance.cpp, which each backend's test binary compiles beside its
@@ -24,6 +25,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,6 +38,7 @@
 #include "weft/core/join_handle.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
+#include "weft/sched/spawn_blocking.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
 #include "weft/sync/event.hpp"
@@ -54,6 +57,16 @@ struct backend_factory {
     std::function<runtime_options(unsigned workers)> runtime_for;
     /// Put before every topic the tests make (a NATS stream takes "weft.test.>").
     std::string topic_prefix;
+    /// The broker-outage tests (publish errors while the broker is down and recovery after it
+    /// returns; a subscriber reconnecting after a restart): stop the backend's broker process
+    /// and start it again on the data it had. Blocking (the tests call them through
+    /// spawn_blocking); they throw or fail the test when the broker does not do it. Empty: the
+    /// backend has no broker process (memory), and these tests report skipped.
+    std::function<void()> stop_broker{};
+    std::function<void()> start_broker{};
+    /// For the outage tests: a backend whose publishes fail within a few seconds while the
+    /// broker is down (its publish timeout); empty: `make`.
+    std::function<std::unique_ptr<backend>()> make_for_outage{};
 };
 
 // Test names carry the instantiation's name; this keeps the factory's bytes out of them.
@@ -87,6 +100,21 @@ protected:
         }
         co_return std::move(*r);
     }
+    /// next() on `s` into `out`; the first of the deliveries counted in `count` sets `first`.
+    /// (For tests where two members wait and the broker picks one.)
+    static auto take_next(subscription& s,
+                          std::optional<delivery>& out,
+                          std::atomic<int>& count,
+                          event& first) -> task<void> {
+        auto r = co_await s.next();
+        if (!r) {
+            co_return;  // closed
+        }
+        out = std::move(*r);
+        if (count.fetch_add(1) == 0) {
+            first.set();
+        }
+    }
     /// Lets the other tasks run a while (a task that could proceed would have).
     static auto settle() -> task<void> {
         for (int i = 0; i < 200; ++i) {
@@ -94,6 +122,20 @@ protected:
         }
     }
     auto features() const -> backend_features { return broker->features(); }
+    static auto has_broker_process() -> bool {
+        return GetParam().stop_broker && GetParam().start_broker;
+    }
+    /// Stops (false) or starts (true) the broker, on a blocking-pool thread.
+    static auto set_broker_running(bool up) -> task<void> {
+        auto r = co_await spawn_blocking([up] {
+            if (up) {
+                GetParam().start_broker();
+            } else {
+                GetParam().stop_broker();
+            }
+        });
+        EXPECT_TRUE(r) << r.error().message();
+    }
     static auto runtime_options_for(unsigned workers) -> runtime_options {
         const auto& f = GetParam().runtime_for;
         return f ? f(workers) : runtime_options{.workers = workers};

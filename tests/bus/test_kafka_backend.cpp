@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <set>
+#include <stdexcept>
 #include <string>
 
 #include "conformance.hpp"
@@ -40,16 +42,41 @@ auto make_kafka() -> std::unique_ptr<kafka_backend> {
 // - deduplicates_ids is false: the idempotent producer drops its own retries, but a message
 //   re-published with the same envelope id is a new record to Kafka, so
 //   republished_id_is_deduplicated reports skipped.
-INSTANTIATE_TEST_SUITE_P(kafka,
-                         bus_conformance,
-                         ::testing::Values(test::backend_factory{
-                             .make = []() -> std::unique_ptr<backend> { return make_kafka(); },
-                             .pause = {},
-                             .resume = {},
-                             .runtime_for =
-                                 [](unsigned workers) { return weft::io_runtime_options(workers); },
-                             .topic_prefix = "weft-test-"}),
-                         [](const auto&) { return std::string("librdkafka"); });
+// The broker-outage tests stop and start the broker the fixture started, keeping its data:
+// scripts/brokers.sh (its path compiled in) with WEFT_KAFKA_KEEP_DATA=1, on the port of
+// WEFT_KAFKA_BROKERS.
+void run_brokers_script(const char* action) {
+    const std::string brokers = kafka_brokers();
+    const std::string port = brokers.substr(brokers.rfind(':') + 1);
+    const std::string cmd = "WEFT_KAFKA_KEEP_DATA=1 WEFT_KAFKA_PORT=" + port + " '" +
+                            WEFT_BROKERS_SCRIPT + "' " + action + " kafka >&2";
+    if (std::system(cmd.c_str()) != 0) {
+        throw std::runtime_error(cmd + " failed");
+    }
+}
+
+// A publish fails 3 s into an outage (message.timeout.ms) instead of 30.
+auto make_kafka_for_outage() -> std::unique_ptr<kafka_backend> {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 1ms;
+    o.publish_timeout = 3s;
+    return std::make_unique<kafka_backend>(std::move(o));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    kafka,
+    bus_conformance,
+    ::testing::Values(test::backend_factory{
+        .make = []() -> std::unique_ptr<backend> { return make_kafka(); },
+        .pause = {},
+        .resume = {},
+        .runtime_for = [](unsigned workers) { return weft::io_runtime_options(workers); },
+        .topic_prefix = "weft-test-",
+        .stop_broker = [] { run_brokers_script("stop"); },
+        .start_broker = [] { run_brokers_script("start"); },
+        .make_for_outage = []() -> std::unique_ptr<backend> { return make_kafka_for_outage(); }}),
+    [](const auto&) { return std::string("librdkafka"); });
 
 TEST(kafka_backend, unreachable_broker_names_the_address) {
     kafka_backend_options o;
@@ -144,6 +171,77 @@ TEST(kafka_backend, acks_complete_in_batches) {
         std::printf("kafka acks=%llu wakes=%llu (%.1f wake-ups per 1000 acks)\n",
                     static_cast<unsigned long long>(acks), static_cast<unsigned long long>(wakes),
                     1000.0 * static_cast<double>(wakes) / static_cast<double>(acks));
+        (co_await pub.close()).value();
+    }());
+}
+
+// The idempotent producer can fail fatally (librdkafka 2.0 has known cases after
+// disconnects); rd_kafka_test_fatal_error raises the same error in a live producer. A linger
+// of 2 s holds the batch in the producer's queue when it strikes, so librdkafka fails those
+// messages: they are re-sent on a new producer, every publish reports success (those made
+// after the error too), and a consumer reads every message.
+TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 2s;
+    kafka_backend b{o};
+    const std::string t = "weft-test-fatal-" + message_id::generate().to_string();
+    constexpr int before = 20;
+    constexpr int after = 10;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = 64}};
+        envelope first;  // the topic and the producer's idempotence state made first
+        first.topic = t;
+        first.key = "k";
+        first.payload = "first";
+        (co_await pub.publish(std::move(first))).value();
+        std::set<message_id> sent;
+        auto send = [&](int i) -> weft::task<void> {
+            envelope e;
+            e.topic = t;
+            e.key = "k" + std::to_string(i % 4);
+            e.payload = std::to_string(i);
+            sent.insert((co_await pub.publish_async(std::move(e))).value());
+        };
+        for (int i = 0; i < before; ++i) {
+            co_await send(i);
+        }
+        b.raise_fatal_error_for_test("weft test");
+        for (int i = before; i < before + after; ++i) {
+            co_await send(i);
+        }
+        (co_await pub.flush()).value();
+        std::set<message_id> stored;
+        for (int i = 0; i < before + after; ++i) {
+            auto r = (co_await pub.results().recv()).value();
+            EXPECT_TRUE(sent.contains(r.id));
+            EXPECT_TRUE(r.outcome) << r.outcome.error().message();
+            if (r.outcome) {
+                stored.insert(r.id);
+            }
+        }
+        EXPECT_EQ(stored.size(), std::size_t{before + after});
+        const auto stats = b.stats();
+        EXPECT_GE(stats.producers_recreated, 1U);
+        EXPECT_GE(stats.resent, 1U);
+        std::printf("kafka fatal error: producers recreated=%llu resent=%llu\n",
+                    static_cast<unsigned long long>(stats.producers_recreated),
+                    static_cast<unsigned long long>(stats.resent));
+        // Every message is in the topic (one stored before the error may be there twice).
+        subscriber sub{b};
+        auto s = (co_await sub.subscribe(t, "check")).value();
+        std::set<message_id> got;
+        while (got.size() < stored.size()) {
+            auto d = (co_await s.next()).value();
+            if (d.message().payload != "first") {
+                if (stored.contains(d.message().id)) {
+                    got.insert(d.message().id);
+                }
+            }
+            EXPECT_TRUE(d.ack());
+        }
+        EXPECT_EQ(got, stored);
         (co_await pub.close()).value();
     }());
 }

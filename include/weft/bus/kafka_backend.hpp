@@ -37,8 +37,10 @@ struct kafka_backend_options {
 
 /// Counters of one backend (all producers together), for measurements.
 struct kafka_backend_stats {
-    std::uint64_t acks = 0;   ///< publish outcomes completed
-    std::uint64_t wakes = 0;  ///< drain wake-ups (eventfd signals from librdkafka)
+    std::uint64_t acks = 0;                 ///< publish outcomes completed
+    std::uint64_t wakes = 0;                ///< drain wake-ups (eventfd signals from librdkafka)
+    std::uint64_t producers_recreated = 0;  ///< after a fatal error (idempotence broken)
+    std::uint64_t resent = 0;  ///< messages re-sent on the new producer after a fatal error
 };
 
 /// weft::bus over Apache Kafka, through librdkafka (2.0).
@@ -56,17 +58,26 @@ struct kafka_backend_stats {
 ///   (the slot number travels as the message's opaque). One wake-up per batch; never a task or
 ///   thread per message, and no weft worker ever waits inside librdkafka. Publishers must be
 ///   made on a worker of a runtime with a reactor (weft::io_runtime_options).
+///   A fatal error of the idempotent producer (librdkafka then fails every message it had not
+///   sent yet and refuses new ones) recreates the producer: every message reported failed by
+///   the broken one is sent again on the new one, and publishes go on there. The re-sent
+///   messages' outcomes come from the new producer; one the broker had stored before the
+///   failure may be stored twice (at-least-once), and order per key holds within each
+///   producer's messages, not across the recreation.
 /// - Subscribe: a consumer per member, group.id = the group (cooperative-sticky assignment, so
-///   a member joining does not take partitions away from one that is working). next() polls
-///   librdkafka without waiting and otherwise waits on the consumer queue's eventfd. Offsets
-///   are committed on ack: per partition, the contiguous prefix of settled deliveries. nack
+///   a member joining does not take partitions away from one that is working). A thread per
+///   member serves its group events (rebalances) at all times; next() takes messages from a
+///   queue of their own without waiting, and otherwise waits on that queue's eventfd. Offsets
+///   are stored on ack (per partition, the contiguous prefix of settled deliveries) and
+///   committed by librdkafka every 100 ms, before a revoke and at close. nack
 ///   (with its delay), redelivery after ack_wait and in_progress are the client's: the member
 ///   holding the partition delivers the message again; messages fetched after it go on
 ///   meanwhile. term, and the failure of the last of max_deliveries, publish the envelope to the
 ///   dead-letter topic; it counts as settled once Kafka has the dead letter. Delivery counts
 ///   (attempt) are kept per backend, so they hold across the members of one process only.
 ///   A member that closes leaves its group at once; what it had not settled goes to the
-///   member that takes its partitions, from the last committed offset.
+///   member that takes its partitions, from the last committed offset, as do the unsettled
+///   deliveries of a partition revoked from a member.
 /// Any thread may call any member. Must outlive every publisher, subscriber and delivery made
 /// from it.
 ///
@@ -88,6 +99,12 @@ public:
         -> task<result<std::shared_ptr<backend_consumer>>> override;
 
     [[nodiscard]] auto stats() const noexcept -> kafka_backend_stats;
+
+    /// For tests: raises a fatal error in every producer of this backend now
+    /// (rd_kafka_test_fatal_error), as librdkafka does itself when the idempotent producer's
+    /// state cannot be recovered (an out-of-order sequence after a broker lost messages...).
+    /// Each producer is recreated and what it had not had acknowledged is re-sent.
+    void raise_fatal_error_for_test(const std::string& reason);
 
     struct connection;
 
