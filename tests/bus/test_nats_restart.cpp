@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/conformance.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/nats_backend.hpp"
 #include "weft/bus/publisher.hpp"
@@ -23,6 +24,7 @@
 namespace {
 
 using namespace weft::bus;
+using weft::bus::test::bus_conformance;
 using namespace std::chrono_literals;
 using namespace std::string_view_literals;
 
@@ -164,6 +166,35 @@ auto publish_kill_restart_read(nats_storage storage, int n) -> after_crash {
 // acknowledged message is there after a SIGKILL and a restart. (It passed with
 // WEFT_NATS_SYNC=2m too: a process crash leaves the writes in the kernel; the fsync is for a
 // crash of the machine, which this cannot make.)
+// The shared conformance suite once more, on this binary's own server with a file-storage stream,
+// so that its broker-outage cases (a publisher's errors while the server is down and its
+// recovery; a subscriber reconnecting after a restart) run against NATS too: they stop and
+// start the server, which the shared fixture's tests must never see. The server is started by
+// the first backend a test makes and stopped when the test process ends.
+auto make_outage_nats(std::chrono::milliseconds publish_timeout) -> std::unique_ptr<backend> {
+    static const server_guard server;
+    nats_backend_options o;
+    o.url = url();
+    o.streams = {nats_stream_config{
+        .name = "WEFT_TEST", .subjects = {"weft.test.>"}, .storage = nats_storage::file}};
+    o.publish_timeout = publish_timeout;
+    return std::make_unique<nats_backend>(std::move(o));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    nats_outage,
+    bus_conformance,
+    ::testing::Values(test::backend_factory{
+        .make = []() -> std::unique_ptr<backend> { return make_outage_nats(5'000ms); },
+        .pause = {},
+        .resume = {},
+        .runtime_for = [](unsigned workers) { return weft::io_runtime_options(workers); },
+        .topic_prefix = "weft.test.",
+        .stop_broker = [] { EXPECT_EQ(brokers("stop nats"), 0); },
+        .start_broker = [] { EXPECT_EQ(brokers("start nats"), 0); },
+        .make_for_outage = []() -> std::unique_ptr<backend> { return make_outage_nats(2'000ms); }}),
+    [](const auto&) { return std::string("jetstream_file"); });
+
 TEST(nats_restart, file_storage_keeps_every_acked_message_through_a_sigkill) {
     constexpr int n = 200;
     const auto r = publish_kill_restart_read(nats_storage::file, n);
