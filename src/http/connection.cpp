@@ -174,7 +174,15 @@ connection::connection(server::state& st, tcp_stream& s, const socket_address& p
 
 connection::~connection() {
     if (rs_ != nullptr) {
-        give_back_request_state(rs_);
+        give_back_state();
+    }
+}
+
+void connection::give_back_state() noexcept {
+    give_back_request_state(rs_);
+    rs_ = nullptr;
+    if (receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed)) {
+        counts->states_held.fetch_sub(1, std::memory_order_relaxed);
     }
 }
 
@@ -652,8 +660,7 @@ auto connection::serve() -> task<void> {
             in_carry_ = false;
             mark_ = head_end_ = pos_ = 0;
             if (rs_ != nullptr) {
-                give_back_request_state(rs_);
-                rs_ = nullptr;
+                give_back_state();
             }
             set_deadline(st_.opts.keep_alive_timeout);
             // seq_cst, with shutdown()'s store of draining before it looks at the states:
@@ -674,6 +681,7 @@ auto connection::serve() -> task<void> {
             if (counts != nullptr) {
                 counts->receives.fetch_add(1, std::memory_order_relaxed);
                 counts->bytes.fetch_add(got->size(), std::memory_order_relaxed);
+                counts->states_held.fetch_add(1, std::memory_order_relaxed);
             }
             block_ = std::move(*got);
             rs_ = take_request_state(st_.opts.limits);

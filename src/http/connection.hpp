@@ -40,6 +40,9 @@ struct receive_counts {
     std::atomic<std::uint64_t> bytes{0};     ///< the bytes of those receives
     std::atomic<std::uint64_t> carried{0};   ///< of those, appended to the carry buffer
     std::atomic<std::uint64_t> rebased{0};   ///< a parsed head's views moved with its bytes
+    /// request_states held by connections now: taken when a request's first bytes arrive,
+    /// given back when the connection goes idle (an idle connection holds none).
+    std::atomic<std::int64_t> states_held{0};
 };
 inline std::atomic<receive_counts*> receive_counts_for_test{nullptr};
 
@@ -125,6 +128,7 @@ private:
 
     auto serve() -> task<void>;
     auto serve_request() -> task<bool>;
+    void give_back_state() noexcept;  // rs_ back to the thread's cache; rs_ = nullptr
     auto finish_body() -> task<bool>;
     auto send(response& r, bool keep) -> task<bool>;
     auto send_file(file_body& f) -> task<result<void>>;

@@ -264,6 +264,58 @@ TEST_P(connection_splits, rejection_rows_after_a_pipelined_request) {
 // the first block, then gathered into the carry buffer with the body and moved again as that
 // grows; the echo, which reads every field after the body, sees them intact. And a head that
 // itself spans receives.
+// Reads from `s` until `text` holds one whole "Hello, World!" response.
+auto read_hello(tcp_stream& s, std::string& text) -> task<bool> {
+    while (text.find("Hello, World!") == std::string::npos) {
+        auto got = co_await s.receive();
+        if (!got) {
+            co_return false;
+        }
+        text.append(reinterpret_cast<const char*>(got->data()), got->size());
+    }
+    co_return true;
+}
+
+// An idle keep-alive connection holds no request state (parser, carry and output buffers): it
+// takes one when a request's first bytes arrive and gives it back once answered. 32 connections
+// each hold one while their heads are incomplete, and none once answered and idle, while all 32
+// stay open. (A wait that never ends fails the test through the watchdog.)
+TEST_P(connection_splits, idle_connections_hold_no_request_state) {
+    run({}, [this](socket_address addr, server& srv) -> task<void> {
+        constexpr int n = 32;
+        std::vector<tcp_stream> conns;
+        for (int i = 0; i < n; ++i) {
+            auto c = co_await tcp_stream::connect(addr);
+            EXPECT_TRUE(c);
+            if (!c) {
+                co_return;
+            }
+            conns.push_back(std::move(*c));
+        }
+        const std::string_view first = "GET /hello HTTP/1.1\r\nHo";
+        const std::string_view rest = "st: a\r\n\r\n";
+        for (auto& c : conns) {
+            auto w = co_await c.write_all(std::as_bytes(std::span{first.data(), first.size()}));
+            EXPECT_TRUE(w);
+        }
+        while (counts_.states_held.load(std::memory_order_relaxed) != n) {
+            co_await yield();
+        }
+        for (auto& c : conns) {
+            auto w = co_await c.write_all(std::as_bytes(std::span{rest.data(), rest.size()}));
+            EXPECT_TRUE(w);
+            std::string text;
+            const bool answered = co_await read_hello(c, text);
+            EXPECT_TRUE(answered) << text;
+        }
+        while (counts_.states_held.load(std::memory_order_relaxed) != 0) {
+            co_await yield();
+        }
+        EXPECT_EQ(srv.stats().open, static_cast<std::uint64_t>(n));
+        EXPECT_EQ(srv.stats().requests, static_cast<std::uint64_t>(n));
+    });
+}
+
 TEST_P(connection_splits, head_views_follow_their_bytes_across_receives) {
     run({}, [](socket_address addr, server&) -> task<void> {
         std::string head =
