@@ -248,7 +248,8 @@ struct memory_broker::state {
     /// Stores `env` in its topic and hands it to every group. `dedupe`: publishes from users;
     /// dead letters keep their id and are never taken for repeats.
     auto store(envelope env, bool dedupe) -> ack {
-        return store(topic(env.topic), std::move(env), dedupe);
+        topic_state& t = topic(env.topic);  // before env is moved from
+        return store(t, std::move(env), dedupe);
     }
     /// The same, with env.topic's state already found.
     auto store(topic_state& t, envelope env, bool dedupe) -> ack {
