@@ -9,7 +9,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -188,19 +187,39 @@ struct group_state {
         clock::time_point deadline;
         memory_member* member;
     };
-    std::unordered_map<std::uint64_t, unsettled> in_flight;           // by delivery token
-    std::set<std::pair<clock::time_point, std::uint64_t>> deadlines;  // of in_flight
+    std::unordered_map<std::uint64_t, unsettled> in_flight;  // by delivery token
+    // (deadline, token) of in_flight, in the order they were set: every deadline is now +
+    // ack_wait, read from the monotonic clock under the topic's lock, so the order of issue is
+    // the order of deadlines and a FIFO replaces a sorted set (no node per delivery). A settled
+    // delivery, or one whose deadline in_progress() moved, leaves its entry behind (stale: its
+    // token is gone from in_flight or has another deadline). Invariants, whenever the lock is
+    // free: the front entry is live (so earliest() is exact); size <= 2 * |in_flight| + 64
+    // (prune() compacts past it, amortised O(1) per entry).
+    std::deque<std::pair<clock::time_point, std::uint64_t>> deadlines;
     std::deque<memory_member*> waiting;  // members parked in next(), FIFO
 
     [[nodiscard]] auto earliest() const -> std::optional<clock::time_point> {
         std::optional<clock::time_point> e;
         if (!deadlines.empty()) {
-            e = deadlines.begin()->first;
+            e = deadlines.front().first;
         }
         if (!delayed.empty() && (!e || delayed.begin()->first < *e)) {
             e = delayed.begin()->first;
         }
         return e;
+    }
+    [[nodiscard]] auto live(const std::pair<clock::time_point, std::uint64_t>& d) const -> bool {
+        auto it = in_flight.find(d.second);
+        return it != in_flight.end() && it->second.deadline == d.first;
+    }
+    /// Restores the invariants of `deadlines` after an entry went stale.
+    void prune() {
+        while (!deadlines.empty() && !live(deadlines.front())) {
+            deadlines.pop_front();
+        }
+        if (deadlines.size() > 2 * in_flight.size() + 64) {
+            std::erase_if(deadlines, [this](const auto& d) { return !live(d); });
+        }
     }
     inline void wake_one();
     inline void settle_waiters();
@@ -466,14 +485,18 @@ void memory_member::expire(clock::time_point now, std::vector<envelope>& dead) {
         g_->due.push_back(std::move(g_->delayed.begin()->second));
         g_->delayed.erase(g_->delayed.begin());
     }
-    while (!g_->deadlines.empty() && g_->deadlines.begin()->first <= now) {
-        const std::uint64_t token = g_->deadlines.begin()->second;
-        g_->deadlines.erase(g_->deadlines.begin());
-        auto it = g_->in_flight.find(token);
+    while (!g_->deadlines.empty() && g_->deadlines.front().first <= now) {
+        const auto d = g_->deadlines.front();
+        g_->deadlines.pop_front();
+        if (!g_->live(d)) {
+            continue;
+        }
+        auto it = g_->in_flight.find(d.second);
         pending_message p = std::move(it->second.p);
         g_->in_flight.erase(it);
         fail(std::move(p), now, clock::duration::zero(), dead);
     }
+    g_->prune();
 }
 
 auto memory_member::step(std::vector<envelope>& dead,
@@ -495,7 +518,7 @@ auto memory_member::step(std::vector<envelope>& dead,
         const std::uint64_t token = s_->next_token.fetch_add(1, std::memory_order_relaxed);
         const auto deadline = now + g_->config.ack_wait;
         out.emplace(shared_from_this(), token, p.msg.env, p.deliveries);
-        g_->deadlines.emplace(deadline, token);
+        g_->deadlines.emplace_back(deadline, token);
         g_->in_flight.emplace(token, group_state::unsettled{std::move(p), deadline, this});
         g_->settle_waiters();
         return step_kind::delivered;
@@ -556,9 +579,9 @@ auto memory_member::take_unsettled(std::uint64_t token) -> std::optional<pending
     if (it == g_->in_flight.end() || it->second.member != this) {
         return std::nullopt;
     }
-    g_->deadlines.erase({it->second.deadline, token});
     pending_message p = std::move(it->second.p);
     g_->in_flight.erase(it);
+    g_->prune();
     return p;
 }
 
@@ -605,9 +628,9 @@ auto memory_member::in_progress(std::uint64_t token) -> result<void> {
     if (it == g_->in_flight.end() || it->second.member != this) {
         return make_error_code(bus_errc::not_pending);
     }
-    g_->deadlines.erase({it->second.deadline, token});
     it->second.deadline = clock::now() + g_->config.ack_wait;
-    g_->deadlines.emplace(it->second.deadline, token);
+    g_->deadlines.emplace_back(it->second.deadline, token);
+    g_->prune();  // the old entry went stale
     return {};
 }
 

@@ -7,6 +7,7 @@ namespace {
 
 using namespace weft::bus;
 using namespace std::chrono_literals;
+using namespace std::string_view_literals;
 using weft::bus::test::bus_conformance;
 
 INSTANTIATE_TEST_SUITE_P(memory,
@@ -92,6 +93,45 @@ TEST(memory_broker, dedup_window_is_exact_and_per_topic) {
         const ack again = (co_await pub.publish(make("t", published - window - 1))).value();
         EXPECT_FALSE(again.duplicate);
         EXPECT_EQ(again.sequence, static_cast<std::uint64_t>(published + 1));
+        (co_await pub.close()).value();
+    }());
+}
+
+// Deadlines are a FIFO with stale entries left behind by acks: one delivery held unsettled
+// while 300 later ones are acked (the FIFO is compacted behind it) still expires and comes back,
+// and no acked one does.
+TEST(memory_broker, held_delivery_expires_after_later_ones_are_acked) {
+    constexpr int later = 300;
+    memory_broker b;
+    weft::runtime rt{{.workers = 1}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b};
+        for (int i = 0; i <= later; ++i) {
+            envelope e;
+            e.topic = "t";
+            e.payload = std::to_string(i);
+            (co_await pub.publish(std::move(e))).value();
+        }
+        subscriber sub{b, {.ack_wait = 200ms}};
+        auto s = (co_await sub.subscribe("t", "g")).value();
+        auto held = (co_await s.next()).value();
+        EXPECT_EQ(held.message().payload, "0"sv);
+        for (int i = 1; i <= later; ++i) {
+            auto d = (co_await s.next()).value();
+            EXPECT_EQ(d.message().payload, std::to_string(i));
+            EXPECT_EQ(d.attempt(), 1U);
+            EXPECT_TRUE(d.ack());
+        }
+        auto again = (co_await s.next()).value();
+        EXPECT_EQ(again.message().payload, "0"sv);
+        EXPECT_EQ(again.attempt(), 2U);
+        EXPECT_FALSE(held.ack());  // no longer the pending delivery
+        EXPECT_TRUE(again.ack());
+        auto none = co_await weft::with_timeout(300ms, s.next());
+        EXPECT_FALSE(none);
+        if (!none) {
+            EXPECT_EQ(none.error(), std::errc::timed_out);
+        }
         (co_await pub.close()).value();
     }());
 }
