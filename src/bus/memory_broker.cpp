@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -44,6 +44,134 @@ struct pending_message {
 
 class memory_member;
 
+/// The ids of a topic's last `window` de-duplicated publishes with their sequences: a FIFO ring
+/// (the order of expiry) indexed by an open-addressing table (linear probing, backward-shift
+/// deletion, no tombstones). Per publish: one probe to find, one to forget the oldest, one to
+/// insert, and no allocation once grown; the node-based map it replaces allocated and freed a
+/// node per message and missed the cache three times.
+///   ring_: entries [head_, head_ + count_) (mod window) in publish order; count_ <= window
+///   table_: each slot 0 (empty) or (tag << 32 | ring index + 1); every ring entry has exactly
+///           one slot, reachable from its home slot (hash & mask) without crossing an empty one
+///   count_ <= table_.size() / 2 (grows by doubling; at most 2 * window rounded up to a power
+///   of two), so probes stay short.
+/// Grows lazily: a topic that sees a few messages holds a few entries, not the whole window.
+/// Not thread-safe (guarded by the topic's mu).
+class recent_ids {
+public:
+    explicit recent_ids(std::size_t window) : window_(window) {}
+
+    /// The sequence stored for `id`, if it is among the recent ones.
+    [[nodiscard]] auto find(const message_id& id) const noexcept -> std::optional<std::uint64_t> {
+        if (table_.empty()) {
+            return std::nullopt;
+        }
+        const std::uint64_t h = hash(id);
+        for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
+            const std::uint64_t e = table_[i];
+            if (e == 0) {
+                return std::nullopt;
+            }
+            if ((e >> 32) == (h >> 32) && ring_[ring_index(e)].id == id) {
+                return ring_[ring_index(e)].seq;
+            }
+        }
+    }
+
+    /// Remembers `id` (not among the recent ones) with `seq`, forgetting the oldest at the window.
+    void insert(const message_id& id, std::uint64_t seq) {
+        if (window_ == 0) {
+            return;
+        }
+        std::size_t pos = 0;
+        if (count_ == window_) {
+            pos = head_;
+            forget(head_);
+            head_ = head_ + 1 == window_ ? 0 : head_ + 1;
+            ring_[pos] = entry{id, seq};
+        } else {
+            if ((count_ + 1) * 2 > table_.size()) {
+                grow();
+            }
+            pos = ring_.size();  // not yet full: the ring only grows, head_ is 0
+            ring_.push_back(entry{id, seq});
+        }
+        ++count_;
+        place(hash(id), pos);
+    }
+
+private:
+    struct entry {
+        message_id id;
+        std::uint64_t seq;
+    };
+
+    static auto hash(const message_id& id) noexcept -> std::uint64_t {
+        // All 16 bytes count (a caller's ids need not be random anywhere), mixed by a multiply
+        // and a fold so that both the low bits (the home slot) and the high ones (the tag) vary.
+        std::uint64_t lo = 0;
+        std::uint64_t hi = 0;
+        std::memcpy(&lo, id.bytes.data(), 8);
+        std::memcpy(&hi, id.bytes.data() + 8, 8);
+        std::uint64_t x = (lo * 0x9E3779B97F4A7C15ULL) ^ hi;
+        x ^= x >> 32;
+        x *= 0xD6E8FEB86659FD93ULL;
+        x ^= x >> 29;
+        return x;
+    }
+    static auto ring_index(std::uint64_t e) noexcept -> std::size_t {
+        return static_cast<std::size_t>((e & 0xFFFF'FFFFULL) - 1);
+    }
+
+    void place(std::uint64_t h, std::size_t pos) noexcept {
+        std::size_t i = h & mask_;
+        while (table_[i] != 0) {
+            i = (i + 1) & mask_;
+        }
+        table_[i] = ((h >> 32) << 32) | (static_cast<std::uint64_t>(pos) + 1);
+    }
+
+    /// Removes ring entry `pos` from the table; later entries of its probe run shift back into
+    /// the gap when their home slot allows, so no run is broken by an empty slot.
+    void forget(std::size_t pos) noexcept {
+        const std::uint64_t h = hash(ring_[pos].id);
+        std::size_t i = h & mask_;
+        while (ring_index(table_[i]) != pos) {
+            i = (i + 1) & mask_;
+        }
+        for (std::size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
+            const std::uint64_t e = table_[j];
+            if (e == 0) {
+                break;
+            }
+            const std::size_t home = hash(ring_[ring_index(e)].id) & mask_;
+            // e may move to the gap at i iff its home is not in the cyclic range (i, j].
+            if (((j - home) & mask_) >= ((j - i) & mask_)) {
+                table_[i] = e;
+                i = j;
+            }
+        }
+        table_[i] = 0;
+        --count_;
+    }
+
+    void grow() {
+        std::size_t size = table_.empty() ? 16 : table_.size() * 2;
+        table_.assign(size, 0);
+        mask_ = size - 1;
+        ring_.reserve(std::min(window_, size / 2));
+        for (std::size_t pos = 0; pos < ring_.size(); ++pos) {
+            place(hash(ring_[pos].id), pos);
+        }
+    }
+
+    std::size_t window_;
+    std::vector<entry> ring_;
+    std::vector<std::uint64_t> table_;
+    std::size_t mask_ = 0;
+    std::size_t head_ = 0;  // the oldest entry, once the ring is full
+    std::size_t count_ = 0;
+};
+
 /// One consumer group on one topic. Invariants, whenever the topic's lock is free:
 ///   (fresh or due non-empty)  =>  no member waiting    (each ready message woke one)
 ///   some member waiting and a deadline exists  =>  some waiting member's planned wake-up is at
@@ -59,32 +187,52 @@ struct group_state {
         clock::time_point deadline;
         memory_member* member;
     };
-    std::unordered_map<std::uint64_t, unsettled> in_flight;           // by delivery token
-    std::set<std::pair<clock::time_point, std::uint64_t>> deadlines;  // of in_flight
+    std::unordered_map<std::uint64_t, unsettled> in_flight;  // by delivery token
+    // (deadline, token) of in_flight, in the order they were set: every deadline is now +
+    // ack_wait, read from the monotonic clock under the topic's lock, so the order of issue is
+    // the order of deadlines and a FIFO replaces a sorted set (no node per delivery). A settled
+    // delivery, or one whose deadline in_progress() moved, leaves its entry behind (stale: its
+    // token is gone from in_flight or has another deadline). Invariants, whenever the lock is
+    // free: the front entry is live (so earliest() is exact); size <= 2 * |in_flight| + 64
+    // (prune() compacts past it, amortised O(1) per entry).
+    std::deque<std::pair<clock::time_point, std::uint64_t>> deadlines;
     std::deque<memory_member*> waiting;  // members parked in next(), FIFO
 
     [[nodiscard]] auto earliest() const -> std::optional<clock::time_point> {
         std::optional<clock::time_point> e;
         if (!deadlines.empty()) {
-            e = deadlines.begin()->first;
+            e = deadlines.front().first;
         }
         if (!delayed.empty() && (!e || delayed.begin()->first < *e)) {
             e = delayed.begin()->first;
         }
         return e;
     }
+    [[nodiscard]] auto live(const std::pair<clock::time_point, std::uint64_t>& d) const -> bool {
+        auto it = in_flight.find(d.second);
+        return it != in_flight.end() && it->second.deadline == d.first;
+    }
+    /// Restores the invariants of `deadlines` after an entry went stale.
+    void prune() {
+        while (!deadlines.empty() && !live(deadlines.front())) {
+            deadlines.pop_front();
+        }
+        if (deadlines.size() > 2 * in_flight.size() + 64) {
+            std::erase_if(deadlines, [this](const auto& d) { return !live(d); });
+        }
+    }
     inline void wake_one();
     inline void settle_waiters();
 };
 
 struct topic_state {
-    explicit topic_state(std::string n) : name(std::move(n)) {}
+    topic_state(std::string n, std::size_t dedup_window)
+        : name(std::move(n)), recent(dedup_window) {}
     const std::string name;
     mutable std::mutex mu;
     std::uint64_t last_seq = 0;                                               // guarded by mu
     std::deque<stored_message> retained;                                      // guarded by mu
-    std::unordered_map<message_id, std::uint64_t> recent;                     // guarded by mu
-    std::deque<message_id> recent_order;                                      // guarded by mu
+    recent_ids recent;                                                        // guarded by mu
     std::map<std::string, std::unique_ptr<group_state>, std::less<>> groups;  // guarded by mu
 };
 
@@ -103,7 +251,9 @@ struct memory_broker::state {
         std::lock_guard lock(topics_mu);
         auto it = topics.find(name);
         if (it == topics.end()) {
-            it = topics.emplace(std::string(name), std::make_unique<topic_state>(std::string(name)))
+            it = topics
+                     .emplace(std::string(name), std::make_unique<topic_state>(
+                                                     std::string(name), options.dedup_window))
                      .first;
         }
         return *it->second;
@@ -117,21 +267,20 @@ struct memory_broker::state {
     /// Stores `env` in its topic and hands it to every group. `dedupe`: publishes from users;
     /// dead letters keep their id and are never taken for repeats.
     auto store(envelope env, bool dedupe) -> ack {
-        topic_state& t = topic(env.topic);
+        topic_state& t = topic(env.topic);  // before env is moved from
+        return store(t, std::move(env), dedupe);
+    }
+    /// The same, with env.topic's state already found.
+    auto store(topic_state& t, envelope env, bool dedupe) -> ack {
         std::lock_guard lock(t.mu);
         if (dedupe) {
-            if (auto it = t.recent.find(env.id); it != t.recent.end()) {
-                return ack{t.name, it->second, -1, true};
+            if (const auto original = t.recent.find(env.id)) {
+                return ack{t.name, *original, -1, true};
             }
         }
         const std::uint64_t seq = ++t.last_seq;
-        if (dedupe && options.dedup_window > 0) {
-            t.recent.emplace(env.id, seq);
-            t.recent_order.push_back(env.id);
-            if (t.recent_order.size() > options.dedup_window) {
-                t.recent.erase(t.recent_order.front());
-                t.recent_order.pop_front();
-            }
+        if (dedupe) {
+            t.recent.insert(env.id, seq);
         }
         stored_message m{seq, std::make_shared<const envelope>(std::move(env))};
         for (auto& [name, g] : t.groups) {
@@ -208,13 +357,24 @@ public:
                 return;
             }
         }
-        sink_->complete(slot, s_->store(std::move(env), /*dedupe=*/true));
+        // A publisher mostly sends to one topic: its state is looked up (under the broker-wide
+        // topics_mu) only when the topic changes. Topics are never removed, so the pointer
+        // stays valid. start() may run on several threads at once (publishes from many tasks):
+        // last_ is atomic; its release publishes the topic_state (constructed by another
+        // thread, under topics_mu) to the acquire of the next start on any thread.
+        topic_state* t = last_.load(std::memory_order_acquire);
+        if (t == nullptr || t->name != env.topic) {
+            t = &s_->topic(env.topic);
+            last_.store(t, std::memory_order_release);
+        }
+        sink_->complete(slot, s_->store(*t, std::move(env), /*dedupe=*/true));
     }
     void close() noexcept override {}
 
 private:
     memory_broker::state* s_;
     publish_sink* sink_;
+    std::atomic<topic_state*> last_{nullptr};
 };
 
 /// One member of a group. Its fields other than the constants are guarded by its topic's mu.
@@ -325,14 +485,18 @@ void memory_member::expire(clock::time_point now, std::vector<envelope>& dead) {
         g_->due.push_back(std::move(g_->delayed.begin()->second));
         g_->delayed.erase(g_->delayed.begin());
     }
-    while (!g_->deadlines.empty() && g_->deadlines.begin()->first <= now) {
-        const std::uint64_t token = g_->deadlines.begin()->second;
-        g_->deadlines.erase(g_->deadlines.begin());
-        auto it = g_->in_flight.find(token);
+    while (!g_->deadlines.empty() && g_->deadlines.front().first <= now) {
+        const auto d = g_->deadlines.front();
+        g_->deadlines.pop_front();
+        if (!g_->live(d)) {
+            continue;
+        }
+        auto it = g_->in_flight.find(d.second);
         pending_message p = std::move(it->second.p);
         g_->in_flight.erase(it);
         fail(std::move(p), now, clock::duration::zero(), dead);
     }
+    g_->prune();
 }
 
 auto memory_member::step(std::vector<envelope>& dead,
@@ -354,7 +518,7 @@ auto memory_member::step(std::vector<envelope>& dead,
         const std::uint64_t token = s_->next_token.fetch_add(1, std::memory_order_relaxed);
         const auto deadline = now + g_->config.ack_wait;
         out.emplace(shared_from_this(), token, p.msg.env, p.deliveries);
-        g_->deadlines.emplace(deadline, token);
+        g_->deadlines.emplace_back(deadline, token);
         g_->in_flight.emplace(token, group_state::unsettled{std::move(p), deadline, this});
         g_->settle_waiters();
         return step_kind::delivered;
@@ -415,9 +579,9 @@ auto memory_member::take_unsettled(std::uint64_t token) -> std::optional<pending
     if (it == g_->in_flight.end() || it->second.member != this) {
         return std::nullopt;
     }
-    g_->deadlines.erase({it->second.deadline, token});
     pending_message p = std::move(it->second.p);
     g_->in_flight.erase(it);
+    g_->prune();
     return p;
 }
 
@@ -464,9 +628,9 @@ auto memory_member::in_progress(std::uint64_t token) -> result<void> {
     if (it == g_->in_flight.end() || it->second.member != this) {
         return make_error_code(bus_errc::not_pending);
     }
-    g_->deadlines.erase({it->second.deadline, token});
     it->second.deadline = clock::now() + g_->config.ack_wait;
-    g_->deadlines.emplace(it->second.deadline, token);
+    g_->deadlines.emplace_back(it->second.deadline, token);
+    g_->prune();  // the old entry went stale
     return {};
 }
 

@@ -7,6 +7,7 @@ namespace {
 
 using namespace weft::bus;
 using namespace std::chrono_literals;
+using namespace std::string_view_literals;
 using weft::bus::test::bus_conformance;
 
 INSTANTIATE_TEST_SUITE_P(memory,
@@ -46,6 +47,90 @@ TEST(memory_broker, retention_bounds_what_a_new_group_gets) {
             auto d = (co_await s.next()).value();
             EXPECT_EQ(d.message().payload, want);
             EXPECT_TRUE(d.ack());
+        }
+        (co_await pub.close()).value();
+    }());
+}
+
+// The window is exact: after many publishes (the ring wrapped several times, the id table
+// shifted entries back on every eviction) the last `dedup_window` ids are repeats with their
+// original sequences and the one before them is new again. The ids differ only in their first
+// bytes (a caller's counter), so the table must not rely on their last bytes being random.
+// De-duplication is per topic, also when one publisher alternates between topics.
+TEST(memory_broker, dedup_window_is_exact_and_per_topic) {
+    constexpr int window = 100;
+    constexpr int published = 1000;
+    memory_broker b{{.retention = 0, .dedup_window = window}};
+    weft::runtime rt{{.workers = 1}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b};
+        auto id_of = [](int i) {
+            message_id id;
+            id.bytes[0] = static_cast<std::uint8_t>(i >> 8);
+            id.bytes[1] = static_cast<std::uint8_t>(i);
+            id.bytes[15] = 1;
+            return id;
+        };
+        auto make = [&](const char* topic, int i) {
+            envelope e;
+            e.topic = topic;
+            e.id = id_of(i);
+            return e;
+        };
+        for (int i = 0; i < published; ++i) {
+            const ack a = (co_await pub.publish(make("t", i))).value();
+            EXPECT_FALSE(a.duplicate);
+            EXPECT_EQ(a.sequence, static_cast<std::uint64_t>(i + 1));
+            const ack other = (co_await pub.publish(make("u", i))).value();
+            EXPECT_FALSE(other.duplicate);
+        }
+        for (int i = published - window; i < published; ++i) {
+            const ack a = (co_await pub.publish(make("t", i))).value();
+            EXPECT_TRUE(a.duplicate) << i;
+            EXPECT_EQ(a.sequence, static_cast<std::uint64_t>(i + 1));
+        }
+        EXPECT_EQ(b.stored("t"), static_cast<std::uint64_t>(published));
+        const ack again = (co_await pub.publish(make("t", published - window - 1))).value();
+        EXPECT_FALSE(again.duplicate);
+        EXPECT_EQ(again.sequence, static_cast<std::uint64_t>(published + 1));
+        (co_await pub.close()).value();
+    }());
+}
+
+// Deadlines are a FIFO with stale entries left behind by acks: one delivery held unsettled
+// while 300 later ones are acked (the FIFO is compacted behind it) still expires and comes back,
+// and no acked one does.
+TEST(memory_broker, held_delivery_expires_after_later_ones_are_acked) {
+    constexpr int later = 300;
+    memory_broker b;
+    weft::runtime rt{{.workers = 1}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b};
+        for (int i = 0; i <= later; ++i) {
+            envelope e;
+            e.topic = "t";
+            e.payload = std::to_string(i);
+            (co_await pub.publish(std::move(e))).value();
+        }
+        subscriber sub{b, {.ack_wait = 2s}};  // the 300 acks fit well inside it under load
+        auto s = (co_await sub.subscribe("t", "g")).value();
+        auto held = (co_await s.next()).value();
+        EXPECT_EQ(held.message().payload, "0"sv);
+        for (int i = 1; i <= later; ++i) {
+            auto d = (co_await s.next()).value();
+            EXPECT_EQ(d.message().payload, std::to_string(i));
+            EXPECT_EQ(d.attempt(), 1U);
+            EXPECT_TRUE(d.ack());
+        }
+        auto again = (co_await s.next()).value();
+        EXPECT_EQ(again.message().payload, "0"sv);
+        EXPECT_EQ(again.attempt(), 2U);
+        EXPECT_FALSE(held.ack());  // no longer the pending delivery
+        EXPECT_TRUE(again.ack());
+        auto none = co_await weft::with_timeout(300ms, s.next());
+        EXPECT_FALSE(none);
+        if (!none) {
+            EXPECT_EQ(none.error(), std::errc::timed_out);
         }
         (co_await pub.close()).value();
     }());
