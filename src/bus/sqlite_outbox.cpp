@@ -274,7 +274,7 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
     sqlite3_extended_result_codes(s_->db, 1);
     sqlite3_busy_timeout(s_->db, static_cast<int>(s_->options.busy_timeout.count()));
     if (s_->options.wal) {
-        check(detail::sqlite_exec(s_->db, "PRAGMA journal_mode=WAL"), s_->db, "WAL");
+        check(detail::sqlite_enable_wal(s_->db, s_->options.busy_timeout), s_->db, "WAL");
     }
     migrate(s_->db, t);
 }

@@ -4,9 +4,11 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string_view>
 #include <system_error>
+#include <thread>
 
 #include "weft/bus/sqlite_txn.hpp"
 
@@ -20,6 +22,25 @@ namespace weft::bus::detail {
 [[nodiscard]] inline auto sqlite_exec(sqlite3* db, const char* sql) noexcept -> int {
     const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
     return rc == SQLITE_OK ? 0 : sqlite3_extended_errcode(db);
+}
+
+/// Switches the database file to WAL (persistent: a no-op once any connection did it). 0 or
+/// SQLite's extended error code. Changing the journal mode takes an exclusive lock, and SQLite
+/// may answer SQLITE_BUSY at once instead of calling the busy handler where waiting could
+/// deadlock (two connections opening a new file together: a relay and the program staging
+/// events, seen in the outbox's chaos test), so BUSY and LOCKED are retried here until
+/// `timeout` has passed.
+[[nodiscard]] inline auto sqlite_enable_wal(sqlite3* db, std::chrono::milliseconds timeout) -> int {
+    const auto give_up = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        const int rc = sqlite_exec(db, "PRAGMA journal_mode=WAL");
+        const int primary = rc & 0xff;
+        if ((primary != SQLITE_BUSY && primary != SQLITE_LOCKED) ||
+            std::chrono::steady_clock::now() >= give_up) {
+            return rc;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{2});
+    }
 }
 
 class sqlite_statement {

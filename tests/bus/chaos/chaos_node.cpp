@@ -75,7 +75,18 @@ auto open_db(const std::string& path) -> sqlite3* {
         throw std::runtime_error("cannot open " + path);
     }
     sqlite3_busy_timeout(db, 10'000);
-    exec(db, "PRAGMA journal_mode=WAL");
+    // The journal-mode switch may be answered BUSY at once, without the busy handler, while
+    // another process opens the new file (see detail::sqlite_enable_wal): retry it.
+    for (int attempt = 0;; ++attempt) {
+        const int rc = sqlite3_exec(db, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
+        if (rc == SQLITE_OK) {
+            break;
+        }
+        if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt == 5'000) {
+            throw std::runtime_error(std::string("cannot switch to WAL: ") + sqlite3_errmsg(db));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{2});
+    }
     return db;
 }
 
