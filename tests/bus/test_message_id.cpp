@@ -11,20 +11,19 @@ namespace {
 using weft::bus::message_id;
 
 TEST(message_id, is_a_uuid_v7) {
-    const auto unix_ms = [] {
-        return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              std::chrono::system_clock::now().time_since_epoch())
-                                              .count());
-    };
-    const std::uint64_t before = unix_ms();
     const message_id id = message_id::generate();
-    const std::uint64_t after = unix_ms();
     EXPECT_FALSE(id.is_nil());
     EXPECT_EQ(id.bytes[6] >> 4, 7);     // version
     EXPECT_EQ(id.bytes[8] >> 6, 0b10);  // variant
-    // The embedded timestamp is the clock's reading at generation: between the two readings.
-    EXPECT_LE(before, id.unix_ms());
-    EXPECT_LE(id.unix_ms(), after);
+}
+
+// unix_ms() reads the 48-bit big-endian timestamp of RFC 9562's UUIDv7 example (appendix A.6):
+// 0x017F22E279B0 ms.
+TEST(message_id, unix_ms_reads_the_rfc_9562_example) {
+    const auto id = message_id::parse("017f22e2-79b0-7cc3-98c4-dc0c0c07398f");
+    ASSERT_TRUE(id);
+    EXPECT_EQ(id->unix_ms(), 0x017F22E279B0U);
+    EXPECT_EQ(id->unix_ms(), 1'645'557'742'000U);
 }
 
 TEST(message_id, strictly_increasing_within_a_process) {
