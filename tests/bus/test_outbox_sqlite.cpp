@@ -417,14 +417,18 @@ TEST(sqlite_outbox, a_second_relay_on_the_same_file_is_refused) {
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
         auto relay = weft::spawn(one.run_relay(pub));
-        (void)co_await weft::sleep_for(20ms);
+        while (one.metrics().idle_waits == 0) {  // the first relay holds the file and waits
+            (void)co_await weft::sleep_for(1ms);
+        }
         auto second = co_await two.run_relay(pub);
         EXPECT_EQ(second.error(), bus_errc::relay_active);
         one.stop_relay();
         (co_await std::move(relay)).value();
         // Once the first is gone, the file is free again.
         auto again = weft::spawn(two.run_relay(pub));
-        (void)co_await weft::sleep_for(20ms);
+        while (two.metrics().idle_waits == 0) {
+            (void)co_await weft::sleep_for(1ms);
+        }
         two.stop_relay();
         (co_await std::move(again)).value();
         (co_await pub.close()).value();
