@@ -54,7 +54,19 @@ provided_buffer_ring::~provided_buffer_ring() {
     delete[] slots_;
 }
 
+namespace {
+
+void count_out(std::int64_t n) noexcept {
+    if (std::atomic<std::int64_t>* const out =
+            provided_buffers_out_for_test.load(std::memory_order_relaxed)) {
+        out->fetch_add(n, std::memory_order_relaxed);
+    }
+}
+
+}  // namespace
+
 auto provided_buffer_ring::take(unsigned bid, std::size_t len) noexcept -> bytes {
+    count_out(1);
     refs_.fetch_add(1, std::memory_order_relaxed);
     slot& s = slots_[bid];
     s.refs.store(1, std::memory_order_relaxed);
@@ -65,16 +77,24 @@ void provided_buffer_ring::give_back(unsigned bid) noexcept {
     io_uring_buf_ring_add(br_, mem_ + bid * size, size, static_cast<unsigned short>(bid),
                           io_uring_buf_ring_mask(count), 0);
     io_uring_buf_ring_advance(br_, 1);
+    count_out(-1);
 }
 
 void provided_buffer_ring::release(bytes_block* b) noexcept {
     auto* s = static_cast<slot*>(b);
     provided_buffer_ring* p = s->pool;
-    if (!p->orphaned_.load(std::memory_order_acquire)) {
-        if (std::this_thread::get_id() == p->owner_) {
-            p->give_back(s->bid);
+    // orphaned_ is set by the owner under mu_: on the owner's thread it cannot change under us;
+    // elsewhere it is read again under mu_, so a buffer is either in returned_ when orphan()
+    // empties it or sees the ring gone (it goes with the pool) - counted back once either way.
+    if (p->orphaned_.load(std::memory_order_acquire)) {
+        count_out(-1);
+    } else if (std::this_thread::get_id() == p->owner_) {
+        p->give_back(s->bid);
+    } else {
+        std::lock_guard lock(p->mu_);
+        if (p->orphaned_.load(std::memory_order_relaxed)) {
+            count_out(-1);
         } else {
-            std::lock_guard lock(p->mu_);
             p->returned_.push_back(s->bid);
             p->returns_waiting_.store(true, std::memory_order_release);
         }
@@ -101,7 +121,15 @@ void provided_buffer_ring::drain_returns() noexcept {
 
 void provided_buffer_ring::orphan(io_uring* ring) noexcept {
     io_uring_unregister_buf_ring(ring, group);
-    orphaned_.store(true, std::memory_order_release);
+    std::size_t dropped = 0;  // released on other threads, not drained: they go with the pool
+    {
+        std::lock_guard lock(mu_);
+        orphaned_.store(true, std::memory_order_release);
+        dropped = returned_.size();
+        returned_.clear();
+        returns_waiting_.store(false, std::memory_order_relaxed);
+    }
+    count_out(-static_cast<std::int64_t>(dropped));
     unref();
 }
 

@@ -11,11 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "accept_queue.hpp"
 #include "backend_test.hpp"
 #include "multishot.hpp"
+#include "provided_buffer_ring.hpp"
 #include "reactor.hpp"
 #include "weft/core/task.hpp"
 #include "weft/sched/yield.hpp"
@@ -37,6 +40,11 @@ inline auto multishot_armed() -> int {
     return detail::multishot_armed_for_test.load(std::memory_order_relaxed);
 }
 
+/// Provided buffers out of their io_uring rings now: taken by a receive's completion and not yet
+/// back in the ring (held by a bytes, or released and waiting for the ring's worker to return
+/// it). Always 0 on epoll. Counted only while an io_wait_test runs (it sets the hook).
+inline std::atomic<std::int64_t> provided_buffers_out{0};
+
 /// `co_await until([&] { return ...; })`: yields (the worker polls its reactor meanwhile) until
 /// `ready()` is true.
 template <typename Ready>
@@ -50,10 +58,18 @@ auto until(Ready ready) -> task<void> {
 }
 
 /// The fixture of the tests that wait on these counts: after each test, all are back to zero
-/// (a count a test left raised would let the next one act too early).
+/// (a count a test left raised would let the next one act too early), and every provided
+/// buffer a receive took is back in its ring (or freed with it): none leaked.
 class io_wait_test : public backend_test {
 protected:
+    void SetUp() override {
+        backend_test::SetUp();
+        provided_buffers_out.store(0);
+        detail::provided_buffers_out_for_test.store(&provided_buffers_out);
+    }
     void TearDown() override {
+        detail::provided_buffers_out_for_test.store(nullptr);
+        EXPECT_EQ(provided_buffers_out.load(), 0) << "provided buffers not returned";
         EXPECT_EQ(detail::io_operations_waiting_for_test(), 0U);
         EXPECT_EQ(detail::accept_waiters_for_test.load(), 0);
         EXPECT_EQ(detail::accepted_unclaimed_for_test.load(), 0);
