@@ -364,7 +364,9 @@ TEST_P(bus_conformance, in_progress_holds_the_delivery) {
     const std::string t = this->topic("wip");
     this->rt.block_on([&]() -> task<void> {
         publisher pub{*this->broker};
-        subscriber sub{*this->broker, {.ack_wait = 300ms}};
+        // The refresh interval is a tenth of the ack timeout, so a starved machine (a shuffled run
+        // under load once took 1.3 s for 500 ms of sleeps here) still refreshes in time.
+        subscriber sub{*this->broker, {.ack_wait = 1s}};
         envelope e10 = this->make_env(t, "k", "slow");
         (co_await pub.publish(std::move(e10))).value();
         auto m0 = (co_await sub.subscribe(t, "g")).value();
@@ -382,8 +384,8 @@ TEST_P(bus_conformance, in_progress_holds_the_delivery) {
         (co_await first.wait()).value();
         const std::size_t holder = got[0] ? 0 : 1;
         delivery d = std::move(*got[holder]);
-        for (int i = 0; i < 10; ++i) {           // 500 ms of work, past the ack timeout; the other
-            (co_await sleep_for(50ms)).value();  // member's clock would redeliver on expiry
+        for (int i = 0; i < 12; ++i) {            // 1.2 s of work, past the ack timeout; the other
+            (co_await sleep_for(100ms)).value();  // member's clock would redeliver on expiry
             EXPECT_TRUE(d.in_progress());
         }
         EXPECT_TRUE(d.ack());
