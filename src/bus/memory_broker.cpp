@@ -191,7 +191,7 @@ private:
 
 /// The ids of a topic's last `window` de-duplicated publishes with their sequences. Ids made by
 /// message_id::generate() increase in the order they are made, so nearly all of them arrive
-/// above every id seen before; those go to `in_order_`, a FIFO ring that is therefore sorted by
+/// above every id seen before; those go to `in_order_`, a FIFO that is therefore sorted by
 /// id as well as by arrival, and cost no hashing and no random access: find() answers "new" from
 /// one comparison with the largest id ever seen, a repeat is found by binary search, and expiry
 /// pops the front. Ids that arrive below that largest one (a caller's own ids, publishes from
@@ -213,18 +213,18 @@ public:
             return std::nullopt;  // never seen: above every id inserted so far
         }
         std::size_t lo = 0;
-        std::size_t n = in_order_size_;
+        std::size_t n = in_order_.size();
         while (n > 0) {  // the first entry whose id is not below `id`
             const std::size_t half = n / 2;
-            if (in_order_at(lo + half).id < id) {
+            if (in_order_[lo + half].id < id) {
                 lo += half + 1;
                 n -= half + 1;
             } else {
                 n = half;
             }
         }
-        if (lo < in_order_size_ && in_order_at(lo).id == id) {
-            return in_order_at(lo).seq;
+        if (lo < in_order_.size() && in_order_[lo].id == id) {
+            return in_order_[lo].seq;
         }
         return out_of_order_.find(id);
     }
@@ -237,20 +237,15 @@ public:
         ++inserted_;
         // Ordinals <= cutoff are past the window once this one is in.
         const std::uint64_t cutoff = inserted_ > window_ ? inserted_ - window_ : 0;
-        while (in_order_size_ > 0 && in_order_at(0).ordinal <= cutoff) {
-            in_order_head_ = (in_order_head_ + 1) & (in_order_.size() - 1);
-            --in_order_size_;
+        while (!in_order_.empty() && in_order_.front().ordinal <= cutoff) {
+            in_order_.pop_front();
         }
         while (!out_of_order_.empty() && out_of_order_.oldest().ordinal <= cutoff) {
             out_of_order_.pop_oldest();
         }
         const id_table::entry e{id, seq, inserted_};
         if (inserted_ == 1 || largest_ < id) {
-            if (in_order_size_ == in_order_.size()) {
-                grow_in_order();
-            }
-            in_order_[(in_order_head_ + in_order_size_) & (in_order_.size() - 1)] = e;
-            ++in_order_size_;
+            in_order_.push_back(e);
             largest_ = id;
         } else {
             out_of_order_.insert(e);
@@ -258,25 +253,10 @@ public:
     }
 
 private:
-    [[nodiscard]] auto in_order_at(std::size_t k) const noexcept -> const id_table::entry& {
-        return in_order_[(in_order_head_ + k) & (in_order_.size() - 1)];
-    }
-    void grow_in_order() {
-        const std::size_t cap = in_order_.empty() ? 8 : in_order_.size() * 2;
-        std::vector<id_table::entry> ring(cap);
-        for (std::size_t k = 0; k < in_order_size_; ++k) {
-            ring[k] = in_order_at(k);
-        }
-        in_order_.swap(ring);
-        in_order_head_ = 0;
-    }
-
     std::size_t window_;
     std::uint64_t inserted_ = 0;
     message_id largest_{};  // the largest id ever inserted (meaningful once inserted_ > 0)
-    std::vector<id_table::entry> in_order_;  // a ring, capacity a power of two
-    std::size_t in_order_head_ = 0;
-    std::size_t in_order_size_ = 0;
+    std::deque<id_table::entry> in_order_;
     id_table out_of_order_;
 };
 
