@@ -428,12 +428,12 @@ struct memory_broker::state {
 
     /// Stores `env` in its topic and hands it to every group. `dedupe`: publishes from users;
     /// dead letters keep their id and are never taken for repeats.
-    auto store(envelope env, bool dedupe) -> ack {
+    auto store(envelope&& env, bool dedupe) -> ack {
         topic_state& t = topic(env.topic);  // before env is moved from
         return store(t, std::move(env), dedupe);
     }
     /// The same, with env.topic's state already found.
-    auto store(topic_state& t, envelope env, bool dedupe) -> ack {
+    auto store(topic_state& t, envelope&& env, bool dedupe) -> ack {
         std::lock_guard lock(t.mu);
         if (dedupe) {
             if (const auto original = t.recent.find(env.id)) {

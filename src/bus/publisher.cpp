@@ -80,7 +80,7 @@ void publisher::free_slot(std::uint32_t index) noexcept {
     free_.push_back(index);  // never grows past max_pending: reserved up front
 }
 
-void publisher::start(envelope env, std::uint32_t index) {
+void publisher::start(envelope&& env, std::uint32_t index) {
     producer_->start(std::move(env), index);
 }
 
@@ -147,7 +147,7 @@ auto publisher::publish(envelope env) -> task<result<ack>> {
     co_return out;
 }
 
-auto publisher::start_async(envelope env) -> result<message_id> {
+auto publisher::start_async(envelope&& env) -> result<message_id> {
     std::uint32_t index = 0;
     if (const std::error_code ec = begin(env, /*awaited=*/false, index)) {
         units_.release();
