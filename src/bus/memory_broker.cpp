@@ -434,25 +434,34 @@ struct memory_broker::state {
     }
     /// The same, with env.topic's state already found.
     auto store(topic_state& t, envelope&& env, bool dedupe) -> ack {
-        std::lock_guard lock(t.mu);
-        if (dedupe) {
-            if (const auto original = t.recent.find(env.id)) {
-                return ack{t.name, *original, -1, true};
+        // The stored copy is made, and the message the retention drops is freed, outside the
+        // lock: a group's members take it for every delivery and ack, and a section that called
+        // malloc and free (up to four blocks per message) kept them waiting.
+        stored_message m{0, std::make_shared<const envelope>(std::move(env))};
+        stored_message dropped;
+        std::uint64_t seq = 0;
+        {
+            std::lock_guard lock(t.mu);
+            if (dedupe) {
+                if (const auto original = t.recent.find(m.env->id)) {
+                    return ack{t.name, *original, -1, true};  // m goes after the lock
+                }
             }
-        }
-        const std::uint64_t seq = ++t.last_seq;
-        if (dedupe) {
-            t.recent.insert(env.id, seq);
-        }
-        stored_message m{seq, std::make_shared<const envelope>(std::move(env))};
-        for (auto& [name, g] : t.groups) {
-            g->fresh.push_back(pending_message{m, 0});
-            g->settle_waiters();
-        }
-        if (options.retention > 0) {
-            t.retained.push_back(std::move(m));
-            if (t.retained.size() > options.retention) {
-                t.retained.pop_front();
+            seq = ++t.last_seq;
+            m.seq = seq;
+            if (dedupe) {
+                t.recent.insert(m.env->id, seq);
+            }
+            for (auto& [name, g] : t.groups) {
+                g->fresh.push_back(pending_message{m, 0});
+                g->settle_waiters();
+            }
+            if (options.retention > 0) {
+                t.retained.push_back(std::move(m));
+                if (t.retained.size() > options.retention) {
+                    dropped = std::move(t.retained.front());
+                    t.retained.pop_front();
+                }
             }
         }
         return ack{t.name, seq, -1, false};
@@ -562,11 +571,15 @@ public:
 
 private:
     enum class step_kind : unsigned char { delivered, closed, wait };
+    struct handed_out {  // a delivery, made into one after the lock (shared_from_this)
+        std::shared_ptr<const envelope> env;
+        std::uint64_t token = 0;
+        std::uint32_t attempt = 0;
+    };
     /// Under the lock: expires what is due, then hands out one message, or parks this member
     /// in the waiting list (returning until when it may sleep).
-    auto step(std::vector<envelope>& dead,
-              std::optional<delivery>& out,
-              std::optional<clock::time_point>& until) -> step_kind;
+    auto step(std::vector<envelope>& dead, handed_out& out, std::optional<clock::time_point>& until)
+        -> step_kind;
     /// Removes the unsettled delivery `token` of this member; nullopt if it is not pending.
     auto take_unsettled(std::uint64_t token) -> std::optional<pending_message>;
     /// A failed delivery (nack, timeout, member gone): again after `delay`, or to the dead
@@ -659,7 +672,7 @@ void memory_member::expire(clock::time_point now, std::vector<envelope>& dead) {
 }
 
 auto memory_member::step(std::vector<envelope>& dead,
-                         std::optional<delivery>& out,
+                         handed_out& out,
                          std::optional<clock::time_point>& until) -> step_kind {
     std::lock_guard lock(t_->mu);
     if (closed_) {
@@ -677,12 +690,11 @@ auto memory_member::step(std::vector<envelope>& dead,
         pending_message p = std::move(from->front());
         from->pop_front();
         ++p.deliveries;
-        const std::uint32_t attempt = p.deliveries;
-        std::shared_ptr<const envelope> env = p.msg.env;
+        out.attempt = p.deliveries;
+        out.env = p.msg.env;
         const auto deadline = base + g_->config.ack_wait;
-        const std::uint64_t token = g_->in_flight.add(std::move(p), deadline, this);
-        g_->deadlines.emplace_back(deadline, token);
-        out.emplace(shared_from_this(), token, std::move(env), attempt);
+        out.token = g_->in_flight.add(std::move(p), deadline, this);
+        g_->deadlines.emplace_back(deadline, out.token);
         g_->settle_waiters();
         return step_kind::delivered;
     }
@@ -699,12 +711,12 @@ auto memory_member::wait_wake() -> task<result<void>> { co_return co_await wake.
 auto memory_member::next() -> task<result<delivery>> {
     std::vector<envelope> dead;
     for (;;) {
-        std::optional<delivery> out;
+        handed_out out;
         std::optional<clock::time_point> until;
         const step_kind k = step(dead, out, until);
         s_->store_dead_letters(dead);
         if (k == step_kind::delivered) {
-            co_return std::move(*out);
+            co_return delivery{shared_from_this(), out.token, std::move(out.env), out.attempt};
         }
         if (k == step_kind::closed) {
             co_return make_error_code(bus_errc::subscription_closed);
@@ -748,8 +760,10 @@ auto memory_member::take_unsettled(std::uint64_t token) -> std::optional<pending
 }
 
 auto memory_member::ack(std::uint64_t token) -> result<void> {
+    std::optional<pending_message> p;  // declared first: released after the lock
     std::lock_guard lock(t_->mu);
-    if (!take_unsettled(token)) {
+    p = take_unsettled(token);
+    if (!p) {
         return make_error_code(bus_errc::not_pending);
     }
     return {};
