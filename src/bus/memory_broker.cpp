@@ -1,5 +1,7 @@
 #include "weft/bus/memory_broker.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -10,7 +12,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,26 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
+// Ack deadlines are issued from the kernel's coarse monotonic clock, not clock::now(): reading
+// it is a few loads from the vDSO page without reading the CPU's counter (a clock::now() per
+// publish was a tenth of one here). It runs on CLOCK_MONOTONIC's time line (steady_clock's)
+// and lags it by less than its resolution (one tick), so
+//   deadline = coarse reading + resolution + ack_wait  >=  real hand-out time + ack_wait:
+// no delivery expires before ack_wait; one expires at most two ticks late (8 ms at HZ=250,
+// nothing beside ack timeouts of seconds). Expiry checks and a member's sleep use the precise
+// clock, so no member wakes for a deadline and then finds it not yet due. The coarse clock
+// never goes back, so deadlines are still issued in order, which the FIFO of deadlines needs.
+auto deadline_base() noexcept -> clock::time_point {
+    auto read = [](clockid_t id, auto get) {
+        timespec ts{};
+        get(id, &ts);
+        return std::chrono::duration_cast<clock::duration>(std::chrono::seconds(ts.tv_sec) +
+                                                           std::chrono::nanoseconds(ts.tv_nsec));
+    };
+    static const clock::duration tick = read(CLOCK_MONOTONIC_COARSE, ::clock_getres);
+    return clock::time_point(read(CLOCK_MONOTONIC_COARSE, ::clock_gettime) + tick);
+}
+
 struct stored_message {
     std::uint64_t seq = 0;
     std::shared_ptr<const envelope> env;
@@ -44,25 +65,27 @@ struct pending_message {
 
 class memory_member;
 
-/// The ids of a topic's last `window` de-duplicated publishes with their sequences: a FIFO ring
+/// Ids that arrived out of order, with their sequences and ordinals (see recent_ids): a FIFO ring
 /// (the order of expiry) indexed by an open-addressing table (linear probing, backward-shift
-/// deletion, no tombstones). Per publish: one probe to find, one to forget the oldest, one to
-/// insert, and no allocation once grown; the node-based map it replaces allocated and freed a
-/// node per message and missed the cache three times.
-///   ring_: entries [head_, head_ + count_) (mod window) in publish order; count_ <= window
+/// deletion, no tombstones).
+///   ring_: entries [head_, head_ + count_) (mod ring_.size(), a power of two) in arrival order
 ///   table_: each slot 0 (empty) or (tag << 32 | ring index + 1); every ring entry has exactly
 ///           one slot, reachable from its home slot (hash & mask) without crossing an empty one
-///   count_ <= table_.size() / 2 (grows by doubling; at most 2 * window rounded up to a power
-///   of two), so probes stay short.
-/// Grows lazily: a topic that sees a few messages holds a few entries, not the whole window.
-/// Not thread-safe (guarded by the topic's mu).
-class recent_ids {
+///   table_.size() == 2 * ring_.size(), so the table is at most half full and probes stay short.
+/// Both grow by doubling (the table rebuilt), so a topic that sees few such ids holds few.
+class id_table {
 public:
-    explicit recent_ids(std::size_t window) : window_(window) {}
+    struct entry {
+        message_id id;
+        std::uint64_t seq;
+        std::uint64_t ordinal;
+    };
 
-    /// The sequence stored for `id`, if it is among the recent ones.
+    [[nodiscard]] auto empty() const noexcept -> bool { return count_ == 0; }
+    [[nodiscard]] auto oldest() const noexcept -> const entry& { return ring_[head_]; }
+
     [[nodiscard]] auto find(const message_id& id) const noexcept -> std::optional<std::uint64_t> {
-        if (table_.empty()) {
+        if (count_ == 0) {
             return std::nullopt;
         }
         const std::uint64_t h = hash(id);
@@ -77,34 +100,25 @@ public:
         }
     }
 
-    /// Remembers `id` (not among the recent ones) with `seq`, forgetting the oldest at the window.
-    void insert(const message_id& id, std::uint64_t seq) {
-        if (window_ == 0) {
-            return;
+    /// Remembers `e` (its id not among those held) as the newest.
+    void insert(const entry& e) {
+        if (count_ == ring_.size()) {
+            grow();
         }
-        std::size_t pos = 0;
-        if (count_ == window_) {
-            pos = head_;
-            forget(head_);
-            head_ = head_ + 1 == window_ ? 0 : head_ + 1;
-            ring_[pos] = entry{id, seq};
-        } else {
-            if ((count_ + 1) * 2 > table_.size()) {
-                grow();
-            }
-            pos = ring_.size();  // not yet full: the ring only grows, head_ is 0
-            ring_.push_back(entry{id, seq});
-        }
+        const std::size_t pos = (head_ + count_) & (ring_.size() - 1);
+        ring_[pos] = e;
         ++count_;
-        place(hash(id), pos);
+        place(hash(e.id), pos);
+    }
+
+    /// Forgets the oldest entry.
+    void pop_oldest() noexcept {
+        forget(head_);
+        head_ = (head_ + 1) & (ring_.size() - 1);
+        --count_;
     }
 
 private:
-    struct entry {
-        message_id id;
-        std::uint64_t seq;
-    };
-
     static auto hash(const message_id& id) noexcept -> std::uint64_t {
         // All 16 bytes count (a caller's ids need not be random anywhere), mixed by a multiply
         // and a fold so that both the low bits (the home slot) and the high ones (the tag) vary.
@@ -151,25 +165,177 @@ private:
             }
         }
         table_[i] = 0;
-        --count_;
     }
 
     void grow() {
-        std::size_t size = table_.empty() ? 16 : table_.size() * 2;
-        table_.assign(size, 0);
-        mask_ = size - 1;
-        ring_.reserve(std::min(window_, size / 2));
-        for (std::size_t pos = 0; pos < ring_.size(); ++pos) {
+        const std::size_t cap = ring_.empty() ? 8 : ring_.size() * 2;
+        std::vector<entry> ring(cap);
+        for (std::size_t k = 0; k < count_; ++k) {
+            ring[k] = ring_[(head_ + k) & (ring_.size() - 1)];
+        }
+        ring_.swap(ring);
+        head_ = 0;
+        table_.assign(2 * cap, 0);
+        mask_ = 2 * cap - 1;
+        for (std::size_t pos = 0; pos < count_; ++pos) {
             place(hash(ring_[pos].id), pos);
         }
     }
 
-    std::size_t window_;
     std::vector<entry> ring_;
     std::vector<std::uint64_t> table_;
     std::size_t mask_ = 0;
-    std::size_t head_ = 0;  // the oldest entry, once the ring is full
+    std::size_t head_ = 0;
     std::size_t count_ = 0;
+};
+
+/// The ids of a topic's last `window` de-duplicated publishes with their sequences. Ids made by
+/// message_id::generate() increase in the order they are made, so nearly all of them arrive
+/// above every id seen before; those go to `in_order_`, a FIFO that is therefore sorted by
+/// id as well as by arrival, and cost no hashing and no random access: find() answers "new" from
+/// one comparison with the largest id ever seen, a repeat is found by binary search, and expiry
+/// pops the front. Ids that arrive below that largest one (a caller's own ids, publishes from
+/// several threads overtaking each other) go to `out_of_order_`, a hash table. The hash table it
+/// replaces for every id missed the cache three times per publish (find, forget the oldest,
+/// insert) once the window outgrew it.
+///   ordinal: 1, 2, ... in arrival order; live entries are exactly those with
+///            ordinal > inserted_ - window_ (both structures are FIFOs by ordinal)
+///   in_order_: ids strictly increasing from front to back, each above every id inserted before
+///   |in_order_| + |out_of_order_| <= window_
+/// Not thread-safe (guarded by the topic's mu).
+class recent_ids {
+public:
+    explicit recent_ids(std::size_t window) : window_(window) {}
+
+    /// The sequence stored for `id`, if it is among the recent ones.
+    [[nodiscard]] auto find(const message_id& id) const noexcept -> std::optional<std::uint64_t> {
+        if (inserted_ == 0 || largest_ < id) {
+            return std::nullopt;  // never seen: above every id inserted so far
+        }
+        std::size_t lo = 0;
+        std::size_t n = in_order_.size();
+        while (n > 0) {  // the first entry whose id is not below `id`
+            const std::size_t half = n / 2;
+            if (in_order_[lo + half].id < id) {
+                lo += half + 1;
+                n -= half + 1;
+            } else {
+                n = half;
+            }
+        }
+        if (lo < in_order_.size() && in_order_[lo].id == id) {
+            return in_order_[lo].seq;
+        }
+        return out_of_order_.find(id);
+    }
+
+    /// Remembers `id` (not among the recent ones) with `seq`, forgetting the oldest at the window.
+    void insert(const message_id& id, std::uint64_t seq) {
+        if (window_ == 0) {
+            return;
+        }
+        ++inserted_;
+        // Ordinals <= cutoff are past the window once this one is in.
+        const std::uint64_t cutoff = inserted_ > window_ ? inserted_ - window_ : 0;
+        while (!in_order_.empty() && in_order_.front().ordinal <= cutoff) {
+            in_order_.pop_front();
+        }
+        while (!out_of_order_.empty() && out_of_order_.oldest().ordinal <= cutoff) {
+            out_of_order_.pop_oldest();
+        }
+        const id_table::entry e{id, seq, inserted_};
+        if (inserted_ == 1 || largest_ < id) {
+            in_order_.push_back(e);
+            largest_ = id;
+        } else {
+            out_of_order_.insert(e);
+        }
+    }
+
+private:
+    std::size_t window_;
+    std::uint64_t inserted_ = 0;
+    message_id largest_{};  // the largest id ever inserted (meaningful once inserted_ > 0)
+    std::deque<id_table::entry> in_order_;
+    id_table out_of_order_;
+};
+
+/// A group's unsettled deliveries by token, without a node per delivery: a slab of entries and a
+/// free list of the unused ones. token = generation << 32 | index, where a slot's generation
+/// counts its uses, so the token of an earlier use of a slot (a delivery settled or expired since)
+/// finds nothing. Invariant: |used entries| + |free_| == |slots_|, and live_ == |used entries|.
+/// NOTE: a token kept across 2^32 later uses of its slot would match again (and only for the
+/// same member, which take_unsettled checks); a delivery is not held that long.
+class unsettled_table {
+public:
+    struct entry {
+        pending_message p;
+        clock::time_point deadline;
+        memory_member* member = nullptr;
+        std::uint32_t generation = 0;
+        bool used = false;
+    };
+
+    [[nodiscard]] auto size() const noexcept -> std::size_t { return live_; }
+
+    [[nodiscard]] auto find(std::uint64_t token) noexcept -> entry* {
+        const auto index = static_cast<std::size_t>(token & 0xFFFF'FFFFULL);
+        if (index >= slots_.size()) {
+            return nullptr;
+        }
+        entry& e = slots_[index];
+        return e.used && e.generation == static_cast<std::uint32_t>(token >> 32) ? &e : nullptr;
+    }
+    [[nodiscard]] auto find(std::uint64_t token) const noexcept -> const entry* {
+        return const_cast<unsettled_table*>(this)->find(token);
+    }
+
+    /// Holds `p` unsettled; returns its token.
+    auto add(pending_message p, clock::time_point deadline, memory_member* member)
+        -> std::uint64_t {
+        std::size_t index = 0;
+        if (free_.empty()) {
+            index = slots_.size();
+            slots_.emplace_back();
+        } else {
+            index = free_.back();
+            free_.pop_back();
+        }
+        entry& e = slots_[index];
+        e.p = std::move(p);
+        e.deadline = deadline;
+        e.member = member;
+        ++e.generation;
+        e.used = true;
+        ++live_;
+        return (static_cast<std::uint64_t>(e.generation) << 32) | index;
+    }
+
+    /// Removes `e` (found by find()) and returns its message.
+    auto take(entry& e) -> pending_message {
+        pending_message p = std::move(e.p);
+        e.p = pending_message{};
+        e.used = false;
+        free_.push_back(static_cast<std::uint32_t>(&e - slots_.data()));
+        --live_;
+        return p;
+    }
+
+    /// Removes every entry of `member`.
+    auto take_all(const memory_member* member) -> std::vector<pending_message> {
+        std::vector<pending_message> out;
+        for (entry& e : slots_) {
+            if (e.used && e.member == member) {
+                out.push_back(take(e));
+            }
+        }
+        return out;
+    }
+
+private:
+    std::vector<entry> slots_;
+    std::vector<std::uint32_t> free_;
+    std::size_t live_ = 0;
 };
 
 /// One consumer group on one topic. Invariants, whenever the topic's lock is free:
@@ -182,14 +348,10 @@ struct group_state {
     std::deque<pending_message> fresh;  // never handed out, in sequence order
     std::deque<pending_message> due;    // to hand out again now (served before fresh)
     std::multimap<clock::time_point, pending_message> delayed;  // nacked with a delay
-    struct unsettled {
-        pending_message p;
-        clock::time_point deadline;
-        memory_member* member;
-    };
-    std::unordered_map<std::uint64_t, unsettled> in_flight;  // by delivery token
-    // (deadline, token) of in_flight, in the order they were set: every deadline is now +
-    // ack_wait, read from the monotonic clock under the topic's lock, so the order of issue is
+    unsettled_table in_flight;  // handed out, not settled, by delivery token
+    // (deadline, token) of in_flight, in the order they were set: every deadline is
+    // deadline_base() + ack_wait, read under the topic's lock from a clock that never goes back,
+    // so the order of issue is
     // the order of deadlines and a FIFO replaces a sorted set (no node per delivery). A settled
     // delivery, or one whose deadline in_progress() moved, leaves its entry behind (stale: its
     // token is gone from in_flight or has another deadline). Invariants, whenever the lock is
@@ -209,8 +371,8 @@ struct group_state {
         return e;
     }
     [[nodiscard]] auto live(const std::pair<clock::time_point, std::uint64_t>& d) const -> bool {
-        auto it = in_flight.find(d.second);
-        return it != in_flight.end() && it->second.deadline == d.first;
+        const auto* u = in_flight.find(d.second);
+        return u != nullptr && u->deadline == d.first;
     }
     /// Restores the invariants of `deadlines` after an entry went stale.
     void prune() {
@@ -266,31 +428,40 @@ struct memory_broker::state {
 
     /// Stores `env` in its topic and hands it to every group. `dedupe`: publishes from users;
     /// dead letters keep their id and are never taken for repeats.
-    auto store(envelope env, bool dedupe) -> ack {
+    auto store(envelope&& env, bool dedupe) -> ack {
         topic_state& t = topic(env.topic);  // before env is moved from
         return store(t, std::move(env), dedupe);
     }
     /// The same, with env.topic's state already found.
-    auto store(topic_state& t, envelope env, bool dedupe) -> ack {
-        std::lock_guard lock(t.mu);
-        if (dedupe) {
-            if (const auto original = t.recent.find(env.id)) {
-                return ack{t.name, *original, -1, true};
+    auto store(topic_state& t, envelope&& env, bool dedupe) -> ack {
+        // The stored copy is made, and the message the retention drops is freed, outside the
+        // lock: a group's members take it for every delivery and ack, and a section that called
+        // malloc and free (up to four blocks per message) kept them waiting.
+        stored_message m{0, std::make_shared<const envelope>(std::move(env))};
+        stored_message dropped;
+        std::uint64_t seq = 0;
+        {
+            std::lock_guard lock(t.mu);
+            if (dedupe) {
+                if (const auto original = t.recent.find(m.env->id)) {
+                    return ack{t.name, *original, -1, true};  // m goes after the lock
+                }
             }
-        }
-        const std::uint64_t seq = ++t.last_seq;
-        if (dedupe) {
-            t.recent.insert(env.id, seq);
-        }
-        stored_message m{seq, std::make_shared<const envelope>(std::move(env))};
-        for (auto& [name, g] : t.groups) {
-            g->fresh.push_back(pending_message{m, 0});
-            g->settle_waiters();
-        }
-        if (options.retention > 0) {
-            t.retained.push_back(std::move(m));
-            if (t.retained.size() > options.retention) {
-                t.retained.pop_front();
+            seq = ++t.last_seq;
+            m.seq = seq;
+            if (dedupe) {
+                t.recent.insert(m.env->id, seq);
+            }
+            for (auto& [name, g] : t.groups) {
+                g->fresh.push_back(pending_message{m, 0});
+                g->settle_waiters();
+            }
+            if (options.retention > 0) {
+                t.retained.push_back(std::move(m));
+                if (t.retained.size() > options.retention) {
+                    dropped = std::move(t.retained.front());
+                    t.retained.pop_front();
+                }
             }
         }
         return ack{t.name, seq, -1, false};
@@ -306,7 +477,6 @@ struct memory_broker::state {
     const memory_broker_options options;
     mutable std::mutex topics_mu;
     std::map<std::string, std::unique_ptr<topic_state>, std::less<>> topics;  // guarded
-    std::atomic<std::uint64_t> next_token{1};  // relaxed: only uniqueness matters
     // paused: written under pause_mu; read without it first (acquire, pairs with the release
     // stores) so an unpaused publish takes no broker-wide lock, then again under pause_mu.
     std::atomic<bool> paused{false};
@@ -401,11 +571,15 @@ public:
 
 private:
     enum class step_kind : unsigned char { delivered, closed, wait };
+    struct handed_out {  // a delivery, made into one after the lock (shared_from_this)
+        std::shared_ptr<const envelope> env;
+        std::uint64_t token = 0;
+        std::uint32_t attempt = 0;
+    };
     /// Under the lock: expires what is due, then hands out one message, or parks this member
     /// in the waiting list (returning until when it may sleep).
-    auto step(std::vector<envelope>& dead,
-              std::optional<delivery>& out,
-              std::optional<clock::time_point>& until) -> step_kind;
+    auto step(std::vector<envelope>& dead, handed_out& out, std::optional<clock::time_point>& until)
+        -> step_kind;
     /// Removes the unsettled delivery `token` of this member; nullopt if it is not pending.
     auto take_unsettled(std::uint64_t token) -> std::optional<pending_message>;
     /// A failed delivery (nack, timeout, member gone): again after `delay`, or to the dead
@@ -491,23 +665,24 @@ void memory_member::expire(clock::time_point now, std::vector<envelope>& dead) {
         if (!g_->live(d)) {
             continue;
         }
-        auto it = g_->in_flight.find(d.second);
-        pending_message p = std::move(it->second.p);
-        g_->in_flight.erase(it);
+        pending_message p = g_->in_flight.take(*g_->in_flight.find(d.second));
         fail(std::move(p), now, clock::duration::zero(), dead);
     }
     g_->prune();
 }
 
 auto memory_member::step(std::vector<envelope>& dead,
-                         std::optional<delivery>& out,
+                         handed_out& out,
                          std::optional<clock::time_point>& until) -> step_kind {
     std::lock_guard lock(t_->mu);
     if (closed_) {
         return step_kind::closed;
     }
-    const auto now = clock::now();
-    expire(now, dead);
+    // >= clock::now(): nothing can be due unless the earliest deadline is at or before it.
+    const clock::time_point base = deadline_base();
+    if (const auto e = g_->earliest(); e && *e <= base) {
+        expire(clock::now(), dead);
+    }
     std::deque<pending_message>* from = !g_->due.empty()     ? &g_->due
                                         : !g_->fresh.empty() ? &g_->fresh
                                                              : nullptr;
@@ -515,11 +690,11 @@ auto memory_member::step(std::vector<envelope>& dead,
         pending_message p = std::move(from->front());
         from->pop_front();
         ++p.deliveries;
-        const std::uint64_t token = s_->next_token.fetch_add(1, std::memory_order_relaxed);
-        const auto deadline = now + g_->config.ack_wait;
-        out.emplace(shared_from_this(), token, p.msg.env, p.deliveries);
-        g_->deadlines.emplace_back(deadline, token);
-        g_->in_flight.emplace(token, group_state::unsettled{std::move(p), deadline, this});
+        out.attempt = p.deliveries;
+        out.env = p.msg.env;
+        const auto deadline = base + g_->config.ack_wait;
+        out.token = g_->in_flight.add(std::move(p), deadline, this);
+        g_->deadlines.emplace_back(deadline, out.token);
         g_->settle_waiters();
         return step_kind::delivered;
     }
@@ -536,12 +711,12 @@ auto memory_member::wait_wake() -> task<result<void>> { co_return co_await wake.
 auto memory_member::next() -> task<result<delivery>> {
     std::vector<envelope> dead;
     for (;;) {
-        std::optional<delivery> out;
+        handed_out out;
         std::optional<clock::time_point> until;
         const step_kind k = step(dead, out, until);
         s_->store_dead_letters(dead);
         if (k == step_kind::delivered) {
-            co_return std::move(*out);
+            co_return delivery{shared_from_this(), out.token, std::move(out.env), out.attempt};
         }
         if (k == step_kind::closed) {
             co_return make_error_code(bus_errc::subscription_closed);
@@ -575,19 +750,20 @@ auto memory_member::next() -> task<result<delivery>> {
 }
 
 auto memory_member::take_unsettled(std::uint64_t token) -> std::optional<pending_message> {
-    auto it = g_->in_flight.find(token);
-    if (it == g_->in_flight.end() || it->second.member != this) {
+    auto* u = g_->in_flight.find(token);
+    if (u == nullptr || u->member != this) {
         return std::nullopt;
     }
-    pending_message p = std::move(it->second.p);
-    g_->in_flight.erase(it);
+    pending_message p = g_->in_flight.take(*u);
     g_->prune();
     return p;
 }
 
 auto memory_member::ack(std::uint64_t token) -> result<void> {
+    std::optional<pending_message> p;  // declared first: released after the lock
     std::lock_guard lock(t_->mu);
-    if (!take_unsettled(token)) {
+    p = take_unsettled(token);
+    if (!p) {
         return make_error_code(bus_errc::not_pending);
     }
     return {};
@@ -624,12 +800,12 @@ auto memory_member::term(std::uint64_t token, std::string_view reason) -> result
 
 auto memory_member::in_progress(std::uint64_t token) -> result<void> {
     std::lock_guard lock(t_->mu);
-    auto it = g_->in_flight.find(token);
-    if (it == g_->in_flight.end() || it->second.member != this) {
+    auto* u = g_->in_flight.find(token);
+    if (u == nullptr || u->member != this) {
         return make_error_code(bus_errc::not_pending);
     }
-    it->second.deadline = clock::now() + g_->config.ack_wait;
-    g_->deadlines.emplace_back(it->second.deadline, token);
+    u->deadline = deadline_base() + g_->config.ack_wait;
+    g_->deadlines.emplace_back(u->deadline, token);
     g_->prune();  // the old entry went stale
     return {};
 }
@@ -648,16 +824,8 @@ void memory_member::close() noexcept {
         }
         wake.set();  // a next() in progress returns subscription_closed
         // Give this member's unsettled deliveries back, oldest message first.
-        std::vector<std::uint64_t> mine;
-        for (const auto& [token, u] : g_->in_flight) {
-            if (u.member == this) {
-                mine.push_back(token);
-            }
-        }
-        std::vector<pending_message> back;
-        for (const std::uint64_t token : mine) {
-            back.push_back(*take_unsettled(token));
-        }
+        std::vector<pending_message> back = g_->in_flight.take_all(this);
+        g_->prune();
         std::sort(back.begin(), back.end(),
                   [](const auto& a, const auto& b) { return a.msg.seq < b.msg.seq; });
         const auto now = clock::now();

@@ -15,14 +15,13 @@ namespace {
 // allows this). relaxed: the word orders only itself; nothing else is published through it.
 std::atomic<std::uint64_t> last_stamp{0};
 
-auto now_ms() noexcept -> std::uint64_t {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          std::chrono::system_clock::now().time_since_epoch())
-                                          .count());
+auto ms_since_epoch(std::chrono::system_clock::time_point now) noexcept -> std::uint64_t {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count());
 }
 
-auto next_stamp() noexcept -> std::uint64_t {
-    const std::uint64_t fresh = (now_ms() & 0xFFFF'FFFF'FFFFULL) << 16;
+auto next_stamp(std::uint64_t now_ms) noexcept -> std::uint64_t {
+    const std::uint64_t fresh = (now_ms & 0xFFFF'FFFF'FFFFULL) << 16;
     std::uint64_t prev = last_stamp.load(std::memory_order_relaxed);
     for (;;) {
         const std::uint64_t next = fresh > prev ? fresh : prev + 1;
@@ -68,7 +67,11 @@ constexpr bool is_dash_position(std::size_t i) noexcept {
 //   byte  8    variant 10 | sequence bits 3..0 | 2 random bits
 //   bytes 9-15 56 random bits
 auto message_id::generate() noexcept -> message_id {
-    const std::uint64_t stamp = next_stamp();
+    return generate(std::chrono::system_clock::now());
+}
+
+auto message_id::generate(std::chrono::system_clock::time_point now) noexcept -> message_id {
+    const std::uint64_t stamp = next_stamp(ms_since_epoch(now));
     const std::uint64_t ms = stamp >> 16;
     const auto seq = static_cast<std::uint32_t>(stamp & 0xFFFF);
     const std::uint64_t rnd = random_bits();

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include "conformance.hpp"
 #include "weft/bus/memory_broker.hpp"
 
@@ -93,6 +95,47 @@ TEST(memory_broker, dedup_window_is_exact_and_per_topic) {
         const ack again = (co_await pub.publish(make("t", published - window - 1))).value();
         EXPECT_FALSE(again.duplicate);
         EXPECT_EQ(again.sequence, static_cast<std::uint64_t>(published + 1));
+        (co_await pub.close()).value();
+    }());
+}
+
+// Ids that arrive below the largest seen (a caller's own ids, publishes that overtake each other)
+// are kept apart from those that arrive in rising order, with the same exact window: here every
+// even publish rises and every odd one falls, so both kinds expire interleaved, and the repeats
+// come newest first.
+TEST(memory_broker, dedup_window_is_exact_for_ids_out_of_order) {
+    constexpr int window = 100;
+    constexpr int published = 1000;
+    memory_broker b{{.retention = 0, .dedup_window = window}};
+    weft::runtime rt{{.workers = 1}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b};
+        auto make = [](int i) {
+            const int v = i % 2 == 0 ? 5000 + i : 5000 - i;
+            envelope e;
+            e.topic = "t";
+            e.id.bytes[0] = static_cast<std::uint8_t>(v >> 8);
+            e.id.bytes[1] = static_cast<std::uint8_t>(v);
+            e.id.bytes[15] = 1;
+            return e;
+        };
+        for (int i = 0; i < published; ++i) {
+            const ack a = (co_await pub.publish(make(i))).value();
+            EXPECT_FALSE(a.duplicate) << i;
+            EXPECT_EQ(a.sequence, static_cast<std::uint64_t>(i + 1));
+        }
+        for (int i = published - 1; i >= published - window; --i) {
+            const ack a = (co_await pub.publish(make(i))).value();
+            EXPECT_TRUE(a.duplicate) << i;
+            EXPECT_EQ(a.sequence, static_cast<std::uint64_t>(i + 1));
+        }
+        EXPECT_EQ(b.stored("t"), static_cast<std::uint64_t>(published));
+        const std::array<int, 2> older{published - window - 1, published - window - 2};
+        for (const int i : older) {
+            const ack again = (co_await pub.publish(make(i))).value();
+            EXPECT_FALSE(again.duplicate) << i;
+        }
+        EXPECT_EQ(b.stored("t"), static_cast<std::uint64_t>(published + 2));
         (co_await pub.close()).value();
     }());
 }

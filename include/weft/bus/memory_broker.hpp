@@ -16,9 +16,10 @@ struct memory_broker_options {
     /// as a JetStream consumer with DeliverAll does); the oldest go first.
     std::size_t retention = 65'536;
     /// Recent ids per topic remembered for de-duplication: a publish whose id is among them is
-    /// acknowledged as a duplicate (the original's sequence) and not stored again. Costs up to
-    /// 40 bytes per id (a ring of ids and sequences, and an index table at most half full),
-    /// grown as the topic's ids arrive: 2.5 MB for a topic that has seen the default window.
+    /// acknowledged as a duplicate (the original's sequence) and not stored again. Costs 32
+    /// bytes per id that arrives above every id before it (as message_id::generate's do, in a
+    /// sorted FIFO: 2 MB for a topic that has seen the default window) and up to 96 per id that
+    /// does not (a ring and an index table, grown by doubling as such ids arrive).
     std::size_t dedup_window = 65'536;
     /// Largest envelope accepted (topic, key, type, headers and payload bytes together).
     std::size_t max_message_bytes = 1 << 20;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +26,11 @@ struct message_id {
 
     /// A new UUIDv7. Any thread; lock-free.
     [[nodiscard]] static auto generate() noexcept -> message_id;
+    /// The same, stamped with `now` instead of a clock reading of its own (for a caller that
+    /// has just read the clock for something else: one reading serves both). Still strictly
+    /// monotonic whatever `now` is.
+    [[nodiscard]] static auto generate(std::chrono::system_clock::time_point now) noexcept
+        -> message_id;
     /// The canonical 8-4-4-4-12 hex form (either case); nullopt for anything else.
     [[nodiscard]] static auto parse(std::string_view s) noexcept -> std::optional<message_id>;
 

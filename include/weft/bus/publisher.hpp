@@ -145,9 +145,9 @@ private:
     /// Fills in a missing id and time, takes a free slot and counts the message in flight.
     /// `publisher_closed` once closed. Called holding one unit of units_.
     auto begin(envelope& env, bool awaited, std::uint32_t& index) -> std::error_code;
-    auto start_async(envelope env) -> result<message_id>;
+    auto start_async(envelope&& env) -> result<message_id>;
     void free_slot(std::uint32_t index) noexcept;
-    void start(envelope env, std::uint32_t index);
+    void start(envelope&& env, std::uint32_t index);
 
     const std::uint32_t max_pending_;
     // Units: max_pending - in flight - unread results. A publish takes one before it starts; an
