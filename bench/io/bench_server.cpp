@@ -1,7 +1,8 @@
 // bench_server: weft's echo server for the galay-net suite (seed 003's bench_server).
 //   bench_server [-h HOST] [-p PORT] [-t THREADS] [-b io_uring|epoll] [--tpc]
 //                [-m echo|echo_epoll|echo_tpc|idle]   (weft-bench: the scenario picks the mode)
-// Prints "listening on HOST:PORT" once bound; SIGINT/SIGTERM stop it (exit 0).
+// Prints "listening on HOST:PORT" once bound; SIGINT/SIGTERM stop it (exit 0), after a last
+// line with how often its workers went to park and slept (`parks N sleeps M`, all workers).
 // --tpc: thread-per-core (no stealing; one SO_REUSEPORT listener per worker, each accepting
 // and serving on its own worker).
 
@@ -158,5 +159,20 @@ auto main(int argc, char** argv) -> int {
         });
     }());
     sig.join();
+    std::uint64_t parks = 0;
+    std::uint64_t sleeps = 0;
+    for (unsigned i = 0; i < rt.worker_count(); ++i) {
+        const weft::worker_metrics m = rt.worker_metrics(i);
+        parks += m.park_attempts;
+        sleeps += m.sleeps;
+    }
+    std::printf("parks %llu sleeps %llu\n", static_cast<unsigned long long>(parks),
+                static_cast<unsigned long long>(sleeps));
+    for (unsigned i = 0; i < rt.worker_count(); ++i) {
+        const weft::worker_metrics m = rt.worker_metrics(i);
+        std::printf("worker %u parks %llu sleeps %llu\n", i,
+                    static_cast<unsigned long long>(m.park_attempts),
+                    static_cast<unsigned long long>(m.sleeps));
+    }
     return 0;
 }
