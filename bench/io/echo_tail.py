@@ -7,7 +7,8 @@ run-queue wait), both processes' voluntary and involuntary context switches (/pr
 and how often weft's server workers went to park and slept (bench_server's last line). Client
 `weftd` is bench_client with diag=1 (where the slowest 1% are, and how often the client's own
 worker parked and slept). A server given as NAME+KEY=VALUE runs NAME with that environment
-variable set (e.g. weft+WEFT_IO_BACKEND=epoll); `weft1` is weft's server with one worker.
+variable set (e.g. weft+WEFT_IO_BACKEND=epoll); `weft1` is weft's server with one worker,
+`weft1ring` with two whose connections all start on worker 0 (bench_server --one-ring).
 
     python3 bench/io/echo_tail.py ROUNDS SECONDS weft,go,tokio weftd,goc 100,500,1000 > runs.jsonl
 
@@ -27,6 +28,7 @@ HZ = os.sysconf("SC_CLK_TCK")
 SERVERS = {
     "weft": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo"],
     "weft1": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "-t", "1"],
+    "weft1ring": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "--one-ring"],
     "weftep": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo_epoll"],
     "go": lambda p: [f"{PEERS}/go-echo", "-p", str(p)],
     "tokio": lambda p: [f"{PEERS}/tokio-echo", "-p", str(p)],
