@@ -372,6 +372,11 @@ auto main(int argc, char** argv) -> int {
         emit("errors", "count", static_cast<double>(t.errors));
         if (o.diag) {
             report_diag(t, o, emit);
+            // How often the client's worker ran out of work: went to park, and slept in
+            // epoll_wait (the rest found a completion first).
+            const weft::worker_metrics wm = rt.worker_metrics(0);
+            emit("diag_client_park_attempts", "count", static_cast<double>(wm.park_attempts));
+            emit("diag_client_sleeps", "count", static_cast<double>(wm.sleeps));
         }
     }
     return t.errors == 0 ? 0 : 1;

@@ -1,7 +1,9 @@
 // bench_server: weft's echo server for the galay-net suite (seed 003's bench_server).
 //   bench_server [-h HOST] [-p PORT] [-t THREADS] [-b io_uring|epoll] [--tpc]
-//                [-m echo|echo_epoll|echo_tpc|idle]   (weft-bench: the scenario picks the mode)
-// Prints "listening on HOST:PORT" once bound; SIGINT/SIGTERM stop it (exit 0).
+//                [-m echo|echo_epoll|echo_tpc|idle] [--one-ring]
+// (weft-bench: the scenario picks the mode)
+// Prints "listening on HOST:PORT" once bound; SIGINT/SIGTERM stop it (exit 0), after a last
+// line with how often its workers went to park and slept (`parks N sleeps M`, all workers).
 // --tpc: thread-per-core (no stealing; one SO_REUSEPORT listener per worker, each accepting
 // and serving on its own worker).
 
@@ -28,6 +30,7 @@ struct options {
     unsigned threads = 0;
     weft::io_backend backend = weft::io_backend::automatic;
     bool tpc = false;
+    bool one_ring = false;  // --one-ring: see serve()
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -60,6 +63,8 @@ auto parse(int argc, char** argv) -> options {
                 }
             } else if (a == "--tpc") {
                 o.tpc = true;
+            } else if (a == "--one-ring") {
+                o.one_ring = true;
             } else if (a == "-m") {
                 const std::string m = next();
                 if (m == "echo_epoll") {
@@ -79,7 +84,12 @@ auto parse(int argc, char** argv) -> options {
 
 // receive(): on io_uring the data lands in a buffer the kernel picks from the worker's
 // provided-buffer ring when it arrives, so an idle connection holds no buffer.
-auto serve(weft::tcp_stream c) -> weft::task<void> {
+// --one-ring (a diagnostic): every connection starts on worker 0, so its receive is armed on
+// worker 0's ring (or epoll) and its completions wake that worker, wherever thieves run it.
+auto serve(weft::tcp_stream c, bool one_ring) -> weft::task<void> {
+    if (one_ring) {
+        co_await weft::switch_to_worker(0);
+    }
     for (;;) {
         auto data = co_await c.receive();
         if (!data) {
@@ -91,7 +101,7 @@ auto serve(weft::tcp_stream c) -> weft::task<void> {
     }
 }
 
-auto accept_loop(weft::tcp_listener& l) -> weft::task<void> {
+auto accept_loop(weft::tcp_listener& l, bool one_ring) -> weft::task<void> {
     co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
         for (;;) {
             auto c = co_await l.accept();
@@ -102,7 +112,7 @@ auto accept_loop(weft::tcp_listener& l) -> weft::task<void> {
                 std::fprintf(stderr, "accept: %s\n", c.error().message().c_str());
                 continue;
             }
-            s.spawn(serve(std::move(*c)));
+            s.spawn(serve(std::move(*c), one_ring));
         }
     });
 }
@@ -152,11 +162,26 @@ auto main(int argc, char** argv) -> int {
                 if (o.tpc) {
                     co_await weft::switch_to_worker(i);  // s.spawn now queues on worker i
                 }
-                s.spawn(accept_loop(ls[i]));
+                s.spawn(accept_loop(ls[i], o.one_ring));
             }
             co_return;
         });
     }());
     sig.join();
+    std::uint64_t parks = 0;
+    std::uint64_t sleeps = 0;
+    for (unsigned i = 0; i < rt.worker_count(); ++i) {
+        const weft::worker_metrics m = rt.worker_metrics(i);
+        parks += m.park_attempts;
+        sleeps += m.sleeps;
+    }
+    std::printf("parks %llu sleeps %llu\n", static_cast<unsigned long long>(parks),
+                static_cast<unsigned long long>(sleeps));
+    for (unsigned i = 0; i < rt.worker_count(); ++i) {
+        const weft::worker_metrics m = rt.worker_metrics(i);
+        std::printf("worker %u parks %llu sleeps %llu\n", i,
+                    static_cast<unsigned long long>(m.park_attempts),
+                    static_cast<unsigned long long>(m.sleeps));
+    }
     return 0;
 }

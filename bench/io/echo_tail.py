@@ -3,7 +3,12 @@
 interleaved. Every run records the client's p50/p99 and QPS, the server's CPU per request
 (/proc/PID/task/*/stat), the CPU other processes used (/proc/stat busy minus server and client),
 and the server's and client's threads' time on a CPU and waiting for one (/proc/.../schedstat:
-run-queue wait). Client `weftd` is bench_client with diag=1 (where the slowest 1% are).
+run-queue wait), both processes' voluntary and involuntary context switches (/proc/.../status),
+and how often weft's server workers went to park and slept (bench_server's last line). Client
+`weftd` is bench_client with diag=1 (where the slowest 1% are, and how often the client's own
+worker parked and slept). A server given as NAME+KEY=VALUE runs NAME with that environment
+variable set (e.g. weft+WEFT_IO_BACKEND=epoll); `weft1` is weft's server with one worker,
+`weft1ring` with two whose connections all start on worker 0 (bench_server --one-ring).
 
     python3 bench/io/echo_tail.py ROUNDS SECONDS weft,go,tokio weftd,goc 100,500,1000 > runs.jsonl
 
@@ -22,6 +27,8 @@ PEERS = os.environ.get("PEERS", "build/peers")
 HZ = os.sysconf("SC_CLK_TCK")
 SERVERS = {
     "weft": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo"],
+    "weft1": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "-t", "1"],
+    "weft1ring": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "--one-ring"],
     "weftep": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo_epoll"],
     "go": lambda p: [f"{PEERS}/go-echo", "-p", str(p)],
     "tokio": lambda p: [f"{PEERS}/tokio-echo", "-p", str(p)],
@@ -57,6 +64,30 @@ def schedstat(pid):
     except FileNotFoundError:
         pass
     return out
+def ctxsw(pid):
+    """{tid: (voluntary, involuntary)} context switches of every thread of pid."""
+    out = {}
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            try:
+                v = n = 0
+                for line in open(f"/proc/{pid}/task/{t}/status"):
+                    if line.startswith("voluntary_ctxt_switches"):
+                        v = int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        n = int(line.split()[1])
+                out[t] = (v, n)
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    except FileNotFoundError:
+        pass
+    return out
+def delta2(a, b):
+    v = n = 0
+    for t, x in b.items():
+        u = a.get(t, (0, 0))
+        v += x[0] - u[0]; n += x[1] - u[1]
+    return v, n
 def delta(a, b):
     on = wait = sl = 0
     for t, v in b.items():
@@ -74,28 +105,38 @@ def wait_listen(p):
     raise RuntimeError("server did not listen")
 def run(server, client, c, d):
     p = free_port()
-    srv = subprocess.Popen(SERVERS[server](p), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # "NAME+KEY=VALUE+...": the server NAME with those environment variables.
+    name, *env = server.split("+")
+    srv = subprocess.Popen(SERVERS[name](p), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           text=True, env={**os.environ, **dict(e.split("=", 1) for e in env)})
     try:
         wait_listen(p); time.sleep(0.2)
         cpu0 = proc_cpu(srv.pid); b0, i0 = busy(); ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.time()
-        ss0 = schedstat(srv.pid)
+        ss0 = schedstat(srv.pid); sx0 = ctxsw(srv.pid)
         cl = subprocess.Popen(CLIENTS[client](c, d, p), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        cs0 = {}; cs1 = {}
+        cs0 = {}; cs1 = {}; cx1 = {}
         while cl.poll() is None:
             cur = schedstat(cl.pid)
             for t, v in cur.items():
                 cs0.setdefault(t, (0, 0, 0))
                 cs1[t] = v
+            cx1.update(ctxsw(cl.pid))
             time.sleep(0.05)
         so, se = cl.communicate()
         out = subprocess.CompletedProcess(cl.args, cl.returncode, so, se)
-        ss1 = schedstat(srv.pid)
+        ss1 = schedstat(srv.pid); sx1 = ctxsw(srv.pid)
         wall = time.time() - t0
         cpu1 = proc_cpu(srv.pid); b1, i1 = busy(); ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
-        srv.terminate(); srv.wait()
+        srv.terminate(); srv_out = srv.communicate()[0]
     m = {}
+    for line in srv_out.splitlines():  # bench_server's last line: "parks N sleeps M"
+        f = line.split()
+        if len(f) == 4 and f[0] == "parks":
+            m.update(srv_parks=int(f[1]), srv_sleeps=int(f[3]))
+        elif len(f) == 6 and f[0] == "worker":
+            m[f"srv_w{f[1]}_sleeps"] = int(f[5])
     for line in out.stdout.splitlines():
         if line.startswith("{"):
             j = json.loads(line); m[j["metric"]] = j["value"]
@@ -106,6 +147,9 @@ def run(server, client, c, d):
     idle = 100 * (i1 - i0) / ((b1 - b0) + (i1 - i0))
     son, swait, ssl = delta(ss0, ss1)
     con, cwait, csl = delta(cs0, cs1)
+    sv, sn = delta2(sx0, sx1)
+    cv, cn = delta2({}, cx1)
+    m.update(srv_vcsw=sv, srv_ivcsw=sn, cli_vcsw=cv, cli_ivcsw=cn)
     m.update(srv_oncpu_ms=son/1e6, srv_rqwait_ms=swait/1e6, srv_slices=ssl, cli_oncpu_ms=con/1e6, cli_rqwait_ms=cwait/1e6, cli_slices=csl)
     m.update(server=server, client=client, c=c, server_cpu_us_per_req=1e6 * srv_s / max(1, m.get("ops", 1)),
              other_cpu_pct=round(other, 1), idle_pct=round(idle, 1), wall=round(wall, 2),
