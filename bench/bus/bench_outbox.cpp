@@ -18,7 +18,9 @@
 // the first publish to the last outcome: `publish_msgs_per_s`. Then the relay starts (on
 // another topic of its own, after one untimed publish there: connection, metadata) and the
 // clock runs until the relay has published all N and returned from stop_relay, and the table
-// is checked empty: `relay_events_per_s`, and `relay_vs_publish` = the two rates' quotient.
+// is checked empty: `relay_events_per_s`, and `relay_vs_publish` = the two rates' quotient;
+// on PostgreSQL also `server_cpu_ns_per_event`: the server's CPU (postmaster and children,
+// from /proc, when on this machine) during the drain, per event.
 // Per key the relay keeps one event unacknowledged at a time (the outbox's default order
 // guarantee), so with 100 keys at most 100 are in flight, against max_pending for the
 // publisher. The memory broker acknowledges inline. NATS streams made here are deleted at the
@@ -30,8 +32,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -203,6 +207,7 @@ void delete_streams(const options& o) {
 struct figures {
     double elapsed_s = 0;
     double cpu_s = 0;
+    double server_cpu_s = -1;  // PostgreSQL's, during the relay's drain (pg only)
     double publish_s = 0;
     std::uint64_t published = 0;
     std::uint64_t left = 0;
@@ -323,6 +328,59 @@ void run_sqlite(const options& o, figures& f) {
 #endif
 
 #if WEFT_BENCH_OUTBOX_PG
+/// Fields 4 (ppid), 14 and 15 (utime, stime) of /proc/<pid>/stat.
+auto proc_stat(long pid, long& ppid, double& cpu_s) -> bool {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) {
+        return false;
+    }
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) {
+        return false;
+    }
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    long long skip = 0;
+    long long utime = 0;
+    long long stime = 0;
+    rest >> state >> ppid;
+    for (int i = 0; i < 9; ++i) {
+        rest >> skip;
+    }
+    rest >> utime >> stime;
+    cpu_s = static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    return static_cast<bool>(rest);
+}
+
+auto parent_pid(long pid) -> long {
+    long ppid = -1;
+    double cpu = 0;
+    return proc_stat(pid, ppid, cpu) ? ppid : -1;
+}
+
+/// CPU time of a PostgreSQL server: its postmaster and every child (backends, WAL writer,
+/// checkpointer...); -1 when /proc does not show them (another machine, other user).
+auto server_cpu_seconds(long postmaster) -> double {
+    if (postmaster <= 0) {
+        return -1;
+    }
+    double total = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+        const std::string name = e.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+            continue;
+        }
+        const long pid = std::stol(name);
+        long ppid = -1;
+        double cpu = 0;
+        if (proc_stat(pid, ppid, cpu) && (pid == postmaster || ppid == postmaster)) {
+            total += cpu;
+        }
+    }
+    return total;
+}
+
 auto pg_session(const options& o, backend& b, figures& f) -> task<void> {
     const std::string conninfo =
         "host=127.0.0.1 port=" + std::to_string(o.pg_port) + " user=postgres dbname=postgres";
@@ -350,7 +408,12 @@ auto pg_session(const options& o, backend& b, figures& f) -> task<void> {
             (void)(co_await conn.query("COMMIT")).value();
         }
         co_await publish_rate(b, o, f);
+        auto backend = co_await conn.query("SELECT pg_backend_pid()");
+        const long postmaster =
+            backend ? parent_pid(std::stol(std::string(backend->text(0, 0)))) : -1;
+        const double server0 = server_cpu_seconds(postmaster);
         co_await relay(outbox, b, o, f);
+        f.server_cpu_s = server_cpu_seconds(postmaster) - server0;
         auto left = co_await conn.query("SELECT count(*) FROM " + table);
         f.left = left ? std::stoull(std::string(left->text(0, 0))) : ~0ULL;
         f.stored = stored(b, o, f);
@@ -395,6 +458,9 @@ auto main(int argc, char** argv) -> int {
     emit("publish_msgs_per_s", "msg/s", n / f.publish_s);
     emit("relay_vs_publish", "x", f.publish_s / f.elapsed_s);
     emit("cpu_ns_per_event", "ns", f.cpu_s * 1e9 / n);
+    if (f.server_cpu_s >= 0) {
+        emit("server_cpu_ns_per_event", "ns", f.server_cpu_s * 1e9 / n);
+    }
     emit("events_left", "", static_cast<double>(f.left));
     emit("ops", "", n);
     if (f.left != 0 || f.stored < static_cast<std::uint64_t>(o.events)) {

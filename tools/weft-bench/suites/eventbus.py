@@ -44,7 +44,8 @@ SHOWN = ("msgs_per_s", "mean_latency_ms", "p99_latency_ms", "success_percent", "
          "cpu_ns_per_msg", "threads_before", "threads_after", "tasks_before", "tasks_after")
 BROKER_SHOWN = SHOWN + ("broker_cpu_s_per_m",)
 RELAY_BROKER_SHOWN = ("relay_events_per_s", "publish_msgs_per_s", "relay_vs_publish",
-                      "cpu_ns_per_event", "events_left", "broker_cpu_s_per_m")
+                      "cpu_ns_per_event", "server_cpu_ns_per_event", "events_left",
+                      "broker_cpu_s_per_m")
 
 
 def seed_figures(backend: str, n: int) -> dict:
@@ -214,6 +215,7 @@ SUITE = Suite(
         "events_left": Metric(""),
         "publish_msgs_per_s": Metric("msg/s", HIGHER),
         "relay_vs_publish": Metric("x", HIGHER),
+        "server_cpu_ns_per_event": Metric("ns"),
     },
     scenarios=(
         *broker_rows("nats_memory", "nats", "cnats", seed=True,
@@ -236,7 +238,8 @@ SUITE = Suite(
                  quick={"events": 20_000}, only=("weft",),
                  targets={"relay_events_per_s": Target(at_least=100_000)}),
         Scenario("outbox_pg", {"events": 50_000, "keys": 100, "per_txn": 100},
-                 ("relay_events_per_s", "cpu_ns_per_event", "events_left", "broker_cpu_s_per_m"),
+                 ("relay_events_per_s", "cpu_ns_per_event", "server_cpu_ns_per_event",
+                  "events_left", "broker_cpu_s_per_m"),
                  quick={"events": 5_000}, only=("weft", "go"),
                  targets={"relay_events_per_s": Target(at_least=20_000,
                                                        ratios=(Ratio(("go",), 10.0),))}),
