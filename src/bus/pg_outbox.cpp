@@ -4,17 +4,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "relay_batch.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/core/stop.hpp"
-#include "weft/core/when_all.hpp"
 #include "weft/core/when_any.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
@@ -249,21 +246,15 @@ auto wait_idle(pg_outbox::state& s, pg_connection* conn, std::chrono::millisecon
 /// that end with the connection), and the keys waiting out a transient failure: their rows are
 /// left out of the claim until their back-off is over (all of a key's rows or none, so its
 /// order holds), so a retrying key does not hold up the others.
-/// The batches overlap (relay_once): while batch k is published, the server deletes batch k-1,
-/// commits, and claims batch k+1 in a new transaction. So:
-/// - `in_txn`: a transaction is open on the connection; it holds `next` (claimed FOR UPDATE,
-///   not yet published) and is where `done` will be deleted.
-/// - `done`: the batch published last, each row's fate decided, not yet deleted.
-/// A claimed batch is published after its transaction's row locks were released (by the commit
-/// that deletes the batch before it); the partition's advisory lock, which dies with the
-/// session exactly as row locks do, keeps every other relay away from those rows meanwhile.
+/// `in_txn`: a transaction is open on the connection holding `next` (claimed FOR UPDATE, not
+/// yet published): the previous batch's finishing statements and the next claim go to the
+/// server together (relay_once), so a busy relay makes one round trip per batch.
 struct relay_session {
     std::unique_ptr<pg_connection> conn;
     std::vector<std::int64_t> owned;
     detail::retry_map deferred;
     bool in_txn = false;
     std::vector<detail::relay_row> next;
-    std::vector<detail::relay_row> done;
 };
 
 /// The keys still in back-off; forgets entries long past (a key that moved to another relay).
@@ -301,9 +292,9 @@ auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void
             continue;
         }
         tried.push_back(p);
-        locks.push_back(
-            {"SELECT pg_try_advisory_lock($1::int, $2::int)",
-             {text_param(std::to_string(s.lock_class)), text_param(std::to_string(p))}});
+        locks.push_back({"SELECT pg_try_advisory_lock($1::int, $2::int)",
+                         {text_param(std::to_string(s.lock_class)),
+                          text_param(std::to_string(p))}});
     }
     auto r = co_await rs.conn->pipeline(std::move(locks));
     if (!r) {
@@ -317,9 +308,9 @@ auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void
         if (rs.owned.size() < target) {
             rs.owned.push_back(tried[i]);
         } else {
-            unlocks.push_back(
-                {"SELECT pg_advisory_unlock($1::int, $2::int)",
-                 {text_param(std::to_string(s.lock_class)), text_param(std::to_string(tried[i]))}});
+            unlocks.push_back({"SELECT pg_advisory_unlock($1::int, $2::int)",
+                               {text_param(std::to_string(s.lock_class)),
+                                text_param(std::to_string(tried[i]))}});
         }
     }
     if (!unlocks.empty()) {
@@ -335,68 +326,17 @@ auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void
 /// The claim: the oldest rows of the owned partitions, keys in back-off left out, locked FOR
 /// UPDATE SKIP LOCKED (inside the caller's transaction); binary results (no hex for the
 /// envelope): seq int8, envelope bytea, staged_ms int8.
-/// `exclude`: the batch being published meanwhile (its rows are still in the table).
-auto claim_statement(pg_outbox::state& s,
-                     relay_session& rs,
-                     const std::vector<detail::relay_row>& exclude) -> pg_statement {
-    std::vector<std::int64_t> seqs;
-    seqs.reserve(exclude.size());
-    for (const auto& r : exclude) {
-        seqs.push_back(r.seq);
-    }
+auto claim_statement(pg_outbox::state& s, relay_session& rs) -> pg_statement {
     std::vector<pg_param> args;
     args.push_back(text_param(join_ints(rs.owned)));
     args.push_back(
         text_param(std::to_string(std::max<std::uint32_t>(1, s.options.relay.batch_size))));
     args.push_back(text_param(text_array(keys_in_backoff(rs, s.options.relay.max_backoff))));
-    args.push_back(text_param(join_ints(seqs)));
     return {"SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint FROM " +
                 s.options.table +
-                " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[]) AND seq <> "
-                "ALL($4::bigint[]) ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+                " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[]) ORDER BY seq LIMIT $2 "
+                "FOR UPDATE SKIP LOCKED",
             std::move(args), true};
-}
-
-/// The finishing statements of a published batch: dead letters moved, finished rows deleted.
-auto finish_statements(const std::string& t, const std::vector<detail::relay_row>& rows)
-    -> std::vector<pg_statement> {
-    std::vector<pg_statement> finish;
-    std::vector<std::int64_t> finished;
-    for (const auto& row : rows) {
-        if (row.outcome == detail::relay_row::fate::dead) {
-            finish.push_back({"INSERT INTO " + t +
-                                  "_dead (seq, id, topic, key, envelope, staged_at, reason) "
-                                  "SELECT seq, id, topic, key, envelope, staged_at, $1 FROM " +
-                                  t + " WHERE seq = $2",
-                              {text_param(row.reason), text_param(std::to_string(row.seq))}});
-        }
-        if (row.outcome != detail::relay_row::fate::pending) {
-            finished.push_back(row.seq);
-        }
-    }
-    if (!finished.empty()) {
-        finish.push_back({"DELETE FROM " + t + " WHERE seq = ANY($1::bigint[])",
-                          {text_param(join_ints(finished))}});
-    }
-    return finish;
-}
-
-/// The rule that keeps order per key across overlapping batches: `rows` was claimed while
-/// `prev` was being published, so it may hold a key's later rows while `prev` left an earlier
-/// row of that key pending (a transient failure, or the key in back-off). Such a key's rows are
-/// dropped from `rows` (they stay in the table, unpublished); a later claim offers them again
-/// behind the pending one, which is not excluded from it.
-void hold_back(std::vector<detail::relay_row>& rows, const std::vector<detail::relay_row>& prev) {
-    std::unordered_set<std::string_view> waiting;
-    for (const auto& r : prev) {
-        if (r.outcome == detail::relay_row::fate::pending) {
-            waiting.insert(r.env.key);
-        }
-    }
-    if (waiting.empty()) {
-        return;
-    }
-    std::erase_if(rows, [&](const detail::relay_row& r) { return waiting.contains(r.env.key); });
 }
 
 auto be_int64(std::string_view b) -> std::int64_t {
@@ -441,16 +381,10 @@ auto split_mid_commit() -> bool {
 #endif
 }
 
-auto run_pipeline(pg_connection& c,
-                  std::vector<pg_statement> statements,
-                  std::optional<result<std::vector<pg_rows>>>& out) -> task<void> {
-    out = co_await c.pipeline(std::move(statements));
-}
-
-/// Publishes one claimed batch while, in one pipeline, the server finishes the batch before it
-/// (rs.done), commits, and claims the next in a new transaction (leaving out the rows being
-/// published). Returns how many rows it handed to the publisher; 0 when there was nothing to
-/// publish (then the previous batch is finished, committed, and no transaction stays open).
+/// Publishes and finishes one claimed batch and claims the next (both in one round trip: the
+/// dead-letter moves, the DELETE of the finished rows, COMMIT, BEGIN and the next claim in
+/// one pipeline). Returns how many rows it published or dead-lettered; 0 when nothing was
+/// claimed (then no transaction stays open).
 auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
     -> task<result<std::size_t>> {
     const std::string& t = s.options.table;
@@ -458,7 +392,7 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
     if (!rs.in_txn) {
         std::vector<pg_statement> first;
         first.push_back({"BEGIN"});
-        first.push_back(claim_statement(s, rs, {}));
+        first.push_back(claim_statement(s, rs));
         auto r = co_await c.pipeline(std::move(first));
         if (!r) {
             co_return r.error();
@@ -468,9 +402,34 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
     }
     std::vector<detail::relay_row> rows = std::move(rs.next);
     rs.next.clear();
-    hold_back(rows, rs.done);
-    std::vector<pg_statement> finish = finish_statements(t, rs.done);
-    if (split_mid_commit() && !finish.empty()) {
+    if (rows.empty()) {
+        auto e = co_await c.query("COMMIT");
+        if (!e) {
+            co_return e.error();
+        }
+        rs.in_txn = false;
+        co_return std::size_t{0};
+    }
+    s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms, std::memory_order_relaxed);
+    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop, &rs.deferred);
+    detail::crash_point("after_ack");
+    std::vector<pg_statement> finish;
+    std::vector<std::int64_t> finished;
+    for (const auto& row : rows) {
+        if (row.outcome == detail::relay_row::fate::dead) {
+            finish.push_back({"INSERT INTO " + t +
+                                  "_dead (seq, id, topic, key, envelope, staged_at, reason) "
+                                  "SELECT seq, id, topic, key, envelope, staged_at, $1 FROM " +
+                                  t + " WHERE seq = $2",
+                              {text_param(row.reason), text_param(std::to_string(row.seq))}});
+        }
+        if (row.outcome != detail::relay_row::fate::pending) {
+            finished.push_back(row.seq);
+        }
+    }
+    finish.push_back({"DELETE FROM " + t + " WHERE seq = ANY($1::bigint[])",
+                      {text_param(join_ints(finished))}});
+    if (split_mid_commit()) {
         auto d = co_await c.pipeline(std::move(finish));
         if (!d) {
             co_return d.error();
@@ -479,48 +438,20 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
         detail::crash_point("mid_commit");  // deleted inside the transaction, not committed
     }
     finish.push_back({"COMMIT"});
-    if (rows.empty()) {
-        auto e = co_await c.pipeline(std::move(finish));
-        if (!e) {
-            co_return e.error();
-        }
-        rs.done.clear();
-        rs.in_txn = false;
-        co_return std::size_t{0};
-    }
     const bool more = !s.stop.requested();
-    finish.push_back({"BEGIN"});
     if (more) {
-        finish.push_back(claim_statement(s, rs, rows));
+        finish.push_back({"BEGIN"});
+        finish.push_back(claim_statement(s, rs));
     }
-    s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms, std::memory_order_relaxed);
-    std::optional<result<std::vector<pg_rows>>> f;
-    co_await when_all(
-        detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop, &rs.deferred),
-        run_pipeline(c, std::move(finish), f));
-    if (!f || !*f) {
-        co_return f ? (*f).error() : make_error_code(pg_errc::connection_lost);
+    auto f = co_await c.pipeline(std::move(finish));
+    if (!f) {
+        co_return f.error();
     }
-    detail::crash_point("after_ack");
-    rs.done = std::move(rows);
+    rs.in_txn = more;
     if (more) {
-        rs.next = claimed_rows((*f)->back());
+        rs.next = claimed_rows(f->back());
     }
-    co_return rs.done.size();
-}
-
-/// On the way out: deletes the batch published last and commits, so a stopped relay leaves
-/// nothing it published behind.
-auto finish_last(pg_outbox::state& s, relay_session& rs) -> task<void> {
-    if (!rs.conn || !rs.in_txn) {
-        co_return;
-    }
-    std::vector<pg_statement> finish = finish_statements(s.options.table, rs.done);
-    finish.push_back({"COMMIT"});
-    auto e = co_await rs.conn->pipeline(std::move(finish));
-    (void)e;  // failed: the rows stay staged and are published again by the next relay
-    rs.done.clear();
-    rs.in_txn = false;
+    co_return rows.size();
 }
 
 }  // namespace
@@ -546,7 +477,6 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
             rs.owned.clear();
             rs.in_txn = false;  // a lost connection's transaction was rolled back with it
             rs.next.clear();
-            rs.done.clear();  // not deleted: published again (at least once)
             if (s.options.listen_notify) {
                 auto l = co_await rs.conn->query("LISTEN \"" + s.options.table + "_wake\"");
                 if (!l) {
@@ -585,7 +515,6 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
             poll = o.min_poll;
         }
     }
-    co_await finish_last(s, rs);
     s.owned.store(0, std::memory_order_relaxed);
     co_return result<void>{};
 }
