@@ -114,11 +114,10 @@ auto parse(int argc, char** argv) -> options {
     o.db = sc->second.first;
     o.broker = sc->second.second;
     std::map<std::string, std::int64_t*> keys = {
-        {"events", &o.events},       {"keys", &o.keys},
-        {"per_txn", &o.per_txn},     {"payload", &o.payload},
-        {"batch", &o.batch},         {"max_pending", &o.max_pending},
-        {"workers", &o.workers},     {"pg_port", &o.pg_port},
-        {"nats_port", &o.nats_port}, {"kafka_port", &o.kafka_port}};
+        {"events", &o.events},        {"keys", &o.keys},       {"per_txn", &o.per_txn},
+        {"payload", &o.payload},      {"batch", &o.batch},     {"max_pending", &o.max_pending},
+        {"workers", &o.workers},      {"pg_port", &o.pg_port}, {"nats_port", &o.nats_port},
+        {"kafka_port", &o.kafka_port}};
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];
         const auto eq = arg.find('=');
@@ -140,10 +139,9 @@ auto parse(int argc, char** argv) -> options {
         fail("events, keys, per_txn, batch, max_pending, workers >= 1", 2);
     }
     // Topics of their own per run: nothing of an earlier run is counted.
-    const std::string base =
-        "weftbench-" + o.scenario + "-" + std::to_string(::getpid()) + "-" +
-        std::to_string(std::chrono::system_clock::now().time_since_epoch() /
-                       std::chrono::milliseconds(1));
+    const std::string base = "weftbench-" + o.scenario + "-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(std::chrono::system_clock::now().time_since_epoch() /
+                                            std::chrono::milliseconds(1));
     o.relay_topic = o.broker == "memory" ? "orders" : base + "-relay";
     o.publish_topic = base + "-publish";
     return o;

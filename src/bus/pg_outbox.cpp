@@ -292,9 +292,9 @@ auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void
             continue;
         }
         tried.push_back(p);
-        locks.push_back({"SELECT pg_try_advisory_lock($1::int, $2::int)",
-                         {text_param(std::to_string(s.lock_class)),
-                          text_param(std::to_string(p))}});
+        locks.push_back(
+            {"SELECT pg_try_advisory_lock($1::int, $2::int)",
+             {text_param(std::to_string(s.lock_class)), text_param(std::to_string(p))}});
     }
     auto r = co_await rs.conn->pipeline(std::move(locks));
     if (!r) {
@@ -308,9 +308,9 @@ auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void
         if (rs.owned.size() < target) {
             rs.owned.push_back(tried[i]);
         } else {
-            unlocks.push_back({"SELECT pg_advisory_unlock($1::int, $2::int)",
-                               {text_param(std::to_string(s.lock_class)),
-                                text_param(std::to_string(tried[i]))}});
+            unlocks.push_back(
+                {"SELECT pg_advisory_unlock($1::int, $2::int)",
+                 {text_param(std::to_string(s.lock_class)), text_param(std::to_string(tried[i]))}});
         }
     }
     if (!unlocks.empty()) {
@@ -427,8 +427,8 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
             finished.push_back(row.seq);
         }
     }
-    finish.push_back({"DELETE FROM " + t + " WHERE seq = ANY($1::bigint[])",
-                      {text_param(join_ints(finished))}});
+    finish.push_back(
+        {"DELETE FROM " + t + " WHERE seq = ANY($1::bigint[])", {text_param(join_ints(finished))}});
     if (split_mid_commit()) {
         auto d = co_await c.pipeline(std::move(finish));
         if (!d) {
