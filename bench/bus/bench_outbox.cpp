@@ -1,17 +1,30 @@
 // weft-bench's `eventbus` program for the transactional outbox's relay (issue 18): how many
 // staged events per second the relay publishes through weft::bus and marks done (deletes),
-// on SQLite or PostgreSQL, with the memory broker, so the database side is what is measured.
+// on SQLite or PostgreSQL, to the memory broker (so the database side is what is measured) or
+// to a real broker (NATS JetStream with file storage, Kafka), beside the bus's own
+// publish_async throughput on the same broker in the same run.
 //
 //   bench_outbox SCENARIO events=N [keys=100] [per_txn=100] [payload=128] [batch=512]
-//                [max_pending=1024] [workers=2] [pg_port=5432]
+//                [max_pending=1024] [workers=2] [pg_port=5432] [nats_port=4222]
+//                [kafka_port=9092]
 //
-// SCENARIO: outbox_sqlite | outbox_pg.
+// SCENARIO: outbox_<db>[_<broker>], db = sqlite | pg, broker = nats_file | kafka (none: the
+// memory broker).
 // First (untimed) N events over `keys` keys are staged in business transactions of `per_txn`
 // events each (SQLite: a file of its own in $TMPDIR, WAL; PostgreSQL: a table of its own,
-// dropped at the end, user postgres on 127.0.0.1:pg_port). Then the relay starts and the clock
-// runs until the relay has published all N and returned from stop_relay, and the table is
-// checked empty. Per key the relay keeps one event unacknowledged at a time (the outbox's
-// default order guarantee); the memory broker acknowledges inline.
+// dropped at the end, user postgres on 127.0.0.1:pg_port). Then, on a broker topic of its own,
+// the bus's own rate: N envelopes of the same shape (same keys, same payload) published with
+// publish_async by one task while another reads results() (max_pending in flight), timed from
+// the first publish to the last outcome: `publish_msgs_per_s`. Then the relay starts (on
+// another topic of its own, after one untimed publish there: connection, metadata) and the
+// clock runs until the relay has published all N and returned from stop_relay, and the table
+// is checked empty: `relay_events_per_s`, and `relay_vs_publish` = the two rates' quotient;
+// on PostgreSQL also `server_cpu_ns_per_event`: the server's CPU (postmaster and children,
+// from /proc, when on this machine) during the drain, per event.
+// Per key the relay keeps one event unacknowledged at a time (the outbox's default order
+// guarantee), so with 100 keys at most 100 are in flight, against max_pending for the
+// publisher. The memory broker acknowledges inline. NATS streams made here are deleted at the
+// end (Kafka topics stay).
 
 #include <unistd.h>
 
@@ -19,14 +32,18 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "../scenarios/scenario.hpp"
 #include "weft/bus/memory_broker.hpp"
 #include "weft/bus/publisher.hpp"
 #include "weft/core/join_handle.hpp"
+#include "weft/core/scope.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
@@ -40,6 +57,14 @@
 #include "weft/bus/pg_connection.hpp"
 #include "weft/bus/pg_outbox.hpp"
 #endif
+#if WEFT_BENCH_OUTBOX_NATS
+#include <nats/nats.h>
+
+#include "weft/bus/nats_backend.hpp"
+#endif
+#if WEFT_BENCH_OUTBOX_KAFKA
+#include "weft/bus/kafka_backend.hpp"
+#endif
 
 namespace {
 
@@ -52,6 +77,8 @@ using weft::bench::fail;
 
 struct options {
     std::string scenario;
+    std::string db;      // sqlite | pg
+    std::string broker;  // memory | nats_file | kafka
     std::int64_t events = 20'000;
     std::int64_t keys = 100;
     std::int64_t per_txn = 100;
@@ -60,21 +87,37 @@ struct options {
     std::int64_t max_pending = 1024;
     std::int64_t workers = 2;
     std::int64_t pg_port = 5432;
+    std::int64_t nats_port = 4222;
+    std::int64_t kafka_port = 9092;
+    std::string relay_topic;    // the relay publishes here
+    std::string publish_topic;  // the bus's own rate is measured here
 };
 
 auto parse(int argc, char** argv) -> options {
     if (argc < 2) {
-        fail("usage: bench_outbox outbox_sqlite|outbox_pg key=value...", 2);
+        fail("usage: bench_outbox outbox_<sqlite|pg>[_nats_file|_kafka] key=value...", 2);
     }
     options o;
     o.scenario = argv[1];
-    if (o.scenario != "outbox_sqlite" && o.scenario != "outbox_pg") {
+    static const std::map<std::string, std::pair<const char*, const char*>> scenarios = {
+        {"outbox_sqlite", {"sqlite", "memory"}},
+        {"outbox_pg", {"pg", "memory"}},
+        {"outbox_sqlite_nats_file", {"sqlite", "nats_file"}},
+        {"outbox_pg_nats_file", {"pg", "nats_file"}},
+        {"outbox_sqlite_kafka", {"sqlite", "kafka"}},
+        {"outbox_pg_kafka", {"pg", "kafka"}},
+    };
+    auto sc = scenarios.find(o.scenario);
+    if (sc == scenarios.end()) {
         fail("unknown scenario '" + o.scenario + "'", 2);
     }
+    o.db = sc->second.first;
+    o.broker = sc->second.second;
     std::map<std::string, std::int64_t*> keys = {
-        {"events", &o.events},   {"keys", &o.keys},      {"per_txn", &o.per_txn},
-        {"payload", &o.payload}, {"batch", &o.batch},    {"max_pending", &o.max_pending},
-        {"workers", &o.workers}, {"pg_port", &o.pg_port}};
+        {"events", &o.events},        {"keys", &o.keys},       {"per_txn", &o.per_txn},
+        {"payload", &o.payload},      {"batch", &o.batch},     {"max_pending", &o.max_pending},
+        {"workers", &o.workers},      {"pg_port", &o.pg_port}, {"nats_port", &o.nats_port},
+        {"kafka_port", &o.kafka_port}};
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];
         const auto eq = arg.find('=');
@@ -83,7 +126,7 @@ auto parse(int argc, char** argv) -> options {
             fail("bad parameter '" + arg + "'", 2);
         }
         if (k == keys.end()) {
-            continue;  // the suite's parameters for other programs (ports, body size)
+            continue;  // the suite's parameters for other programs (body size)
         }
         try {
             *k->second = std::stoll(arg.substr(eq + 1));
@@ -95,31 +138,125 @@ auto parse(int argc, char** argv) -> options {
         o.workers < 1 || o.payload < 0) {
         fail("events, keys, per_txn, batch, max_pending, workers >= 1", 2);
     }
+    // Topics of their own per run: nothing of an earlier run is counted.
+    const std::string base = "weftbench-" + o.scenario + "-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(std::chrono::system_clock::now().time_since_epoch() /
+                                            std::chrono::milliseconds(1));
+    o.relay_topic = o.broker == "memory" ? "orders" : base + "-relay";
+    o.publish_topic = base + "-publish";
     return o;
 }
 
-auto event(const options& o, std::int64_t i) -> envelope {
+auto event(const options& o, const std::string& topic, std::int64_t i) -> envelope {
     envelope e;
-    e.topic = "orders";
+    e.topic = topic;
     e.key = "k" + std::to_string(i % o.keys);
     e.type = "order_created";
     e.payload = std::string(static_cast<std::size_t>(o.payload), 'x');
     return e;
 }
 
+auto make_backend(const options& o) -> std::unique_ptr<backend> {
+    if (o.broker == "memory") {
+        return std::make_unique<memory_broker>();
+    }
+    if (o.broker == "nats_file") {
+#if WEFT_BENCH_OUTBOX_NATS
+        nats_backend_options no;
+        no.url = "nats://127.0.0.1:" + std::to_string(o.nats_port);
+        no.topics = {o.relay_topic, o.publish_topic};
+        no.storage = nats_storage::file;
+        return std::make_unique<nats_backend>(std::move(no));
+#else
+        fail("built without weft::bus_nats (cnats missing)", 2);
+#endif
+    }
+#if WEFT_BENCH_OUTBOX_KAFKA
+    kafka_backend_options ko;
+    ko.brokers = "127.0.0.1:" + std::to_string(o.kafka_port);
+    ko.topics = {o.relay_topic, o.publish_topic};
+    ko.create_topics_on_use = false;
+    return std::make_unique<kafka_backend>(std::move(ko));
+#else
+    fail("built without weft::bus_kafka (librdkafka missing)", 2);
+#endif
+}
+
+#if WEFT_BENCH_OUTBOX_NATS
+// Deletes the run's streams (a suite publishes millions of events).
+void delete_streams(const options& o) {
+    const std::string url = "nats://127.0.0.1:" + std::to_string(o.nats_port);
+    natsConnection* nc = nullptr;
+    jsCtx* js = nullptr;
+    if (natsConnection_ConnectTo(&nc, url.c_str()) == NATS_OK &&
+        natsConnection_JetStream(&js, nc, nullptr) == NATS_OK) {
+        for (const auto& stream : {o.relay_topic, o.publish_topic}) {
+            jsErrCode code{};
+            if (js_DeleteStream(js, stream.c_str(), nullptr, &code) != NATS_OK) {
+                std::fprintf(stderr, "warning: stream %s not deleted\n", stream.c_str());
+            }
+        }
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+#endif
+
 struct figures {
     double elapsed_s = 0;
     double cpu_s = 0;
+    double server_cpu_s = -1;  // PostgreSQL's, during the relay's drain (pg only)
+    double publish_s = 0;
     std::uint64_t published = 0;
     std::uint64_t left = 0;
     std::uint64_t stored = 0;
 };
 
+/// The bus's own rate on the same backend: N envelopes of the relay's shape on a topic of
+/// their own, publish_async by this task, outcomes read by another (max_pending in flight).
+auto publish_rate(backend& b, const options& o, figures& f) -> task<void> {
+    publisher pub{b, {.max_pending = static_cast<std::uint32_t>(o.max_pending)}};
+    auto warm = co_await pub.publish(event(o, o.publish_topic, 0));
+    if (!warm) {
+        fail("warm-up publish: " + warm.error().message());
+    }
+    const auto n = o.events;
+    const auto t0 = clock_type::now();
+    co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+        s.spawn([&]() -> task<void> {
+            for (std::int64_t got = 0; got < n; ++got) {
+                auto r = co_await pub.results().recv();
+                if (!r || !r->outcome) {
+                    fail("publish_async outcome failed");
+                }
+            }
+        });
+        for (std::int64_t i = 0; i < n; ++i) {
+            auto r = co_await pub.publish_async(event(o, o.publish_topic, i));
+            if (!r) {
+                fail("publish_async: " + r.error().message());
+            }
+        }
+        co_return;
+    });
+    f.publish_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    auto closed = co_await pub.close();
+    if (!closed) {
+        fail("close: " + closed.error().message());
+    }
+}
+
 /// Starts the relay, waits until it published `n`, stops it: the timed part.
 template <typename Outbox>
-auto relay(Outbox& outbox, memory_broker& broker, const options& o, figures& f) -> task<void> {
+auto relay(Outbox& outbox, backend& b, const options& o, figures& f) -> task<void> {
     const auto n = static_cast<std::uint64_t>(o.events);
-    publisher pub{broker, {.max_pending = static_cast<std::uint32_t>(o.max_pending)}};
+    publisher pub{b, {.max_pending = static_cast<std::uint32_t>(o.max_pending)}};
+    envelope warm_env = event(o, o.relay_topic, 0);
+    warm_env.key = "warm-up";
+    auto warm = co_await pub.publish(std::move(warm_env));
+    if (!warm) {
+        fail("warm-up publish: " + warm.error().message());
+    }
     const auto t0 = clock_type::now();
     const double cpu0 = weft::bench::process_cpu_seconds();
     auto running = weft::spawn(outbox.run_relay(pub));
@@ -140,6 +277,13 @@ auto relay(Outbox& outbox, memory_broker& broker, const options& o, figures& f) 
     }
 }
 
+auto stored(backend& b, const options& o, const figures& f) -> std::uint64_t {
+    if (o.broker == "memory") {
+        return static_cast<memory_broker&>(b).stored(o.relay_topic) - 1;  // less the warm-up
+    }
+    return f.published;  // acknowledged by the broker, counted by the relay
+}
+
 #if WEFT_BENCH_OUTBOX_SQLITE
 void run_sqlite(const options& o, figures& f) {
     const auto dir = std::filesystem::temp_directory_path() /
@@ -156,7 +300,7 @@ void run_sqlite(const options& o, figures& f) {
         for (std::int64_t i = 0; i < o.events;) {
             sqlite_txn txn{db};
             for (std::int64_t k = 0; k < o.per_txn && i < o.events; ++k, ++i) {
-                if (auto id = outbox.stage(txn, event(o, i)); !id) {
+                if (auto id = outbox.stage(txn, event(o, o.relay_topic, i)); !id) {
                     fail("stage: " + id.error().message());
                 }
             }
@@ -164,14 +308,17 @@ void run_sqlite(const options& o, figures& f) {
                 fail("commit: " + c.error().message());
             }
         }
-        memory_broker broker;
+        auto b = make_backend(o);
         {
-            weft::runtime rt{{.workers = static_cast<unsigned>(o.workers)}};
-            rt.block_on(relay(outbox, broker, o, f));
+            weft::runtime rt{weft::io_runtime_options(static_cast<unsigned>(o.workers))};
+            rt.block_on([&]() -> task<void> {
+                co_await publish_rate(*b, o, f);
+                co_await relay(outbox, *b, o, f);
+            }());
         }
         auto left = outbox.pending_rows();
         f.left = left ? *left : ~0ULL;
-        f.stored = broker.stored("orders");
+        f.stored = stored(*b, o, f);
         sqlite3_close_v2(db);
     }
     std::filesystem::remove_all(dir);
@@ -179,7 +326,60 @@ void run_sqlite(const options& o, figures& f) {
 #endif
 
 #if WEFT_BENCH_OUTBOX_PG
-auto pg_session(const options& o, figures& f) -> task<void> {
+/// Fields 4 (ppid), 14 and 15 (utime, stime) of /proc/<pid>/stat.
+auto proc_stat(long pid, long& ppid, double& cpu_s) -> bool {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) {
+        return false;
+    }
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) {
+        return false;
+    }
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    long long skip = 0;
+    long long utime = 0;
+    long long stime = 0;
+    rest >> state >> ppid;
+    for (int i = 0; i < 9; ++i) {
+        rest >> skip;
+    }
+    rest >> utime >> stime;
+    cpu_s = static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    return static_cast<bool>(rest);
+}
+
+auto parent_pid(long pid) -> long {
+    long ppid = -1;
+    double cpu = 0;
+    return proc_stat(pid, ppid, cpu) ? ppid : -1;
+}
+
+/// CPU time of a PostgreSQL server: its postmaster and every child (backends, WAL writer,
+/// checkpointer...); -1 when /proc does not show them (another machine, other user).
+auto server_cpu_seconds(long postmaster) -> double {
+    if (postmaster <= 0) {
+        return -1;
+    }
+    double total = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+        const std::string name = e.path().filename().string();
+        if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) {
+            continue;
+        }
+        const long pid = std::stol(name);
+        long ppid = -1;
+        double cpu = 0;
+        if (proc_stat(pid, ppid, cpu) && (pid == postmaster || ppid == postmaster)) {
+            total += cpu;
+        }
+    }
+    return total;
+}
+
+auto pg_session(const options& o, backend& b, figures& f) -> task<void> {
     const std::string conninfo =
         "host=127.0.0.1 port=" + std::to_string(o.pg_port) + " user=postgres dbname=postgres";
     const std::string table = "bench_outbox_" + std::to_string(::getpid());
@@ -198,18 +398,23 @@ auto pg_session(const options& o, figures& f) -> task<void> {
         for (std::int64_t i = 0; i < o.events;) {
             (void)(co_await conn.query("BEGIN")).value();
             for (std::int64_t k = 0; k < o.per_txn && i < o.events; ++k, ++i) {
-                auto id = co_await outbox.stage(conn, event(o, i));
+                auto id = co_await outbox.stage(conn, event(o, o.relay_topic, i));
                 if (!id) {
                     fail("stage: " + id.error().message() + " " + conn.last_error());
                 }
             }
             (void)(co_await conn.query("COMMIT")).value();
         }
-        memory_broker broker;
-        co_await relay(outbox, broker, o, f);
+        co_await publish_rate(b, o, f);
+        auto backend = co_await conn.query("SELECT pg_backend_pid()");
+        const long postmaster =
+            backend ? parent_pid(std::stol(std::string(backend->text(0, 0)))) : -1;
+        const double server0 = server_cpu_seconds(postmaster);
+        co_await relay(outbox, b, o, f);
+        f.server_cpu_s = server_cpu_seconds(postmaster) - server0;
         auto left = co_await conn.query("SELECT count(*) FROM " + table);
         f.left = left ? std::stoull(std::string(left->text(0, 0))) : ~0ULL;
-        f.stored = broker.stored("orders");
+        f.stored = stored(b, o, f);
     }
     (void)co_await conn.query("DROP TABLE IF EXISTS " + table + ", " + table + "_dead");
 }
@@ -221,7 +426,7 @@ auto main(int argc, char** argv) -> int {
     const options o = parse(argc, argv);
     figures f;
     try {
-        if (o.scenario == "outbox_sqlite") {
+        if (o.db == "sqlite") {
 #if WEFT_BENCH_OUTBOX_SQLITE
             run_sqlite(o, f);
 #else
@@ -229,8 +434,11 @@ auto main(int argc, char** argv) -> int {
 #endif
         } else {
 #if WEFT_BENCH_OUTBOX_PG
-            weft::runtime rt{weft::io_runtime_options(static_cast<unsigned>(o.workers))};
-            rt.block_on(pg_session(o, f));
+            auto b = make_backend(o);
+            {
+                weft::runtime rt{weft::io_runtime_options(static_cast<unsigned>(o.workers))};
+                rt.block_on(pg_session(o, *b, f));
+            }
 #else
             fail("built without weft::bus_pg", 2);
 #endif
@@ -238,9 +446,19 @@ auto main(int argc, char** argv) -> int {
     } catch (const std::exception& e) {
         fail(e.what());
     }
+#if WEFT_BENCH_OUTBOX_NATS
+    if (o.broker == "nats_file") {
+        delete_streams(o);
+    }
+#endif
     const auto n = static_cast<double>(o.events);
     emit("relay_events_per_s", "events/s", n / f.elapsed_s);
+    emit("publish_msgs_per_s", "msg/s", n / f.publish_s);
+    emit("relay_vs_publish", "x", f.publish_s / f.elapsed_s);
     emit("cpu_ns_per_event", "ns", f.cpu_s * 1e9 / n);
+    if (f.server_cpu_s >= 0) {
+        emit("server_cpu_ns_per_event", "ns", f.server_cpu_s * 1e9 / n);
+    }
     emit("events_left", "", static_cast<double>(f.left));
     emit("ops", "", n);
     if (f.left != 0 || f.stored < static_cast<std::uint64_t>(o.events)) {

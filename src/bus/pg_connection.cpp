@@ -103,34 +103,17 @@ auto pg_connection::query(std::string sql, std::vector<pg_param> params) -> task
         co_return make_error_code(PQstatus(conn_) == CONNECTION_BAD ? pg_errc::connection_lost
                                                                     : pg_errc::query_failed);
     }
-    // Flush: 1 means some of the query is still in libpq's buffer and the socket is full.
-    for (;;) {
-        const int f = PQflush(conn_);
-        if (f == 0) {
-            break;
-        }
-        if (f < 0) {
-            error_ = PQerrorMessage(conn_);
-            co_return make_error_code(pg_errc::connection_lost);
-        }
-        auto w = co_await wait_writable(PQsocket(conn_));
-        if (!w) {
-            co_return w.error();
-        }
+    auto flushed = co_await flush();
+    if (!flushed) {
+        co_return flushed.error();
     }
     // Read until libpq has a whole result, then drain every result of the query.
     pg_rows last;
     bool failed = false;
     for (;;) {
-        while (PQisBusy(conn_) != 0) {
-            auto w = co_await wait_readable(PQsocket(conn_));
-            if (!w) {
-                co_return w.error();
-            }
-            if (PQconsumeInput(conn_) == 0) {
-                error_ = PQerrorMessage(conn_);
-                co_return make_error_code(pg_errc::connection_lost);
-            }
+        auto ready = co_await wait_result();
+        if (!ready) {
+            co_return ready.error();
         }
         PGresult* r = PQgetResult(conn_);
         if (r == nullptr) {
@@ -148,6 +131,117 @@ auto pg_connection::query(std::string sql, std::vector<pg_param> params) -> task
                                                                     : pg_errc::query_failed);
     }
     co_return last;
+}
+
+// Flush: PQflush answers 1 while some of what was sent is still in libpq's buffer and the
+// socket is full.
+auto pg_connection::flush() -> task<result<void>> {
+    for (;;) {
+        const int f = PQflush(conn_);
+        if (f == 0) {
+            co_return result<void>{};
+        }
+        if (f < 0) {
+            error_ = PQerrorMessage(conn_);
+            co_return make_error_code(pg_errc::connection_lost);
+        }
+        auto w = co_await wait_writable(PQsocket(conn_));
+        if (!w) {
+            co_return w.error();
+        }
+    }
+}
+
+// Reads until PQgetResult would not block.
+auto pg_connection::wait_result() -> task<result<void>> {
+    while (PQisBusy(conn_) != 0) {
+        auto w = co_await wait_readable(PQsocket(conn_));
+        if (!w) {
+            co_return w.error();
+        }
+        if (PQconsumeInput(conn_) == 0) {
+            error_ = PQerrorMessage(conn_);
+            co_return make_error_code(pg_errc::connection_lost);
+        }
+    }
+    co_return result<void>{};
+}
+
+// Pipeline mode (libpq 14+): every statement is queued with PQsendQueryParams, one
+// PQpipelineSync ends the batch, and a single flush writes them all. Results then arrive per
+// statement (each followed by a null from PQgetResult), and one PGRES_PIPELINE_SYNC closes the
+// batch; statements after a failed one come back PGRES_PIPELINE_ABORTED. The connection
+// leaves pipeline mode before returning (PQexitPipelineMode needs every result read), except
+// when the connection itself is lost.
+auto pg_connection::pipeline(std::vector<pg_statement> statements)
+    -> task<result<std::vector<pg_rows>>> {
+    if (PQenterPipelineMode(conn_) == 0) {
+        error_ = PQerrorMessage(conn_);
+        co_return make_error_code(pg_errc::query_failed);
+    }
+    auto lost = [this]() -> std::error_code {
+        error_ = PQerrorMessage(conn_);
+        return make_error_code(PQstatus(conn_) == CONNECTION_BAD ? pg_errc::connection_lost
+                                                                 : pg_errc::query_failed);
+    };
+    std::vector<const char*> values;
+    std::vector<int> lengths;
+    std::vector<int> formats;
+    for (const auto& st : statements) {
+        values.clear();
+        lengths.clear();
+        formats.clear();
+        for (const auto& p : st.params) {
+            values.push_back(p.value ? p.value->data() : nullptr);
+            lengths.push_back(p.value ? static_cast<int>(p.value->size()) : 0);
+            formats.push_back(p.binary ? 1 : 0);
+        }
+        if (PQsendQueryParams(conn_, st.sql.c_str(), static_cast<int>(st.params.size()), nullptr,
+                              values.data(), lengths.data(), formats.data(),
+                              st.binary_results ? 1 : 0) == 0) {
+            co_return lost();  // nothing of the batch reached the server's queue for a sync
+        }
+    }
+    if (PQpipelineSync(conn_) == 0) {
+        co_return lost();
+    }
+    auto flushed = co_await flush();
+    if (!flushed) {
+        co_return flushed.error();
+    }
+    std::vector<pg_rows> out;
+    out.reserve(statements.size());
+    bool failed = false;
+    for (;;) {
+        auto ready = co_await wait_result();
+        if (!ready) {
+            co_return ready.error();
+        }
+        PGresult* r = PQgetResult(conn_);
+        if (r == nullptr) {
+            continue;  // the end of one statement's results
+        }
+        const auto status = PQresultStatus(r);
+        if (status == PGRES_PIPELINE_SYNC) {
+            PQclear(r);
+            break;
+        }
+        if (status == PGRES_FATAL_ERROR && !failed) {
+            error_ = PQresultErrorMessage(r);
+            failed = true;
+        } else if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+            failed = true;  // PGRES_PIPELINE_ABORTED after the failed one
+        }
+        out.emplace_back(r);
+    }
+    if (PQexitPipelineMode(conn_) == 0) {
+        co_return lost();
+    }
+    if (failed) {
+        co_return make_error_code(PQstatus(conn_) == CONNECTION_BAD ? pg_errc::connection_lost
+                                                                    : pg_errc::query_failed);
+    }
+    co_return out;
 }
 
 auto pg_connection::wait_notification() -> task<result<std::string>> {

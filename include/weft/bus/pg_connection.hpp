@@ -44,6 +44,14 @@ struct pg_param {
     bool binary = false;
 };
 
+/// One statement of a pipeline: `$1..$n` parameters; `binary_results`: every column comes back
+/// in binary (int8 as 8 bytes big-endian, bytea as its bytes, text as is).
+struct pg_statement {
+    std::string sql;
+    std::vector<pg_param> params{};
+    bool binary_results = false;
+};
+
 /// A libpq connection driven by weft's reactor: the connection is in non-blocking mode
 /// (PQsetnonblocking), every query is sent with PQsendQueryParams, flushed with PQflush while
 /// waiting on `wait_writable(PQsocket)`, and read with PQconsumeInput while waiting on
@@ -69,6 +77,13 @@ public:
     /// statements separated by `;`); the rows of the last, or `query_failed` (its text in
     /// last_error()).
     auto query(std::string sql, std::vector<pg_param> params = {}) -> task<result<pg_rows>>;
+    /// Sends `statements` together in libpq's pipeline mode (one write, one round trip; each
+    /// with the extended protocol, so one statement each) and returns their rows in order.
+    /// The server runs them in order and, after the first that fails, skips the rest:
+    /// `query_failed` (its text in last_error()). Transaction statements (BEGIN, COMMIT) may be
+    /// among them; the caller's transaction state after a failure is the server's (a failed
+    /// statement inside BEGIN leaves the transaction aborted, to be rolled back).
+    auto pipeline(std::vector<pg_statement> statements) -> task<result<std::vector<pg_rows>>>;
     /// Between queries: waits until a NOTIFY arrives on a channel this connection LISTENs to
     /// (one already received during a query counts), drains every one received, and returns
     /// the channel of the first. `operation_canceled` when the awaiting task is stopped (the
@@ -79,6 +94,8 @@ public:
 
 private:
     explicit pg_connection(pg_conn* c) noexcept : conn_(c) {}
+    auto flush() -> task<result<void>>;
+    auto wait_result() -> task<result<void>>;
     pg_conn* conn_;
     std::string error_;
 };

@@ -8,6 +8,8 @@ package main
 // interval 1 ms as weft's relay's shortest) forwards them to a GoChannel, whose subscriber
 // acks each; the clock stops at the N-th delivery and the forwarder is closed (its last
 // offsets are committed by Close). Tables of their own per run, dropped at the end.
+// server_cpu_ns_per_event: PostgreSQL's CPU during the drain (its postmaster and children,
+// from /proc), as bench_outbox reports it for weft's relay.
 
 import (
 	"context"
@@ -82,6 +84,12 @@ func outboxPg(args map[string]int) {
 	if err != nil {
 		die("forwarder: %v", err)
 	}
+	var backendPid int
+	if err := db.QueryRow("SELECT pg_backend_pid()").Scan(&backendPid); err != nil {
+		die("backend pid: %v", err)
+	}
+	postmaster := parentPid(backendPid)
+	server0 := serverCPU(postmaster)
 	cpu0, t0 := cpuTime(), time.Now()
 	go func() {
 		if err := fwd.Run(context.Background()); err != nil {
@@ -95,7 +103,54 @@ func outboxPg(args map[string]int) {
 		die("close: %v", err)
 	}
 	elapsed, cpu := time.Since(t0), cpuTime()-cpu0
+	server := serverCPU(postmaster) - server0
 	emit("relay_events_per_s", "events/s", float64(n)/elapsed.Seconds())
 	emit("cpu_ns_per_event", "ns", float64(cpu.Nanoseconds())/float64(n))
+	if postmaster > 0 {
+		emit("server_cpu_ns_per_event", "ns", server*1e9/float64(n))
+	}
 	emit("ops", "", float64(n))
+}
+
+// procStat reads the parent pid and the CPU seconds (utime + stime) of a process.
+func procStat(pid int) (ppid int, cpu float64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return ppid, (ut + st) / 100, true // USER_HZ is 100 on Linux
+}
+
+func parentPid(pid int) int {
+	if ppid, _, ok := procStat(pid); ok {
+		return ppid
+	}
+	return -1
+}
+
+// serverCPU: CPU seconds of a PostgreSQL postmaster and all its children.
+func serverCPU(postmaster int) float64 {
+	if postmaster <= 0 {
+		return 0
+	}
+	entries, _ := os.ReadDir("/proc")
+	total := 0.0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, cpu, ok := procStat(pid); ok && (pid == postmaster || ppid == postmaster) {
+			total += cpu
+		}
+	}
+	return total
 }
