@@ -131,6 +131,7 @@ private:
     void give_back_state() noexcept;  // rs_ back to the thread's cache; rs_ = nullptr
     auto finish_body() -> task<bool>;
     auto send(response& r, bool keep) -> task<bool>;
+    void send_head_more() noexcept;  // the pending output with MSG_MORE, when it fits
     auto send_file(file_body& f) -> task<result<void>>;
     auto send_stream(stream_body& body, bool chunked) -> task<bool>;
     auto reject(int status, std::string_view why) -> task<void>;

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -355,6 +356,58 @@ TEST_P(server_test, file_body_by_sendfile) {
             EXPECT_EQ(r.header("Content-Length"), "50000"sv);
         });
     ::unlink(path);
+}
+
+// A client that leaves while a file is being sent: sendfile(2) then fails with EPIPE, which
+// raises SIGPIPE (sendfile has no MSG_NOSIGNAL), whose default action would end this process.
+// The server must answer the next client as if nothing happened.
+TEST_P(server_test, client_leaving_during_sendfile_does_not_kill_the_server) {
+    struct sigaction old {};
+    ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &old), 0);
+    ASSERT_EQ(old.sa_handler, SIG_DFL) << "SIGPIPE must be at its default to test this";
+    char path[] = "/tmp/weft_http_bigfileXXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    const std::string block(1 << 20, 'x');
+    constexpr int blocks = 32;  // far more than the loopback socket buffers hold
+    for (int i = 0; i < blocks; ++i) {
+        ASSERT_EQ(::write(fd, block.data(), block.size()), static_cast<ssize_t>(block.size()));
+    }
+    ::close(fd);
+    const std::string p = path;
+    run(
+        {},
+        [&p](server& srv) {
+            hello_routes(srv);
+            srv.route(method::get, "/big", [&p](request&) -> task<response> {
+                const int f = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+                co_return response::file(f, 0, std::uint64_t{blocks} << 20);
+            });
+        },
+        [](socket_address addr, server& srv) -> task<void> {
+            constexpr int leavers = 8;
+            for (int i = 0; i < leavers; ++i) {
+                auto s = (co_await tcp_stream::connect(addr)).value();
+                const std::string_view req = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+                auto w = co_await s.write_all(
+                    std::span{reinterpret_cast<const std::byte*>(req.data()), req.size()});
+                EXPECT_TRUE(w);
+                std::byte buf[4096];
+                auto n = co_await s.read_some(buf);
+                EXPECT_TRUE(n);
+                // closed here with most of the file unread: the server's sends fail
+            }
+            auto c = (co_await client::connect(addr)).value();
+            auto r = (co_await c.get("/")).value();
+            EXPECT_EQ(r.status, 200);
+            EXPECT_EQ(r.body, "Hello, World!"sv);
+            EXPECT_EQ(srv.stats().accepted, std::uint64_t{leavers + 1});
+        });
+    ::unlink(path);
+    sigset_t pending;
+    sigemptyset(&pending);
+    ::sigpending(&pending);
+    EXPECT_EQ(sigismember(&pending, SIGPIPE), 0) << "a SIGPIPE was left pending on this thread";
 }
 
 TEST_P(server_test, middleware_wraps_handlers_in_order) {

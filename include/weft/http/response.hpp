@@ -120,7 +120,7 @@ private:
 
     int status_ = 200;
     std::uint8_t type_len_ = 0;
-    char type_[47] = {};
+    char type_[47];  // the first type_len_ bytes only are ever read (not zeroed per response)
     std::string long_type_;  // a Content-Type longer than type_ holds
     header_list headers_;
     body_type body_;
