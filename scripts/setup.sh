@@ -10,7 +10,8 @@
 #          wrk + apache2-utils (ab) + nginx-light (the HTTP suites' load tools and nginx
 #          peer), libboost-dev (Boost.Beast, the Beast HTTP peer), strace (http-pipeline's
 #          responses per write), fonts-noto-cjk (the seeds' Chinese in the report and plots),
-#          iptables and iproute2 (the lossy-link fault test's namespaces and drops)
+#          iptables and iproute2 (the lossy-link fault test's namespaces and drops), valgrind
+#          (scripts/memcheck.sh; its header lets io_uring completions annotate kernel writes)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
@@ -20,7 +21,7 @@ apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
           libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
           maven openjdk-17-jre-headless postgresql-15 libpq-dev strace fonts-noto-cjk
-          iptables iproute2)
+          iptables iproute2 valgrind)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

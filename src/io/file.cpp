@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "kernel_writes.hpp"
 #include "reactor.hpp"
 #include "uring_awaiter.hpp"
 #include "uring_reactor.hpp"
@@ -317,6 +318,9 @@ auto file::read_at(std::span<std::byte> buf, std::uint64_t offset) -> task<resul
         detail::uring_awaiter op(
             [=](io_uring_sqe* sqe) { io_uring_prep_read(sqe, fd, data, len, offset); }, direct_);
         res = (co_await op).res;
+        if (res > 0) {
+            detail::kernel_wrote(data, static_cast<std::size_t>(res));
+        }
     } else {
         res = co_await blocking_op(
             [=] { return ::pread(fd, data, len, static_cast<off_t>(offset)); });
@@ -390,6 +394,9 @@ auto file::vectored(std::vector<iovec> iov, std::uint64_t offset, bool write)
             }
         });
         res = (co_await op).res;
+        if (!write && res > 0) {
+            detail::kernel_wrote(v, n, static_cast<std::size_t>(res));
+        }
     } else {
         res = co_await blocking_op([=] {
             const auto off = static_cast<off_t>(offset);
@@ -479,6 +486,7 @@ auto file::stat() -> task<result<file_status>> {
     if (res < 0) {
         co_return path_error(static_cast<int>(-res), path_);
     }
+    detail::kernel_wrote(out, sizeof(*out));  // io_uring's statx (a no-op after ::statx)
     file_status s;
     s.size = stx.stx_size;
     s.blocks = stx.stx_blocks;
@@ -588,7 +596,11 @@ private:
     static auto completed(uring_op& u) noexcept -> bool {
         auto& o = static_cast<op&>(u);
         uring_batch_awaiter* b = o.batch;
-        b->entries_[o.index].res = o.res;
+        file_batch_entry& e = b->entries_[o.index];
+        e.res = o.res;
+        if (!e.write && o.res > 0) {
+            kernel_wrote(e.data, static_cast<std::size_t>(o.res));
+        }
         if (--b->remaining_ == 0) {
             current_worker()->push(b->waiter_);
             return true;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <system_error>
 
+#include "kernel_writes.hpp"
+
 namespace weft::detail {
 
 auto provided_buffer_ring::create(io_uring* ring) -> provided_buffer_ring* {
@@ -70,10 +72,12 @@ auto provided_buffer_ring::take(unsigned bid, std::size_t len) noexcept -> bytes
     refs_.fetch_add(1, std::memory_order_relaxed);
     slot& s = slots_[bid];
     s.refs.store(1, std::memory_order_relaxed);
+    kernel_wrote(mem_ + bid * size, len);  // the receive's byte count, not the whole buffer
     return bytes(&s, mem_ + bid * size, len);
 }
 
 void provided_buffer_ring::give_back(unsigned bid) noexcept {
+    kernel_will_write(mem_ + bid * size, size);
     io_uring_buf_ring_add(br_, mem_ + bid * size, size, static_cast<unsigned short>(bid),
                           io_uring_buf_ring_mask(count), 0);
     io_uring_buf_ring_advance(br_, 1);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "epoll_reactor.hpp"
+#include "kernel_writes.hpp"
 #include "reactor.hpp"
 #include "readiness.hpp"
 #include "recv_queue.hpp"
@@ -162,8 +163,10 @@ auto recv_once(int fd, std::span<std::byte> buf) {
     return uring_awaiter{
         [=](io_uring_sqe* sqe) { io_uring_prep_recv(sqe, fd, buf.data(), buf.size(), 0); }};
 }
-auto recv_result(int res) -> result<std::size_t> {
+// The result of a recv_once into `buf`: the kernel wrote `res` bytes of it when positive.
+auto recv_result(std::span<std::byte> buf, int res) -> result<std::size_t> {
     if (res > 0) {
+        kernel_wrote(buf.data(), static_cast<std::size_t>(res));
         return static_cast<std::size_t>(res);
     }
     if (res == 0) {
@@ -200,7 +203,7 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
     }
     if (detail::is_uring()) {
         auto op = detail::recv_once(fd_, buf);
-        co_return detail::recv_result(co_await op);
+        co_return detail::recv_result(buf, co_await op);
     }
     detail::epoll_socket& h = detail::handle_of(fd_, h_);
     auto recv_now = [&] { return detail::sys_recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT); };
@@ -247,8 +250,9 @@ auto tcp_stream::receive() -> task<result<bytes>> {
         }
         // Into a pooled block: the kernel has no provided-buffer rings, or they ran out.
         buffer b{chunk};
-        auto op = detail::recv_once(fd_, b.prepare(chunk));
-        auto n = detail::recv_result(co_await op);
+        const std::span<std::byte> into = b.prepare(chunk);
+        auto op = detail::recv_once(fd_, into);
+        auto n = detail::recv_result(into, co_await op);
         if (!n) {
             co_return n.error();
         }

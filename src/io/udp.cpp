@@ -4,6 +4,7 @@
 #include <cerrno>
 
 #include "epoll_reactor.hpp"
+#include "kernel_writes.hpp"
 #include "reactor.hpp"
 #include "readiness.hpp"
 #include "syscalls.hpp"
@@ -108,6 +109,10 @@ auto udp_socket::recv_from(std::span<std::byte> buf) -> task<result<datagram_inf
         if (res < 0) {
             co_return std::error_code(-res, std::system_category());
         }
+        // recvmsg wrote the datagram, the sender's address and their lengths.
+        detail::kernel_wrote(&msg, sizeof(msg));
+        detail::kernel_wrote(&from, msg.msg_namelen);
+        detail::kernel_wrote(&iov, 1, static_cast<std::size_t>(res));
         co_return datagram_info{
             static_cast<std::size_t>(res),
             socket_address::from(reinterpret_cast<sockaddr*>(&from), msg.msg_namelen)};
