@@ -3,17 +3,31 @@
 // protocol"):
 //
 //   bench_bus SCENARIO messages=N [max_pending=1024] [tasks=1000] [payload=128] [workers=2]
-//             [nats_port=4222] [kafka_port=9092]
+//             [nats_port=4222] [kafka_port=9092] [pause_ms=1500] [samples=6] [broker_pid=0]
+//             [rss_slack_kb=64]
 //
 // SCENARIO is <backend>_<mode>:
 //   memory_async  memory_awaited  memory_deliver
 //   nats_memory_async  nats_memory_awaited  nats_file_async  nats_file_awaited
 //   kafka_async  kafka_awaited
+//   nats_memory_paused  nats_file_paused  kafka_paused
 // async: one task calls publish_async N times while another reads results() (the seed's
 // shape: publish returns at once, the outcome arrives on a channel). awaited: `tasks` tasks
 // share the N messages, each awaiting publish() one message at a time. deliver (memory only):
 // one task publishes with publish_async, one member of a group receives and acks each message;
 // the clock stops at the N-th ack.
+// paused (the bounded-memory target): the broker process is stopped (SIGSTOP; its pid from
+// broker_pid= or WEFT_BENCH_NATS_PID / WEFT_BENCH_KAFKA_PID, which the suite sets) before one
+// task starts publish_async of N > max_pending messages while another reads results(). Once
+// max_pending are in flight, `samples` readings of RSS, in_flight() and the count of
+// publish_async calls that returned are taken over pause_ms; then SIGCONT, every result is
+// read, flush, close. The run holds (bounded_ok = 1) when: the window filled, in_flight() ==
+// max_pending at every reading, no publish_async returned while the broker was stopped, RSS grew
+// by at most rss_slack_kb between the first and the last reading, all N were acknowledged
+// after the resume, and threads and weft tasks after close equal those before the publisher.
+// An ack read while the broker was stopped means it was not stopped: exit 3 (invalid run). A
+// forked guard sends SIGCONT at pause_ms + 5 s should this program die with the broker stopped
+// (publish_timeout, 5 s on NATS, is kept apart from the pause: pause_ms <= 3000).
 //
 // outbox_sqlite and outbox_pg are bench_outbox's (beside this program), which runs them.
 //
@@ -23,11 +37,15 @@
 // publish-to-ack: from the publish call to the moment the outcome is read (async) or the
 // awaited publish returns. Key = the message's index, so an outcome finds its send time.
 
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +56,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "../scenarios/scenario.hpp"
@@ -72,7 +92,7 @@ struct options {
     std::string scenario;
     std::string backend;  // memory | nats | kafka
     std::string storage;  // nats: memory | file
-    std::string mode;     // async | awaited | deliver
+    std::string mode;     // async | awaited | deliver | paused
     std::int64_t messages = 10'000;
     std::int64_t max_pending = 1024;
     std::int64_t tasks = 1000;
@@ -80,6 +100,10 @@ struct options {
     std::int64_t workers = 2;
     std::int64_t nats_port = 4222;
     std::int64_t kafka_port = 9092;
+    std::int64_t pause_ms = 1500;  // paused: how long the broker stays stopped
+    std::int64_t samples = 6;      // paused: readings while stopped
+    std::int64_t broker_pid = 0;   // paused: 0 = from the environment
+    std::int64_t rss_slack_kb = 64;
     // Passed by the suite to every program, used by others: the raw clients' body size, the
     // outbox's PostgreSQL port.
     std::int64_t body = 0;
@@ -102,6 +126,9 @@ auto parse(int argc, char** argv) -> options {
         {"nats_file_awaited", {"nats", "file", "awaited"}},
         {"kafka_async", {"kafka", "", "async"}},
         {"kafka_awaited", {"kafka", "", "awaited"}},
+        {"nats_memory_paused", {"nats", "memory", "paused"}},
+        {"nats_file_paused", {"nats", "file", "paused"}},
+        {"kafka_paused", {"kafka", "", "paused"}},
     };
     auto it = scenarios.find(o.scenario);
     if (it == scenarios.end()) {
@@ -110,12 +137,19 @@ auto parse(int argc, char** argv) -> options {
     o.backend = it->second[0];
     o.storage = it->second[1];
     o.mode = it->second[2];
-    std::map<std::string, std::int64_t*> keys = {
-        {"messages", &o.messages},     {"max_pending", &o.max_pending},
-        {"tasks", &o.tasks},           {"payload", &o.payload},
-        {"workers", &o.workers},       {"nats_port", &o.nats_port},
-        {"kafka_port", &o.kafka_port}, {"body", &o.body},
-        {"pg_port", &o.pg_port}};
+    std::map<std::string, std::int64_t*> keys = {{"messages", &o.messages},
+                                                 {"max_pending", &o.max_pending},
+                                                 {"tasks", &o.tasks},
+                                                 {"payload", &o.payload},
+                                                 {"workers", &o.workers},
+                                                 {"nats_port", &o.nats_port},
+                                                 {"kafka_port", &o.kafka_port},
+                                                 {"body", &o.body},
+                                                 {"pg_port", &o.pg_port},
+                                                 {"pause_ms", &o.pause_ms},
+                                                 {"samples", &o.samples},
+                                                 {"broker_pid", &o.broker_pid},
+                                                 {"rss_slack_kb", &o.rss_slack_kb}};
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];
         const auto eq = arg.find('=');
@@ -131,6 +165,20 @@ auto parse(int argc, char** argv) -> options {
     }
     if (o.messages < 1 || o.max_pending < 1 || o.tasks < 1 || o.payload < 0 || o.workers < 1) {
         fail("messages, max_pending, tasks, workers >= 1; payload >= 0", 2);
+    }
+    if (o.mode == "paused") {
+        if (o.messages <= o.max_pending || o.samples < 2 || o.pause_ms < 100 || o.pause_ms > 3000) {
+            fail("paused: messages > max_pending, samples >= 2, 100 <= pause_ms <= 3000", 2);
+        }
+        if (o.broker_pid == 0) {
+            const char* env =
+                std::getenv(o.backend == "nats" ? "WEFT_BENCH_NATS_PID" : "WEFT_BENCH_KAFKA_PID");
+            o.broker_pid = env != nullptr ? std::atoll(env) : 0;
+        }
+        if (o.broker_pid <= 0 || ::kill(static_cast<pid_t>(o.broker_pid), 0) != 0) {
+            fail("paused: no broker process to stop (broker_pid= or WEFT_BENCH_" +
+                 std::string(o.backend == "nats" ? "NATS" : "KAFKA") + "_PID)");
+        }
     }
     return o;
 }
@@ -163,6 +211,14 @@ struct figures {
     std::int64_t threads_after = 0;
     std::int64_t tasks_before = 0;
     std::int64_t tasks_after = 0;
+    // paused: one reading per sample while the broker was stopped, after the window filled.
+    bool window_filled = false;
+    std::vector<std::int64_t> paused_rss;
+    std::vector<std::int64_t> paused_in_flight;
+    std::vector<std::int64_t> paused_published;  // publish_async calls returned so far
+    std::int64_t acks_while_stopped = 0;
+    std::int64_t rss_stopped = 0;  // just before the broker was stopped
+    double threads_settle_ms = 0;  // after close, until the threads were back to before
 };
 
 auto since_ns(clock_type::time_point t0) -> std::int64_t {
@@ -320,6 +376,130 @@ auto run_deliver(backend& b, publisher& pub, const options& o, const std::string
     member->close();
 }
 
+/// Stops a broker process (SIGSTOP) and resumes it (SIGCONT). stop() forks a guard in a session
+/// of its own (the harness kills this program's process group on a timeout) that resumes the
+/// broker after `longest` should this program die first; resume() ends the guard.
+class broker_pause {
+public:
+    broker_pause(pid_t broker, std::chrono::milliseconds longest) : broker_(broker) {
+        longest_.tv_sec = static_cast<time_t>(longest.count() / 1000);
+        longest_.tv_nsec = static_cast<long>(longest.count() % 1000) * 1'000'000;
+    }
+    broker_pause(const broker_pause&) = delete;
+    auto operator=(const broker_pause&) -> broker_pause& = delete;
+    ~broker_pause() { resume(); }
+
+    /// Returns once the kernel reports the broker stopped.
+    void stop() {
+        guard_ = ::fork();
+        if (guard_ == 0) {  // only async-signal-safe calls: the parent has other threads
+            ::setsid();
+            timespec left = longest_;
+            while (::nanosleep(&left, &left) != 0) {
+            }
+            ::kill(broker_, SIGCONT);
+            ::_exit(0);
+        }
+        if (guard_ < 0) {
+            fail("fork: the broker's guard");
+        }
+        if (::kill(broker_, SIGSTOP) != 0) {
+            fail("cannot stop the broker (pid " + std::to_string(broker_) + ")");
+        }
+        for (int i = 0; i < 1000 && state() != 'T'; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        if (state() != 'T') {
+            fail("the broker (pid " + std::to_string(broker_) + ") did not stop");
+        }
+    }
+    void resume() noexcept {
+        if (guard_ <= 0) {
+            return;
+        }
+        ::kill(broker_, SIGCONT);
+        ::kill(guard_, SIGKILL);
+        ::waitpid(guard_, nullptr, 0);
+        guard_ = -1;
+    }
+
+private:
+    /// The process state letter of /proc/PID/stat ('T': stopped).
+    [[nodiscard]] auto state() const -> char {
+        std::ifstream in("/proc/" + std::to_string(broker_) + "/stat");
+        std::string line;
+        std::getline(in, line);
+        const auto close = line.rfind(')');
+        return close != std::string::npos && close + 2 < line.size() ? line[close + 2] : '?';
+    }
+
+    pid_t broker_;
+    timespec longest_{};
+    pid_t guard_ = -1;
+};
+
+// The broker is stopped, then one task publishes N with publish_async while a second reads
+// results() and a third takes the readings once the window is full, then resumes the broker.
+auto run_paused(publisher& pub, const options& o, const std::string& topic, figures& f)
+    -> task<void> {
+    const auto n = o.messages;
+    const auto window = static_cast<std::ptrdiff_t>(o.max_pending);
+    const std::string payload(static_cast<std::size_t>(o.payload), 'x');
+    std::atomic<std::int64_t> published{0};
+    std::atomic<std::int64_t> read{0};
+    broker_pause pause{static_cast<pid_t>(o.broker_pid),
+                       std::chrono::milliseconds(o.pause_ms + 5000)};
+    for (auto* v : {&f.paused_rss, &f.paused_in_flight, &f.paused_published}) {
+        v->reserve(static_cast<std::size_t>(o.samples));  // no allocation among the readings
+    }
+    f.rss_stopped = weft::bench::rss_bytes();
+    pause.stop();
+    const auto resume_at = clock_type::now() + std::chrono::milliseconds(o.pause_ms);
+    const double cpu0 = weft::bench::process_cpu_seconds();
+    const auto t0 = clock_type::now();
+    co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+        s.spawn([&]() -> task<void> {
+            for (std::int64_t got = 0; got < n; ++got) {
+                auto r = co_await pub.results().recv();
+                if (!r) {
+                    fail("results(): " + r.error().message());
+                }
+                record(f, r->outcome);
+                read.fetch_add(1, std::memory_order_relaxed);
+            }
+        });
+        s.spawn([&]() -> task<void> {
+            while (pub.in_flight() < window && clock_type::now() < resume_at) {
+                (void)co_await weft::sleep_for(std::chrono::milliseconds(1));
+            }
+            f.window_filled = pub.in_flight() == window;
+            const auto step = (resume_at - clock_type::now()) / o.samples;
+            for (std::int64_t k = 0; k < o.samples; ++k) {
+                (void)co_await weft::sleep_for(step);
+                f.paused_rss.push_back(weft::bench::rss_bytes());
+                f.paused_in_flight.push_back(pub.in_flight());
+                f.paused_published.push_back(published.load(std::memory_order_relaxed));
+            }
+            f.acks_while_stopped = read.load(std::memory_order_relaxed);
+            pause.resume();
+        });
+        for (std::int64_t i = 0; i < n; ++i) {
+            auto r = co_await pub.publish_async(make_envelope(topic, i, payload));
+            if (!r) {
+                fail("publish_async: " + r.error().message());
+            }
+            published.fetch_add(1, std::memory_order_relaxed);
+        }
+        co_return;
+    });
+    auto flushed = co_await pub.flush();
+    if (!flushed) {
+        fail("flush: " + flushed.error().message());
+    }
+    f.elapsed_s = static_cast<double>(since_ns(t0)) / 1e9;
+    f.cpu_s = weft::bench::process_cpu_seconds() - cpu0;
+}
+
 auto run(backend& b, const options& o, const std::string& topic, figures& f) -> task<void> {
     f.rss_before = weft::bench::rss_bytes();
     f.threads_before = threads_now();
@@ -335,6 +515,8 @@ auto run(backend& b, const options& o, const std::string& topic, figures& f) -> 
             co_await run_async(pub, o, topic, f);
         } else if (o.mode == "awaited") {
             co_await run_awaited(pub, o, topic, f);
+        } else if (o.mode == "paused") {
+            co_await run_paused(pub, o, topic, f);
         } else {
             co_await run_deliver(b, pub, o, topic, f);
         }
@@ -345,10 +527,18 @@ auto run(backend& b, const options& o, const std::string& topic, figures& f) -> 
         }
     }
     // A backend's per-publisher task (the ack drain) ends on its own once woken by close():
-    // give it up to 200 ms to finish, then count what is left.
+    // give it up to 200 ms to finish, then count what is left. Kafka destroys a closed
+    // publisher's librdkafka client (and with it its threads) on the backend's closer thread,
+    // after close() returned: up to 3 s for that, then count the threads.
     for (int i = 0; i < 200 && weft::live_frames() > f.tasks_before; ++i) {
         (void)co_await weft::sleep_for(std::chrono::milliseconds(1));
     }
+    const auto settle_start = clock_type::now();
+    while (threads_now() > f.threads_before &&
+           clock_type::now() - settle_start < std::chrono::seconds(3)) {
+        (void)co_await weft::sleep_for(std::chrono::milliseconds(5));
+    }
+    f.threads_settle_ms = static_cast<double>(since_ns(settle_start)) / 1e6;
     f.threads_after = threads_now();
     f.tasks_after = weft::live_frames();
 }
@@ -400,6 +590,76 @@ void print(const options& o, const std::string& topic, figures& f) {
     sample.time = std::chrono::system_clock::now();
     emit("envelope_bytes", "B", static_cast<double>(encode(sample).size()));
     emit("ops", "", n);
+}
+
+/// The paused mode's readings and verdict. Exit 3 (invalid) when acks came while the broker
+/// was meant to be stopped.
+void print_paused(const options& o, const figures& f) {
+    const auto n = static_cast<double>(o.messages);
+    const auto [in_min, in_max] =
+        f.paused_in_flight.empty()
+            ? std::pair<std::int64_t, std::int64_t>{0, 0}
+            : std::pair{*std::min_element(f.paused_in_flight.begin(), f.paused_in_flight.end()),
+                        *std::max_element(f.paused_in_flight.begin(), f.paused_in_flight.end())};
+    const std::int64_t rss_first = f.paused_rss.empty() ? 0 : f.paused_rss.front();
+    const std::int64_t rss_max =
+        f.paused_rss.empty() ? 0 : *std::max_element(f.paused_rss.begin(), f.paused_rss.end());
+    const std::int64_t growth_kb = (rss_max - rss_first) / 1024;
+    const std::int64_t publishes_while_stopped =
+        f.paused_published.empty() ? 0 : f.paused_published.back() - f.paused_published.front();
+    const std::int64_t threads_left = f.threads_after - f.threads_before;
+    const std::int64_t tasks_left = f.tasks_after - f.tasks_before;
+    struct check {
+        const char* what;
+        bool holds;
+    };
+    const std::array checks = {
+        check{"the window filled (in_flight() reached max_pending)", f.window_filled},
+        check{"in_flight() == max_pending at every reading",
+              in_min == o.max_pending && in_max == o.max_pending},
+        check{"no publish_async returned while the broker was stopped",
+              publishes_while_stopped == 0},
+        check{"RSS grew by at most rss_slack_kb while stopped", growth_kb <= o.rss_slack_kb},
+        check{"every message acknowledged after the resume", f.ok == o.messages},
+        check{"threads after close == before", threads_left == 0},
+        check{"weft tasks after close == before", tasks_left == 0},
+    };
+    bool ok = true;
+    for (const auto& c : checks) {
+        if (!c.holds) {
+            std::fprintf(stderr, "bounded memory: does not hold: %s\n", c.what);
+            ok = false;
+        }
+    }
+    std::fprintf(stderr, "paused readings (rss KiB / in_flight / published):");
+    for (std::size_t k = 0; k < f.paused_rss.size(); ++k) {
+        std::fprintf(stderr, " %lld/%lld/%lld", static_cast<long long>(f.paused_rss[k] / 1024),
+                     static_cast<long long>(f.paused_in_flight[k]),
+                     static_cast<long long>(f.paused_published[k]));
+    }
+    std::fprintf(stderr, "\n");
+    emit("bounded_ok", "", ok ? 1 : 0);
+    emit("window_filled", "", f.window_filled ? 1 : 0);
+    emit("paused_in_flight_min", "", static_cast<double>(in_min));
+    emit("paused_in_flight_max", "", static_cast<double>(in_max));
+    emit("publishes_while_stopped", "", static_cast<double>(publishes_while_stopped));
+    emit("paused_rss_growth_kb", "KiB", static_cast<double>(growth_kb));
+    emit("window_rss_mb", "MB", static_cast<double>(rss_first - f.rss_stopped) / (1 << 20));
+    emit("success_percent", "%", 100.0 * static_cast<double>(f.ok) / n);
+    emit("mem_delta_mb", "MB", static_cast<double>(f.rss_after - f.rss_before) / (1 << 20));
+    emit("threads_before", "", static_cast<double>(f.threads_before));
+    emit("threads_after", "", static_cast<double>(f.threads_after));
+    emit("tasks_before", "", static_cast<double>(f.tasks_before));
+    emit("tasks_after", "", static_cast<double>(f.tasks_after));
+    emit("threads_left", "", static_cast<double>(threads_left));
+    emit("threads_settle_ms", "ms", f.threads_settle_ms);
+    emit("tasks_left", "", static_cast<double>(tasks_left));
+    emit("ops", "", n);
+    if (f.acks_while_stopped > 0) {
+        std::fprintf(stderr, "invalid: %lld acks were read while the broker was stopped\n",
+                     static_cast<long long>(f.acks_while_stopped));
+        std::exit(3);
+    }
 }
 
 }  // namespace
@@ -462,6 +722,10 @@ auto main(int argc, char** argv) -> int {
                      static_cast<long long>(f.failed), static_cast<long long>(o.messages),
                      f.first_error.c_str());
     }
-    print(o, topic, f);
+    if (o.mode == "paused") {
+        print_paused(o, f);
+    } else {
+        print(o, topic, f);
+    }
     return 0;
 }

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <deque>
@@ -84,11 +85,17 @@ struct nats_producer::state {
           in_flight(max) {
         completed.reserve(max);
         draining.reserve(max);
+        incoming.reserve(max);
+        arrived.reserve(max);
     }
     state(const state&) = delete;
     auto operator=(const state&) -> state& = delete;
     ~state() {
-        for (auto& h : held) {  // the runtime stopped before they could be sent
+        // the runtime stopped before they could be sent
+        for (auto& h : held) {
+            natsMsg_Destroy(h.msg);
+        }
+        for (auto& h : incoming) {
             natsMsg_Destroy(h.msg);
         }
         if (js != nullptr) {
@@ -131,8 +138,19 @@ struct nats_producer::state {
         std::size_t wire;
         std::chrono::steady_clock::time_point deadline;  // publish_timeout after start
     };
-    std::mutex send_mu;         // orders this producer's sends; guards held
+    std::mutex send_mu;         // orders this producer's sends; guards held and arrived
     std::deque<held_msg> held;  // guarded by send_mu
+
+    // Started messages on their way to `held`. start() appends here and sends only when it
+    // gets send_mu without waiting (try_lock); otherwise the holder sends them: pump()
+    // looks at `incoming` again after every unlock, so a message appended while another
+    // thread held send_mu is taken by that thread or by the next one to get the lock, never
+    // stranded (the append and the holder's look are ordered by incoming_mu). This keeps the
+    // runtime's workers from sleeping on send_mu when several tasks publish at once (1,000
+    // awaiting tasks on 2 workers), and keeps one sender at a time. |incoming| <= max_pending.
+    detail::spin_lock incoming_mu;
+    std::vector<held_msg> incoming;  // guarded by incoming_mu; capacity max_pending
+    std::vector<held_msg> arrived;   // guarded by send_mu; swapped with incoming
     static constexpr std::chrono::milliseconds reconnect_poll{50};
 
     [[nodiscard]] auto connected() const noexcept -> bool {
@@ -246,34 +264,63 @@ void on_ack(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* c
     natsMsg_Destroy(msg);
 }
 
-/// Sends the held messages the write buffer has room for (the oldest at least, when none of
-/// ours is left in cnats to wake us again); while disconnected, fails those past their
-/// deadline. True when some are held for the connection to come back.
-auto send_held(nats_producer::state& st) -> bool {
+/// Moves what start() appended to `held`, then sends the held messages the write buffer has
+/// room for (the oldest at least, when none of ours is left in cnats to wake us again); while
+/// disconnected, fails those past their deadline and keeps the rest. `wait_for_lock`: the
+/// drain task waits for send_mu; start() only tries it (the holder sends what it appended).
+/// True when some are held for the connection to come back.
+auto pump(nats_producer::state& st, bool wait_for_lock) -> bool {
     std::vector<std::pair<std::uint32_t, std::error_code>> failed;
     bool waiting = false;
-    {
-        std::lock_guard lock(st.send_mu);
-        const bool connected = st.connected();
-        const auto now = std::chrono::steady_clock::now();
-        while (!st.held.empty()) {
-            auto& h = st.held.front();
-            if (!connected) {
-                // Oldest first and all with the same timeout: the first not yet due ends it.
-                if (h.deadline > now) {
-                    waiting = true;
+    for (;;) {
+        if (wait_for_lock) {
+            st.send_mu.lock();
+            wait_for_lock = false;
+        } else if (!st.send_mu.try_lock()) {
+            break;  // the holder looks at `incoming` after its unlock
+        }
+        {
+            std::lock_guard lock(st.send_mu, std::adopt_lock);
+            {
+                std::lock_guard in(st.incoming_mu);
+                st.arrived.swap(st.incoming);
+            }
+            const std::size_t arrived = st.arrived.size();
+            for (auto& h : st.arrived) {
+                st.held.push_back(std::move(h));
+            }
+            st.arrived.clear();
+            const bool connected = st.connected();
+            const auto now = std::chrono::steady_clock::now();
+            waiting = false;
+            while (!st.held.empty()) {
+                auto& h = st.held.front();
+                if (!connected) {
+                    // Oldest first and all with the same timeout: the first not yet due ends
+                    // it.
+                    if (h.deadline > now) {
+                        waiting = true;
+                        break;
+                    }
+                    natsMsg_Destroy(h.msg);
+                    failed.emplace_back(h.slot, make_error_code(bus_errc::broker_unreachable));
+                } else if (st.has_room(h.wire) || st.nothing_in_cnats()) {
+                    if (auto ec = st.send(h)) {
+                        failed.emplace_back(h.slot, ec);
+                    }
+                } else {
                     break;
                 }
-                natsMsg_Destroy(h.msg);
-                failed.emplace_back(h.slot, make_error_code(bus_errc::broker_unreachable));
-            } else if (st.has_room(h.wire) || st.nothing_in_cnats()) {
-                if (auto ec = st.send(h)) {
-                    failed.emplace_back(h.slot, ec);
-                }
-            } else {
-                break;
+                st.held.pop_front();
             }
-            st.held.pop_front();
+            if (connected) {
+                st.conn->publishes_held.fetch_add(std::min(arrived, st.held.size()),
+                                                  std::memory_order_relaxed);
+            }
+        }
+        std::lock_guard in(st.incoming_mu);
+        if (st.incoming.empty()) {
+            break;
         }
     }
     for (const auto& [slot, ec] : failed) {
@@ -310,7 +357,7 @@ auto drain(std::shared_ptr<nats_producer::state> st) -> task<void> {
         }
         st->conn->acks.fetch_add(st->draining.size(), std::memory_order_relaxed);
         st->draining.clear();
-        waiting = send_held(*st);
+        waiting = pump(*st, /*wait_for_lock=*/true);
         if (st->closed.load() && st->outstanding.load() == 0) {
             co_return;
         }
@@ -370,27 +417,13 @@ void nats_producer::start(envelope env, std::uint32_t slot) {
     const std::size_t wire = bytes.size() + env.topic.size() + id.size() + 128;
     state::held_msg h{m, slot, std::move(id), wire,
                       std::chrono::steady_clock::now() + st.conn->options.publish_timeout};
-    std::error_code failed;
-    bool wake = false;
     {
-        std::lock_guard lock(st.send_mu);
-        if (!st.connected()) {
-            // Not to cnats's reconnect buffer: held here until the connection is back or the
-            // deadline passes (the drain task, woken to look every reconnect_poll).
-            wake = st.held.empty();
-            st.held.push_back(std::move(h));
-        } else if (st.held.empty() && (st.has_room(wire) || st.nothing_in_cnats())) {
-            failed = st.send(h);
-        } else {
-            st.held.push_back(std::move(h));
-            st.conn->publishes_held.fetch_add(1, std::memory_order_relaxed);
-        }
+        std::lock_guard in(st.incoming_mu);
+        st.incoming.push_back(std::move(h));  // never reallocates: <= max_pending outstanding
     }
-    if (wake) {
+    if (pump(st, /*wait_for_lock=*/false)) {
+        // Held for the connection: the drain task looks again every reconnect_poll once woken.
         st.wake();
-    }
-    if (failed) {
-        st.fail_now(slot, failed);
     }
 }
 

@@ -17,8 +17,10 @@ namespace weft::bus {
 /// The NATS backend's side of one publisher.
 ///
 /// The ack path, step by step:
-///   1. start(env, slot) (a weft task): encodes env, records msg -> slot in `in_flight_`, hands
-///      the message to js_PublishMsgAsync. That is a memory copy, never a wait, because both
+///   1. start(env, slot) (a weft task): encodes env and appends it to the producer's incoming
+///      list; whichever thread holds the send lock (taken only with try_lock by start, so a
+///      worker never sleeps on it) records msg -> slot in `in_flight_` and hands the message
+///      to js_PublishMsgAsync. That is a memory copy, never a wait, because both
 ///      ways cnats blocks its caller are kept out: its MaxPending (StallWait) is set above
 ///      max_pending, and a message is sent only while cnats's write buffer has room for it
 ///      (natsConnection_Buffered), else held in order until acks come back (step 3). Not

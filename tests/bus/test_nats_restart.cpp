@@ -4,7 +4,10 @@
 // stops it when it ends; CTest runs them one at a time (RESOURCE_LOCK).
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -16,6 +19,7 @@
 #include "weft/bus/nats_backend.hpp"
 #include "weft/bus/publisher.hpp"
 #include "weft/bus/subscriber.hpp"
+#include "weft/core/scope.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/spawn_blocking.hpp"
@@ -48,6 +52,40 @@ struct server_guard {
     server_guard(const server_guard&) = delete;
     auto operator=(const server_guard&) -> server_guard& = delete;
     ~server_guard() { brokers("stop nats"); }
+};
+
+/// The pid of this test's server (from `brokers.sh status nats`), or 0.
+auto server_pid() -> pid_t {
+    const std::string cmd = "WEFT_NATS_PORT=" + std::to_string(WEFT_NATS_RESTART_PORT) +
+                            " WEFT_NATS_HTTP_PORT= " + WEFT_BROKERS_SH + " status nats";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    if (p == nullptr) {
+        return 0;
+    }
+    std::string out;
+    char buf[256];
+    while (std::fgets(buf, sizeof(buf), p) != nullptr) {
+        out += buf;
+    }
+    ::pclose(p);
+    const auto at = out.find("(pid ");
+    return at == std::string::npos ? 0 : static_cast<pid_t>(std::atol(out.c_str() + at + 5));
+}
+
+/// SIGSTOP on construction, SIGCONT by resume() or at the latest on destruction: the server
+/// is never left stopped for the guard's `stop nats`.
+struct server_stopped {
+    explicit server_stopped(pid_t p) : pid(p) { EXPECT_EQ(::kill(pid, SIGSTOP), 0); }
+    server_stopped(const server_stopped&) = delete;
+    auto operator=(const server_stopped&) -> server_stopped& = delete;
+    ~server_stopped() { resume(); }
+    void resume() {
+        if (pid > 0) {
+            EXPECT_EQ(::kill(pid, SIGCONT), 0);
+            pid = 0;
+        }
+    }
+    pid_t pid;
 };
 
 /// A name no earlier run used (the file store outlives runs).
@@ -160,6 +198,71 @@ auto publish_kill_restart_read(nats_storage storage, int n) -> after_crash {
         (co_await pub.close()).value();
     }());
     return out;
+}
+
+// Back-pressure with a server that takes messages and never answers (SIGSTOP): publish_async
+// returns max_pending times and then waits; in_flight() stays at max_pending, never above,
+// however long the publishing task keeps trying; once the server runs again every message is
+// acknowledged, each once. Counts only (the pause is far below publish_timeout).
+TEST(nats_restart, publish_async_waits_at_max_pending_while_the_server_is_stopped) {
+    server_guard server;
+    const pid_t pid = server_pid();
+    ASSERT_GT(pid, 0);
+    const std::string u = unique();
+    const std::string topic = "weft.restart." + u;
+    nats_backend b{options_for(u, nats_storage::memory)};
+    constexpr int window = 64;
+    constexpr int n = 300;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = window}};
+        auto warm = co_await pub.publish(make_env(topic, "warm-up"));
+        EXPECT_TRUE(warm) << warm.error().message();
+        std::atomic<int> returned{0};
+        std::set<std::uint64_t> sequences;
+        int ok = 0;
+        server_stopped stopped{pid};
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                for (int i = 0; i < n; ++i) {
+                    auto r = co_await pub.publish_async(make_env(topic, "held"));
+                    EXPECT_TRUE(r) << r.error().message();
+                    returned.fetch_add(1);
+                }
+            });
+            for (int i = 0; i < 1000 && pub.in_flight() < window; ++i) {
+                (void)co_await weft::sleep_for(1ms);
+            }
+            std::ptrdiff_t most = 0;
+            for (int k = 0; k < 20; ++k) {  // 200 ms of the publisher trying
+                (void)co_await weft::sleep_for(10ms);
+                most = std::max(most, pub.in_flight());
+                EXPECT_EQ(pub.in_flight(), window);
+            }
+            EXPECT_EQ(most, window);
+            EXPECT_EQ(returned.load(), window);
+            EXPECT_EQ(pub.results().size(), 0U);
+            stopped.resume();
+            for (int i = 0; i < n; ++i) {
+                auto r = co_await pub.results().recv();
+                EXPECT_TRUE(r);
+                if (!r) {
+                    break;
+                }
+                EXPECT_LE(pub.in_flight(), window);
+                if (r->outcome) {
+                    ++ok;
+                    sequences.insert(r->outcome->sequence);
+                } else {
+                    ADD_FAILURE() << r->outcome.error().message();
+                }
+            }
+        });
+        EXPECT_EQ(ok, n);
+        EXPECT_EQ(sequences.size(), std::size_t{n});  // each stored once
+        EXPECT_EQ(returned.load(), n);
+        (co_await pub.close()).value();
+    }());
 }
 
 // File storage, the server syncing every write (brokers.sh: sync_interval: always): every
