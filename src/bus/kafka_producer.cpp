@@ -3,8 +3,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -20,7 +22,16 @@ namespace weft::bus {
 
 struct kafka_producer::state final : kafka_fatal_target {
     state(std::shared_ptr<kafka_backend::connection> c, publish_sink& s, std::uint32_t pending)
-        : conn(std::move(c)), sink(&s), max_pending(pending) {}
+        : conn(std::move(c)),
+          sink(&s),
+          max_pending(pending),
+          background(conn->options.ack_path == kafka_ack_path::background_thread) {
+        if (background) {
+            outcomes = std::make_unique<std::optional<result<ack>>[]>(max_pending);
+            ready.reserve(max_pending);
+            taking.reserve(max_pending);
+        }
+    }
     state(const state&) = delete;
     auto operator=(const state&) -> state& = delete;
     ~state() {
@@ -39,7 +50,20 @@ struct kafka_producer::state final : kafka_fatal_target {
     std::shared_ptr<kafka_backend::connection> conn;
     publish_sink* sink;
     const std::uint32_t max_pending;
+    const bool background;  // kafka_ack_path::background_thread
     int efd = -1;  // eventfd: written by librdkafka (every client's queue), read by the drain task
+
+    // background_thread only. librdkafka's background thread (one per client) writes a
+    // message's outcome into outcomes[slot] and appends the slot to `ready`; it writes `efd`
+    // when `ready` was empty (an edge, as the queue's own signal). The drain task swaps
+    // `ready` with `taking` under ready_mu and completes the slots in `taking`. No allocation
+    // per message: both vectors hold max_pending from the start, and a slot is in at most one
+    // of them (a slot is reused only after the sink had it).
+    // Invariant: |ready| + |taking| <= outstanding <= max_pending.
+    std::unique_ptr<std::optional<result<ack>>[]> outcomes;  // [slot]; ready_mu orders access
+    std::mutex ready_mu;
+    std::vector<std::uint32_t> ready;   // guarded by ready_mu
+    std::vector<std::uint32_t> taking;  // the drain task's
 
     // The producer publishes go to, and the ones a fatal error broke that still report. A
     // client is destroyed by the drain task only (on the closer thread), so the drain task
@@ -77,11 +101,19 @@ struct kafka_producer::state final : kafka_fatal_target {
                     {"message.timeout.ms", std::to_string(o.publish_timeout.count())},
                     // Above the publisher's bound: a produce never finds the queue full.
                     {"queue.buffering.max.messages", std::to_string(max_pending * 2 + 1024)},
-                    {"queue.buffering.max.kbytes", "1048576"}});
+                    {"queue.buffering.max.kbytes", "1048576"},
+                    {"batch.num.messages", std::to_string(batch_messages())}});
         } catch (const std::system_error& e) {
             return e.code();
         }
         rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR);
+        if (background) {
+            // The main queue is forwarded to the background queue; every event goes to
+            // on_background_event on librdkafka's background thread. `this` outlives the
+            // client: destroy() joins that thread before the state goes.
+            rd_kafka_conf_set_opaque(conf, this);
+            rd_kafka_conf_set_background_event_cb(conf, &on_background_event);
+        }
         char err[512];
         client c;
         c.rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
@@ -90,9 +122,16 @@ struct kafka_producer::state final : kafka_fatal_target {
             return make_error_code(bus_errc::broker_error);
         }
         c.queue = rd_kafka_queue_get_main(c.rk);
-        const std::uint64_t one = 1;  // what librdkafka writes: an eventfd takes 8 bytes
-        rd_kafka_queue_io_event_enable(c.queue, efd, &one, sizeof(one));
+        if (!background) {
+            const std::uint64_t one = 1;  // what librdkafka writes: an eventfd takes 8 bytes
+            rd_kafka_queue_io_event_enable(c.queue, efd, &one, sizeof(one));
+        }
         return c;
+    }
+
+    [[nodiscard]] auto batch_messages() const -> std::uint32_t {
+        const auto configured = conn->options.batch_messages;
+        return configured != 0 ? configured : std::clamp<std::uint32_t>(max_pending / 4, 1, 10'000);
     }
 
     /// Under rk_mu: `broken` has a fatal error; unless it was replaced already, a new client
@@ -142,10 +181,9 @@ struct kafka_producer::state final : kafka_fatal_target {
         }
     }
 
-    /// A report of `from`: the outcome, or (when `from` had a fatal error) the message sent
-    /// again on the current client. The number of outcomes handed to the sink (0 or 1).
-    auto report(const client& from, const rd_kafka_message_t* m) -> std::uint64_t {
-        const auto slot = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(m->_private));
+    /// A report of `from`: its outcome, or none when `from` had a fatal error and the message
+    /// was sent again on the current client (its outcome comes from there). Any thread.
+    auto settle(const client& from, const rd_kafka_message_t* m) -> std::optional<result<ack>> {
         // Never a result made of an empty error code (result<T> asserts against it).
         result<ack> outcome = ack{};
         if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -172,16 +210,73 @@ struct kafka_producer::state final : kafka_fatal_target {
                                    headers, m->_private);
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                     conn->resent.fetch_add(1, std::memory_order_relaxed);
-                    return 0;  // its outcome comes from the new client
+                    return std::nullopt;
                 }
                 outcome = kafka_error(e);
             } else if (headers != nullptr) {
                 rd_kafka_headers_destroy(headers);
             }
         }
+        return outcome;
+    }
+
+    static auto slot_of(const rd_kafka_message_t* m) -> std::uint32_t {
+        return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(m->_private));
+    }
+
+    /// reactor_queue: hands a report's outcome to the sink now (0 or 1 handed).
+    auto report(const client& from, const rd_kafka_message_t* m) -> std::uint64_t {
+        auto outcome = settle(from, m);
+        if (!outcome) {
+            return 0;
+        }
         outstanding.fetch_sub(1);
-        sink->complete(slot, std::move(outcome));
+        sink->complete(slot_of(m), std::move(*outcome));
         return 1;
+    }
+
+    /// background_thread: librdkafka's background thread of the client `rk`, for every event
+    /// of its main queue. Writes each DR message's outcome into its slot; one eventfd write
+    /// per batch (when `ready` was empty).
+    static void on_background_event(rd_kafka_t* rk, rd_kafka_event_t* ev, void* opaque) {
+        auto* st = static_cast<state*>(opaque);
+        if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_DR) {
+            const client from{rk, nullptr};
+            bool signal = false;
+            while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
+                auto outcome = st->settle(from, m);
+                if (!outcome) {
+                    continue;
+                }
+                const auto slot = slot_of(m);
+                std::lock_guard lock(st->ready_mu);
+                st->outcomes[slot].emplace(std::move(*outcome));
+                signal = signal || st->ready.empty();
+                st->ready.push_back(slot);
+            }
+            if (signal) {
+                st->wake();
+            }
+        }
+        rd_kafka_event_destroy(ev);
+    }
+
+    /// background_thread: hands every outcome written so far to the sink; the number handed.
+    auto complete_ready() -> std::uint64_t {
+        {
+            std::lock_guard lock(ready_mu);
+            ready.swap(taking);
+        }
+        for (const std::uint32_t slot : taking) {
+            // The background thread wrote outcomes[slot] before the push under ready_mu.
+            auto outcome = std::move(*outcomes[slot]);
+            outcomes[slot].reset();
+            outstanding.fetch_sub(1);
+            sink->complete(slot, std::move(outcome));
+        }
+        const auto n = taking.size();
+        taking.clear();
+        return n;
     }
 
     /// Hands every delivery report queued now to the sink; the number handed.
@@ -251,7 +346,7 @@ auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
         std::uint64_t count = 0;
         [[maybe_unused]] const auto n = ::read(st->efd, &count, sizeof(count));
         st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
-        const auto done = st->drain_queues();
+        const auto done = st->background ? st->complete_ready() : st->drain_queues();
         st->conn->acks.fetch_add(done, std::memory_order_relaxed);
         auto finished = st->take_finished();
         if (!finished.empty()) {  // destroying joins librdkafka's threads: not on a worker
