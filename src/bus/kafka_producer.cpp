@@ -78,6 +78,7 @@ struct kafka_producer::state final : kafka_fatal_target {
     // other (the wake-up is the eventfd write in close(), after the store).
     std::atomic<std::uint32_t> outstanding{0};
     std::atomic<bool> closed{false};
+    std::string last_topic;  // guarded by rk_mu: the topic of the previous start
 
     void wake() const noexcept {
         const std::uint64_t one = 1;
@@ -401,14 +402,20 @@ auto kafka_producer::make(std::shared_ptr<kafka_backend::connection> conn,
 void kafka_producer::start(envelope env, std::uint32_t slot) {
     state& st = *st_;
     st.outstanding.fetch_add(1);
-    st.conn->ensure_topic_async(env.topic);
-    const std::string bytes = encode(env);
+    // librdkafka copies key and value (RD_KAFKA_MSG_F_COPY): the encoding buffer is reused.
+    thread_local std::string bytes;
+    bytes.clear();
+    encode(env, bytes);
     const std::string id = env.id.to_string();
     rd_kafka_headers_t* headers = rd_kafka_headers_new(1);
     rd_kafka_header_add(headers, "weft-id", -1, id.data(), static_cast<ssize_t>(id.size()));
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
     {
         std::lock_guard lock(st.rk_mu);
+        if (env.topic != st.last_topic) {  // most publishers use one topic: no set lookup then
+            st.conn->ensure_topic_async(env.topic);
+            st.last_topic = env.topic;
+        }
         e = st.produce_locked(env.topic.c_str(), env.key, bytes, headers,
                               reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot)));
     }

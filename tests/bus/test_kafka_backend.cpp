@@ -131,8 +131,14 @@ TEST(kafka_backend, topics_are_made_at_start_and_the_ack_names_the_partition) {
 
 // Delivery reports wake weft once per batch: with a window of messages in flight, far fewer
 // wake-ups than acks (the ratio depends on timing; the figure is printed, the bound is loose).
-TEST(kafka_backend, acks_complete_in_batches) {
-    auto b = make_kafka();
+// Both delivery-report paths (kafka_ack_path): every outcome arrives once, fewer wake-ups
+// than acks.
+void acks_complete_in_batches(kafka_ack_path path) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 1ms;
+    o.ack_path = path;
+    auto b = std::make_unique<kafka_backend>(std::move(o));
     const std::string t = "weft-test-batch-" + message_id::generate().to_string();
     const int n = weft::test::scaled(5000);
     weft::runtime rt{weft::io_runtime_options(2)};
@@ -175,15 +181,25 @@ TEST(kafka_backend, acks_complete_in_batches) {
     }());
 }
 
+TEST(kafka_backend, acks_complete_in_batches) {
+    acks_complete_in_batches(kafka_ack_path::reactor_queue);
+}
+
+TEST(kafka_backend, acks_complete_in_batches_from_the_background_thread) {
+    acks_complete_in_batches(kafka_ack_path::background_thread);
+}
+
 // The idempotent producer can fail fatally (librdkafka 2.0 has known cases after
 // disconnects); rd_kafka_test_fatal_error raises the same error in a live producer. A linger
 // of 2 s holds the batch in the producer's queue when it strikes, so librdkafka fails those
 // messages: they are re-sent on a new producer, every publish reports success (those made
 // after the error too), and a consumer reads every message.
-TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
+void fatal_producer_error_recreates_it_and_resends(kafka_ack_path path) {
     kafka_backend_options o;
     o.brokers = kafka_brokers();
     o.linger = 2s;
+    o.batch_messages = 1000;  // a batch leaves by its linger, not by being full
+    o.ack_path = path;
     kafka_backend b{o};
     const std::string t = "weft-test-fatal-" + message_id::generate().to_string();
     constexpr int before = 20;
@@ -244,6 +260,14 @@ TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
         EXPECT_EQ(got, stored);
         (co_await pub.close()).value();
     }());
+}
+
+TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
+    fatal_producer_error_recreates_it_and_resends(kafka_ack_path::reactor_queue);
+}
+
+TEST(kafka_backend, fatal_producer_error_on_the_background_thread_recreates_it_and_resends) {
+    fatal_producer_error_recreates_it_and_resends(kafka_ack_path::background_thread);
 }
 
 }  // namespace
