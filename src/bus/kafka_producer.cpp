@@ -109,8 +109,8 @@ struct kafka_producer::state final : kafka_fatal_target {
         }
         rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR);
         if (background) {
-            // The main queue is forwarded to the background queue; every event goes to
-            // on_background_event on librdkafka's background thread. `this` outlives the
+            // The main queue is forwarded to the background queue (below); every event goes
+            // to on_background_event on librdkafka's background thread. `this` outlives the
             // client: destroy() joins that thread before the state goes.
             rd_kafka_conf_set_opaque(conf, this);
             rd_kafka_conf_set_background_event_cb(conf, &on_background_event);
@@ -123,7 +123,11 @@ struct kafka_producer::state final : kafka_fatal_target {
             return make_error_code(bus_errc::broker_error);
         }
         c.queue = rd_kafka_queue_get_main(c.rk);
-        if (!background) {
+        if (background) {
+            rd_kafka_queue_t* bg = rd_kafka_queue_get_background(c.rk);
+            rd_kafka_queue_forward(c.queue, bg);
+            rd_kafka_queue_destroy(bg);
+        } else {
             const std::uint64_t one = 1;  // what librdkafka writes: an eventfd takes 8 bytes
             rd_kafka_queue_io_event_enable(c.queue, efd, &one, sizeof(one));
         }
