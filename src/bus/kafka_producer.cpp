@@ -55,13 +55,14 @@ struct kafka_producer::state final : kafka_fatal_target {
     int efd = -1;  // eventfd: written by librdkafka (every client's queue), read by the drain task
 
     // background_thread only. librdkafka's background thread (one per client) writes a
-    // message's outcome into outcomes[slot] and appends the slot to `ready`; it writes `efd`
-    // when `ready` was empty (an edge, as the queue's own signal). The drain task swaps
+    // message's outcome into outcomes[slot] and then appends the batch's slots to `ready`
+    // under ready_mu; it writes `efd` when `ready` was empty (an edge, as the queue's own
+    // signal). The drain task swaps
     // `ready` with `taking` under ready_mu and completes the slots in `taking`. No allocation
     // per message: both vectors hold max_pending from the start, and a slot is in at most one
     // of them (a slot is reused only after the sink had it).
     // Invariant: |ready| + |taking| <= outstanding <= max_pending.
-    std::unique_ptr<std::optional<result<ack>>[]> outcomes;  // [slot]; ready_mu orders access
+    std::unique_ptr<std::optional<result<ack>>[]> outcomes;  // [slot]; ready_mu hands it over
     std::mutex ready_mu;
     std::vector<std::uint32_t> ready;   // guarded by ready_mu
     std::vector<std::uint32_t> taking;  // the drain task's
@@ -242,29 +243,42 @@ struct kafka_producer::state final : kafka_fatal_target {
     }
 
     /// background_thread: librdkafka's background thread of the client `rk`, for every event
-    /// of its main queue. Writes each DR message's outcome into its slot; one eventfd write
-    /// per batch (when `ready` was empty).
+    /// of its main queue. Writes each DR message's outcome into its slot; one lock and at most
+    /// one eventfd write per batch (when `ready` was empty).
     static void on_background_event(rd_kafka_t* rk, rd_kafka_event_t* ev, void* opaque) {
         auto* st = static_cast<state*>(opaque);
-        if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_DR) {
-            const client from{rk, nullptr};
-            bool signal = false;
-            while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
-                auto outcome = st->settle(from, m);
-                if (!outcome) {
-                    continue;
-                }
-                const auto slot = slot_of(m);
-                std::lock_guard lock(st->ready_mu);
-                st->outcomes[slot].emplace(std::move(*outcome));
-                signal = signal || st->ready.empty();
-                st->ready.push_back(slot);
-            }
-            if (signal) {
-                st->wake();
+        if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_DR) {
+            rd_kafka_event_destroy(ev);
+            return;
+        }
+        // A slot is this thread's from its report until the drain task takes it from `ready`:
+        // its outcome is written without the lock, and the slots go to `ready` in one step.
+        // The event (which holds the messages librdkafka counts as outstanding) is destroyed
+        // before the slots are published, so a publisher that closes on the last outcome finds
+        // librdkafka with nothing left in its queues.
+        thread_local std::vector<std::uint32_t> slots;
+        slots.clear();
+        const client from{rk, nullptr};
+        while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
+            auto outcome = st->settle(from, m);
+            if (outcome) {
+                st->outcomes[slot_of(m)].emplace(std::move(*outcome));
+                slots.push_back(slot_of(m));
             }
         }
         rd_kafka_event_destroy(ev);
+        if (slots.empty()) {
+            return;
+        }
+        bool signal = false;
+        {
+            std::lock_guard lock(st->ready_mu);
+            signal = st->ready.empty();
+            st->ready.insert(st->ready.end(), slots.begin(), slots.end());
+        }
+        if (signal) {
+            st->wake();
+        }
     }
 
     /// background_thread: hands every outcome written so far to the sink; the number handed.
@@ -274,7 +288,7 @@ struct kafka_producer::state final : kafka_fatal_target {
             ready.swap(taking);
         }
         for (const std::uint32_t slot : taking) {
-            // The background thread wrote outcomes[slot] before the push under ready_mu.
+            // Written before the slot went into `ready` under ready_mu (taken for the swap).
             auto outcome = std::move(*outcomes[slot]);
             outcomes[slot].reset();
             outstanding.fetch_sub(1);
