@@ -73,7 +73,8 @@ struct kafka_backend_stats {
 ///   linger, murmur2_random partitioning as Java clients do): key = the envelope key (order per
 ///   key within its partition), value = the binary envelope, header `weft-id` = the envelope
 ///   id. A publish never blocks: librdkafka's queue holds more than max_pending. Delivery
-///   reports are events on the producer's main queue, which librdkafka signals on an eventfd
+///   reports (by default, kafka_ack_path::reactor_queue; the other path is described there)
+///   are events on the producer's main queue, which librdkafka signals on an eventfd
 ///   when it turns non-empty; one weft task per publisher waits on that with wait_readable and
 ///   drains the queue to empty, completing each report into the slot the publisher reserved
 ///   (the slot number travels as the message's opaque). One wake-up per batch; never a task or
