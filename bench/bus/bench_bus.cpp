@@ -4,7 +4,9 @@
 //
 //   bench_bus SCENARIO messages=N [max_pending=1024] [tasks=1000] [payload=128] [workers=2]
 //             [nats_port=4222] [kafka_port=9092] [pause_ms=1500] [samples=6] [broker_pid=0]
-//             [rss_slack_kb=64]
+//             [rss_slack_kb=64] [linger_ms=5] [batch_messages=0] [ack_path=0]   (Kafka:
+//             kafka_backend_options' linger, batch_messages, ack_path 0 = reactor_queue,
+//             1 = background_thread)
 //
 // SCENARIO is <backend>_<mode>:
 //   memory_async  memory_awaited  memory_deliver
@@ -104,6 +106,9 @@ struct options {
     std::int64_t samples = 6;      // paused: readings while stopped
     std::int64_t broker_pid = 0;   // paused: 0 = from the environment
     std::int64_t rss_slack_kb = 64;
+    std::int64_t linger_ms = 5;
+    std::int64_t batch_messages = 0;
+    std::int64_t ack_path = 0;
     // Passed by the suite to every program, used by others: the raw clients' body size, the
     // outbox's PostgreSQL port.
     std::int64_t body = 0;
@@ -150,6 +155,9 @@ auto parse(int argc, char** argv) -> options {
                                                  {"samples", &o.samples},
                                                  {"broker_pid", &o.broker_pid},
                                                  {"rss_slack_kb", &o.rss_slack_kb}};
+    keys.insert({{"linger_ms", &o.linger_ms},  // Kafka producer settings (as rdkafka-pub's)
+                 {"batch_messages", &o.batch_messages},
+                 {"ack_path", &o.ack_path}});
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];
         const auto eq = arg.find('=');
@@ -699,6 +707,10 @@ auto main(int argc, char** argv) -> int {
             ko.brokers = "127.0.0.1:" + std::to_string(o.kafka_port);
             ko.topics = {topic};
             ko.create_topics_on_use = false;
+            ko.linger = std::chrono::milliseconds(o.linger_ms);
+            ko.batch_messages = static_cast<std::uint32_t>(o.batch_messages);
+            ko.ack_path =
+                o.ack_path == 1 ? kafka_ack_path::background_thread : kafka_ack_path::reactor_queue;
             b = std::make_unique<kafka_backend>(std::move(ko));
 #else
             fail("built without weft::bus_kafka (librdkafka missing)", 2);
@@ -708,6 +720,15 @@ auto main(int argc, char** argv) -> int {
             weft::runtime rt{weft::io_runtime_options(static_cast<unsigned>(o.workers))};
             rt.block_on(run(*b, o, topic, f));
         }
+#if WEFT_BENCH_BUS_KAFKA
+        if (auto* kb = dynamic_cast<kafka_backend*>(b.get()); kb != nullptr) {
+            const auto st = kb->stats();  // the warm-up message included
+            if (st.acks > 0) {
+                emit("wakes_per_1000_acks", "",
+                     1000.0 * static_cast<double>(st.wakes) / static_cast<double>(st.acks));
+            }
+        }
+#endif
         b.reset();
     } catch (const std::exception& e) {
         fail(e.what());

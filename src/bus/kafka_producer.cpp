@@ -3,8 +3,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -20,7 +23,16 @@ namespace weft::bus {
 
 struct kafka_producer::state final : kafka_fatal_target {
     state(std::shared_ptr<kafka_backend::connection> c, publish_sink& s, std::uint32_t pending)
-        : conn(std::move(c)), sink(&s), max_pending(pending) {}
+        : conn(std::move(c)),
+          sink(&s),
+          max_pending(pending),
+          background(conn->options.ack_path == kafka_ack_path::background_thread) {
+        if (background) {
+            outcomes = std::make_unique<std::optional<result<ack>>[]>(max_pending);
+            ready.reserve(max_pending);
+            taking.reserve(max_pending);
+        }
+    }
     state(const state&) = delete;
     auto operator=(const state&) -> state& = delete;
     ~state() {
@@ -39,7 +51,21 @@ struct kafka_producer::state final : kafka_fatal_target {
     std::shared_ptr<kafka_backend::connection> conn;
     publish_sink* sink;
     const std::uint32_t max_pending;
+    const bool background;  // kafka_ack_path::background_thread
     int efd = -1;  // eventfd: written by librdkafka (every client's queue), read by the drain task
+
+    // background_thread only. librdkafka's background thread (one per client) writes a
+    // message's outcome into outcomes[slot] and then appends the batch's slots to `ready`
+    // under ready_mu; it writes `efd` when `ready` was empty (an edge, as the queue's own
+    // signal). The drain task swaps
+    // `ready` with `taking` under ready_mu and completes the slots in `taking`. No allocation
+    // per message: both vectors hold max_pending from the start, and a slot is in at most one
+    // of them (a slot is reused only after the sink had it).
+    // Invariant: |ready| + |taking| <= outstanding <= max_pending.
+    std::unique_ptr<std::optional<result<ack>>[]> outcomes;  // [slot]; ready_mu hands it over
+    std::mutex ready_mu;
+    std::vector<std::uint32_t> ready;   // guarded by ready_mu
+    std::vector<std::uint32_t> taking;  // the drain task's
 
     // The producer publishes go to, and the ones a fatal error broke that still report. A
     // client is destroyed by the drain task only (on the closer thread), so the drain task
@@ -54,6 +80,7 @@ struct kafka_producer::state final : kafka_fatal_target {
     // other (the wake-up is the eventfd write in close(), after the store).
     std::atomic<std::uint32_t> outstanding{0};
     std::atomic<bool> closed{false};
+    std::string last_topic;  // guarded by rk_mu: the topic of the previous start
 
     void wake() const noexcept {
         const std::uint64_t one = 1;
@@ -77,11 +104,19 @@ struct kafka_producer::state final : kafka_fatal_target {
                     {"message.timeout.ms", std::to_string(o.publish_timeout.count())},
                     // Above the publisher's bound: a produce never finds the queue full.
                     {"queue.buffering.max.messages", std::to_string(max_pending * 2 + 1024)},
-                    {"queue.buffering.max.kbytes", "1048576"}});
+                    {"queue.buffering.max.kbytes", "1048576"},
+                    {"batch.num.messages", std::to_string(batch_messages())}});
         } catch (const std::system_error& e) {
             return e.code();
         }
         rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR);
+        if (background) {
+            // The main queue is forwarded to the background queue (below); every event goes
+            // to on_background_event on librdkafka's background thread. `this` outlives the
+            // client: destroy() joins that thread before the state goes.
+            rd_kafka_conf_set_opaque(conf, this);
+            rd_kafka_conf_set_background_event_cb(conf, &on_background_event);
+        }
         char err[512];
         client c;
         c.rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
@@ -90,9 +125,20 @@ struct kafka_producer::state final : kafka_fatal_target {
             return make_error_code(bus_errc::broker_error);
         }
         c.queue = rd_kafka_queue_get_main(c.rk);
-        const std::uint64_t one = 1;  // what librdkafka writes: an eventfd takes 8 bytes
-        rd_kafka_queue_io_event_enable(c.queue, efd, &one, sizeof(one));
+        if (background) {
+            rd_kafka_queue_t* bg = rd_kafka_queue_get_background(c.rk);
+            rd_kafka_queue_forward(c.queue, bg);
+            rd_kafka_queue_destroy(bg);
+        } else {
+            const std::uint64_t one = 1;  // what librdkafka writes: an eventfd takes 8 bytes
+            rd_kafka_queue_io_event_enable(c.queue, efd, &one, sizeof(one));
+        }
         return c;
+    }
+
+    [[nodiscard]] auto batch_messages() const -> std::uint32_t {
+        const auto configured = conn->options.batch_messages;
+        return configured != 0 ? configured : std::clamp<std::uint32_t>(max_pending / 4, 1, 10'000);
     }
 
     /// Under rk_mu: `broken` has a fatal error; unless it was replaced already, a new client
@@ -142,10 +188,9 @@ struct kafka_producer::state final : kafka_fatal_target {
         }
     }
 
-    /// A report of `from`: the outcome, or (when `from` had a fatal error) the message sent
-    /// again on the current client. The number of outcomes handed to the sink (0 or 1).
-    auto report(const client& from, const rd_kafka_message_t* m) -> std::uint64_t {
-        const auto slot = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(m->_private));
+    /// A report of `from`: its outcome, or none when `from` had a fatal error and the message
+    /// was sent again on the current client (its outcome comes from there). Any thread.
+    auto settle(const client& from, const rd_kafka_message_t* m) -> std::optional<result<ack>> {
         // Never a result made of an empty error code (result<T> asserts against it).
         result<ack> outcome = ack{};
         if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -172,16 +217,86 @@ struct kafka_producer::state final : kafka_fatal_target {
                                    headers, m->_private);
                 if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                     conn->resent.fetch_add(1, std::memory_order_relaxed);
-                    return 0;  // its outcome comes from the new client
+                    return std::nullopt;
                 }
                 outcome = kafka_error(e);
             } else if (headers != nullptr) {
                 rd_kafka_headers_destroy(headers);
             }
         }
+        return outcome;
+    }
+
+    static auto slot_of(const rd_kafka_message_t* m) -> std::uint32_t {
+        return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(m->_private));
+    }
+
+    /// reactor_queue: hands a report's outcome to the sink now (0 or 1 handed).
+    auto report(const client& from, const rd_kafka_message_t* m) -> std::uint64_t {
+        auto outcome = settle(from, m);
+        if (!outcome) {
+            return 0;
+        }
         outstanding.fetch_sub(1);
-        sink->complete(slot, std::move(outcome));
+        sink->complete(slot_of(m), std::move(*outcome));
         return 1;
+    }
+
+    /// background_thread: librdkafka's background thread of the client `rk`, for every event
+    /// of its main queue. Writes each DR message's outcome into its slot; one lock and at most
+    /// one eventfd write per batch (when `ready` was empty).
+    static void on_background_event(rd_kafka_t* rk, rd_kafka_event_t* ev, void* opaque) {
+        auto* st = static_cast<state*>(opaque);
+        if (rd_kafka_event_type(ev) != RD_KAFKA_EVENT_DR) {
+            rd_kafka_event_destroy(ev);
+            return;
+        }
+        // A slot is this thread's from its report until the drain task takes it from `ready`:
+        // its outcome is written without the lock, and the slots go to `ready` in one step.
+        // The event (which holds the messages librdkafka counts as outstanding) is destroyed
+        // before the slots are published, so a publisher that closes on the last outcome finds
+        // librdkafka with nothing left in its queues.
+        thread_local std::vector<std::uint32_t> slots;
+        slots.clear();
+        const client from{rk, nullptr};
+        while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
+            auto outcome = st->settle(from, m);
+            if (outcome) {
+                st->outcomes[slot_of(m)].emplace(std::move(*outcome));
+                slots.push_back(slot_of(m));
+            }
+        }
+        rd_kafka_event_destroy(ev);
+        if (slots.empty()) {
+            return;
+        }
+        bool signal = false;
+        {
+            std::lock_guard lock(st->ready_mu);
+            signal = st->ready.empty();
+            st->ready.insert(st->ready.end(), slots.begin(), slots.end());
+        }
+        if (signal) {
+            st->wake();
+        }
+    }
+
+    /// background_thread: hands every outcome written so far to the sink; the number handed.
+    auto complete_ready() -> std::uint64_t {
+        {
+            std::lock_guard lock(ready_mu);
+            ready.swap(taking);
+        }
+        for (const std::uint32_t slot : taking) {
+            // Written before the slot went into `ready` under ready_mu (taken for the swap).
+            auto outcome = std::move(*outcomes[slot]);
+            outcomes[slot].reset();
+            outstanding.fetch_sub(1);
+            sink->complete(slot, std::move(outcome));
+        }
+        const auto n = taking.size();
+        taking.clear();
+        return n;
     }
 
     /// Hands every delivery report queued now to the sink; the number handed.
@@ -242,6 +357,20 @@ struct kafka_producer::state final : kafka_fatal_target {
 
 namespace {
 
+/// The id's text form (as message_id::to_string) into a buffer of the caller's: no
+/// allocation on the publish path (to_string's was the largest single cost per message here).
+void id_text(const message_id& id, std::array<char, 36>& out) noexcept {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::size_t o = 0;
+    for (std::size_t i = 0; i < id.bytes.size(); ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) {
+            out[o++] = '-';
+        }
+        out[o++] = digits[id.bytes[i] >> 4];
+        out[o++] = digits[id.bytes[i] & 0xF];
+    }
+}
+
 auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
     for (;;) {
         auto r = co_await wait_readable(st->efd);
@@ -251,7 +380,7 @@ auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
         std::uint64_t count = 0;
         [[maybe_unused]] const auto n = ::read(st->efd, &count, sizeof(count));
         st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
-        const auto done = st->drain_queues();
+        const auto done = st->background ? st->complete_ready() : st->drain_queues();
         st->conn->acks.fetch_add(done, std::memory_order_relaxed);
         auto finished = st->take_finished();
         if (!finished.empty()) {  // destroying joins librdkafka's threads: not on a worker
@@ -306,14 +435,21 @@ auto kafka_producer::make(std::shared_ptr<kafka_backend::connection> conn,
 void kafka_producer::start(envelope env, std::uint32_t slot) {
     state& st = *st_;
     st.outstanding.fetch_add(1);
-    st.conn->ensure_topic_async(env.topic);
-    const std::string bytes = encode(env);
-    const std::string id = env.id.to_string();
+    // librdkafka copies key and value (RD_KAFKA_MSG_F_COPY): the encoding buffer is reused.
+    thread_local std::string bytes;
+    bytes.clear();
+    encode(env, bytes);
+    std::array<char, 36> id{};
+    id_text(env.id, id);
     rd_kafka_headers_t* headers = rd_kafka_headers_new(1);
     rd_kafka_header_add(headers, "weft-id", -1, id.data(), static_cast<ssize_t>(id.size()));
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
     {
         std::lock_guard lock(st.rk_mu);
+        if (env.topic != st.last_topic) {  // most publishers use one topic: no set lookup then
+            st.conn->ensure_topic_async(env.topic);
+            st.last_topic = env.topic;
+        }
         e = st.produce_locked(env.topic.c_str(), env.key, bytes, headers,
                               reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot)));
     }

@@ -20,6 +20,10 @@ namespace weft::bus {
 ///      eventfd, and polls the queue without waiting until it is empty, handing every message
 ///      of every DR event to the publisher's sink by its slot. Draining to empty is what makes
 ///      the edge-only signal safe: an event queued after the last poll signals again.
+/// With kafka_ack_path::background_thread, step 3 is librdkafka's background thread instead:
+/// it writes each report's outcome into a completion slot allocated up front (indexed by the
+/// publisher's slot), appends the batch's slots to a list under one lock and writes the eventfd
+/// when the list was empty; the drain task then hands the listed outcomes to the sink.
 /// Invariant: started - completed == outstanding <= max_pending.
 ///
 /// A fatal error (the idempotent producer's state is broken; librdkafka then fails what it

@@ -131,8 +131,14 @@ TEST(kafka_backend, topics_are_made_at_start_and_the_ack_names_the_partition) {
 
 // Delivery reports wake weft once per batch: with a window of messages in flight, far fewer
 // wake-ups than acks (the ratio depends on timing; the figure is printed, the bound is loose).
-TEST(kafka_backend, acks_complete_in_batches) {
-    auto b = make_kafka();
+// Both delivery-report paths (kafka_ack_path): every outcome arrives once, fewer wake-ups
+// than acks.
+void acks_complete_in_batches(kafka_ack_path path) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 1ms;
+    o.ack_path = path;
+    auto b = std::make_unique<kafka_backend>(std::move(o));
     const std::string t = "weft-test-batch-" + message_id::generate().to_string();
     const int n = weft::test::scaled(5000);
     weft::runtime rt{weft::io_runtime_options(2)};
@@ -175,15 +181,59 @@ TEST(kafka_backend, acks_complete_in_batches) {
     }());
 }
 
+TEST(kafka_backend, acks_complete_in_batches) {
+    acks_complete_in_batches(kafka_ack_path::reactor_queue);
+}
+
+TEST(kafka_backend, acks_complete_in_batches_from_the_background_thread) {
+    acks_complete_in_batches(kafka_ack_path::background_thread);
+}
+
+// batch_messages' default (a quarter of max_pending): a batch leaves once it is full, so a
+// window of max_pending messages is acknowledged without waiting out linger. The linger here
+// (10 min) is far beyond the watchdog: were the batches held for it, the test would fail there.
+TEST(kafka_backend, full_batches_leave_without_waiting_for_linger) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 600s;
+    o.publish_timeout = 900s;
+    auto b = std::make_unique<kafka_backend>(std::move(o));
+    const std::string t = "weft-test-full-batches-" + message_id::generate().to_string();
+    constexpr int window = 64;  // 4 batches of 16
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{*b, {.max_pending = window}};
+        int ok = 0;
+        for (int round = 0; round < 2; ++round) {  // the first round also makes the topic
+            for (int i = 0; i < window; ++i) {
+                envelope e;
+                e.topic = t;
+                e.key = "k" + std::to_string(i % 4);
+                e.payload = "p";
+                (co_await pub.publish_async(std::move(e))).value();
+            }
+            (co_await pub.flush()).value();
+            for (int i = 0; i < window; ++i) {
+                auto r = (co_await pub.results().recv()).value();
+                ok += r.outcome ? 1 : 0;
+            }
+        }
+        EXPECT_EQ(ok, 2 * window);
+        (co_await pub.close()).value();
+    }());
+}
+
 // The idempotent producer can fail fatally (librdkafka 2.0 has known cases after
 // disconnects); rd_kafka_test_fatal_error raises the same error in a live producer. A linger
 // of 2 s holds the batch in the producer's queue when it strikes, so librdkafka fails those
 // messages: they are re-sent on a new producer, every publish reports success (those made
 // after the error too), and a consumer reads every message.
-TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
+void fatal_producer_error_recreates_it_and_resends(kafka_ack_path path) {
     kafka_backend_options o;
     o.brokers = kafka_brokers();
     o.linger = 2s;
+    o.batch_messages = 1000;  // a batch leaves by its linger, not by being full
+    o.ack_path = path;
     kafka_backend b{o};
     const std::string t = "weft-test-fatal-" + message_id::generate().to_string();
     constexpr int before = 20;
@@ -244,6 +294,14 @@ TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
         EXPECT_EQ(got, stored);
         (co_await pub.close()).value();
     }());
+}
+
+TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
+    fatal_producer_error_recreates_it_and_resends(kafka_ack_path::reactor_queue);
+}
+
+TEST(kafka_backend, fatal_producer_error_on_the_background_thread_recreates_it_and_resends) {
+    fatal_producer_error_recreates_it_and_resends(kafka_ack_path::background_thread);
 }
 
 }  // namespace

@@ -3,12 +3,15 @@
  * on top.
  *
  *   rdkafka-pub SCENARIO messages=N [max_pending=1024] [body=224] [kafka_port=9092]
+ *               [linger_ms=5] [batch_messages=0]
  *
  * SCENARIO: kafka_async, and kafka_awaited, which runs the same: the raw client's figure
  * beside weft's awaited publish from 1,000 tasks (anything else: exit 2, not supported).
- * Settings as weft's kafka_backend: enable.idempotence=true, acks=all, linger.ms=5,
- * partitioner=murmur2_random, message.timeout.ms=30000, queue.buffering.max.messages =
- * 2 x max_pending + 1024, queue.buffering.max.kbytes=1048576; a topic of its own per run (one
+ * Settings as weft's kafka_backend: enable.idempotence=true, acks=all, linger.ms=linger_ms,
+ * batch.num.messages=batch_messages (0: max_pending / 4, at least 1, at most 10,000, as
+ * weft's default), partitioner=murmur2_random, message.timeout.ms=30000,
+ * queue.buffering.max.messages = 2 x max_pending + 1024, queue.buffering.max.kbytes=1048576,
+ * no compression (librdkafka's default, as weft's); a topic of its own per run (one
  * partition, replication factor 1) made through the admin API before the clock starts; key =
  * the message's index, header weft-id = a 36-character id. The in-flight window is weft's:
  * at max_pending unacknowledged messages the program serves delivery reports
@@ -138,7 +141,7 @@ int main(int argc, char** argv) {
     if (strcmp(argv[1], "kafka_async") != 0 && strcmp(argv[1], "kafka_awaited") != 0) {
         return 2;
     }
-    long long n = 10000, max_pending = 1024, body = 224, port = 9092;
+    long long n = 10000, max_pending = 1024, body = 224, port = 9092, linger_ms = 5, batch = 0;
     for (int i = 2; i < argc; ++i) {
         long long v;
         char key[64];
@@ -150,6 +153,8 @@ int main(int argc, char** argv) {
         else if (strcmp(key, "max_pending") == 0) max_pending = v;
         else if (strcmp(key, "body") == 0) body = v;
         else if (strcmp(key, "kafka_port") == 0) port = v;
+        else if (strcmp(key, "linger_ms") == 0) linger_ms = v;
+        else if (strcmp(key, "batch_messages") == 0) batch = v;
     }
     char brokers[64], topic[96], buf[64];
     snprintf(brokers, sizeof brokers, "127.0.0.1:%lld", port);
@@ -161,7 +166,13 @@ int main(int argc, char** argv) {
     set(conf, "client.id", "rdkafka-pub");
     set(conf, "enable.idempotence", "true");
     set(conf, "acks", "all");
-    set(conf, "linger.ms", "5");
+    snprintf(buf, sizeof buf, "%lld", linger_ms);
+    set(conf, "linger.ms", buf);
+    if (batch == 0) {
+        batch = max_pending / 4 < 1 ? 1 : max_pending / 4 > 10000 ? 10000 : max_pending / 4;
+    }
+    snprintf(buf, sizeof buf, "%lld", batch);
+    set(conf, "batch.num.messages", buf);
     set(conf, "partitioner", "murmur2_random");
     set(conf, "message.timeout.ms", "30000");
     snprintf(buf, sizeof buf, "%lld", max_pending * 2 + 1024);

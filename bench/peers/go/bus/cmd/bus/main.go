@@ -2,7 +2,7 @@
 // in Go, on the same brokers and with weft's settings (bench/bus/bench_bus.cpp).
 //
 //	bus SCENARIO messages=N [max_pending=1024] [body=224] [payload=128] [nats_port=4222]
-//	    [kafka_port=9092]
+//	    [kafka_port=9092] [linger_ms=5]
 //
 // Scenarios:
 //   - nats_memory_async, nats_file_async: nats.go JetStream PublishAsync with a Nats-Msg-Id
@@ -11,9 +11,12 @@
 //     machine); every PubAckFuture goes on an ack channel (buffer 100,000) served by a fixed pool of NumCPU x 2 ack
 //     workers, each of which waits on the future and sends a result on a result channel
 //     (buffer 100,000) that one reader drains: the seed's "shared ACK worker pool".
-//   - kafka_async: franz-go, acks=all, idempotent (franz-go's default), linger 5 ms, Kafka's
-//     murmur2 key partitioner, MaxBufferedRecords = max_pending; each record's promise sends
-//     its result on the result channel.
+//   - kafka_async: franz-go, acks=all, idempotent (franz-go's default: at most 5 requests in
+//     flight), linger linger_ms, no compression (franz-go's default is snappy; weft and
+//     librdkafka send uncompressed), Kafka's murmur2 key partitioner, MaxBufferedRecords =
+//     max_pending; each record's promise sends its result on the result channel. franz-go
+//     has no batch.num.messages: a batch is bounded by bytes (1 MB, as librdkafka's
+//     batch.size), and a Produce that finds MaxBufferedRecords reached ends every linger.
 //   - memory_async: Watermill's GoChannel (Persistent, so it keeps what is published, as
 //     weft's memory broker does), Publish one message at a time; memory_deliver: GoChannel
 //     with one subscriber that acks every message (the clock stops at the N-th ack).
@@ -50,7 +53,7 @@ import (
 )
 
 type params struct {
-	messages, maxPending, body, payload, natsPort, kafkaPort int
+	messages, maxPending, body, payload, natsPort, kafkaPort, lingerMs int
 }
 
 type result struct {
@@ -217,7 +220,8 @@ func kafkaSeed(p params) {
 	brokers := fmt.Sprintf("127.0.0.1:%d", p.kafkaPort)
 	topic := fmt.Sprintf("gobench-%d-%d", os.Getpid(), time.Now().UnixNano())
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ClientID("go-bus"),
-		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(time.Duration(p.lingerMs)*time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
 		kgo.MaxBufferedRecords(p.maxPending), kgo.RecordDeliveryTimeout(30*time.Second),
 		kgo.DefaultProduceTopic(topic))
@@ -315,12 +319,12 @@ func main() {
 		os.Exit(2)
 	}
 	p := params{messages: 10000, maxPending: 1024, body: 224, payload: 128, natsPort: 4222,
-		kafkaPort: 9092}
+		kafkaPort: 9092, lingerMs: 5}
 	outbox := map[string]int{"events": 20000, "keys": 100, "per_txn": 100, "batch": 512,
 		"payload": 128, "pg_port": 5432}
 	keys := map[string]*int{"messages": &p.messages, "max_pending": &p.maxPending,
 		"body": &p.body, "payload": &p.payload, "nats_port": &p.natsPort,
-		"kafka_port": &p.kafkaPort}
+		"kafka_port": &p.kafkaPort, "linger_ms": &p.lingerMs}
 	for _, a := range os.Args[2:] {
 		k, v, ok := strings.Cut(a, "=")
 		n, err := strconv.Atoi(v)
