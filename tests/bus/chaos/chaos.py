@@ -277,7 +277,9 @@ def main():
     ap.add_argument("--port", type=int, default=None,
                     help="the broker's (default: WEFT_NATS_PORT or 14222, WEFT_KAFKA_PORT or 19092)")
     ap.add_argument("--events", type=int, default=2000)
-    ap.add_argument("--keys", type=int, default=100)
+    ap.add_argument("--keys", type=int, default=None,
+                    help="default 100; 20 for unbounded-window, so that the events a broker kill "
+                    "loses share keys with the next batch more surely")
     ap.add_argument("--pause-ms", type=int, default=None,
                     help="between producer transactions (default: so that staging outlasts the actions)")
     ap.add_argument("--relay-kills", type=int, default=20)
@@ -303,6 +305,8 @@ def main():
                      else int(os.environ.get("WEFT_NATS_PORT", "14222")))
     if args.restart_cost is None:
         args.restart_cost = 15.0 if args.broker == "kafka" else 1.0
+    if args.keys is None:
+        args.keys = 20 if args.control == "unbounded-window" else 100
     if args.control != "none" and args.broker != "nats":
         raise SystemExit("the positive controls run on NATS")
     rnd = random.Random(args.seed)
