@@ -99,10 +99,14 @@ auto publish_batch(publisher& pub,
             continue;  // dead already (undecodable)
         }
         if (deferred != nullptr) {
-            auto d = deferred->find(rows[i].env.key);
+            auto d = find_retry(*deferred, rows[i]);
             if (d != deferred->end() && d->second.not_before > now) {
                 continue;  // its key waits: the row stays pending
             }
+        }
+        if (fault_unbounded_window()) {
+            chains.push_back({i});  // the control's broken relay: no order per key
+            continue;
         }
         auto [it, fresh] = chain_of.try_emplace(rows[i].env.key, chains.size());
         if (fresh) {
@@ -135,7 +139,10 @@ auto publish_batch(publisher& pub,
     const auto min_backoff = std::max(options.min_backoff, std::chrono::milliseconds{1});
     const auto after = std::chrono::steady_clock::now();
     for (std::size_t c = 0; c < outs.size(); ++c) {
-        const std::string& key = rows[first[c]].env.key;
+        const relay_row& head = rows[first[c]];
+        const std::string own =
+            fault_unbounded_window() ? "#" + std::to_string(head.seq) : std::string{};
+        const std::string& key = fault_unbounded_window() ? own : head.env.key;
         if (outs[c].deferred) {
             auto [it, fresh] = deferred->try_emplace(key, key_retry{after, min_backoff});
             if (outs[c].published_any) {

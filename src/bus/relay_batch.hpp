@@ -88,8 +88,8 @@ auto wait_for_event(event& e, std::chrono::milliseconds d) -> task<void>;
 [[nodiscard]] auto now_ms() noexcept -> std::int64_t;
 
 // Crash points for the chaos tests (tests/bus/chaos). Compiled in only where the build defines
-// WEFT_OUTBOX_CRASH_POINTS (tests/CMakeLists.txt does, for the outbox libraries of a test
-// build); elsewhere both are constant no-ops.
+// WEFT_OUTBOX_CRASH_POINTS (tests/CMakeLists.txt does, for the outbox libraries and weft::bus
+// of a test build); elsewhere all are constant no-ops.
 // - crash_point(name): when WEFT_OUTBOX_CRASH_POINT equals `name`, the process ends with
 //   _exit(86) (no destructor, no flush, as SIGKILL would) the WEFT_OUTBOX_CRASH_AFTER-th time
 //   (default 1) it passes there. Names: "after_ack" (the batch is acknowledged, not yet marked
@@ -98,6 +98,11 @@ auto wait_for_event(event& e, std::chrono::milliseconds d) -> task<void>;
 // - fault_mark_done_first(): WEFT_OUTBOX_FAULT=mark_done_first makes the relay delete a batch
 //   before publishing it: a deliberately broken relay, the chaos test's positive control for
 //   losses.
+// - fault_unbounded_window(): WEFT_OUTBOX_FAULT=unbounded_window makes publish_batch publish
+//   every row at once, each on its own (no chain per key: a key's later rows do not wait for
+//   the acks of its earlier ones), and a row whose publish failed is re-sent by itself after
+//   its own back-off while the later rows of its key go on: the control for order. Works with
+//   `deferred` (the relays pass it); its retry_map entries are then per row (retry_key).
 #if defined(WEFT_OUTBOX_CRASH_POINTS)
 inline void crash_point(std::string_view name) noexcept {
     static const char* const wanted = std::getenv("WEFT_OUTBOX_CRASH_POINT");
@@ -116,9 +121,23 @@ inline auto fault_mark_done_first() noexcept -> bool {
     }();
     return on;
 }
+inline auto fault_unbounded_window() noexcept -> bool {
+    static const bool on = [] {
+        const char* f = std::getenv("WEFT_OUTBOX_FAULT");
+        return f != nullptr && std::string_view{f} == "unbounded_window";
+    }();
+    return on;
+}
 #else
 inline void crash_point(std::string_view /*name*/) noexcept {}
 constexpr auto fault_mark_done_first() noexcept -> bool { return false; }
+constexpr auto fault_unbounded_window() noexcept -> bool { return false; }
 #endif
+
+/// The retry_map entry that holds `r` back: its key's (under fault_unbounded_window, its own,
+/// named "#<seq>").
+inline auto find_retry(retry_map& m, const relay_row& r) -> retry_map::iterator {
+    return fault_unbounded_window() ? m.find("#" + std::to_string(r.seq)) : m.find(r.env.key);
+}
 
 }  // namespace weft::bus::detail

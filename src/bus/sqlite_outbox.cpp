@@ -390,7 +390,7 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
             // Only keys in back-off: sleep until the first is due (or a commit brings work).
             auto due = std::chrono::steady_clock::time_point::max();
             for (const auto& r : held) {
-                auto d = deferred.find(r.env.key);
+                auto d = detail::find_retry(deferred, r);
                 due = std::min(due, d != deferred.end() ? d->second.not_before
                                                         : std::chrono::steady_clock::now());
             }

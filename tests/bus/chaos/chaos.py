@@ -1,23 +1,39 @@
 #!/usr/bin/env python3
 """The outbox chaos test: a producer, a relay and a consumer (chaos_node processes) against a
-real nats-server, with the relay SIGKILLed at random instants and at the outbox's crash points,
-the broker killed and restarted and paused with SIGSTOP, and the consumer killed; then the
-check. Every process is started by this script and signalled by its PID only; the broker is
-started by scripts/brokers.sh (on WEFT_NATS_PORT) and signalled through its PID file.
+real broker (nats-server with JetStream, or a Kafka broker), with the relay SIGKILLed at random
+instants and at the outbox's crash points, the broker killed and restarted and paused with
+SIGSTOP, and the consumer killed; then the check. Every process is started by this script and
+signalled by its PID only; the broker is started by scripts/brokers.sh (on WEFT_NATS_PORT or
+WEFT_KAFKA_PORT; Kafka restarted on the data its kill left, WEFT_KAFKA_KEEP_DATA=1) and
+signalled through its PID file.
 
-  chaos.py --node build/test/tests/chaos_node [--events 2000] [--relay-kills 20] ...
-  chaos.py --node ... --control no-inbox|mark-done-first|memory-storage
+  chaos.py --node build/test/tests/chaos_node [--broker nats|kafka] [--db sqlite|pg]
+           [--events 2000] [--relay-kills 20] ...
+  chaos.py --node ... --control no-inbox|mark-done-first|memory-storage|unbounded-window
+
+On Kafka the relay's producer is idempotent (acks=all), but its idempotence ends with the
+process: a relay restarted after a kill publishes again under a new producer id, so there the
+inbox alone absorbs the repeats. The consumer is a group member whose offsets are committed
+after acks.
 
 Pass (no --control): the ids committed in the business table equal the ids the consumer
 processed, each exactly once; per key the processed sequence is 1, 2, ... n without a gap or a
 step back; the outbox is empty. Duplicates the inbox absorbed and deliveries that arrived
 ahead of their predecessor are reported. A control passes when its violation is reported:
   no-inbox         every publish with a fresh id, the consumer without its inbox, the relay
-                   crashed after acks -> events processed twice
+                   crashed after acks -> events processed twice. On Kafka the ids stay: a
+                   restarted relay's producer is a new one, which the broker's idempotence
+                   cannot match with the old one, so the repeats are stored again all the same
   mark-done-first  a relay that deletes a batch before publishing it, crashed in between
                    -> events lost
   memory-storage   the stream in NATS memory storage, the broker killed before the consumer
                    read it -> events lost
+  unbounded-window a relay that publishes every event at once, without waiting for the ack
+                   of its key's previous one, and re-sends a failed one later on its own
+                   (WEFT_OUTBOX_FAULT=unbounded_window), the broker stopped while the relay
+                   publishes and killed while stopped, the consumer handling each new event
+                   as it comes (inbox on, no wait for a predecessor) -> per-key order broken
+Controls run on NATS (no-inbox on Kafka too); mark-done-first and unbounded-window on SQLite.
 Exit status 0: passed (or the control saw its violation); 1: failed.
 """
 
@@ -39,17 +55,26 @@ def log(*a):
 
 
 class Broker:
-    """The nats-server of scripts/brokers.sh, signalled by the PID in its PID file."""
+    """A broker of scripts/brokers.sh (`kind` nats or kafka), signalled by the PID in its PID
+    file. Kafka is started on the data it has (WEFT_KAFKA_KEEP_DATA=1): a kill and a start are
+    a crash and a restart, topics, messages and committed offsets kept."""
 
-    def __init__(self, port):
-        self.port = port
+    def __init__(self, kind, port):
+        self.kind, self.port = kind, port
         state = os.environ.get("WEFT_BROKERS_DIR", os.path.join(ROOT, ".cache", "brokers"))
-        self.pid_file = os.path.join(state, "nats-%d" % port, "nats-server.pid")
-        self.env = dict(os.environ, WEFT_NATS_PORT=str(port))
+        if kind == "kafka":
+            self.pid_file = os.path.join(state, "kafka-%d" % port, "kafka.pid")
+            self.env = dict(os.environ, WEFT_KAFKA_PORT=str(port), WEFT_KAFKA_KEEP_DATA="1")
+            self.url = "kafka://127.0.0.1:%d" % port
+        else:
+            self.pid_file = os.path.join(state, "nats-%d" % port, "nats-server.pid")
+            self.env = dict(os.environ, WEFT_NATS_PORT=str(port))
+            self.url = "nats://127.0.0.1:%d" % port
+        self.restart_seconds = []
 
     def start(self):
-        subprocess.run([os.path.join(ROOT, "scripts", "brokers.sh"), "start", "nats"],
-                       env=self.env, check=True, stdout=subprocess.DEVNULL, timeout=120)
+        subprocess.run([os.path.join(ROOT, "scripts", "brokers.sh"), "start", self.kind],
+                       env=self.env, check=True, stdout=subprocess.DEVNULL, timeout=180)
 
     def pid(self):
         with open(self.pid_file) as f:
@@ -65,17 +90,28 @@ class Broker:
             except ProcessLookupError:
                 return
             time.sleep(0.02)
-        raise RuntimeError("nats-server %d survived SIGKILL" % pid)
+        raise RuntimeError("%s %d survived SIGKILL" % (self.kind, pid))
 
     def restart(self):
+        t0 = time.monotonic()
         self.kill()
         self.start()
+        self.restart_seconds.append(time.monotonic() - t0)
 
     def pause(self, seconds):
         pid = self.pid()
         os.kill(pid, signal.SIGSTOP)
         time.sleep(seconds)
         os.kill(pid, signal.SIGCONT)
+
+    def pause_then_restart(self, seconds):
+        """SIGSTOP, then SIGKILL while stopped: what was sent to it meanwhile is lost."""
+        t0 = time.monotonic()
+        os.kill(self.pid(), signal.SIGSTOP)
+        time.sleep(seconds)
+        self.kill()
+        self.start()
+        self.restart_seconds.append(time.monotonic() - t0 - seconds)
 
 
 class Proc:
@@ -239,9 +275,13 @@ def wait_drained(app, consumer_db, events, timeout, settle=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--node", required=True, help="the chaos_node binary")
-    ap.add_argument("--port", type=int, default=int(os.environ.get("WEFT_NATS_PORT", "14222")))
+    ap.add_argument("--broker", choices=["nats", "kafka"], default="nats")
+    ap.add_argument("--port", type=int, default=None,
+                    help="the broker's (default: WEFT_NATS_PORT or 14222, WEFT_KAFKA_PORT or 19092)")
     ap.add_argument("--events", type=int, default=2000)
-    ap.add_argument("--keys", type=int, default=100)
+    ap.add_argument("--keys", type=int, default=None,
+                    help="default 100; 20 for unbounded-window, so that the events a broker kill "
+                    "loses share keys with the next batch more surely")
     ap.add_argument("--pause-ms", type=int, default=None,
                     help="between producer transactions (default: so that staging outlasts the actions)")
     ap.add_argument("--relay-kills", type=int, default=20)
@@ -251,41 +291,60 @@ def main():
     ap.add_argument("--crash-points", type=int, default=3, help="runs of each crash point")
     ap.add_argument("--drain-timeout", type=float, default=60)
     ap.add_argument("--seed", type=int, default=int(time.time()))
-    ap.add_argument("--control", choices=["none", "no-inbox", "mark-done-first", "memory-storage"],
-                    default="none")
+    ap.add_argument("--control", choices=["none", "no-inbox", "mark-done-first", "memory-storage",
+                                          "unbounded-window"], default="none")
     ap.add_argument("--db", choices=["sqlite", "pg"], default="sqlite", help="the outbox's database")
     ap.add_argument("--pg-conninfo", default="host=127.0.0.1 port=%s user=postgres dbname=postgres"
                     % os.environ.get("WEFT_PG_PORT", "15432"))
     ap.add_argument("--pg-terminations", type=int, default=3, help="pg_terminate_backend of the relay")
     ap.add_argument("--keep", action="store_true", help="keep the databases and logs")
+    ap.add_argument("--restart-cost", type=float, default=None,
+                    help="seconds a broker restart is taken to last when pacing the producer "
+                    "(default: 1 for NATS, 20 for Kafka, whose JVM starts slowly: 13 to 17 s here)")
     args = ap.parse_args()
+    if args.port is None:
+        args.port = (int(os.environ.get("WEFT_KAFKA_PORT", "19092")) if args.broker == "kafka"
+                     else int(os.environ.get("WEFT_NATS_PORT", "14222")))
+    if args.restart_cost is None:
+        args.restart_cost = 20.0 if args.broker == "kafka" else 1.0
+    if args.keys is None:
+        args.keys = 20 if args.control == "unbounded-window" else 100
+    if args.control not in ("none", "no-inbox") and args.broker != "nats":
+        raise SystemExit("the %s control runs on NATS" % args.control)
     rnd = random.Random(args.seed)
-    log("seed %d, control %s, %d events over %d keys" % (args.seed, args.control, args.events, args.keys))
+    log("seed %d, %s, %s, control %s, %d events over %d keys"
+        % (args.seed, args.broker, args.db, args.control, args.events, args.keys))
 
     work = tempfile.mkdtemp(prefix="weft-chaos-")
     app_db = os.path.join(work, "app.db")
     consumer_db = os.path.join(work, "consumer.db")
     topic = "chaos.%s.%d" % (args.control.replace("-", "_"), os.getpid())
-    url = "nats://127.0.0.1:%d" % args.port
     storage = "memory" if args.control == "memory-storage" else "file"
-    broker = Broker(args.port)
+    broker = Broker(args.broker, args.port)
     broker.start()
+    url = broker.url
 
-    relay_flags = ["--fresh-ids"] if args.control == "no-inbox" else []
-    consumer_flags = ["--no-inbox"] if args.control == "no-inbox" else []
+    relay_flags = ["--fresh-ids"] if args.control == "no-inbox" and args.broker == "nats" else []
+    consumer_flags = {"no-inbox": ["--no-inbox"], "unbounded-window": ["--no-order-guard"]}.get(args.control, [])
     relay_env = dict(os.environ)
     if args.control == "mark-done-first":
         relay_env["WEFT_OUTBOX_FAULT"] = "mark_done_first"
+    if args.control == "unbounded-window":
+        relay_env["WEFT_OUTBOX_FAULT"] = "unbounded_window"
     if args.pause_ms is None:
-        # About a second per action (a crash run waits for its crash), 2.5 events per transaction.
-        n_actions = (args.relay_kills + args.broker_restarts + args.broker_pauses + args.consumer_kills +
-                     3 * args.crash_points + (args.pg_terminations if args.db == "pg" else 0))
-        if args.control != "none":
+        # About a second per action (a crash run waits for its crash), a broker restart
+        # restart_cost seconds, 2.5 events per transaction.
+        n_actions = (args.relay_kills + args.broker_restarts * args.restart_cost + args.broker_pauses +
+                     args.consumer_kills + 3 * args.crash_points +
+                     (args.pg_terminations if args.db == "pg" else 0))
+        if args.control == "unbounded-window":
+            n_actions = args.broker_restarts * 3  # a pause of 1 s, a restart, a gap
+        elif args.control != "none":
             n_actions = args.crash_points * 2
         args.pause_ms = max(2, int(1000.0 * n_actions / (args.events / 2.5)))
     if args.db == "pg":
-        if args.control == "mark-done-first":
-            raise SystemExit("the mark-done-first fault exists in the SQLite relay only")
+        if args.control in ("mark-done-first", "unbounded-window"):
+            raise SystemExit("the %s fault is run on the SQLite relay only" % args.control)
         app = PgApp(args.pg_conninfo, "chaos_%d" % os.getpid())
         app.drop()
         producer = Proc("producer", [args.node, "produce-pg", args.pg_conninfo, app.prefix, str(args.events),
@@ -318,6 +377,7 @@ def main():
         raise RuntimeError("relay exited with %d at crash point %s (log in %s)" % (rc, point, work))
 
     ok = False
+    t_start = time.monotonic()
     try:
         # Schema first, so relay and consumer find the tables.
         if args.control == "memory-storage":
@@ -345,6 +405,26 @@ def main():
                 raise RuntimeError("producer failed (log in %s)" % work)
             wait_drained(app, consumer_db, args.events, args.drain_timeout, settle=3)
             time.sleep(2)  # late redeliveries would be counted too
+        elif args.control == "unbounded-window":
+            # The broker stopped while the relay publishes and killed while stopped: what the
+            # relay sent in that second is lost, fails at the publish timeout and is re-sent,
+            # while the later events of its key went on meanwhile.
+            consumer.start()
+            producer.start()
+            relay.start()
+            for _ in range(args.broker_restarts):
+                if not producer.alive():
+                    break
+                time.sleep(rnd.uniform(0.2, 0.6))
+                broker.pause_then_restart(1.0)
+                stats["broker_restarts"] += 1
+                stats["broker_pauses"] += 1
+            if stats["broker_restarts"] == 0:
+                raise RuntimeError("the producer finished before the first broker kill: raise --pause-ms")
+            if producer.wait(120) != 0:
+                raise RuntimeError("producer failed (log in %s)" % work)
+            wait_drained(app, consumer_db, args.events, args.drain_timeout, settle=3)
+            time.sleep(2)
         else:
             consumer.start()
             producer.start()
@@ -388,8 +468,12 @@ def main():
                         raise RuntimeError("%s exited by itself with %s (log in %s)" % (p.name, p.p.returncode, work))
             if pending:
                 raise RuntimeError("actions left at the deadline: %s" % pending)
+            # How long the actions took, and how long staging outlasted them (the margin
+            # --pause-ms leaves; the crash points need staging to go on).
+            stats["actions_s"] = "%.0f" % (time.monotonic() - t_start)
             if producer.wait(300) != 0:
                 raise RuntimeError("producer failed (log in %s)" % work)
+            stats["staging_s"] = "%.0f" % (time.monotonic() - t_start)
             if not wait_drained(app, consumer_db, args.events, args.drain_timeout):
                 log("not drained within %.0f s" % args.drain_timeout)
         relay.kill()
@@ -399,12 +483,15 @@ def main():
         res.update({"crash_" + k: v for k, v in sorted(crash_hits.items())})
         res["relay_starts"] = relay.starts
         res["consumer_starts"] = consumer.starts
+        if broker.restart_seconds:
+            res["broker_restart_s_max"] = "%.1f" % max(broker.restart_seconds)
+        res["seconds"] = "%.0f" % (time.monotonic() - t_start)
         log("result " + " ".join("%s=%s" % kv for kv in res.items()))
         if args.control == "none":
             ok = not bad
             log("PASS" if ok else "FAIL: " + "; ".join(bad))
         else:
-            want = "processed_twice" if args.control == "no-inbox" else "lost"
+            want = {"no-inbox": "processed_twice", "unbounded-window": "order_breaks"}.get(args.control, "lost")
             ok = res[want] > 0
             log("control %s: %s (%s)" % (args.control, "violation reported as expected" if ok
                                          else "NO VIOLATION SEEN: the test could not fail", "; ".join(bad)))

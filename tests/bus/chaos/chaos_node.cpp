@@ -1,13 +1,20 @@
 // One process of the outbox chaos test (tests/bus/chaos/chaos.py starts, kills and restarts
 // them by PID): the producer that stages events in business transactions, the relay that
-// publishes them to NATS JetStream, and the consumer that handles them through the inbox.
+// publishes them to the broker, and the consumer that handles them through the inbox.
 //
 //   chaos_node produce <app.db> <events> <keys> <topic> <pause_ms>
-//   chaos_node relay   <app.db> <nats_url> <topic> file|memory [--fresh-ids]
-//   chaos_node consume <consumer.db> <nats_url> <topic> file|memory [--no-inbox]
+//   chaos_node relay   <app.db> <broker_url> <topic> file|memory [--fresh-ids]
+//   chaos_node consume <consumer.db> <broker_url> <topic> file|memory [--no-inbox]
+//                      [--no-order-guard]
 //   chaos_node produce-pg <conninfo> <prefix> <events> <keys> <topic> <pause_ms>
-//   chaos_node relay-pg   <conninfo> <prefix> <nats_url> <topic> file|memory [--fresh-ids]
+//   chaos_node relay-pg   <conninfo> <prefix> <broker_url> <topic> file|memory [--fresh-ids]
 //
+// The broker: nats://host:port is NATS JetStream (stream storage file or memory);
+// kafka://host:port is Kafka (where built with it: the topic made with 4 partitions, the
+// relay's producer idempotent with acks=all, the consumer a group member whose offsets are
+// committed after acks; file|memory is ignored). A Kafka producer's idempotence lasts as long as
+// the producer: a relay killed and restarted publishes again under a new producer id, which the
+// broker cannot match with the old one, so there the inbox alone absorbs the repeats.
 // The -pg forms do the same on PostgreSQL: the business table `<prefix>_orders` and the outbox
 // `<prefix>_outbox` (weft::bus::pg_outbox, one partition-owning relay); the consumer stays on
 // SQLite (its own database).
@@ -16,13 +23,16 @@
 // per key) and stages its envelope (payload "id:key:seq") in one transaction, 1 to 4 events per
 // transaction. The relay runs sqlite_outbox::run_relay until it is killed; the outbox's crash
 // points (WEFT_OUTBOX_CRASH_POINT, src/bus/relay_batch.hpp) end it by themselves, and this
-// process adds "after_publish": _exit 5 ms after a message was handed to the NATS client,
-// before its ack is processed. --fresh-ids gives every publish a new envelope id (the
-// positive control that switches the broker's de-duplication and the inbox off).
+// process adds "after_publish": _exit shortly after a message was handed to the broker's client
+// (5 ms for NATS; 30 ms for Kafka, whose client holds it for linger.ms first), before its ack
+// is processed. --fresh-ids gives every publish a new envelope id (the positive control that
+// switches the broker's de-duplication and the inbox off).
 // The consumer records every event it handles in `received` (in handling order) in the same
 // transaction as the inbox's id; per key it handles seq n only after n - 1 (a delivery that
 // arrives early is nacked and logged in `early`), and logs duplicates the inbox absorbed in
-// `dups`. --no-inbox handles every delivery as it comes (the positive control).
+// `dups`. --no-inbox handles every delivery as it comes (the positive control for
+// duplicates); --no-order-guard keeps the inbox but handles every new event as it comes, early
+// or not, so that `received` shows the broker's order (the positive control for order).
 
 #include <sqlite3.h>
 #include <unistd.h>
@@ -40,6 +50,9 @@
 #include <vector>
 
 #include "weft/bus/backend.hpp"
+#if defined(WEFT_CHAOS_KAFKA)
+#include "weft/bus/kafka_backend.hpp"
+#endif
 #include "weft/bus/nats_backend.hpp"
 #if defined(WEFT_CHAOS_PG)
 #include "weft/bus/pg_connection.hpp"
@@ -152,10 +165,13 @@ auto produce(const std::string& path, int events, int keys, const std::string& t
 // ---- relay ---------------------------------------------------------------------------------
 
 /// Wraps the relay's producer: the "after_publish" crash point and the fresh-ids control.
+/// `send_delay`: how long the broker's client takes to send a message handed to it.
 class chaos_producer final : public backend_producer {
 public:
-    chaos_producer(std::unique_ptr<backend_producer> inner, bool fresh_ids)
-        : inner_(std::move(inner)), fresh_ids_(fresh_ids) {
+    chaos_producer(std::unique_ptr<backend_producer> inner,
+                   bool fresh_ids,
+                   std::chrono::milliseconds send_delay)
+        : inner_(std::move(inner)), fresh_ids_(fresh_ids), send_delay_(send_delay) {
         const char* p = std::getenv("WEFT_OUTBOX_CRASH_POINT");
         const char* n = std::getenv("WEFT_OUTBOX_CRASH_AFTER");
         armed_ = p != nullptr && std::string_view{p} == "after_publish";
@@ -167,7 +183,7 @@ public:
         }
         inner_->start(std::move(env), slot);
         if (armed_ && left_.fetch_sub(1) <= 1) {
-            std::this_thread::sleep_for(5ms);  // cnats's flusher sends it; the ack is not seen
+            std::this_thread::sleep_for(send_delay_);  // sent; its ack is not seen
             std::_Exit(86);
         }
     }
@@ -176,6 +192,7 @@ public:
 private:
     std::unique_ptr<backend_producer> inner_;
     bool fresh_ids_;
+    std::chrono::milliseconds send_delay_;
     bool armed_ = false;
     std::atomic<long> left_{1};
 };
@@ -193,8 +210,9 @@ public:
         if (!p) {
             return p.error();
         }
+        const auto send_delay = inner_.name() == "kafka" ? 30ms : 5ms;
         return std::unique_ptr<backend_producer>(
-            std::make_unique<chaos_producer>(std::move(*p), fresh_ids_));
+            std::make_unique<chaos_producer>(std::move(*p), fresh_ids_, send_delay));
     }
     auto make_consumer(consumer_config config)
         -> weft::task<weft::result<std::shared_ptr<backend_consumer>>> override {
@@ -206,15 +224,31 @@ private:
     bool fresh_ids_;
 };
 
+/// The broker `url` names (see the top of this file); retried while it restarts.
 auto connect(const std::string& url, const std::string& topic, const std::string& storage)
-    -> std::unique_ptr<nats_backend> {
-    nats_backend_options o;
-    o.url = url;
-    o.topics = {topic};
-    o.storage = storage == "memory" ? nats_storage::memory : nats_storage::file;
-    o.publish_timeout = 2'000ms;
+    -> std::unique_ptr<backend> {
+    constexpr std::string_view kafka_scheme = "kafka://";
     for (int attempt = 0;; ++attempt) {  // the broker may be restarting
         try {
+            if (url.starts_with(kafka_scheme)) {
+#if defined(WEFT_CHAOS_KAFKA)
+                kafka_backend_options o;
+                o.brokers = url.substr(kafka_scheme.size());
+                o.topics = {topic};
+                o.partitions = 4;
+                // Longer than a broker restart here (the JVM's start): a publish waits it out
+                // in the client rather than failing and being retried by the relay.
+                o.publish_timeout = 20'000ms;
+                return std::make_unique<kafka_backend>(o);
+#else
+                throw std::runtime_error("chaos_node was built without Kafka");
+#endif
+            }
+            nats_backend_options o;
+            o.url = url;
+            o.topics = {topic};
+            o.storage = storage == "memory" ? nats_storage::memory : nats_storage::file;
+            o.publish_timeout = 2'000ms;
             return std::make_unique<nats_backend>(o);
         } catch (const std::system_error& e) {
             if (attempt == 100) {
@@ -235,8 +269,8 @@ auto relay(const std::string& path,
     oo.relay.max_poll = 20ms;  // the producer is another process: its commits do not wake us
     oo.relay.max_backoff = 500ms;
     sqlite_outbox outbox{path, oo};
-    auto nats = connect(url, topic, storage);
-    chaos_backend b{*nats, fresh_ids};
+    auto broker = connect(url, topic, storage);
+    chaos_backend b{*broker, fresh_ids};
     weft::runtime rt{weft::io_runtime_options(2)};
     auto r = rt.block_on([&]() -> weft::task<weft::result<void>> {
         publisher pub{b, {.max_pending = 256}};
@@ -320,8 +354,8 @@ auto relay_pg(const std::string& conninfo,
     oo.relay.max_poll = 20ms;
     oo.relay.max_backoff = 500ms;
     pg_outbox outbox{oo};
-    auto nats = connect(url, topic, storage);
-    chaos_backend b{*nats, fresh_ids};
+    auto broker = connect(url, topic, storage);
+    chaos_backend b{*broker, fresh_ids};
     weft::runtime rt{weft::io_runtime_options(2)};
     auto r = rt.block_on([&]() -> weft::task<weft::result<void>> {
         publisher pub{b, {.max_pending = 256}};
@@ -369,7 +403,7 @@ void log_row(sqlite3* db, const char* table, const parsed& p, std::uint32_t atte
 enum class handled { processed, duplicate, early };
 
 /// One delivery, blocking (run on the blocking pool).
-auto handle_one(sqlite3* db, sqlite_inbox* inbox, delivery d) -> handled {
+auto handle_one(sqlite3* db, sqlite_inbox* inbox, bool order_guard, delivery d) -> handled {
     const parsed p = parse(d.message().payload);
     const std::uint32_t attempt = d.attempt();
     sqlite_txn txn{db};
@@ -384,7 +418,7 @@ auto handle_one(sqlite3* db, sqlite_inbox* inbox, delivery d) -> handled {
         stmt q(t.db(), "SELECT last FROM progress WHERE key = ?");
         sqlite3_bind_text(q.s, 1, p.key.c_str(), -1, SQLITE_TRANSIENT);
         const std::int64_t last = q.step() == SQLITE_ROW ? sqlite3_column_int64(q.s, 0) : 0;
-        if (p.seq > last + 1) {
+        if (order_guard && p.seq > last + 1) {
             early = true;
             return std::make_error_code(std::errc::resource_unavailable_try_again);
         }
@@ -418,7 +452,8 @@ auto consume(const std::string& path,
              const std::string& url,
              const std::string& topic,
              const std::string& storage,
-             bool use_inbox) -> int {
+             bool use_inbox,
+             bool order_guard) -> int {
     sqlite3* db = open_db(path);
     for (const char* t : {"received", "early", "dups"}) {
         exec(db, std::string("CREATE TABLE IF NOT EXISTS ") + t +
@@ -427,10 +462,10 @@ auto consume(const std::string& path,
     }
     exec(db, "CREATE TABLE IF NOT EXISTS progress (key TEXT PRIMARY KEY, last INTEGER NOT NULL)");
     sqlite_inbox inbox{db};
-    auto nats = connect(url, topic, storage);
+    auto broker = connect(url, topic, storage);
     weft::runtime rt{weft::io_runtime_options(2)};
     return rt.block_on([&]() -> weft::task<int> {
-        subscriber sub{*nats, {.ack_wait = 1'000ms}};
+        subscriber sub{*broker, {.ack_wait = 1'000ms}};
         auto s = co_await sub.subscribe(topic, "chaos");
         if (!s) {
             std::fprintf(stderr, "consume: subscribe: %s\n", s.error().message().c_str());
@@ -446,8 +481,8 @@ auto consume(const std::string& path,
             // Named first: with the capturing lambda written inside the co_await expression,
             // the g++ 12 build dropped the subscription's last reference to its consumer after
             // the first delivery (the next next() said subscription_closed); named, it does not.
-            auto job = [db, ib, dv = std::move(*d)]() mutable {
-                return handle_one(db, ib, std::move(dv));
+            auto job = [db, ib, order_guard, dv = std::move(*d)]() mutable {
+                return handle_one(db, ib, order_guard, std::move(dv));
             };
             auto h = co_await weft::spawn_blocking(std::move(job));
             (void)h;
@@ -483,7 +518,7 @@ int main(int argc, char** argv) {
         }
 #endif
         if (a.size() >= 5 && a[0] == "consume") {
-            return consume(a[1], a[2], a[3], a[4], !has("--no-inbox"));
+            return consume(a[1], a[2], a[3], a[4], !has("--no-inbox"), !has("--no-order-guard"));
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "chaos_node %s: %s\n", a.empty() ? "" : a[0].c_str(), e.what());
@@ -491,11 +526,12 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr,
                  "usage: chaos_node produce <db> <events> <keys> <topic> <pause_ms>\n"
-                 "       chaos_node relay <db> <nats_url> <topic> file|memory [--fresh-ids]\n"
-                 "       chaos_node consume <db> <nats_url> <topic> file|memory [--no-inbox]\n"
+                 "       chaos_node relay <db> <broker_url> <topic> file|memory [--fresh-ids]\n"
+                 "       chaos_node consume <db> <broker_url> <topic> file|memory [--no-inbox] "
+                 "[--no-order-guard]\n"
                  "       chaos_node produce-pg <conninfo> <prefix> <events> <keys> <topic> "
                  "<pause_ms>\n"
-                 "       chaos_node relay-pg <conninfo> <prefix> <nats_url> <topic> file|memory "
+                 "       chaos_node relay-pg <conninfo> <prefix> <broker_url> <topic> file|memory "
                  "[--fresh-ids]\n");
     return 64;
 }
