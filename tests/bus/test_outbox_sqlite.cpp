@@ -235,6 +235,33 @@ TEST(sqlite_outbox, a_retrying_key_does_not_hold_up_the_next_batch) {
     EXPECT_EQ(outbox.pending_rows().value(), 0U);
 }
 
+// A window above one asked of a broker without keeps_partition_prefix (the memory broker, or
+// no relay_options::broker at all) is clamped to one: never two events of a key unacknowledged.
+TEST(sqlite_outbox, a_window_is_clamped_to_one_where_the_broker_keeps_no_prefix) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    memory_broker broker;
+    ASSERT_FALSE(broker.features().keeps_partition_prefix);
+    sqlite_outbox outbox{path, {.relay = {.max_unacked_per_key = 8, .broker = &broker}}};
+    app_db app{path};
+    constexpr int keys = 4;
+    constexpr int per_key = 50;
+    stage_many(app, outbox, keys, per_key);
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{broker, {.max_pending = 256}};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        co_await wait_published(outbox, keys * per_key);
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        const auto got = co_await stored_by_key(broker, "orders");
+        expect_in_order(got, keys, per_key);
+    }());
+    EXPECT_EQ(outbox.metrics().unacked_per_key_limit, 1U);
+    EXPECT_EQ(outbox.metrics().peak_unacked_per_key, 0U);  // the chains of window 1 count none
+}
+
 TEST(sqlite_outbox, staging_rolled_back_with_the_business_change_leaves_nothing) {
     temp_dir dir;
     const auto path = dir.file("app.db");
