@@ -183,12 +183,16 @@ auto publish_windowed(publisher& pub,
     // even what the broker took (sent again from n, in order).
     for (std::size_t c = 0; c < chains.size(); ++c) {
         const std::size_t cut = std::min(st[c].failed, chains[c].size());
+        bool gap = false;
         for (std::size_t pos = 0; pos < chains[c].size(); ++pos) {
             relay_row& row = rows[chains[c][pos]];
             if (row.outcome == relay_row::fate::dead) {
                 // Rejected for good wherever it stands: never stored, so it orders nothing.
                 counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
             } else if (pos >= cut) {
+                // Acknowledged after an earlier event of its key failed: the broker stored it
+                // ahead of that one (counted: the order the consumer sees is broken here).
+                gap = gap || (pos > cut && row.outcome == relay_row::fate::published);
                 row.outcome = relay_row::fate::pending;
             } else if (row.outcome == relay_row::fate::published) {
                 counters.published.fetch_add(1, std::memory_order_relaxed);
@@ -196,6 +200,9 @@ auto publish_windowed(publisher& pub,
             }
         }
         outs[c].deferred = st[c].failed != none;
+        if (gap) {
+            counters.window_gaps.fetch_add(1, std::memory_order_relaxed);
+        }
     }
 }
 

@@ -42,6 +42,7 @@ struct relay_counters {
     std::atomic<std::int64_t> oldest_pending_staged_ms{0};  // 0: nothing pending
     std::atomic<std::uint32_t> window{0};                   // set by the relay at its start
     std::atomic<std::uint64_t> peak_unacked_per_key{0};
+    std::atomic<std::uint64_t> window_gaps{0};
 };
 
 /// The per-key window the relay uses: options.max_unacked_per_key where options.broker keeps a

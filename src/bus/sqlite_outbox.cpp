@@ -329,6 +329,7 @@ auto sqlite_outbox::metrics() const noexcept -> outbox_metrics {
     m.idle_waits = c.idle_waits.load(std::memory_order_relaxed);
     m.unacked_per_key_limit = c.window.load(std::memory_order_relaxed);
     m.peak_unacked_per_key = c.peak_unacked_per_key.load(std::memory_order_relaxed);
+    m.window_gaps = c.window_gaps.load(std::memory_order_relaxed);
     const std::int64_t oldest = c.oldest_pending_staged_ms.load(std::memory_order_relaxed);
     if (oldest != 0) {
         m.oldest_pending_age =

@@ -39,8 +39,11 @@ auto unique(const char* what) -> std::string {
 
 /// Stages `per_key` events for each of `keys` keys, interleaved, 50 to a transaction; the
 /// payload is the event's number within its key.
-void stage_many(const std::string& path, sqlite_outbox& outbox, const std::string& topic,
-                int keys, int per_key) {
+void stage_many(const std::string& path,
+                sqlite_outbox& outbox,
+                const std::string& topic,
+                int keys,
+                int per_key) {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
     sqlite3_busy_timeout(db, 5'000);
@@ -117,6 +120,8 @@ TEST(kafka_outbox_window, several_per_key_in_flight_and_order_per_key_kept) {
     EXPECT_EQ(m.unacked_per_key_limit, 8U);
     EXPECT_GT(m.peak_unacked_per_key, 1U);
     EXPECT_LE(m.peak_unacked_per_key, 8U);
+    EXPECT_EQ(m.window_gaps, 0U);
+    RecordProperty("peak_unacked_per_key", std::to_string(m.peak_unacked_per_key));
     EXPECT_EQ(outbox.pending_rows().value(), 0U);
     ASSERT_EQ(got.size(), static_cast<std::size_t>(keys));
     for (const auto& [key, seq] : got) {

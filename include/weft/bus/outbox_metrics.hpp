@@ -27,6 +27,11 @@ struct outbox_metrics {
     std::uint32_t unacked_per_key_limit = 0;
     /// The most events of one key that were published and unacknowledged at once.
     std::uint64_t peak_unacked_per_key = 0;
+    /// Failures (with a window above 1) of an event of a key while a later event of the key,
+    /// sent in the same window, was acknowledged: the broker holds that later one ahead of it,
+    /// so the order as first stored is broken there. 0 is what the window's guarantee means;
+    /// README, "Relay throughput", says when it can be otherwise.
+    std::uint64_t window_gaps = 0;
 };
 
 }  // namespace weft::bus
