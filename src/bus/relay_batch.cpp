@@ -119,12 +119,16 @@ auto publish_windowed(publisher& pub,
         counters.retries.fetch_add(1, std::memory_order_relaxed);
         st[c].failed = std::min(st[c].failed, pos);
     };
+    // Chains [from, to) may send: all of them at first and after the bound was reached, else
+    // only the one whose outcome was just read.
+    std::size_t from = 0;
+    std::size_t to = chains.size();
     for (;;) {
         if (stop.requested()) {
             co_return;  // what was not decided stays pending
         }
         bool blocked = false;
-        for (std::size_t c = 0; c < chains.size() && !blocked; ++c) {
+        for (std::size_t c = from; c < to && !blocked; ++c) {
             chain_state& k = st[c];
             while (k.failed == none && k.unacked < window && k.next < chains[c].size()) {
                 relay_row& row = rows[chains[c][k.next]];
@@ -149,6 +153,8 @@ auto publish_windowed(publisher& pub,
                 note_peak(counters, k.unacked);
             }
         }
+        from = blocked ? 0 : chains.size();
+        to = chains.size();
         if (in_flight == 0) {
             if (!blocked) {
                 break;  // every chain sent all it may
@@ -167,6 +173,10 @@ auto publish_windowed(publisher& pub,
         }
         const auto [c, pos] = it->second;
         sent.erase(it);
+        if (!blocked) {
+            from = c;
+            to = c + 1;
+        }
         --in_flight;
         --st[c].unacked;
         if (r->outcome) {
