@@ -30,6 +30,13 @@ struct chain_outcome {
     bool deferred = false;  // a transient failure left the rest of the chain pending
 };
 
+void note_peak(relay_counters& counters, std::uint64_t unacked) {
+    auto peak = counters.peak_unacked_per_key.load(std::memory_order_relaxed);
+    while (unacked > peak && !counters.peak_unacked_per_key.compare_exchange_weak(
+                                 peak, unacked, std::memory_order_relaxed)) {
+    }
+}
+
 auto publish_chain(publisher& pub,
                    std::vector<relay_row>& rows,
                    std::vector<std::size_t> chain,
@@ -45,6 +52,7 @@ auto publish_chain(publisher& pub,
             if (stop.requested()) {
                 co_return;
             }
+            note_peak(counters, 1);
             auto a = co_await pub.publish(row.env);
             if (a) {
                 row.outcome = relay_row::fate::published;
@@ -72,13 +80,6 @@ auto publish_chain(publisher& pub,
             co_await wait_for_event(stop.wake, backoff);
             backoff = std::min(backoff * 2, options.max_backoff);
         }
-    }
-}
-
-void note_peak(relay_counters& counters, std::uint64_t unacked) {
-    auto peak = counters.peak_unacked_per_key.load(std::memory_order_relaxed);
-    while (unacked > peak && !counters.peak_unacked_per_key.compare_exchange_weak(
-                                 peak, unacked, std::memory_order_relaxed)) {
     }
 }
 
