@@ -6,7 +6,7 @@
 //
 //   bench_outbox SCENARIO events=N [keys=100] [per_txn=100] [payload=128] [batch=512]
 //                [max_pending=1024] [workers=2] [pg_port=5432] [nats_port=4222]
-//                [kafka_port=9092]
+//                [kafka_port=9092] [window=1]
 //
 // SCENARIO: outbox_<db>[_<broker>], db = sqlite | pg, broker = nats_file | kafka (none: the
 // memory broker).
@@ -21,10 +21,11 @@
 // is checked empty: `relay_events_per_s`, and `relay_vs_publish` = the two rates' quotient;
 // on PostgreSQL also `server_cpu_ns_per_event`: the server's CPU (postmaster and children,
 // from /proc, when on this machine) during the drain, per event.
-// Per key the relay keeps one event unacknowledged at a time (the outbox's default order
-// guarantee), so with 100 keys at most 100 are in flight, against max_pending for the
-// publisher. The memory broker acknowledges inline. NATS streams made here are deleted at the
-// end (Kafka topics stay).
+// Per key the relay keeps `window` events unacknowledged at most (relay_options::
+// max_unacked_per_key; above 1 honoured on Kafka only, else 1), so with 100 keys at most
+// 100 x window are in flight (and at most batch), against max_pending for the publisher;
+// `relay_window` reports the window used and `relay_peak_unacked_per_key` the most seen. The memory
+// broker acknowledges inline. NATS streams made here are deleted at the end (Kafka topics stay).
 
 #include <unistd.h>
 
@@ -89,6 +90,7 @@ struct options {
     std::int64_t pg_port = 5432;
     std::int64_t nats_port = 4222;
     std::int64_t kafka_port = 9092;
+    std::int64_t window = 1;    // relay_options::max_unacked_per_key (honoured on Kafka only)
     std::string relay_topic;    // the relay publishes here
     std::string publish_topic;  // the bus's own rate is measured here
 };
@@ -114,10 +116,10 @@ auto parse(int argc, char** argv) -> options {
     o.db = sc->second.first;
     o.broker = sc->second.second;
     std::map<std::string, std::int64_t*> keys = {
-        {"events", &o.events},        {"keys", &o.keys},       {"per_txn", &o.per_txn},
-        {"payload", &o.payload},      {"batch", &o.batch},     {"max_pending", &o.max_pending},
-        {"workers", &o.workers},      {"pg_port", &o.pg_port}, {"nats_port", &o.nats_port},
-        {"kafka_port", &o.kafka_port}};
+        {"events", &o.events},         {"keys", &o.keys},       {"per_txn", &o.per_txn},
+        {"payload", &o.payload},       {"batch", &o.batch},     {"max_pending", &o.max_pending},
+        {"workers", &o.workers},       {"pg_port", &o.pg_port}, {"nats_port", &o.nats_port},
+        {"kafka_port", &o.kafka_port}, {"window", &o.window}};
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];
         const auto eq = arg.find('=');
@@ -135,8 +137,8 @@ auto parse(int argc, char** argv) -> options {
         }
     }
     if (o.events < 1 || o.keys < 1 || o.per_txn < 1 || o.batch < 1 || o.max_pending < 1 ||
-        o.workers < 1 || o.payload < 0) {
-        fail("events, keys, per_txn, batch, max_pending, workers >= 1", 2);
+        o.workers < 1 || o.window < 1 || o.payload < 0) {
+        fail("events, keys, per_txn, batch, max_pending, workers, window >= 1", 2);
     }
     // Topics of their own per run: nothing of an earlier run is counted.
     const std::string base = "weftbench-" + o.scenario + "-" + std::to_string(::getpid()) + "-" +
@@ -205,7 +207,9 @@ void delete_streams(const options& o) {
 struct figures {
     double elapsed_s = 0;
     double cpu_s = 0;
-    double server_cpu_s = -1;  // PostgreSQL's, during the relay's drain (pg only)
+    std::uint32_t window = 0;        // the relay's window as it used it
+    std::uint64_t peak_unacked = 0;  // the most of one key unacknowledged at once
+    double server_cpu_s = -1;        // PostgreSQL's, during the relay's drain (pg only)
     double publish_s = 0;
     std::uint64_t published = 0;
     std::uint64_t left = 0;
@@ -246,6 +250,12 @@ auto publish_rate(backend& b, const options& o, figures& f) -> task<void> {
     }
 }
 
+auto relay_opts(const options& o, const backend& b) -> relay_options {
+    return {.batch_size = static_cast<std::uint32_t>(o.batch),
+            .max_unacked_per_key = static_cast<std::uint32_t>(o.window),
+            .broker = &b};
+}
+
 /// Starts the relay, waits until it published `n`, stops it: the timed part.
 template <typename Outbox>
 auto relay(Outbox& outbox, backend& b, const options& o, figures& f) -> task<void> {
@@ -271,6 +281,8 @@ auto relay(Outbox& outbox, backend& b, const options& o, figures& f) -> task<voi
         fail("relay: " + r.error().message());
     }
     f.published = outbox.metrics().published;
+    f.window = outbox.metrics().unacked_per_key_limit;
+    f.peak_unacked = outbox.metrics().peak_unacked_per_key;
     auto closed = co_await pub.close();
     if (!closed) {
         fail("close: " + closed.error().message());
@@ -291,7 +303,8 @@ void run_sqlite(const options& o, figures& f) {
     std::filesystem::create_directories(dir);
     const std::string path = (dir / "app.db").string();
     {
-        sqlite_outbox outbox{path, {.relay = {.batch_size = static_cast<std::uint32_t>(o.batch)}}};
+        auto b = make_backend(o);
+        sqlite_outbox outbox{path, {.relay = relay_opts(o, *b)}};
         sqlite3* db = nullptr;
         if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
             fail("open " + path);
@@ -308,7 +321,6 @@ void run_sqlite(const options& o, figures& f) {
                 fail("commit: " + c.error().message());
             }
         }
-        auto b = make_backend(o);
         {
             weft::runtime rt{weft::io_runtime_options(static_cast<unsigned>(o.workers))};
             rt.block_on([&]() -> task<void> {
@@ -389,9 +401,7 @@ auto pg_session(const options& o, backend& b, figures& f) -> task<void> {
     }
     pg_connection& conn = **c;
     {
-        pg_outbox outbox{{.conninfo = conninfo,
-                          .table = table,
-                          .relay = {.batch_size = static_cast<std::uint32_t>(o.batch)}}};
+        pg_outbox outbox{{.conninfo = conninfo, .table = table, .relay = relay_opts(o, b)}};
         if (auto m = co_await outbox.migrate(conn); !m) {
             fail("migrate: " + m.error().message() + " " + conn.last_error());
         }
@@ -456,6 +466,8 @@ auto main(int argc, char** argv) -> int {
     emit("publish_msgs_per_s", "msg/s", n / f.publish_s);
     emit("relay_vs_publish", "x", f.publish_s / f.elapsed_s);
     emit("cpu_ns_per_event", "ns", f.cpu_s * 1e9 / n);
+    emit("relay_window", "events", static_cast<double>(f.window));
+    emit("relay_peak_unacked_per_key", "events", static_cast<double>(f.peak_unacked));
     if (f.server_cpu_s >= 0) {
         emit("server_cpu_ns_per_event", "ns", f.server_cpu_s * 1e9 / n);
     }

@@ -393,6 +393,10 @@ auto kafka_backend::features() const noexcept -> backend_features {
     // Holding acks would mean stopping the broker (SIGSTOP) from inside a test: not offered.
     f.can_pause = false;
     f.returns_on_close = true;  // a closing member leaves its group at once
+    // enable.idempotence=true (always set by kafka_producer): the producer numbers each
+    // partition's messages and the broker refuses one out of sequence, so internal retries
+    // never reorder or duplicate within a partition, and a key always maps to one partition.
+    f.keeps_partition_prefix = true;
     return f;
 }
 

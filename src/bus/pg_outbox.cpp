@@ -210,6 +210,9 @@ auto pg_outbox::metrics() const noexcept -> outbox_metrics {
     m.retries = c.retries.load(std::memory_order_relaxed);
     m.dead_lettered = c.dead_lettered.load(std::memory_order_relaxed);
     m.idle_waits = c.idle_waits.load(std::memory_order_relaxed);
+    m.unacked_per_key_limit = c.window.load(std::memory_order_relaxed);
+    m.peak_unacked_per_key = c.peak_unacked_per_key.load(std::memory_order_relaxed);
+    m.window_gaps = c.window_gaps.load(std::memory_order_relaxed);
     const std::int64_t oldest = c.oldest_pending_staged_ms.load(std::memory_order_relaxed);
     if (oldest != 0) {
         m.oldest_pending_age =
@@ -255,6 +258,7 @@ struct relay_session {
     detail::retry_map deferred;
     bool in_txn = false;
     std::vector<detail::relay_row> next;
+    std::uint32_t window = 1;  // detail::effective_window of the relay options
 };
 
 /// The keys still in back-off; forgets entries long past (a key that moved to another relay).
@@ -411,7 +415,8 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
         co_return std::size_t{0};
     }
     s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms, std::memory_order_relaxed);
-    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop, &rs.deferred);
+    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop, &rs.deferred,
+                                   rs.window);
     detail::crash_point("after_ack");
     std::vector<pg_statement> finish;
     std::vector<std::int64_t> finished;
@@ -465,6 +470,8 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
     auto poll = o.min_poll;
     auto backoff = o.min_backoff;
     relay_session rs;
+    rs.window = detail::effective_window(o);
+    s.counters.window.store(rs.window, std::memory_order_relaxed);
     while (!s.stop.requested() && !token.stop_requested()) {
         if (!rs.conn) {
             auto c = co_await pg_connection::connect(s.options.conninfo);

@@ -40,7 +40,14 @@ struct relay_counters {
     std::atomic<std::uint64_t> dead_lettered{0};
     std::atomic<std::uint64_t> idle_waits{0};
     std::atomic<std::int64_t> oldest_pending_staged_ms{0};  // 0: nothing pending
+    std::atomic<std::uint32_t> window{0};                   // set by the relay at its start
+    std::atomic<std::uint64_t> peak_unacked_per_key{0};
+    std::atomic<std::uint64_t> window_gaps{0};
 };
+
+/// The per-key window the relay uses: options.max_unacked_per_key where options.broker keeps a
+/// partition prefix, else 1 (and a line on stderr when more was asked for).
+[[nodiscard]] auto effective_window(const relay_options& options) -> std::uint32_t;
 
 /// What stops a relay: `stopping` (read acquire, set by stop_relay with release) and `wake`
 /// (manual reset, set together with it) to cut short its waits.
@@ -75,12 +82,19 @@ using retry_map = std::unordered_map<std::string, key_retry>;
 ///   next batch while the key waits (the caller keeps its pending rows and offers them again,
 ///   ahead of the key's newer rows). A success clears the key's entry.
 /// Returns early when stopping (the rest stay pending).
+/// With `window` > 1 (and `deferred` given) up to `window` events of a key are unacknowledged
+/// at once: they are started in order with try_publish_async (so the producer sees them in
+/// order) and their outcomes read from pub.results(). A transient failure of a key's event n
+/// stops the key: nothing more of it is sent, its outstanding outcomes are awaited, and n and
+/// every later event of the key stay pending (re-sent from n in order, a later one the broker
+/// took meanwhile is a duplicate the inbox drops).
 auto publish_batch(publisher& pub,
                    std::vector<relay_row>& rows,
                    const relay_options& options,
                    relay_counters& counters,
                    relay_stop& stop,
-                   retry_map* deferred = nullptr) -> task<void>;
+                   retry_map* deferred = nullptr,
+                   std::uint32_t window = 1) -> task<void>;
 
 /// Waits until `e` is set or `d` passes (or the task is stopped). Never fails.
 auto wait_for_event(event& e, std::chrono::milliseconds d) -> task<void>;

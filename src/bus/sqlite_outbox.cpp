@@ -327,6 +327,9 @@ auto sqlite_outbox::metrics() const noexcept -> outbox_metrics {
     m.retries = c.retries.load(std::memory_order_relaxed);
     m.dead_lettered = c.dead_lettered.load(std::memory_order_relaxed);
     m.idle_waits = c.idle_waits.load(std::memory_order_relaxed);
+    m.unacked_per_key_limit = c.window.load(std::memory_order_relaxed);
+    m.peak_unacked_per_key = c.peak_unacked_per_key.load(std::memory_order_relaxed);
+    m.window_gaps = c.window_gaps.load(std::memory_order_relaxed);
     const std::int64_t oldest = c.oldest_pending_staged_ms.load(std::memory_order_relaxed);
     if (oldest != 0) {
         m.oldest_pending_age =
@@ -353,6 +356,8 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
     s.stop.wake.reset();
     const stop_token token = co_await get_stop_token();
     const relay_options& o = s.options.relay;
+    const std::uint32_t window = detail::effective_window(o);
+    s.counters.window.store(window, std::memory_order_relaxed);
     // Every row at or below `cursor` is finished or in `held`: the rows of keys waiting out a
     // transient failure (detail::retry_map), still in the table, offered again ahead of their
     // keys' newer rows. So a retrying key holds up only itself, not the next batch. Reading
@@ -422,7 +427,7 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
             }
             detail::crash_point("after_mark_done");
         }
-        co_await detail::publish_batch(pub, rows, o, s.counters, s.stop, &deferred);
+        co_await detail::publish_batch(pub, rows, o, s.counters, s.stop, &deferred, window);
         detail::crash_point("after_ack");
         backoff = o.min_backoff;
         for (;;) {

@@ -2,10 +2,12 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -232,6 +234,161 @@ TEST(sqlite_outbox, a_retrying_key_does_not_hold_up_the_next_batch) {
     EXPECT_EQ(others_when_stuck_went_through.load(), others)
         << "the other keys waited for the retrying one (" << stuck_attempts.load()
         << " attempts of \"stuck\")";
+    EXPECT_EQ(outbox.pending_rows().value(), 0U);
+}
+
+// A window above one asked of a broker without keeps_partition_prefix (the memory broker, or
+// no relay_options::broker at all) is clamped to one: never two events of a key unacknowledged.
+TEST(sqlite_outbox, a_window_is_clamped_to_one_where_the_broker_keeps_no_prefix) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    memory_broker broker;
+    ASSERT_FALSE(broker.features().keeps_partition_prefix);
+    sqlite_outbox outbox{path, {.relay = {.max_unacked_per_key = 8, .broker = &broker}}};
+    app_db app{path};
+    constexpr int keys = 4;
+    constexpr int per_key = 50;
+    stage_many(app, outbox, keys, per_key);
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{broker, {.max_pending = 256}};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        co_await wait_published(outbox, keys * per_key);
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        const auto got = co_await stored_by_key(broker, "orders");
+        expect_in_order(got, keys, per_key);
+    }());
+    EXPECT_EQ(outbox.metrics().unacked_per_key_limit, 1U);
+    EXPECT_EQ(outbox.metrics().peak_unacked_per_key, 1U);
+}
+
+/// The memory broker behind a backend that says it keeps a partition prefix, so the relay
+/// uses its window. Its fault hook (below) makes that true: once an event of a key fails, every
+/// later event of the key fails too until the failed one is sent again, as Kafka's idempotent
+/// producer does within a partition.
+class prefix_broker final : public backend {
+public:
+    explicit prefix_broker(memory_broker& inner) : inner_(inner) {}
+    [[nodiscard]] auto name() const noexcept -> std::string_view override { return "prefix"; }
+    [[nodiscard]] auto features() const noexcept -> backend_features override {
+        auto f = inner_.features();
+        f.keeps_partition_prefix = true;
+        return f;
+    }
+    auto make_producer(publish_sink& sink, std::uint32_t max_pending)
+        -> weft::result<std::unique_ptr<backend_producer>> override {
+        return inner_.make_producer(sink, max_pending);
+    }
+    auto make_consumer(consumer_config config)
+        -> weft::task<weft::result<std::shared_ptr<backend_consumer>>> override {
+        return inner_.make_consumer(std::move(config));
+    }
+
+private:
+    memory_broker& inner_;
+};
+
+// Window 8 under a broker that fails every 7th publish, keeping a per-key prefix: the failed
+// event and everything after it are sent again in order, so the broker holds each key's events
+// once and in order, the relay reports more than one in flight per key, retries and no gap.
+TEST(sqlite_outbox, a_window_resends_from_the_failed_event_in_order) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    memory_broker broker;
+    prefix_broker prefix{broker};
+    std::mutex mu;
+    std::map<std::string, message_id> cut;  // key -> the failed event it waits for
+    std::uint64_t calls = 0;
+    broker.set_publish_fault([&](const envelope& e) -> std::error_code {
+        std::lock_guard lock(mu);
+        auto c = cut.find(e.key);
+        if (c != cut.end()) {
+            if (c->second != e.id) {
+                return make_error_code(bus_errc::broker_unreachable);  // behind the failed one
+            }
+            cut.erase(c);  // the failed one again: stored, the key goes on
+            return {};
+        }
+        if (++calls % 7 == 3) {
+            cut.emplace(e.key, e.id);
+            return make_error_code(bus_errc::broker_unreachable);
+        }
+        return {};
+    });
+    sqlite_outbox outbox{path,
+                         {.relay = {.batch_size = 256,
+                                    .min_backoff = 1ms,
+                                    .max_backoff = 8ms,
+                                    .max_unacked_per_key = 8,
+                                    .broker = &prefix}}};
+    app_db app{path};
+    constexpr int keys = 8;
+    constexpr int per_key = 60;
+    stage_many(app, outbox, keys, per_key);
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{prefix, {.max_pending = 256}};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        co_await wait_published(outbox, keys * per_key);
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        const auto got = co_await stored_by_key(broker, "orders");
+        expect_in_order(got, keys, per_key);
+    }());
+    const auto m = outbox.metrics();
+    EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
+    EXPECT_EQ(m.unacked_per_key_limit, 8U);
+    EXPECT_GT(m.peak_unacked_per_key, 1U);
+    EXPECT_LE(m.peak_unacked_per_key, 8U);
+    EXPECT_GT(m.retries, 0U);
+    EXPECT_EQ(m.window_gaps, 0U);
+    EXPECT_EQ(outbox.pending_rows().value(), 0U);
+}
+
+// The same window under a broker that keeps no prefix (it fails one event and stores the
+// later ones of its key): the relay still re-sends from the failed event, so nothing is lost,
+// but the broker holds later events ahead of it, and the relay counts those gaps.
+TEST(sqlite_outbox, a_window_counts_the_gaps_of_a_broker_without_a_prefix) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    memory_broker broker;
+    prefix_broker prefix{broker};  // claims the prefix it does not keep
+    std::atomic<std::uint64_t> calls{0};
+    broker.set_publish_fault([&](const envelope&) -> std::error_code {
+        return calls.fetch_add(1) % 7 == 3 ? make_error_code(bus_errc::broker_unreachable)
+                                           : std::error_code{};
+    });
+    sqlite_outbox outbox{path,
+                         {.relay = {.batch_size = 256,
+                                    .min_backoff = 1ms,
+                                    .max_backoff = 8ms,
+                                    .max_unacked_per_key = 8,
+                                    .broker = &prefix}}};
+    app_db app{path};
+    constexpr int keys = 8;
+    constexpr int per_key = 60;
+    stage_many(app, outbox, keys, per_key);
+    int out_of_order = 0;
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{prefix, {.max_pending = 256}};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        co_await wait_published(outbox, keys * per_key);
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        const auto got = co_await stored_by_key(broker, "orders");
+        for (const auto& [key, seq] : got) {
+            out_of_order += std::is_sorted(seq.begin(), seq.end()) ? 0 : 1;
+        }
+    }());
+    EXPECT_GT(outbox.metrics().window_gaps, 0U);
+    EXPECT_GT(out_of_order, 0);  // what the gaps mean at the broker
+    // The memory broker drops a re-published id: each event once, some out of order.
+    EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
     EXPECT_EQ(outbox.pending_rows().value(), 0U);
 }
 

@@ -21,6 +21,10 @@ struct backend_features {
     bool can_pause = false;         ///< tests may hold its acks (pause() / resume())
     bool returns_on_close = false;  ///< a closed member's unsettled deliveries go to the others
                                     ///< at once, not after the ack timeout
+    bool keeps_partition_prefix = false;  ///< what it stores of one key's messages, sent in
+                                          ///< order without awaiting each ack, is a prefix of
+                                          ///< them in order (an outbox relay may keep several
+                                          ///< of a key unacknowledged)
 };
 
 /// What a publisher tells its producer about where outcomes go. `complete(slot, outcome)` is

@@ -22,6 +22,16 @@ struct outbox_metrics {
     /// poll interval).
     std::uint64_t idle_waits = 0;
     std::chrono::milliseconds oldest_pending_age{0};
+    /// The per-key window the relay uses (relay_options::max_unacked_per_key, or 1 where the
+    /// broker lacks keeps_partition_prefix); 0 before a relay ran.
+    std::uint32_t unacked_per_key_limit = 0;
+    /// The most events of one key that were published and unacknowledged at once.
+    std::uint64_t peak_unacked_per_key = 0;
+    /// Failures (with a window above 1) of an event of a key while a later event of the key,
+    /// sent in the same window, was acknowledged: the broker holds that later one ahead of it,
+    /// so the order as first stored is broken there. 0 is what the window's guarantee means;
+    /// README, "Guarantees, step by step", says when it can be otherwise.
+    std::uint64_t window_gaps = 0;
 };
 
 }  // namespace weft::bus

@@ -7,6 +7,8 @@
 
 namespace weft::bus {
 
+class backend;
+
 /// How an outbox relay reads, publishes and waits (SQLite and PostgreSQL alike).
 /// - `batch_size`: staged events read (claimed) at once. The batch is finished (its events
 ///   acknowledged or dead-lettered, then deleted in one transaction) before the next is read.
@@ -18,6 +20,14 @@ namespace weft::bus {
 /// - `is_permanent`: which publish errors mean the broker will never take this event (it goes
 ///   to the dead-letter table); empty: message_too_large, malformed_envelope,
 ///   unsupported_version and invalid_argument.
+/// - `max_unacked_per_key`: events of one key published and not yet acknowledged, at most.
+///   1 (the default) on every broker. Above 1 only where `broker` is given and its features
+///   say `keeps_partition_prefix` (Kafka, idempotent producer); otherwise the relay clamps it
+///   to 1, says so once on stderr and reports the window it uses in
+///   outbox_metrics::unacked_per_key_limit. With a window the relay sends through
+///   try_publish_async and reads the publisher's results(): give it a publisher of its own.
+///   What order the consumer sees then: README, "Guarantees, step by step".
+/// - `broker`: the backend the relay's publisher sends through (only read for its features).
 struct relay_options {
     std::uint32_t batch_size = 512;
     std::chrono::milliseconds min_poll{1};
@@ -25,6 +35,8 @@ struct relay_options {
     std::chrono::milliseconds min_backoff{10};
     std::chrono::milliseconds max_backoff{2'000};
     std::function<bool(std::error_code)> is_permanent{};
+    std::uint32_t max_unacked_per_key = 1;
+    const backend* broker = nullptr;
 };
 
 }  // namespace weft::bus

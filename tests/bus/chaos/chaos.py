@@ -297,6 +297,8 @@ def main():
     ap.add_argument("--pg-conninfo", default="host=127.0.0.1 port=%s user=postgres dbname=postgres"
                     % os.environ.get("WEFT_PG_PORT", "15432"))
     ap.add_argument("--pg-terminations", type=int, default=3, help="pg_terminate_backend of the relay")
+    ap.add_argument("--window", type=int, default=1,
+                    help="the relay's max_unacked_per_key (above 1 honoured on Kafka only)")
     ap.add_argument("--keep", action="store_true", help="keep the databases and logs")
     ap.add_argument("--restart-cost", type=float, default=None,
                     help="seconds a broker restart is taken to last when pacing the producer "
@@ -327,6 +329,7 @@ def main():
     relay_flags = ["--fresh-ids"] if args.control == "no-inbox" and args.broker == "nats" else []
     consumer_flags = {"no-inbox": ["--no-inbox"], "unbounded-window": ["--no-order-guard"]}.get(args.control, [])
     relay_env = dict(os.environ)
+    relay_env["WEFT_CHAOS_WINDOW"] = str(args.window)
     if args.control == "mark-done-first":
         relay_env["WEFT_OUTBOX_FAULT"] = "mark_done_first"
     if args.control == "unbounded-window":

@@ -37,6 +37,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -259,6 +260,12 @@ auto connect(const std::string& url, const std::string& topic, const std::string
     }
 }
 
+/// The relay's per-key window: WEFT_CHAOS_WINDOW (chaos.py --window), default 1.
+auto relay_window() -> std::uint32_t {
+    const char* w = std::getenv("WEFT_CHAOS_WINDOW");
+    return w != nullptr ? static_cast<std::uint32_t>(std::max(1L, std::atol(w))) : 1U;
+}
+
 auto relay(const std::string& path,
            const std::string& url,
            const std::string& topic,
@@ -268,9 +275,11 @@ auto relay(const std::string& path,
     oo.relay.batch_size = 64;
     oo.relay.max_poll = 20ms;  // the producer is another process: its commits do not wake us
     oo.relay.max_backoff = 500ms;
-    sqlite_outbox outbox{path, oo};
     auto broker = connect(url, topic, storage);
     chaos_backend b{*broker, fresh_ids};
+    oo.relay.max_unacked_per_key = relay_window();
+    oo.relay.broker = &b;
+    sqlite_outbox outbox{path, oo};
     weft::runtime rt{weft::io_runtime_options(2)};
     auto r = rt.block_on([&]() -> weft::task<weft::result<void>> {
         publisher pub{b, {.max_pending = 256}};
@@ -353,9 +362,11 @@ auto relay_pg(const std::string& conninfo,
     oo.relay.batch_size = 64;
     oo.relay.max_poll = 20ms;
     oo.relay.max_backoff = 500ms;
-    pg_outbox outbox{oo};
     auto broker = connect(url, topic, storage);
     chaos_backend b{*broker, fresh_ids};
+    oo.relay.max_unacked_per_key = relay_window();
+    oo.relay.broker = &b;
+    pg_outbox outbox{oo};
     weft::runtime rt{weft::io_runtime_options(2)};
     auto r = rt.block_on([&]() -> weft::task<weft::result<void>> {
         publisher pub{b, {.max_pending = 256}};
