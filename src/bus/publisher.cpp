@@ -72,7 +72,9 @@ auto publisher::begin(envelope& env, bool awaited, bool have_unit, std::uint32_t
     }
     slot& s = slots_[index];
     s.id = env.id;
-    s.key = env.key;
+    if (!awaited) {
+        s.key = env.key;  // for its publish_result; an awaited publish's caller has the key
+    }
     s.awaited = awaited;
     s.outcome.reset();
     s.state.store(slot_waiting, std::memory_order_relaxed);  // published by start's hand-off

@@ -137,7 +137,7 @@ private:
     /// the sink and a cancellation; its release publishes `outcome` to the task's acquire.
     struct slot {
         message_id id;
-        std::string key;
+        std::string key;  // publish_async only
         bool awaited = false;
         std::optional<result<ack>> outcome;
         std::atomic<int> state{0};
