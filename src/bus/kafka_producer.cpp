@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "stream_names.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/core/join_handle.hpp"
@@ -50,6 +51,7 @@ struct kafka_producer::state final : kafka_fatal_target {
 
     std::shared_ptr<kafka_backend::connection> conn;
     publish_sink* sink;
+    stream_names names;  // acks' topic names, one per topic
     const std::uint32_t max_pending;
     const bool background;  // kafka_ack_path::background_thread
     int efd = -1;  // eventfd: written by librdkafka (every client's queue), read by the drain task
@@ -194,7 +196,7 @@ struct kafka_producer::state final : kafka_fatal_target {
         // Never a result made of an empty error code (result<T> asserts against it).
         result<ack> outcome = ack{};
         if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            outcome->stream = rd_kafka_topic_name(m->rkt);
+            outcome->stream = names.get(rd_kafka_topic_name(m->rkt));
             outcome->partition = m->partition;
             outcome->sequence = static_cast<std::uint64_t>(m->offset);
         } else {

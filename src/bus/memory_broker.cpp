@@ -389,8 +389,9 @@ struct group_state {
 
 struct topic_state {
     topic_state(std::string n, std::size_t dedup_window)
-        : name(std::move(n)), recent(dedup_window) {}
+        : name(std::move(n)), stream(name), recent(dedup_window) {}
     const std::string name;
+    const stream_name stream;  // name, as every ack of this topic shares it
     mutable std::mutex mu;
     std::uint64_t last_seq = 0;                                               // guarded by mu
     std::deque<stored_message> retained;                                      // guarded by mu
@@ -444,7 +445,7 @@ struct memory_broker::state {
             std::lock_guard lock(t.mu);
             if (dedupe) {
                 if (const auto original = t.recent.find(m.env->id)) {
-                    return ack{t.name, *original, -1, true};  // m goes after the lock
+                    return ack{t.stream, *original, -1, true};  // m goes after the lock
                 }
             }
             seq = ++t.last_seq;
@@ -464,7 +465,7 @@ struct memory_broker::state {
                 }
             }
         }
-        return ack{t.name, seq, -1, false};
+        return ack{t.stream, seq, -1, false};
     }
 
     void store_dead_letters(std::vector<envelope>& dead) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "stream_names.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/core/join_handle.hpp"
@@ -108,6 +109,7 @@ struct nats_producer::state {
 
     std::shared_ptr<nats_backend::connection> conn;
     publish_sink* sink;
+    stream_names names;  // acks' stream names, one per stream
     const std::uint32_t max_pending;
     jsCtx* js = nullptr;  // this producer's context: its ack handler's closure is this state
     int efd = -1;         // eventfd: written by on_ack for the first slot of a batch
@@ -237,7 +239,7 @@ void on_ack(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* c
     result<ack> outcome = make_error_code(bus_errc::broker_error);
     if (pa != nullptr) {
         ack a;
-        a.stream = pa->Stream != nullptr ? pa->Stream : "";
+        a.stream = st->names.get(pa->Stream != nullptr ? pa->Stream : "");
         a.sequence = pa->Sequence;
         a.duplicate = pa->Duplicate;
         outcome = std::move(a);

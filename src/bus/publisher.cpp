@@ -11,9 +11,9 @@ namespace weft::bus {
 
 publisher::publisher(backend& b, publisher_options options)
     : max_pending_(options.max_pending == 0 ? 1 : options.max_pending),
-      units_(max_pending_),
-      results_(max_pending_, units_),
-      slots_(std::make_unique<slot[]>(max_pending_)) {
+      results_(max_pending_, *this),
+      slots_(std::make_unique<slot[]>(max_pending_)),
+      units_(max_pending_) {
     free_.reserve(max_pending_);
     for (std::uint32_t i = max_pending_; i > 0; --i) {
         free_.push_back(i - 1);
@@ -35,15 +35,13 @@ publisher::~publisher() {
 auto publisher::result_channel::try_recv() -> result<publish_result> {
     auto r = ch_.try_recv();
     if (r) {
-        units_->release();
+        pub_->release_unit();
     }
     return r;
 }
 
-auto publisher::begin(envelope& env, bool awaited, std::uint32_t& index) -> std::error_code {
-    if (env.topic.empty()) {
-        return std::make_error_code(std::errc::invalid_argument);
-    }
+auto publisher::begin(envelope& env, bool awaited, bool have_unit, std::uint32_t& index)
+    -> std::error_code {
     // One clock reading serves both the id's timestamp and the time (a clock read was a tenth of
     // a memory-broker publish when each took its own).
     const bool no_id = env.id.is_nil();
@@ -60,24 +58,63 @@ auto publisher::begin(envelope& env, bool awaited, std::uint32_t& index) -> std:
     {
         std::lock_guard lock(mu_);
         if (closed_) {
-            return make_error_code(bus_errc::publisher_closed);
+            return make_error_code(bus_errc::publisher_closed);  // a held unit is not given back
+        }
+        if (!have_unit) {
+            if (units_ == 0) {  // units_ > 0 => nobody waits: taking one overtakes no waiter
+                return std::make_error_code(std::errc::operation_would_block);
+            }
+            --units_;
         }
         index = free_.back();
         free_.pop_back();
-        in_flight_.add();  // from >= 0 upwards: wakes nobody, so fine under mu_
+        ++in_flight_;
     }
     slot& s = slots_[index];
     s.id = env.id;
-    s.key = env.key;
+    if (!awaited) {
+        s.key = env.key;  // for its publish_result; an awaited publish's caller has the key
+    }
     s.awaited = awaited;
     s.outcome.reset();
     s.state.store(slot_waiting, std::memory_order_relaxed);  // published by start's hand-off
     return {};
 }
 
-void publisher::free_slot(std::uint32_t index) noexcept {
-    std::lock_guard lock(mu_);
-    free_.push_back(index);  // never grows past max_pending: reserved up front
+void publisher::release_unit_locked(weft::detail::wake_chain& woken) noexcept {
+    if (weft::detail::wait_node* w = unit_waiters_.claim_front()) {
+        woken.add(w);  // the unit goes to the waiter
+    } else {
+        ++units_;
+    }
+}
+
+void publisher::done_locked(weft::detail::wake_chain& woken) noexcept {
+    if (--in_flight_ == 0) {
+        while (weft::detail::wait_node* w = idle_waiters_.claim_front()) {
+            woken.add(w);
+        }
+    }
+}
+
+void publisher::release_unit() noexcept {
+    weft::detail::wake_chain woken;
+    {
+        std::lock_guard lock(mu_);
+        release_unit_locked(woken);
+    }
+    woken.resume_all();
+}
+
+void publisher::end_awaited(std::uint32_t index) noexcept {
+    weft::detail::wake_chain woken;
+    {
+        std::lock_guard lock(mu_);
+        free_.push_back(index);  // never grows past max_pending: reserved up front
+        release_unit_locked(woken);
+        done_locked(woken);
+    }
+    woken.resume_all();
 }
 
 void publisher::start(envelope&& env, std::uint32_t index) {
@@ -96,26 +133,41 @@ void publisher::complete(std::uint32_t index, result<ack> outcome) noexcept {
             return;
         }
         s.outcome.reset();
-        free_slot(index);
-        units_.release();
-        in_flight_.done();
+        end_awaited(index);
         return;
     }
     publish_result r{s.id, std::move(s.key), std::move(outcome)};
-    free_slot(index);
+    {
+        // The slot back before the result is readable: reading it returns the unit, and a
+        // unit must always find a slot.
+        std::lock_guard lock(mu_);
+        free_.push_back(index);
+    }
     // Never full: unread results + in flight <= max_pending, and this one was in flight.
     auto sent = results_.ch_.try_send(std::move(r));
     (void)sent;
-    in_flight_.done();
+    weft::detail::wake_chain woken;
+    {
+        std::lock_guard lock(mu_);
+        done_locked(woken);
+    }
+    woken.resume_all();
 }
 
 auto publisher::publish(envelope env) -> task<result<ack>> {
-    if (auto r = co_await units_.acquire(); !r) {
-        co_return r.error();
+    if (env.topic.empty()) {
+        co_return std::make_error_code(std::errc::invalid_argument);
     }
     std::uint32_t index = 0;
-    if (const std::error_code ec = begin(env, /*awaited=*/true, index)) {
-        units_.release();
+    std::error_code ec = begin(env, /*awaited=*/true, /*have_unit=*/false, index);
+    if (ec == std::errc::operation_would_block) {
+        auto r = co_await unit_awaiter{*this};  // at the bound
+        if (!r) {
+            co_return r.error();
+        }
+        ec = begin(env, /*awaited=*/true, /*have_unit=*/true, index);
+    }
+    if (ec) {
         co_return ec;
     }
     start(std::move(env), index);
@@ -141,16 +193,13 @@ auto publisher::publish(envelope env) -> task<result<ack>> {
     }
     result<ack> out = std::move(*s.outcome);
     s.outcome.reset();
-    free_slot(index);
-    units_.release();
-    in_flight_.done();
+    end_awaited(index);
     co_return out;
 }
 
-auto publisher::start_async(envelope&& env) -> result<message_id> {
+auto publisher::start_async(envelope&& env, bool have_unit) -> result<message_id> {
     std::uint32_t index = 0;
-    if (const std::error_code ec = begin(env, /*awaited=*/false, index)) {
-        units_.release();
+    if (const std::error_code ec = begin(env, /*awaited=*/false, have_unit, index)) {
         return ec;
     }
     const message_id id = env.id;
@@ -159,35 +208,51 @@ auto publisher::start_async(envelope&& env) -> result<message_id> {
 }
 
 auto publisher::publish_async(envelope env) -> task<result<message_id>> {
-    if (auto r = co_await units_.acquire(); !r) {
-        co_return r.error();
+    if (env.topic.empty()) {
+        co_return std::make_error_code(std::errc::invalid_argument);
     }
-    co_return start_async(std::move(env));
+    auto r = start_async(std::move(env), /*have_unit=*/false);
+    if (r || r.error() != std::errc::operation_would_block) {
+        co_return r;
+    }
+    // At the bound (begin took nothing and moved nothing out of env: start_async moves only
+    // after a successful begin).
+    auto u = co_await unit_awaiter{*this};
+    if (!u) {
+        co_return u.error();
+    }
+    co_return start_async(std::move(env), /*have_unit=*/true);
 }
 
 auto publisher::try_publish_async(envelope env) -> result<message_id> {
-    if (!units_.try_acquire()) {
-        return std::errc::operation_would_block;
+    if (env.topic.empty()) {
+        return std::make_error_code(std::errc::invalid_argument);
     }
-    return start_async(std::move(env));
+    return start_async(std::move(env), /*have_unit=*/false);
 }
 
-auto publisher::flush() -> task<result<void>> { co_return co_await in_flight_.wait(); }
+auto publisher::flush() -> task<result<void>> { co_return co_await idle_awaiter{*this}; }
 
 auto publisher::close() -> task<result<void>> {
-    bool first = false;
+    weft::detail::wake_chain woken;
     {
         std::lock_guard lock(mu_);
-        first = !closed_;
-        closed_ = true;
+        if (!closed_) {
+            closed_ = true;
+            // Wake every publish waiting at the bound, each with a unit: it finds closed_ and
+            // returns publisher_closed. The extra units are never given back; nothing starts
+            // any more.
+            units_ += std::ptrdiff_t{1} << 40;
+            while (weft::detail::wait_node* w = unit_waiters_.claim_front()) {
+                woken.add(w);
+                --units_;
+            }
+        }
     }
-    if (first) {
-        // Wake every publish waiting at the bound: each finds closed_ and returns
-        // publisher_closed. The extra units are never given back; nothing starts any more.
-        units_.release(std::ptrdiff_t{1} << 40);
-    }
-    if (auto r = co_await in_flight_.wait(); !r) {
-        co_return r;
+    woken.resume_all();
+    auto idle = co_await idle_awaiter{*this};
+    if (!idle) {
+        co_return idle;
     }
     producer_->close();
     results_.ch_.close();

@@ -30,6 +30,88 @@ TEST(memory_broker, features_and_name) {
     EXPECT_TRUE(b.features().deduplicates_ids);
 }
 
+// ack::stream is the topic's one shared name: every ack (awaited or async, from any publisher
+// of the broker) views the same characters, none copies them.
+TEST(memory_broker, acks_of_a_topic_share_its_name) {
+    memory_broker b;
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        const std::string topic = "orders.a-topic-name-longer-than-the-small-string-buffer";
+        publisher pub{b, {.max_pending = 32}};  // the 20 unread results fit
+        publisher other{b};
+        auto make = [&](std::string t) {
+            envelope e;
+            e.topic = std::move(t);
+            return e;
+        };
+        const ack first = (co_await pub.publish(make(topic))).value();
+        EXPECT_EQ(first.stream, topic);
+        EXPECT_EQ(first.stream.view(), topic);
+        EXPECT_EQ(first.stream.str(), topic);
+        const char* chars = first.stream.view().data();
+        for (int i = 0; i < 20; ++i) {
+            (co_await pub.publish_async(make(topic))).value();
+        }
+        int read = 0;
+        for (; read < 20; ++read) {
+            auto r = co_await pub.results().recv();
+            const ack& a = r.value().outcome.value();
+            EXPECT_EQ(a.stream.view().data(), chars);
+            EXPECT_EQ(a.stream, first.stream);
+        }
+        EXPECT_EQ(read, 20);
+        const ack from_other = (co_await other.publish(make(topic))).value();
+        EXPECT_EQ(from_other.stream.view().data(), chars);
+        const ack u = (co_await pub.publish(make("u"))).value();
+        EXPECT_EQ(u.stream, "u"sv);
+        EXPECT_FALSE(u.stream == first.stream);
+        const ack empty{};
+        EXPECT_TRUE(empty.stream.empty());
+        EXPECT_EQ(empty.stream.view(), ""sv);
+        (co_await pub.close()).value();
+        (co_await other.close()).value();
+    }());
+}
+
+// close() wakes a publish_async waiting at the bound with publisher_closed; in_flight() and
+// the results read account for every message.
+TEST(memory_broker, close_wakes_a_publish_waiting_at_the_bound) {
+    memory_broker b;
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = 3}};
+        auto make = [] {
+            envelope e;
+            e.topic = "t";
+            return e;
+        };
+        for (int i = 0; i < 3; ++i) {
+            (co_await pub.publish_async(make())).value();
+        }
+        EXPECT_EQ(pub.try_publish_async(make()).error(), std::errc::operation_would_block);
+        std::error_code waiting_publish;
+        auto w = weft::spawn([&]() -> weft::task<void> {  // the bound is held by unread results
+            waiting_publish = (co_await pub.publish_async(make())).error();
+        });
+        (co_await pub.flush()).value();  // nothing in flight: the bound is the unread results
+        EXPECT_EQ(pub.in_flight(), 0);
+        EXPECT_EQ(pub.results().size(), 3U);
+        (co_await pub.close()).value();
+        co_await std::move(w);
+        EXPECT_EQ(waiting_publish, bus_errc::publisher_closed);
+        int read = 0;
+        for (;;) {
+            auto r = co_await pub.results().recv();
+            if (!r) {
+                break;
+            }
+            EXPECT_TRUE(r.value().outcome);
+            ++read;
+        }
+        EXPECT_EQ(read, 3);
+    }());
+}
+
 TEST(memory_broker, retention_bounds_what_a_new_group_gets) {
     memory_broker b{{.retention = 3}};
     weft::runtime rt{{.workers = 1}};

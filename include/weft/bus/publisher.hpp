@@ -4,6 +4,7 @@
 #include <coroutine>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,9 +17,8 @@
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
 #include "weft/sync/channel.hpp"
+#include "weft/sync/detail/waiter.hpp"
 #include "weft/sync/event.hpp"
-#include "weft/sync/semaphore.hpp"
-#include "weft/sync/wait_group.hpp"
 
 namespace weft::bus {
 
@@ -49,6 +49,9 @@ struct publish_result {
 /// - Acks are completed without a task or thread per message: max_pending completion slots are
 ///   allocated up front; the backend writes an outcome into a slot (any thread) and the slot
 ///   hands it to the results channel or wakes the one task awaiting it.
+/// - Cost per message: the bound, the slots and the in-flight count share one lock, taken once
+///   when a publish starts and once when it ends (an awaited publish), or when it ends and when
+///   its result is read (publish_async); no allocation (the ack's stream name is shared).
 /// - `flush()` waits until nothing is in flight; `close()` refuses new publishes
 ///   (`publisher_closed`, also to publish_async calls waiting at the bound), waits for those in
 ///   flight, then closes results() (readers drain it, then get `closed`).
@@ -74,8 +77,8 @@ public:
     public:
         class [[nodiscard]] recv_awaiter {
         public:
-            recv_awaiter(channel<publish_result>& ch, semaphore& units) noexcept
-                : inner_(ch.recv()), units_(&units) {}
+            recv_awaiter(channel<publish_result>& ch, publisher& pub) noexcept
+                : inner_(ch.recv()), pub_(&pub) {}
             auto await_ready() -> bool { return inner_.await_ready(); }
             template <typename P>
             WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
@@ -84,19 +87,19 @@ public:
             auto await_resume() -> result<publish_result> {
                 auto r = inner_.await_resume();
                 if (r) {
-                    units_->release();
+                    pub_->release_unit();
                 }
                 return r;
             }
 
         private:
             channel<publish_result>::recv_awaiter inner_;
-            semaphore* units_;
+            publisher* pub_;
         };
 
         /// `co_await pub.results().recv()` -> result<publish_result>; `closed` after close()
         /// once drained.
-        auto recv() noexcept -> recv_awaiter { return recv_awaiter{ch_, *units_}; }
+        auto recv() noexcept -> recv_awaiter { return recv_awaiter{ch_, *pub_}; }
         /// Without waiting: `operation_would_block` when empty.
         auto try_recv() -> result<publish_result>;
         /// Results waiting to be read (a snapshot).
@@ -104,9 +107,9 @@ public:
 
     private:
         friend class publisher;
-        result_channel(std::size_t capacity, semaphore& units) : ch_(capacity), units_(&units) {}
+        result_channel(std::size_t capacity, publisher& pub) : ch_(capacity), pub_(&pub) {}
         channel<publish_result> ch_;
-        semaphore* units_;
+        publisher* pub_;
     };
 
     auto publish(envelope env) -> task<result<ack>>;
@@ -121,7 +124,10 @@ public:
     auto close() -> task<result<void>>;
 
     /// Messages in flight now (a snapshot).
-    [[nodiscard]] auto in_flight() const noexcept -> std::ptrdiff_t { return in_flight_.count(); }
+    [[nodiscard]] auto in_flight() const noexcept -> std::ptrdiff_t {
+        std::lock_guard lock(mu_);
+        return in_flight_;
+    }
     [[nodiscard]] auto max_pending() const noexcept -> std::uint32_t { return max_pending_; }
 
 private:
@@ -131,7 +137,7 @@ private:
     /// the sink and a cancellation; its release publishes `outcome` to the task's acquire.
     struct slot {
         message_id id;
-        std::string key;
+        std::string key;  // publish_async only
         bool awaited = false;
         std::optional<result<ack>> outcome;
         std::atomic<int> state{0};
@@ -141,24 +147,84 @@ private:
     static constexpr int slot_completed = 1;
     static constexpr int slot_abandoned = 2;
 
+    /// Waits for a unit of the bound (at the bound): granted by release_unit / end, or by
+    /// close (which grants every waiter one; it then finds the publisher closed).
+    class [[nodiscard]] unit_awaiter : public weft::detail::prim_wait<unit_awaiter> {
+    public:
+        explicit unit_awaiter(publisher& p) noexcept
+            : prim_wait(p.mu_, p.unit_waiters_), pub_(&p) {}
+        auto try_now() noexcept -> bool {
+            if (pub_->units_ == 0) {
+                return false;
+            }
+            --pub_->units_;
+            return true;
+        }
+        auto await_resume() noexcept -> result<void> {
+            if (finish()) {
+                return {};
+            }
+            return std::errc::operation_canceled;
+        }
+
+    private:
+        publisher* pub_;
+    };
+    /// Waits until nothing is in flight (flush, close).
+    class [[nodiscard]] idle_awaiter : public weft::detail::prim_wait<idle_awaiter> {
+    public:
+        explicit idle_awaiter(publisher& p) noexcept
+            : prim_wait(p.mu_, p.idle_waiters_), pub_(&p) {}
+        auto try_now() const noexcept -> bool { return pub_->in_flight_ == 0; }
+        auto await_resume() noexcept -> result<void> {
+            if (finish()) {
+                return {};
+            }
+            return std::errc::operation_canceled;
+        }
+
+    private:
+        publisher* pub_;
+    };
+
     void complete(std::uint32_t index, result<ack> outcome) noexcept override;
-    /// Fills in a missing id and time, takes a free slot and counts the message in flight.
-    /// `publisher_closed` once closed. Called holding one unit of units_.
-    auto begin(envelope& env, bool awaited, std::uint32_t& index) -> std::error_code;
-    auto start_async(envelope&& env) -> result<message_id>;
-    void free_slot(std::uint32_t index) noexcept;
+    /// Fills in a missing id and time; under one lock takes a unit of the bound (unless the
+    /// caller holds one: `have_unit`), a free slot, and counts the message in flight.
+    /// `publisher_closed` once closed; `operation_would_block` when no unit is free (then
+    /// nothing was taken).
+    auto begin(envelope& env, bool awaited, bool have_unit, std::uint32_t& index)
+        -> std::error_code;
+    auto start_async(envelope&& env, bool have_unit) -> result<message_id>;
+    /// An awaited publish ended (its outcome taken, or abandoned): slot, unit and in-flight
+    /// count back under one lock.
+    void end_awaited(std::uint32_t index) noexcept;
+    /// A publish_async's outcome was read: its unit back.
+    void release_unit() noexcept;
+    /// With mu_ held: one unit to the first waiter at the bound, or to the count.
+    void release_unit_locked(weft::detail::wake_chain& woken) noexcept;
+    /// With mu_ held: one fewer in flight; at zero, every idle waiter.
+    void done_locked(weft::detail::wake_chain& woken) noexcept;
     void start(envelope&& env, std::uint32_t index);
 
     const std::uint32_t max_pending_;
-    // Units: max_pending - in flight - unread results. A publish takes one before it starts; an
-    // awaited publish returns it when its ack arrives, an async one when its result is read.
-    semaphore units_;
     result_channel results_;
-    wait_group in_flight_;
     std::unique_ptr<slot[]> slots_;
-    detail::spin_lock mu_;
-    std::vector<std::uint32_t> free_;  // guarded by mu_
-    bool closed_ = false;              // guarded by mu_
+    // Everything below is guarded by mu_ (a spin lock: sections of a few pointer moves).
+    // Invariants (before close): units_ + messages holding a unit == max_pending_, where a
+    // message holds its unit from begin until its awaited publish ends or its result is read;
+    // |free_| + slots taken == max_pending_. A publish_async's completion gives its slot back
+    // first, then sends the result, then leaves in_flight_ (so flush returns only once the
+    // result is readable). A slot is taken and given back inside its unit's hold, so
+    // |free_| >= units_: a unit always finds a slot.
+    // unit_waiters_ nonempty => units_ == 0; idle_waiters_ nonempty => in_flight_ > 0.
+    // close() adds 2^40 units (never given back), granting every waiter one.
+    mutable weft::detail::spin_lock mu_;
+    std::ptrdiff_t units_;
+    std::ptrdiff_t in_flight_ = 0;
+    weft::detail::wait_list unit_waiters_;
+    weft::detail::wait_list idle_waiters_;
+    std::vector<std::uint32_t> free_;
+    bool closed_ = false;
     std::unique_ptr<backend_producer> producer_;
 };
 
