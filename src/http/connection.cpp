@@ -1,14 +1,11 @@
 #include "connection.hpp"
 
-#include <pthread.h>
-#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -18,6 +15,7 @@
 #include "server_state.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/error.hpp"
+#include "weft/io/file.hpp"
 
 // NOTE: every co_await here is a statement of its own, never inside an `if` or `while`
 // condition: built by g++ 12, the watchdog's `if (!co_await deadline_.wait()) co_return;`
@@ -115,35 +113,6 @@ thread_local request_state_cache tl_states;
     } else {
         delete p;
     }
-}
-
-// sendfile(2) has no MSG_NOSIGNAL: on a socket whose peer has left it raises SIGPIPE, whose
-// default action ends the process (a client that closes while a file is sent killed the
-// server). SIGPIPE is blocked on the calling thread the first time it sends a file here, and
-// left blocked (weft's own socket writes all pass MSG_NOSIGNAL, so nothing else of weft's
-// raises it); a SIGPIPE raised by a failed call is consumed, so it never stays pending. This
-// costs no system call per response, where blocking and unblocking around each call (as
-// weft::send_file does) costs three or four. NOTE: out of line and thread_local, as
-// take_request_state is: the flag must be the calling thread's, never cached in a frame.
-thread_local bool tl_sigpipe_blocked = false;
-
-[[gnu::noinline]] auto sendfile_no_sigpipe(int sock, int fd, off_t* off, std::size_t n) -> ssize_t {
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    if (!tl_sigpipe_blocked) {
-        ::pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
-        tl_sigpipe_blocked = true;
-    }
-    const ssize_t r = ::sendfile(sock, fd, off, n);
-    if (r < 0 && errno == EPIPE) {  // the one error that raises it
-        const int err = errno;
-        const timespec zero{};
-        while (::sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
-        }
-        errno = err;
-    }
-    return r;
 }
 
 }  // namespace
@@ -575,8 +544,8 @@ void connection::send_head_more() noexcept {
     std::uint64_t left = f.length;
     auto off = static_cast<off_t>(f.offset);
     while (left > 0) {
-        const ssize_t n = sendfile_no_sigpipe(s_.native_handle(), f.fd, &off,
-                                              static_cast<std::size_t>(std::min(left, file_chunk)));
+        const ssize_t n = weft::detail::sendfile_quiet(
+            s_.native_handle(), f.fd, &off, static_cast<std::size_t>(std::min(left, file_chunk)));
         if (n > 0) {
             left -= static_cast<std::uint64_t>(n);
             continue;

@@ -685,40 +685,37 @@ auto file_batch::result_of(std::size_t i) const -> result<std::size_t> {
 
 // ---- send_file -------------------------------------------------------------------------------
 
-namespace {
+namespace detail {
 
-// sendfile(2) without SIGPIPE: a socket whose peer left raises SIGPIPE on the calling thread,
-// and sendfile has no MSG_NOSIGNAL. Block it on this thread around the call and, if the call
-// raised it, consume it before unblocking (unless one was pending already - not ours).
-auto sendfile_quiet(int sock, int fd, off_t* off, std::size_t n) -> ssize_t {
+// sendfile(2) has no MSG_NOSIGNAL: on a socket whose peer has left it raises SIGPIPE, whose
+// default action ends the process. SIGPIPE is blocked on the calling thread the first time it
+// sends a file and left blocked (weft's own socket writes all pass MSG_NOSIGNAL, so nothing
+// else of weft's raises it); a SIGPIPE raised by a failed call is consumed, so it never stays
+// pending. This costs no system call per call, where blocking and unblocking around each call
+// costs three or four. NOTE: out of line, and the flag thread_local: it must be the calling
+// thread's, never cached in a coroutine frame that moves between workers.
+thread_local bool tl_sigpipe_blocked = false;
+
+[[gnu::noinline]] auto sendfile_quiet(int sock, int fd, off_t* off, std::size_t n) -> ssize_t {
     sigset_t pipe_set;
-    sigset_t old_set;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
-    ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
-    sigset_t pending;
-    sigemptyset(&pending);
-    ::sigpending(&pending);
-    const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
-    const ssize_t r = ::sendfile(sock, fd, off, n);
-    const int err = errno;
-    // Consume it whatever the result: a call that wrote part of the range before the peer
-    // left returns that count and raises SIGPIPE all the same.
-    if (!was_pending) {
-        sigemptyset(&pending);
-        ::sigpending(&pending);
-        if (sigismember(&pending, SIGPIPE) == 1) {
-            const timespec zero{};
-            while (::sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
-            }
-        }
+    if (!tl_sigpipe_blocked) {
+        ::pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
+        tl_sigpipe_blocked = true;
     }
-    ::pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
-    errno = err;
+    const ssize_t r = ::sendfile(sock, fd, off, n);
+    if (r < 0 && errno == EPIPE) {  // the one error that raises it
+        const int err = errno;
+        const timespec zero{};
+        while (::sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
+        }
+        errno = err;
+    }
     return r;
 }
 
-}  // namespace
+}  // namespace detail
 
 auto send_file(tcp_stream& to, const file& from, std::uint64_t offset, std::uint64_t count)
     -> task<result<void>> {
@@ -726,7 +723,7 @@ auto send_file(tcp_stream& to, const file& from, std::uint64_t offset, std::uint
     while (count > 0) {
         auto off = static_cast<off_t>(offset);
         const ssize_t n =
-            sendfile_quiet(sock, from.fd_, &off, std::min<std::uint64_t>(count, max_io));
+            detail::sendfile_quiet(sock, from.fd_, &off, std::min<std::uint64_t>(count, max_io));
         if (n > 0) {
             offset += static_cast<std::uint64_t>(n);
             count -= static_cast<std::uint64_t>(n);
