@@ -49,7 +49,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from toolpeer import UNSUPPORTED, emit, parse_params, run_marked, unique_name  # noqa: E402
 
-NATS = Path(os.environ.get("WEFT_NATSCLI", Path(__file__).resolve().parent / "natscli-bin" / "nats"))
+NATS = Path(os.environ.get("WEFT_NATSCLI",
+                          Path(__file__).resolve().parent / "natscli-bin" / "nats"))
 STORAGE = {"nats_memory_async": "memory", "nats_file_async": "file"}
 
 

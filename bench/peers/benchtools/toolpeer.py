@@ -121,6 +121,8 @@ def run_marked(argv: list[str], is_start: Callable[[str], bool], is_end: Callabl
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
     print("\n".join(ln for ln in err + out if not quiet(ln)), file=sys.stderr, flush=True)
     cpu = marks["end"] - marks["start"] if len(marks) == 2 else None
     return status, out, cpu
