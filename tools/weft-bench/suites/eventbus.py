@@ -159,9 +159,20 @@ def seed_rows(name: str, backend: str) -> tuple[Derived, ...]:
         for mode in ("async", "awaited"))
 
 
+def needed_brokers(scenarios, mode: str) -> tuple[str, ...]:
+    """The brokers the rows that run in `mode` on some system need, in start order (a run
+    of selected rows starts only those: WEFT_BENCH_EVENTBUS_ROWS=kafka_async needs Kafka)."""
+    names = [s.name for s in scenarios if mode in s.modes and (s.only is None or s.only)]
+    uses = {"nats": lambda n: n.startswith("nats_") or n.endswith("_nats_file"),
+            "kafka": lambda n: n.startswith("kafka_") or n.endswith("_kafka"),
+            "postgres": lambda n: n.startswith("outbox_pg")}
+    return tuple(b for b, use in uses.items() if any(use(n) for n in names))
+
+
 @contextlib.contextmanager
 def brokers(mode: str):
-    """Starts nats-server, Kafka and PostgreSQL (scripts/brokers.sh) unless they run already;
+    """Starts nats-server, Kafka and PostgreSQL (scripts/brokers.sh) unless they run already,
+    each only if a row of this run needs it (needed_brokers);
     yields
     {name: pid} of those that run; stops on exit the ones it started. A broker that cannot
     start is reported on stderr and its rows fail (listed under Failures)."""
@@ -185,7 +196,7 @@ def brokers(mode: str):
 
     started, running = [], {}
     try:
-        for name in ("nats", "kafka", "postgres"):
+        for name in needed_brokers(SUITE.scenarios, mode):
             if pid_of(name) is None:
                 print(f"eventbus: starting {name} (scripts/brokers.sh start {name})",
                       file=sys.stderr, flush=True)

@@ -58,6 +58,21 @@ class ToolPeerRowsTest(unittest.TestCase):
         self.assertNotIn(("nats_memory_async", 500), runs_of("natscli", "quick"))
 
 
+class BrokersNeededTest(unittest.TestCase):
+    def test_all_three_for_the_whole_suite(self):
+        needed = EVENTBUS.session.__wrapped__.__globals__["needed_brokers"]
+        self.assertEqual(needed(EVENTBUS.scenarios, "quick"),
+                         ("nats", "kafka", "postgres"))
+
+    def test_only_what_the_selected_rows_use(self):
+        needed = EVENTBUS.session.__wrapped__.__globals__["needed_brokers"]
+        rows = [s for s in EVENTBUS.scenarios if s.name in ("kafka_async", "outbox_sqlite")]
+        self.assertEqual(needed(rows, "quick"), ("kafka",))
+        rows = [s for s in EVENTBUS.scenarios if s.name == "outbox_pg_nats_file"]
+        self.assertEqual(needed(rows, "full"), ("nats", "postgres"))
+        self.assertEqual(needed([], "full"), ())
+
+
 class NatscliOutputTest(unittest.TestCase):
     natscli = load("natscli_pub")
 
