@@ -36,7 +36,7 @@ EXTRA = ("payload=128", "body=220", f"nats_port={NATS_PORT}", f"kafka_port={KAFK
 MEMORY = ("weft", "go")  # the memory rows: weft's memory_broker and Watermill's GoChannel
 SEED_FACTOR = 40  # issue 16: at least 40x the seed's Extreme figures
 # The brokers' own benchmark tools (natscli, Kafka's ProducerPerformance) run in quick mode on
-# the Extreme rows only (a JVM start per run), in full mode on every async row.
+# one Extreme row each (NATS memory storage, Kafka), in full mode on every async row.
 TOOL_QUICK_N = 10_000
 
 LEVELS = (("Low", 500), ("Medium", 2_000), ("High", 5_000), ("Extreme", 10_000))
@@ -65,13 +65,13 @@ def seed_figures(backend: str, n: int) -> dict:
 
 
 def broker_rows(name: str, backend: str, raw: str, tool: str, seed: bool,
-                quick_levels=LEVELS, full_n: int = 1_000_000,
-                all_async_quick: bool = True) -> tuple[Scenario, ...]:
+                quick_levels=LEVELS, full_n: int = 1_000_000, all_async_quick: bool = True,
+                tool_quick: bool = True) -> tuple[Scenario, ...]:
     """async rows at every level and full_n, awaited rows likewise (in quick mode only at the
     levels given, and async at every level unless all_async_quick is False); the targets at
     Extreme and at full_n. `tool` (the broker's own benchmark tool) runs on the async rows
-    only (on the awaited ones it would repeat its async run), in quick mode at Extreme only
-    (TOOL_QUICK_N)."""
+    only (on the awaited ones it would repeat its async run); in quick mode at Extreme only
+    (TOOL_QUICK_N), and not at all unless tool_quick."""
     rows = []
     for mode in ("async", "awaited"):
         for label, n in (*LEVELS, ("1M", full_n)):
@@ -93,7 +93,7 @@ def broker_rows(name: str, backend: str, raw: str, tool: str, seed: bool,
                 seed=seed_figures(backend, n) if seed and n != full_n else {},
                 targets=targets, timeout=600 if n == full_n else None,
                 only=("weft", raw, "go"), modes=modes)
-            if mode == "async" and "quick" in modes and n != TOOL_QUICK_N:
+            if mode == "async" and "quick" in modes and (n != TOOL_QUICK_N or not tool_quick):
                 # quick mode without the tool, full mode with it: the same row twice
                 rows += [dataclasses.replace(row, modes=("quick",)),
                          dataclasses.replace(row, modes=("full",),
@@ -251,7 +251,8 @@ SUITE = Suite(
           "1,000,000 runs are full mode only (the suite's nats-server keeps at most 1 GB in "
           "memory streams, scripts/brokers.sh; every program deletes its stream after its "
           "run). "
-          "The brokers' own tools, on the async rows (quick mode: Extreme only), run "
+          "The brokers' own tools, on the async rows (quick mode: Extreme on NATS memory "
+          "storage and Kafka only), run "
           "unchanged by a launcher (bench/peers/benchtools): natscli = natscli v0.5.0's `nats "
           "bench js pub async --create --dedup --batch 1024` (its own 14-20 character "
           "Nats-Msg-Id; it publishes 1024, waits for all their acks, then the next 1024: the "
@@ -337,8 +338,10 @@ SUITE = Suite(
     scenarios=selected((
         *broker_rows("nats_memory", "nats", "cnats", "natscli", seed=True,
                      quick_levels=(("Extreme", 10_000),)),
+        # natscli in quick mode on one row (memory storage): file storage's run takes 1.5 s
         *broker_rows("nats_file", "nats", "cnats", "natscli", seed=False,
-                     quick_levels=(("Extreme", 10_000),), all_async_quick=False),
+                     quick_levels=(("Extreme", 10_000),), all_async_quick=False,
+                     tool_quick=False),
         *broker_rows("kafka", "kafka", "rdkafka", "kafka-perf", seed=True,
                      quick_levels=(("Extreme", 10_000),)),
         # bounded memory: the broker stopped while weft publishes (weft only: the peers' bound
