@@ -271,7 +271,7 @@ nginx_version=$( (nginx -v || /usr/sbin/nginx -v) 2>&1 | head -1)
 cc_version=$("$peer_cc" --version 2>/dev/null | head -1)
 nats_c_version=$(pkg-config --modversion libnats 2>/dev/null)
 rdkafka_version=$(pkg-config --modversion rdkafka 2>/dev/null)
-java_version=$(java -version 2>&1 | head -1)
+java_version=$(command -v java >/dev/null 2>&1 && java -version 2>&1 | head -1)
 go_bus_modules=$(sed -n 's/^\t\(github.com[^ ]*\) \(v[^ ]*\)$/\1 \2/p' "$here/go/bus/go.mod" | paste -sd, -)
 python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" "$nginx_version" \
     "$cc_version" "$nats_c_version" "$rdkafka_version" "$go_bus_modules" \
