@@ -97,16 +97,20 @@ nats_healthy() {  # http port [query] -> 0 once that server's /healthz answers o
 
 # The jetstream block every server gets. Bounded: JetStream's memory and file storage by its
 # limits (settable only in a configuration file; the flags after -c override the rest of it).
+# Memory streams: 1 GB (WEFT_NATS_MEM_STORE), room for the eventbus suite's 1,000,000-message
+# runs (about 300 bytes a message with its Nats-Msg-Id; each run deletes its stream).
 nats_jetstream_conf() {  # store dir
-    printf 'jetstream {\n    store_dir: "%s"\n    max_memory_store: 256MB\n    max_file_store: 2GB\n    sync_interval: %s\n}\n' \
-        "$1" "${WEFT_NATS_SYNC:-always}"
+    printf 'jetstream {\n    store_dir: "%s"\n    max_memory_store: %s\n    max_file_store: 2GB\n    sync_interval: %s\n}\n' \
+        "$1" "${WEFT_NATS_MEM_STORE:-1GB}" "${WEFT_NATS_SYNC:-always}"
 }
 
 nats_launch() {  # conf pid log -> the launched PID in $launched; the server runs detached
     rm -f "$2"
     [ -f "$3" ] && mv -f "$3" "$3.prev"  # the tail on failure: this run's
-    # The Go heap is bounded by GOMEMLIMIT.
-    GOMEMLIMIT=${WEFT_NATS_MEMLIMIT:-512MiB} setsid "$bin_dir/nats-server" -c "$1" \
+    # The Go heap is bounded by GOMEMLIMIT (a soft limit: the GC works harder near it), above
+    # a full memory store (its messages and a 2 min de-duplication map of their ids live in
+    # the heap), so that a full store does not keep the GC running.
+    GOMEMLIMIT=${WEFT_NATS_MEMLIMIT:-1536MiB} setsid "$bin_dir/nats-server" -c "$1" \
         -P "$2" -l "$3" </dev/null >/dev/null 2>&1 &
     launched=$!
 }

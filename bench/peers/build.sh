@@ -16,6 +16,10 @@
 #   $OUT/cnats-pub  $OUT/rdkafka-pub  C, the raw NATS and Kafka clients (bench/peers/cnats, rdkafka;
 #                      libnats-dev, librdkafka-dev) for the eventbus suite
 #   $OUT/go-bus     Go (bench/peers/go/bus, a module of its own: nats.go, franz-go, Watermill)
+#   $OUT/natscli-pub    natscli's `nats bench js pub async` (pinned, `go install` into
+#                       $OUT/natscli-bin), run by bench/peers/benchtools/natscli_pub.py
+#   $OUT/kafka-perf-pub Kafka's ProducerPerformance (kafka-tools, JDK 17; Maven fetches it into
+#                       $OUT/kafka-perf-lib), run by bench/peers/benchtools/kafka_perf_pub.py
 #   $OUT/BUILD-FLAGS.json: each peer's toolchain and flags (shown in the report)
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
@@ -205,6 +209,60 @@ else
     skip go-bus "'go' not found (need Go >= 1.26 for this module: https://go.dev/dl/)"
 fi
 
+# --- eventbus: the brokers' own benchmark tools, run unchanged --------------------------------
+# natscli's `nats bench js pub async` (pinned; `go install` into $OUT/natscli-bin) and Kafka's
+# ProducerPerformance (kafka-tools, the broker's version, fetched by Maven from Central with
+# scripts/kafka/tools/pom.xml into $OUT/kafka-perf-lib). Each gets a launcher that speaks
+# weft-bench's protocol (bench/peers/benchtools: parameters, the tool's own figures, its CPU
+# from /proc), copied to $OUT with the helper module they share.
+install_tool_peer() { # launcher source-name
+    publish "$here/benchtools/toolpeer.py" "$out/toolpeer.py" &&
+        publish "$here/benchtools/$2" "$out/$1" && chmod +x "$out/$1"
+}
+natscli_version=v0.5.0
+if [ -n "${go:-}" ]; then
+    if [ -x "$out/natscli-bin/nats" ] && [ "$("$out/natscli-bin/nats" --version 2>/dev/null)" = "$natscli_version" ]; then
+        say "natscli $natscli_version already in $out/natscli-bin"
+    else
+        say "installing natscli $natscli_version (go install)"
+        # GOTOOLCHAIN=local as above; the module's own go.mod pins its dependencies.
+        GOTOOLCHAIN=local GOBIN="$out/natscli-bin" "$go" install \
+            "github.com/nats-io/natscli/nats@$natscli_version" || rm -f "$out/natscli-bin/nats"
+    fi
+    if [ -x "$out/natscli-bin/nats" ] && install_tool_peer natscli-pub natscli_pub.py; then
+        say "built $out/natscli-pub (natscli $natscli_version)"
+    else
+        say "FAILED natscli-pub"; failed+=(natscli-pub)
+    fi
+else
+    skip natscli-pub "'go' not found (go install of natscli $natscli_version: https://go.dev/dl/)"
+fi
+kafka_tools_pom=$here/../../scripts/kafka/tools/pom.xml
+kafka_tools_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$kafka_tools_pom")
+if ! command -v java >/dev/null 2>&1; then
+    skip kafka-perf-pub "'java' not found (JDK 17: apt-get install openjdk-17-jdk-headless)"
+elif ! command -v mvn >/dev/null 2>&1; then
+    skip kafka-perf-pub "'mvn' not found (it fetches kafka-tools: apt-get install maven)"
+else
+    lib="$out/kafka-perf-lib"
+    stamp="$lib/.weft-kafka-tools-$kafka_tools_version"
+    if [ ! -f "$stamp" ]; then
+        say "fetching kafka-tools $kafka_tools_version and its dependencies into $lib"
+        rm -rf "$lib" && mkdir -p "$lib"
+        if (cd "$(dirname "$kafka_tools_pom")" && mvn -q -B dependency:copy-dependencies \
+                -DincludeScope=runtime -DoutputDirectory="$lib") >"$lib.mvn.log" 2>&1; then
+            touch "$stamp"
+        else
+            tail -n 20 "$lib.mvn.log" >&2
+        fi
+    fi
+    if [ -f "$stamp" ] && install_tool_peer kafka-perf-pub kafka_perf_pub.py; then
+        say "built $out/kafka-perf-pub (kafka-tools $kafka_tools_version)"
+    else
+        say "FAILED kafka-perf-pub"; failed+=(kafka-perf-pub)
+    fi
+fi
+
 # What each peer was built with, for the report (weft-bench reads $out/BUILD-FLAGS.json).
 cxx_version=$("$peer_cxx" --version 2>/dev/null | head -1)
 go_version=$( [ -n "${go:-}" ] && "$go" version 2>/dev/null)
@@ -213,11 +271,13 @@ nginx_version=$( (nginx -v || /usr/sbin/nginx -v) 2>&1 | head -1)
 cc_version=$("$peer_cc" --version 2>/dev/null | head -1)
 nats_c_version=$(pkg-config --modversion libnats 2>/dev/null)
 rdkafka_version=$(pkg-config --modversion rdkafka 2>/dev/null)
+java_version=$(command -v java >/dev/null 2>&1 && java -version 2>&1 | head -1)
 go_bus_modules=$(sed -n 's/^\t\(github.com[^ ]*\) \(v[^ ]*\)$/\1 \2/p' "$here/go/bus/go.mod" | paste -sd, -)
 python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" "$nginx_version" \
-    "$cc_version" "$nats_c_version" "$rdkafka_version" "$go_bus_modules" <<'PY'
+    "$cc_version" "$nats_c_version" "$rdkafka_version" "$go_bus_modules" \
+    "$natscli_version" "$kafka_tools_version" "$java_version" <<'PY'
 import json, sys
-path, cxx, go, rustc, nginx, cc, natsc, rdkafka, gobus = sys.argv[1:10]
+path, cxx, go, rustc, nginx, cc, natsc, rdkafka, gobus, natscli, ktools, java = sys.argv[1:13]
 json.dump({
     "weft": "scripts/bench.sh: clang++-16, CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG)",
     "asio, beast, tbb (C++)": f"{cxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
@@ -231,6 +291,13 @@ json.dump({
     "cnats-pub, rdkafka-pub (C)": f"{cc or 'not found'} -O2; cnats {natsc or 'not found'}, "
                                   f"librdkafka {rdkafka or 'not found'} (Debian's, as weft links)",
     "go-bus": f"{go or 'not found'}; go build -trimpath; {gobus or 'modules unknown'}",
+    "natscli-pub": f"natscli {natscli} (go install github.com/nats-io/natscli/nats@{natscli}, "
+                   f"{go or 'go not found'}): nats bench js pub async --create --dedup "
+                   "--batch max_pending (bench/peers/benchtools/natscli_pub.py)",
+    "kafka-perf-pub": f"org.apache.kafka:kafka-tools {ktools} ProducerPerformance on "
+                      f"{java or 'java not found'}, kafka-producer-perf-test.sh's JVM options "
+                      "(-Xmx512M, G1, MaxGCPauseMillis=20) (bench/peers/benchtools/"
+                      "kafka_perf_pub.py)",
 }, open(path, "w"), indent=1)
 PY
 

@@ -1,8 +1,10 @@
 """Seed 004 (a Go event bus over NATS JetStream and Kafka with a shared ack worker pool): its
 Low / Medium / High / Extreme table (500 / 2,000 / 5,000 / 10,000 messages) per backend on
 weft::bus (bench/bus/bench_bus.cpp), beside the raw C clients with weft's settings (cnats,
-librdkafka), the seed's own shape in Go (nats.go PublishAsync + a fixed ack worker pool,
-franz-go) and Watermill's GoChannel for the memory rows; plus 1,000,000-message runs (full mode).
+librdkafka), the brokers' own benchmark tools (natscli's `nats bench js pub async`, Kafka's
+ProducerPerformance) set as close to weft's settings as they allow, the seed's own shape in Go
+(nats.go PublishAsync + a fixed ack worker pool, franz-go) and Watermill's GoChannel for the
+memory rows; plus 1,000,000-message runs (full mode).
 
 The suite starts its own nats-server and Kafka through scripts/brokers.sh on its own ports
 (WEFT_BENCH_NATS_PORT, default 14290, monitoring +1; WEFT_BENCH_KAFKA_PORT, default 19290,
@@ -33,6 +35,9 @@ EXTRA = ("payload=128", "body=220", f"nats_port={NATS_PORT}", f"kafka_port={KAFK
          f"pg_port={PG_PORT}")
 MEMORY = ("weft", "go")  # the memory rows: weft's memory_broker and Watermill's GoChannel
 SEED_FACTOR = 40  # issue 16: at least 40x the seed's Extreme figures
+# The brokers' own benchmark tools (natscli, Kafka's ProducerPerformance) run in quick mode on
+# one Extreme row each (NATS memory storage, Kafka), in full mode on every async row.
+TOOL_QUICK_N = 10_000
 
 LEVELS = (("Low", 500), ("Medium", 2_000), ("High", 5_000), ("Extreme", 10_000))
 # The seed's table (004_adf3256d86a463bb.txt, "完整对比数据"): msg/s, latency ms, memory MB.
@@ -59,11 +64,14 @@ def seed_figures(backend: str, n: int) -> dict:
             "success_percent": Seed(100.0, note), "mem_delta_mb": Seed(mem, note)}
 
 
-def broker_rows(name: str, backend: str, raw: str, seed: bool, quick_levels=LEVELS,
-                full_n: int = 1_000_000, all_async_quick: bool = True) -> tuple[Scenario, ...]:
+def broker_rows(name: str, backend: str, raw: str, tool: str, seed: bool,
+                quick_levels=LEVELS, full_n: int = 1_000_000, all_async_quick: bool = True,
+                tool_quick: bool = True) -> tuple[Scenario, ...]:
     """async rows at every level and full_n, awaited rows likewise (in quick mode only at the
     levels given, and async at every level unless all_async_quick is False); the targets at
-    Extreme and at full_n."""
+    Extreme and at full_n. `tool` (the broker's own benchmark tool) runs on the async rows
+    only (on the awaited ones it would repeat its async run); in quick mode at Extreme only
+    (TOOL_QUICK_N), and not at all unless tool_quick."""
     rows = []
     for mode in ("async", "awaited"):
         for label, n in (*LEVELS, ("1M", full_n)):
@@ -79,12 +87,21 @@ def broker_rows(name: str, backend: str, raw: str, seed: bool, quick_levels=LEVE
                     targets["cpu_ns_per_msg"] = Target(ratios=(Ratio((raw,), 1.2),))
             in_quick = n in dict(quick_levels).values() or (
                 all_async_quick and mode == "async" and n != full_n)
-            rows.append(Scenario(
+            modes = ("full",) if n == full_n or not in_quick else ("quick", "full")
+            row = Scenario(
                 f"{name}_{mode}", params, BROKER_SHOWN,
                 seed=seed_figures(backend, n) if seed and n != full_n else {},
                 targets=targets, timeout=600 if n == full_n else None,
-                only=("weft", raw, "go"),
-                modes=("full",) if n == full_n or not in_quick else ("quick", "full")))
+                only=("weft", raw, "go"), modes=modes)
+            if mode == "async" and "quick" in modes and (n != TOOL_QUICK_N or not tool_quick):
+                # quick mode without the tool, full mode with it: the same row twice
+                rows += [dataclasses.replace(row, modes=("quick",)),
+                         dataclasses.replace(row, modes=("full",),
+                                             only=("weft", raw, "go", tool))]
+            elif mode == "async":
+                rows.append(dataclasses.replace(row, only=("weft", raw, "go", tool)))
+            else:
+                rows.append(row)
     return tuple(rows)
 
 
@@ -142,9 +159,20 @@ def seed_rows(name: str, backend: str) -> tuple[Derived, ...]:
         for mode in ("async", "awaited"))
 
 
+def needed_brokers(scenarios, mode: str) -> tuple[str, ...]:
+    """The brokers the rows that run in `mode` on some system need, in start order (a run
+    of selected rows starts only those: WEFT_BENCH_EVENTBUS_ROWS=kafka_async needs Kafka)."""
+    names = [s.name for s in scenarios if mode in s.modes and (s.only is None or s.only)]
+    uses = {"nats": lambda n: n.startswith("nats_") or n.endswith("_nats_file"),
+            "kafka": lambda n: n.startswith("kafka_") or n.endswith("_kafka"),
+            "postgres": lambda n: n.startswith("outbox_pg")}
+    return tuple(b for b, use in uses.items() if any(use(n) for n in names))
+
+
 @contextlib.contextmanager
 def brokers(mode: str):
-    """Starts nats-server, Kafka and PostgreSQL (scripts/brokers.sh) unless they run already;
+    """Starts nats-server, Kafka and PostgreSQL (scripts/brokers.sh) unless they run already,
+    each only if a row of this run needs it (needed_brokers);
     yields
     {name: pid} of those that run; stops on exit the ones it started. A broker that cannot
     start is reported on stderr and its rows fail (listed under Failures)."""
@@ -168,7 +196,7 @@ def brokers(mode: str):
 
     started, running = [], {}
     try:
-        for name in ("nats", "kafka", "postgres"):
+        for name in needed_brokers(SUITE.scenarios, mode):
             if pid_of(name) is None:
                 print(f"eventbus: starting {name} (scripts/brokers.sh start {name})",
                       file=sys.stderr, flush=True)
@@ -220,8 +248,26 @@ SUITE = Suite(
           "tasks_before/after: weft only, before the publisher exists and after close (tasks "
           "= live weft coroutine frames). memory rows: weft's memory_broker vs Watermill "
           "GoChannel (Persistent for publishes, one subscriber acking for deliveries). The "
-          "1,000,000 runs (full mode) use 500,000 on NATS memory storage: the suite's "
-          "nats-server keeps at most 256 MB in memory streams (scripts/brokers.sh). The seed "
+          "1,000,000 runs are full mode only (the suite's nats-server keeps at most 1 GB in "
+          "memory streams, scripts/brokers.sh; every program deletes its stream after its "
+          "run). "
+          "The brokers' own tools, on the async rows (quick mode: Extreme on NATS memory "
+          "storage and Kafka only), run "
+          "unchanged by a launcher (bench/peers/benchtools): natscli = natscli v0.5.0's `nats "
+          "bench js pub async --create --dedup --batch 1024` (its own 14-20 character "
+          "Nats-Msg-Id; it publishes 1024, waits for all their acks, then the next 1024: the "
+          "window empties between batches where weft's slides; no warm-up message; msg/s from "
+          "its own duration; no per-message latency: natscli times batches); kafka-perf = "
+          "Kafka 4.1.1's ProducerPerformance (acks=all, idempotence, linger.ms=5, batch.size = "
+          "the bytes of 256 records, buffer.memory = 4 batches, i.e. at most 1024 records "
+          "buffered or in flight; 220-byte values with NO key and NO header: the tool sends "
+          "none, ~50 bytes less per record than weft, and its partitioner has nothing to "
+          "hash; its own records/sec and latencies, whose clock starts after the JVM and the "
+          "producer are up but includes the first metadata request; JDK 17, "
+          "kafka-producer-perf-test.sh's JVM options). Their cpu_ns_per_msg is the tool's CPU "
+          "(all threads, /proc/PID/task/*/schedstat) from the line it prints as its measured "
+          "part starts to its result line, so JVM start-up and stream set-up are not charged; "
+          "the JVM's JIT compilation during the run is. The seed "
           "ran on other hardware with Go clients; its rows give the order of magnitude; "
           "x_seed = msg/s at Extreme / the seed's Extreme figure (target 40). "
           "*_paused (bounded memory, weft only): the suite's broker stopped (SIGSTOP) for "
@@ -255,6 +301,8 @@ SUITE = Suite(
         System("cnats", "{peers}/cnats-pub", extra=EXTRA, build=PEER_BUILD),
         System("rdkafka", "{peers}/rdkafka-pub", extra=EXTRA, build=PEER_BUILD),
         System("go", "{peers}/go-bus", extra=EXTRA, build=PEER_BUILD),
+        System("natscli", "{peers}/natscli-pub", extra=EXTRA, build=PEER_BUILD),
+        System("kafka-perf", "{peers}/kafka-perf-pub", extra=EXTRA, build=PEER_BUILD),
     ),
     metrics={
         "msgs_per_s": Metric("msg/s", HIGHER),
@@ -288,11 +336,14 @@ SUITE = Suite(
         "server_cpu_ns_per_event": Metric("ns"),
     },
     scenarios=selected((
-        *broker_rows("nats_memory", "nats", "cnats", seed=True,
-                     quick_levels=(("Extreme", 10_000),), full_n=500_000),
-        *broker_rows("nats_file", "nats", "cnats", seed=False, quick_levels=(("Extreme", 10_000),),
-                     all_async_quick=False),
-        *broker_rows("kafka", "kafka", "rdkafka", seed=True, quick_levels=(("Extreme", 10_000),)),
+        *broker_rows("nats_memory", "nats", "cnats", "natscli", seed=True,
+                     quick_levels=(("Extreme", 10_000),)),
+        # natscli in quick mode on one row (memory storage): file storage's run takes 1.5 s
+        *broker_rows("nats_file", "nats", "cnats", "natscli", seed=False,
+                     quick_levels=(("Extreme", 10_000),), all_async_quick=False,
+                     tool_quick=False),
+        *broker_rows("kafka", "kafka", "rdkafka", "kafka-perf", seed=True,
+                     quick_levels=(("Extreme", 10_000),)),
         # bounded memory: the broker stopped while weft publishes (weft only: the peers' bound
         # is their clients' own)
         paused_row("nats_memory"), paused_row("nats_file", modes=("full",)), paused_row("kafka"),
