@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "conformance.hpp"
 #include "weft/bus/kafka_backend.hpp"
@@ -302,6 +304,86 @@ TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
 
 TEST(kafka_backend, fatal_producer_error_on_the_background_thread_recreates_it_and_resends) {
     fatal_producer_error_recreates_it_and_resends(kafka_ack_path::background_thread);
+}
+
+// Order per key across a fatal error: what the broken producer had not had acknowledged is
+// re-sent before any message published after the error. Publishes go on right after the
+// error, on the same worker (one worker: the drain task cannot take the broken producer's
+// reports in between), as an outbox relay keeping several events of a key unacknowledged
+// does; each key's messages must be stored in the order they were published. With the
+// re-send left to whenever the reports arrive, the later messages reach Kafka first.
+void fatal_error_resends_before_any_later_publish(kafka_ack_path path) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 500ms;
+    o.batch_messages = 1000;  // a batch leaves by its linger: the first ones are still queued
+    o.ack_path = path;
+    kafka_backend b{o};
+    const std::string t = "weft-test-fatal-order-" + message_id::generate().to_string();
+    constexpr int before = 20;
+    constexpr int after = 20;
+    constexpr int keys = 4;
+    weft::runtime rt{weft::io_runtime_options(1)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = 128}};
+        envelope first;
+        first.topic = t;
+        first.key = "k";
+        first.payload = "first";
+        (co_await pub.publish(std::move(first))).value();
+        auto send = [&](int i) -> weft::task<void> {
+            envelope e;
+            e.topic = t;
+            e.key = "k" + std::to_string(i % keys);
+            e.payload = std::to_string(i);
+            (co_await pub.publish_async(std::move(e))).value();
+        };
+        for (int i = 0; i < before; ++i) {
+            co_await send(i);
+        }
+        b.raise_fatal_error_for_test("weft test");
+        for (int i = before; i < before + after; ++i) {
+            co_await send(i);
+        }
+        (co_await pub.flush()).value();
+        int ok = 0;
+        for (int i = 0; i < before + after; ++i) {
+            auto r = (co_await pub.results().recv()).value();
+            EXPECT_TRUE(r.outcome) << r.outcome.error().message();
+            ok += r.outcome ? 1 : 0;
+        }
+        EXPECT_EQ(ok, before + after);
+        EXPECT_GE(b.stats().resent, 1U);
+        // Each key's messages as stored (a message stored twice counts where it came first).
+        subscriber sub{b};
+        auto s = (co_await sub.subscribe(t, "check")).value();
+        std::vector<std::vector<int>> order(keys);
+        std::set<int> seen;
+        while (seen.size() < std::size_t{before + after}) {
+            auto d = (co_await s.next()).value();
+            if (d.message().payload != "first") {
+                const int i = std::stoi(d.message().payload);
+                if (seen.insert(i).second) {
+                    order[static_cast<std::size_t>(i % keys)].push_back(i);
+                }
+            }
+            EXPECT_TRUE(d.ack());
+        }
+        for (int k = 0; k < keys; ++k) {
+            const auto& got = order[static_cast<std::size_t>(k)];
+            EXPECT_TRUE(std::is_sorted(got.begin(), got.end()))
+                << "key k" << k << " stored out of order: " << ::testing::PrintToString(got);
+        }
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST(kafka_backend, fatal_error_resends_before_any_later_publish) {
+    fatal_error_resends_before_any_later_publish(kafka_ack_path::reactor_queue);
+}
+
+TEST(kafka_backend, fatal_error_on_the_background_thread_resends_before_any_later_publish) {
+    fatal_error_resends_before_any_later_publish(kafka_ack_path::background_thread);
 }
 
 }  // namespace
