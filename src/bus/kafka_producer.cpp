@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -50,11 +51,33 @@ struct kafka_producer::state final : kafka_fatal_target {
         }
     }
 
-    /// One librdkafka producer and its main queue (delivery reports).
+    /// One librdkafka producer and its main queue (delivery reports), and the handle of the
+    /// topic it produced to last (made on the first message to a topic, replaced when the topic
+    /// changes; rd_kafka_topic_t is reference counted, so messages in flight keep theirs).
     struct client {
         rd_kafka_t* rk = nullptr;
         rd_kafka_queue_t* queue = nullptr;
+        rd_kafka_topic_t* rkt = nullptr;  // guarded by rk_mu, as the client itself
+        std::string rkt_name;
     };
+
+    /// Under rk_mu: produces on `c`, through its handle of `topic`.
+    static auto produce_on(client& c,
+                           const char* topic,
+                           std::string_view key,
+                           std::string_view value,
+                           rd_kafka_headers_t* headers,
+                           void* opaque) -> rd_kafka_resp_err_t {
+        if (c.rkt == nullptr || c.rkt_name != topic) {
+            if (c.rkt != nullptr) {
+                rd_kafka_topic_destroy(c.rkt);
+            }
+            c.rkt = rd_kafka_topic_new(c.rk, topic, nullptr);
+            c.rkt_name = topic;
+            // nullptr (an invalid name): produced by name below, refused there with the reason
+        }
+        return kafka_produce(c.rk, topic, key, value, headers, opaque, c.rkt);
+    }
 
     std::shared_ptr<kafka_backend::connection> conn;
     publish_sink* sink;
@@ -199,7 +222,7 @@ struct kafka_producer::state final : kafka_fatal_target {
                         rd_kafka_headers_t* headers,
                         void* opaque) -> rd_kafka_resp_err_t {
         if (!recovering) {
-            const auto e = kafka_produce(current.rk, topic, key, value, headers, opaque);
+            const auto e = produce_on(current, topic, key, value, headers, opaque);
             if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 return e;
             }
@@ -241,7 +264,7 @@ struct kafka_producer::state final : kafka_fatal_target {
         for (; sent < held.size(); ++sent) {
             auto& h = held[sent];
             const auto e =
-                kafka_produce(current.rk, h.topic.c_str(), h.key, h.value, h.headers, h.opaque);
+                produce_on(current, h.topic.c_str(), h.key, h.value, h.headers, h.opaque);
             if (e == RD_KAFKA_RESP_ERR__FATAL && replace_locked(current.rk)) {
                 break;  // still recovering: the rest stay held, in order
             }
@@ -353,7 +376,8 @@ struct kafka_producer::state final : kafka_fatal_target {
         // librdkafka with nothing left in its queues.
         thread_local std::vector<std::uint32_t> slots;
         slots.clear();
-        const client from{rk, nullptr};
+        client from;
+        from.rk = rk;
         while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
             auto outcome = st->settle(from, m);
             if (outcome) {
@@ -434,6 +458,10 @@ struct kafka_producer::state final : kafka_fatal_target {
     }
 
     static void destroy(client& c) noexcept {
+        if (c.rkt != nullptr) {
+            rd_kafka_topic_destroy(c.rkt);
+            c.rkt = nullptr;
+        }
         if (c.queue != nullptr) {
             rd_kafka_queue_destroy(c.queue);
             c.queue = nullptr;
@@ -457,16 +485,23 @@ namespace {
 
 /// The id's text form (as message_id::to_string) into a buffer of the caller's: no
 /// allocation on the publish path (to_string's was the largest single cost per message here).
+/// Two hex digits per byte from a table: one load and one store each.
 void id_text(const message_id& id, std::array<char, 36>& out) noexcept {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::size_t o = 0;
-    for (std::size_t i = 0; i < id.bytes.size(); ++i) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) {
-            out[o++] = '-';
+    static constexpr auto pairs = [] {
+        constexpr char digits[] = "0123456789abcdef";
+        std::array<std::array<char, 2>, 256> t{};
+        for (std::size_t b = 0; b < 256; ++b) {
+            t[b] = {digits[b >> 4], digits[b & 0xF]};
         }
-        out[o++] = digits[id.bytes[i] >> 4];
-        out[o++] = digits[id.bytes[i] & 0xF];
+        return t;
+    }();
+    // Byte i goes to out[at[i]]: 8-4-4-4-12 digits with a '-' between the groups.
+    static constexpr std::array<std::uint8_t, 16> at = {0,  2,  4,  6,  9,  11, 14, 16,
+                                                        19, 21, 24, 26, 28, 30, 32, 34};
+    for (std::size_t i = 0; i < 16; ++i) {
+        std::memcpy(out.data() + at[i], pairs[id.bytes[i]].data(), 2);
     }
+    out[8] = out[13] = out[18] = out[23] = '-';
 }
 
 auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {

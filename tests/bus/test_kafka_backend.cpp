@@ -4,6 +4,7 @@
 // skips them.
 
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -129,6 +130,56 @@ TEST(kafka_backend, topics_are_made_at_start_and_the_ack_names_the_partition) {
         EXPECT_EQ(a2.sequence, 1U);
         (co_await pub.close()).value();
     }());
+}
+
+// The record's `weft-id` header is the envelope id's text (for consumers that do not decode
+// the envelope): read back with a plain librdkafka consumer.
+TEST(kafka_backend, the_weft_id_header_is_the_envelope_id) {
+    const std::string topic = "weft-test-header-" + message_id::generate().to_string();
+    auto b = make_kafka();
+    weft::runtime rt{weft::io_runtime_options(2)};
+    message_id sent;
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{*b};
+        envelope e;
+        e.topic = topic;
+        e.key = "k";
+        e.payload = "x";
+        sent = e.id = message_id::generate();
+        (co_await pub.publish(std::move(e))).value();
+        (co_await pub.close()).value();
+    }());
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    ASSERT_EQ(
+        rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof(err)),
+        RD_KAFKA_CONF_OK);
+    rd_kafka_conf_set(conf, "group.id", "weft-test-header", err, sizeof(err));
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    ASSERT_NE(rk, nullptr) << err;
+    rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(parts, topic.c_str(), 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ASSERT_EQ(rd_kafka_assign(rk, parts), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(parts);
+    std::string header;
+    for (int i = 0; i < 100 && header.empty(); ++i) {
+        rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+        if (m == nullptr) {
+            continue;
+        }
+        rd_kafka_headers_t* hs = nullptr;
+        const void* v = nullptr;
+        std::size_t n = 0;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            rd_kafka_message_headers(m, &hs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            rd_kafka_header_get_last(hs, "weft-id", &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            header.assign(static_cast<const char*>(v), n);
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    EXPECT_EQ(header, sent.to_string());
 }
 
 // Delivery reports wake weft once per batch: with a window of messages in flight, far fewer
