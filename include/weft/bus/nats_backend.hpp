@@ -113,7 +113,9 @@ struct nats_backend_stats {
 ///   each ack on its own thread; that thread writes the outcome into the completion slot the
 ///   publisher reserved for the message and, when the batch of completed slots was empty,
 ///   writes an eventfd. A weft task per publisher waits on it with wait_readable and completes
-///   every slot in the batch: one wake-up per batch, never a thread or a task per message.
+///   every slot in the batch: one wake-up per batch, never a thread or a task per message
+///   (nats_ack_path::reactor_batch; handler_pool, the alternative measured beside it, hands
+///   each ack to a fixed pool of weft tasks instead).
 ///   No publish blocks inside cnats: its own limit (MaxPending) is set above the publisher's
 ///   max_pending, and a message goes to cnats only while its write buffer has room (see
 ///   `io_buffer_bytes`). Publishers must be made on a worker of a runtime with a reactor
