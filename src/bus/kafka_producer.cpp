@@ -295,6 +295,9 @@ struct kafka_producer::state final : kafka_fatal_target {
         for (const auto& [slot, e] : failed) {
             fail_now(slot, kafka_error(e));
         }
+        if (!failed.empty()) {
+            wake();  // from librdkafka's thread: a closed producer's drain task may end now
+        }
     }
 
     void raise_fatal(const std::string& reason) override {
