@@ -4,7 +4,9 @@
 //
 //   bench_bus SCENARIO messages=N [max_pending=1024] [tasks=1000] [payload=128] [workers=2]
 //             [nats_port=4222] [kafka_port=9092] [pause_ms=1500] [samples=6] [broker_pid=0]
-//             [rss_slack_kb=64] [linger_ms=5] [batch_messages=0] [ack_path=0]   (Kafka:
+//             [rss_slack_kb=64] [linger_ms=5] [batch_messages=0] [ack_path=0]
+//             [ack_handlers=4]   (NATS: ack_path 0 = nats_ack_path::reactor_batch,
+//             1 = handler_pool with ack_handlers tasks; Kafka:
 //             kafka_backend_options' linger, batch_messages, ack_path 0 = reactor_queue,
 //             1 = background_thread)
 //
@@ -109,6 +111,7 @@ struct options {
     std::int64_t linger_ms = 5;
     std::int64_t batch_messages = 0;
     std::int64_t ack_path = 0;
+    std::int64_t ack_handlers = 4;
     // Passed by the suite to every program, used by others: the raw clients' body size, the
     // outbox's PostgreSQL port.
     std::int64_t body = 0;
@@ -157,7 +160,8 @@ auto parse(int argc, char** argv) -> options {
                                                  {"rss_slack_kb", &o.rss_slack_kb}};
     keys.insert({{"linger_ms", &o.linger_ms},  // Kafka producer settings (as rdkafka-pub's)
                  {"batch_messages", &o.batch_messages},
-                 {"ack_path", &o.ack_path}});
+                 {"ack_path", &o.ack_path},
+                 {"ack_handlers", &o.ack_handlers}});
     for (int i = 2; i < argc; ++i) {
         const std::string arg = argv[i];
         const auto eq = arg.find('=');
@@ -697,6 +701,9 @@ auto main(int argc, char** argv) -> int {
             no.url = nats_url;
             no.topics = {topic};
             no.storage = o.storage == "file" ? nats_storage::file : nats_storage::memory;
+            no.ack_path =
+                o.ack_path == 1 ? nats_ack_path::handler_pool : nats_ack_path::reactor_batch;
+            no.ack_handlers = static_cast<unsigned>(o.ack_handlers);
             b = std::make_unique<nats_backend>(std::move(no));
 #else
             fail("built without weft::bus_nats (cnats missing)", 2);
@@ -720,6 +727,15 @@ auto main(int argc, char** argv) -> int {
             weft::runtime rt{weft::io_runtime_options(static_cast<unsigned>(o.workers))};
             rt.block_on(run(*b, o, topic, f));
         }
+#if WEFT_BENCH_BUS_NATS
+        if (auto* nb = dynamic_cast<nats_backend*>(b.get()); nb != nullptr) {
+            const auto st = nb->stats();  // the warm-up message included
+            if (st.acks > 0) {
+                emit("wakes_per_1000_acks", "",
+                     1000.0 * static_cast<double>(st.wakes) / static_cast<double>(st.acks));
+            }
+        }
+#endif
 #if WEFT_BENCH_BUS_KAFKA
         if (auto* kb = dynamic_cast<kafka_backend*>(b.get()); kb != nullptr) {
             const auto st = kb->stats();  // the warm-up message included

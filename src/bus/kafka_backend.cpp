@@ -68,11 +68,17 @@ auto kafka_produce(rd_kafka_t* rk,
                    std::string_view key,
                    std::string_view value,
                    rd_kafka_headers_t* headers,
-                   void* opaque) -> rd_kafka_resp_err_t {
+                   void* opaque,
+                   rd_kafka_topic_t* rkt) -> rd_kafka_resp_err_t {
     std::array<rd_kafka_vu_t, 6> vus{};
     std::size_t n = 0;
-    vus[n].vtype = RD_KAFKA_VTYPE_TOPIC;
-    vus[n++].u.cstr = topic;
+    if (rkt != nullptr) {
+        vus[n].vtype = RD_KAFKA_VTYPE_RKT;
+        vus[n++].u.rkt = rkt;
+    } else {
+        vus[n].vtype = RD_KAFKA_VTYPE_TOPIC;
+        vus[n++].u.cstr = topic;
+    }
     if (!key.empty()) {
         vus[n].vtype = RD_KAFKA_VTYPE_KEY;
         vus[n].u.mem.ptr = const_cast<char*>(key.data());

@@ -37,13 +37,16 @@ namespace weft::bus {
 /// Produces one message (copied; an empty key is no key) through rd_kafka_produceva rather
 /// than rd_kafka_producev's RD_KAFKA_V_ macros (GNU statement expressions, which clang refuses
 /// under -Wpedantic -Werror). Never blocks. `headers` (may be null) is the message's once
-/// produced; on an error it is still the caller's.
+/// produced; on an error it is still the caller's. `rkt`, when given, is `topic`'s handle in
+/// `rk` (rd_kafka_topic_new): librdkafka then skips looking the name up under its client's
+/// write lock, as it does for every message produced by name.
 [[nodiscard]] auto kafka_produce(rd_kafka_t* rk,
                                  const char* topic,
                                  std::string_view key,
                                  std::string_view value,
                                  rd_kafka_headers_t* headers,
-                                 void* opaque) -> rd_kafka_resp_err_t;
+                                 void* opaque,
+                                 rd_kafka_topic_t* rkt = nullptr) -> rd_kafka_resp_err_t;
 
 /// Where a message of a group is: the key of its delivery count.
 struct kafka_message_key {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -21,6 +22,8 @@
 #include "weft/io/reactor.hpp"
 
 namespace weft::bus {
+
+static_assert(sizeof(void*) >= 8, "a message's opaque carries its start order and its slot");
 
 struct kafka_producer::state final : kafka_fatal_target {
     state(std::shared_ptr<kafka_backend::connection> c, publish_sink& s, std::uint32_t pending)
@@ -38,16 +41,43 @@ struct kafka_producer::state final : kafka_fatal_target {
     auto operator=(const state&) -> state& = delete;
     ~state() {
         destroy_clients();
+        for (auto& h : held) {  // the runtime stopped before they could be produced
+            if (h.headers != nullptr) {
+                rd_kafka_headers_destroy(h.headers);
+            }
+        }
         if (efd >= 0) {
             ::close(efd);
         }
     }
 
-    /// One librdkafka producer and its main queue (delivery reports).
+    /// One librdkafka producer and its main queue (delivery reports), and the handle of the
+    /// topic it produced to last (made on the first message to a topic, replaced when the topic
+    /// changes; rd_kafka_topic_t is reference counted, so messages in flight keep theirs).
     struct client {
         rd_kafka_t* rk = nullptr;
         rd_kafka_queue_t* queue = nullptr;
+        rd_kafka_topic_t* rkt = nullptr;  // guarded by rk_mu, as the client itself
+        std::string rkt_name;
     };
+
+    /// Under rk_mu: produces on `c`, through its handle of `topic`.
+    static auto produce_on(client& c,
+                           const char* topic,
+                           std::string_view key,
+                           std::string_view value,
+                           rd_kafka_headers_t* headers,
+                           void* opaque) -> rd_kafka_resp_err_t {
+        if (c.rkt == nullptr || c.rkt_name != topic) {
+            if (c.rkt != nullptr) {
+                rd_kafka_topic_destroy(c.rkt);
+            }
+            c.rkt = rd_kafka_topic_new(c.rk, topic, nullptr);
+            c.rkt_name = topic;
+            // nullptr (an invalid name): produced by name below, refused there with the reason
+        }
+        return kafka_produce(c.rk, topic, key, value, headers, opaque, c.rkt);
+    }
 
     std::shared_ptr<kafka_backend::connection> conn;
     publish_sink* sink;
@@ -75,6 +105,28 @@ struct kafka_producer::state final : kafka_fatal_target {
     std::mutex rk_mu;
     client current;               // guarded by rk_mu
     std::vector<client> retired;  // guarded by rk_mu
+
+    // Order across a fatal error. Each message's opaque carries its start order (`next_seq`,
+    // the upper 32 bits) beside its slot (the lower 32). From the moment a client is found
+    // broken (`recovering`) until every retired client has reported all it had, nothing is
+    // produced: the broken client's failed messages (copied out of their reports) and every
+    // message started meanwhile wait in `held`. Then `held` is produced on the current client
+    // in start order, and sends go on as before. So a key's later messages never reach the
+    // new client before its earlier ones. A fatal error of the new client while `held` is
+    // produced retires it too and recovery starts again: what it had taken comes back failed
+    // with its old start order and is sorted in front of the rest.
+    // Invariant: |held| <= outstanding <= max_pending; !recovering => held is empty.
+    struct held_message {
+        std::string topic;
+        std::string key;
+        std::string value;
+        rd_kafka_headers_t* headers;  // owned
+        void* opaque;                 // start order and slot
+        bool resend;                  // failed on a broken client (counted in `resent`)
+    };
+    bool recovering = false;         // guarded by rk_mu
+    std::vector<held_message> held;  // guarded by rk_mu
+    std::uint32_t next_seq = 0;      // guarded by rk_mu; wraps (compared as a difference)
 
     // Started and not yet handed to the sink. Incremented by start, decremented by the drain
     // task (or by start itself for an inline failure); the drain task ends once closed is set
@@ -156,29 +208,95 @@ struct kafka_producer::state final : kafka_fatal_target {
         }
         retired.push_back(current);
         current = *c;
+        recovering = true;
         conn->producers_recreated.fetch_add(1, std::memory_order_relaxed);
         return true;
     }
 
-    /// Under rk_mu: produces on the current client (after a fatal error of it, on its
-    /// replacement). Takes `headers`: the message's once produced, destroyed otherwise.
+    /// Under rk_mu: produces on the current client, or holds the message while a fatal error
+    /// is being recovered from (a refusal with ERR__FATAL starts that). Takes `headers`: the
+    /// message's once produced or held, destroyed otherwise. NO_ERROR when produced or held.
     auto produce_locked(const char* topic,
                         std::string_view key,
                         std::string_view value,
                         rd_kafka_headers_t* headers,
                         void* opaque) -> rd_kafka_resp_err_t {
-        for (int tries = 0;; ++tries) {
-            const auto e = kafka_produce(current.rk, topic, key, value, headers, opaque);
+        if (!recovering) {
+            const auto e = produce_on(current, topic, key, value, headers, opaque);
             if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
                 return e;
             }
             // Refused: the headers are still ours.
-            if (e != RD_KAFKA_RESP_ERR__FATAL || tries > 0 || !replace_locked(current.rk)) {
+            if (e != RD_KAFKA_RESP_ERR__FATAL || !replace_locked(current.rk)) {
                 if (headers != nullptr) {
                     rd_kafka_headers_destroy(headers);
                 }
                 return e;
             }
+        }
+        held.push_back({topic, std::string(key), std::string(value), headers, opaque, false});
+        return RD_KAFKA_RESP_ERR_NO_ERROR;
+    }
+
+    static auto start_order(const void* opaque) -> std::uint32_t {
+        return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(opaque) >> 32);
+    }
+
+    /// Under rk_mu: once no retired client has anything left to report, produces `held` on
+    /// the current client in start order and ends the recovery. Messages the client refuses
+    /// (other than by a fatal error) go to `failed` for the caller to complete after the
+    /// unlock (a sink is never called under rk_mu).
+    void finish_recovery_locked(
+        std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>>& failed) {
+        if (!recovering) {
+            return;
+        }
+        for (const client& c : retired) {
+            if (rd_kafka_outq_len(c.rk) != 0) {
+                return;
+            }
+        }
+        // At most max_pending (< 2^31) apart: the difference orders them across a wrap.
+        std::stable_sort(held.begin(), held.end(), [](const auto& a, const auto& b) {
+            return static_cast<std::int32_t>(start_order(a.opaque) - start_order(b.opaque)) < 0;
+        });
+        std::size_t sent = 0;
+        for (; sent < held.size(); ++sent) {
+            auto& h = held[sent];
+            const auto e =
+                produce_on(current, h.topic.c_str(), h.key, h.value, h.headers, h.opaque);
+            if (e == RD_KAFKA_RESP_ERR__FATAL && replace_locked(current.rk)) {
+                break;  // still recovering: the rest stay held, in order
+            }
+            if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                if (h.resend) {
+                    conn->resent.fetch_add(1, std::memory_order_relaxed);
+                }
+            } else {
+                if (h.headers != nullptr) {
+                    rd_kafka_headers_destroy(h.headers);
+                }
+                failed.emplace_back(slot_of(h.opaque), e);
+            }
+            h.headers = nullptr;
+        }
+        held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(sent));
+        recovering = !held.empty();  // not empty: a fatal error of the new client, retired now
+    }
+
+    /// Ends the recovery if it can (see finish_recovery_locked); any thread but librdkafka's
+    /// own inside a callback holding its locks.
+    void finish_recovery() {
+        std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>> failed;
+        {
+            std::lock_guard lock(rk_mu);
+            finish_recovery_locked(failed);
+        }
+        for (const auto& [slot, e] : failed) {
+            fail_now(slot, kafka_error(e));
+        }
+        if (!failed.empty()) {
+            wake();  // from librdkafka's thread: a closed producer's drain task may end now
         }
     }
 
@@ -211,26 +329,27 @@ struct kafka_producer::state final : kafka_fatal_target {
                 headers = nullptr;
             }
             std::lock_guard lock(rk_mu);
-            if (replace_locked(from.rk)) {
-                const auto e =
-                    produce_locked(rd_kafka_topic_name(m->rkt),
-                                   std::string_view(static_cast<const char*>(m->key), m->key_len),
-                                   std::string_view(static_cast<const char*>(m->payload), m->len),
-                                   headers, m->_private);
-                if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
-                    conn->resent.fetch_add(1, std::memory_order_relaxed);
-                    return std::nullopt;
-                }
-                outcome = kafka_error(e);
-            } else if (headers != nullptr) {
+            if (replace_locked(from.rk) && recovering) {
+                // Produced with the rest once every retired client has reported all it had
+                // (finish_recovery), in start order.
+                held.push_back({rd_kafka_topic_name(m->rkt),
+                                std::string(static_cast<const char*>(m->key), m->key_len),
+                                std::string(static_cast<const char*>(m->payload), m->len), headers,
+                                m->_private, true});
+                return std::nullopt;
+            }
+            if (headers != nullptr) {
                 rd_kafka_headers_destroy(headers);
             }
         }
         return outcome;
     }
 
+    static auto slot_of(const void* opaque) -> std::uint32_t {
+        return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(opaque));
+    }
     static auto slot_of(const rd_kafka_message_t* m) -> std::uint32_t {
-        return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(m->_private));
+        return slot_of(m->_private);
     }
 
     /// reactor_queue: hands a report's outcome to the sink now (0 or 1 handed).
@@ -260,7 +379,8 @@ struct kafka_producer::state final : kafka_fatal_target {
         // librdkafka with nothing left in its queues.
         thread_local std::vector<std::uint32_t> slots;
         slots.clear();
-        const client from{rk, nullptr};
+        client from;
+        from.rk = rk;
         while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
             auto outcome = st->settle(from, m);
             if (outcome) {
@@ -269,6 +389,9 @@ struct kafka_producer::state final : kafka_fatal_target {
             }
         }
         rd_kafka_event_destroy(ev);
+        // The last report of a broken client ends the recovery here: no eventfd wake-up
+        // follows a report that was held rather than completed.
+        st->finish_recovery();
         if (slots.empty()) {
             return;
         }
@@ -338,6 +461,10 @@ struct kafka_producer::state final : kafka_fatal_target {
     }
 
     static void destroy(client& c) noexcept {
+        if (c.rkt != nullptr) {
+            rd_kafka_topic_destroy(c.rkt);
+            c.rkt = nullptr;
+        }
         if (c.queue != nullptr) {
             rd_kafka_queue_destroy(c.queue);
             c.queue = nullptr;
@@ -361,16 +488,23 @@ namespace {
 
 /// The id's text form (as message_id::to_string) into a buffer of the caller's: no
 /// allocation on the publish path (to_string's was the largest single cost per message here).
+/// Two hex digits per byte from a table: one load and one store each.
 void id_text(const message_id& id, std::array<char, 36>& out) noexcept {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::size_t o = 0;
-    for (std::size_t i = 0; i < id.bytes.size(); ++i) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) {
-            out[o++] = '-';
+    static constexpr auto pairs = [] {
+        constexpr char digits[] = "0123456789abcdef";
+        std::array<std::array<char, 2>, 256> t{};
+        for (std::size_t b = 0; b < 256; ++b) {
+            t[b] = {digits[b >> 4], digits[b & 0xF]};
         }
-        out[o++] = digits[id.bytes[i] >> 4];
-        out[o++] = digits[id.bytes[i] & 0xF];
+        return t;
+    }();
+    // Byte i goes to out[at[i]]: 8-4-4-4-12 digits with a '-' between the groups.
+    static constexpr std::array<std::uint8_t, 16> at = {0,  2,  4,  6,  9,  11, 14, 16,
+                                                        19, 21, 24, 26, 28, 30, 32, 34};
+    for (std::size_t i = 0; i < 16; ++i) {
+        std::memcpy(out.data() + at[i], pairs[id.bytes[i]].data(), 2);
     }
+    out[8] = out[13] = out[18] = out[23] = '-';
 }
 
 auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
@@ -383,6 +517,9 @@ auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
         [[maybe_unused]] const auto n = ::read(st->efd, &count, sizeof(count));
         st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
         const auto done = st->background ? st->complete_ready() : st->drain_queues();
+        if (!st->background) {
+            st->finish_recovery();
+        }
         st->conn->acks.fetch_add(done, std::memory_order_relaxed);
         auto finished = st->take_finished();
         if (!finished.empty()) {  // destroying joins librdkafka's threads: not on a worker
@@ -446,17 +583,25 @@ void kafka_producer::start(envelope env, std::uint32_t slot) {
     rd_kafka_headers_t* headers = rd_kafka_headers_new(1);
     rd_kafka_header_add(headers, "weft-id", -1, id.data(), static_cast<ssize_t>(id.size()));
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+    std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>> failed;
     {
         std::lock_guard lock(st.rk_mu);
         if (env.topic != st.last_topic) {  // most publishers use one topic: no set lookup then
             st.conn->ensure_topic_async(env.topic);
             st.last_topic = env.topic;
         }
+        const auto order = std::uintptr_t{st.next_seq++} << 32;
         e = st.produce_locked(env.topic.c_str(), env.key, bytes, headers,
-                              reinterpret_cast<void*>(static_cast<std::uintptr_t>(slot)));
+                              reinterpret_cast<void*>(order | slot));
+        if (st.recovering) {  // the broken client may have had nothing left to report
+            st.finish_recovery_locked(failed);
+        }
     }
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
         st.fail_now(slot, kafka_error(e));
+    }
+    for (const auto& [s, err] : failed) {
+        st.fail_now(s, kafka_error(err));
     }
 }
 

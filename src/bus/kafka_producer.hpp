@@ -28,9 +28,14 @@ namespace weft::bus {
 ///
 /// A fatal error (the idempotent producer's state is broken; librdkafka then fails what it
 /// had queued and refuses new messages with ERR__FATAL) replaces the client: under `rk_mu`
-/// a new one becomes current and the broken one retires. Every report of a failed message
-/// from a client with a fatal error is produced again on the current client, with the same
-/// slot, instead of completing; a produce refused with ERR__FATAL recreates and retries once.
+/// a new one becomes current and the broken one retires. From then until every retired client
+/// has reported all it had, nothing is produced: each failed message a broken client reports
+/// and each message started meanwhile is held; then the held messages are produced on the
+/// current client in the order they were started (each message's opaque carries that order
+/// beside its slot), and sends go on. So the re-sends reach the new client before any later
+/// message, and order per key holds across the recreation (an outbox relay may keep several
+/// events of a key unacknowledged). Held: at most max_pending; a publish started while held
+/// still returns at once, its outcome comes later.
 /// A retired client is destroyed once it has nothing left to report (rd_kafka_outq_len 0).
 ///
 /// Lifetime: the state is shared by the producer and its drain task. close() lets the drain

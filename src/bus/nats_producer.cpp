@@ -18,6 +18,7 @@
 #include "weft/core/join_handle.hpp"
 #include "weft/io/fd_wait.hpp"
 #include "weft/io/reactor.hpp"
+#include "weft/sync/channel.hpp"
 
 namespace weft::bus {
 namespace {
@@ -82,8 +83,10 @@ struct nats_producer::state {
         : conn(std::move(c)),
           sink(&s),
           max_pending(max),
+          pool(conn->options.ack_path == nats_ack_path::handler_pool),
           outcomes(std::make_unique<std::optional<result<ack>>[]>(max)),
-          in_flight(max) {
+          in_flight(max),
+          acks(max) {
         completed.reserve(max);
         draining.reserve(max);
         incoming.reserve(max);
@@ -114,6 +117,7 @@ struct nats_producer::state {
     jsCtx* js = nullptr;  // this producer's context: its ack handler's closure is this state
     int efd = -1;         // eventfd: written by on_ack for the first slot of a batch
     int max_payload = 0;
+    const bool pool;  // nats_ack_path::handler_pool
     // outcomes[slot]: written by on_ack before the slot is appended to `completed` (under
     // `mu`); read by the drain task after it took the slot from `completed` (under `mu`):
     // the lock orders the two.
@@ -124,6 +128,23 @@ struct nats_producer::state {
     std::uint32_t in_cnats = 0;            // guarded by mu: |in_flight|
     std::vector<std::uint32_t> completed;  // guarded by mu; capacity max_pending
     std::vector<std::uint32_t> draining;   // the drain task's; swapped with completed under mu
+
+    // handler_pool only: on_ack sends each outcome here (under mu, which the drain task takes
+    // once before it ends, so no on_ack is inside the channel when the state goes); the ack
+    // handlers receive them one at a time. Capacity max_pending: try_send never finds it full
+    // (|acks| <= outstanding <= max_pending). Closed by the drain task as it ends, which ends
+    // the handlers.
+    struct ack_item {
+        std::uint32_t slot;
+        result<ack> outcome;
+    };
+    channel<ack_item> acks;
+    // |held| as of the last change, for the ack handlers, which pump only when it is not 0.
+    // seq_cst, stored after the held messages are in `held` and before pump looks at
+    // in_cnats (under mu); on_ack lowers in_cnats under mu before its handler loads this. So
+    // either the handler sees the count and pumps, or pump sees in_cnats lowered and sends:
+    // the mutex orders the two sides, and a held message is never stranded.
+    std::atomic<std::size_t> held_count{0};
 
     // Messages not yet handed to cnats, oldest first. A message is held when others are held
     // (order), when the connection is down, or when the buffer has no room for it while some
@@ -254,12 +275,18 @@ void on_ack(jsCtx* /*js*/, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void* c
         std::uint32_t slot = 0;
         if (st->in_flight.take(msg, slot)) {
             --st->in_cnats;
-            st->outcomes[slot].emplace(std::move(outcome));
-            const bool first = st->completed.empty();
-            st->completed.push_back(slot);  // never reallocates: <= max_pending outstanding
-            if (first) {
-                st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
-                st->wake();
+            if (st->pool) {
+                // The channel holds max_pending: never full, so never refused.
+                [[maybe_unused]] const auto sent =
+                    st->acks.try_send(nats_producer::state::ack_item{slot, std::move(outcome)});
+            } else {
+                st->outcomes[slot].emplace(std::move(outcome));
+                const bool first = st->completed.empty();
+                st->completed.push_back(slot);  // never reallocates: <= max_pending outstanding
+                if (first) {
+                    st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
+                    st->wake();
+                }
             }
         }
     }
@@ -292,6 +319,7 @@ auto pump(nats_producer::state& st, bool wait_for_lock) -> bool {
                 st.held.push_back(std::move(h));
             }
             st.arrived.clear();
+            st.held_count.store(st.held.size());  // before in_cnats is looked at (see state)
             const bool connected = st.connected();
             const auto now = std::chrono::steady_clock::now();
             waiting = false;
@@ -315,6 +343,7 @@ auto pump(nats_producer::state& st, bool wait_for_lock) -> bool {
                 }
                 st.held.pop_front();
             }
+            st.held_count.store(st.held.size());
             if (connected) {
                 st.conn->publishes_held.fetch_add(std::min(arrived, st.held.size()),
                                                   std::memory_order_relaxed);
@@ -361,7 +390,35 @@ auto drain(std::shared_ptr<nats_producer::state> st) -> task<void> {
         st->draining.clear();
         waiting = pump(*st, /*wait_for_lock=*/true);
         if (st->closed.load() && st->outstanding.load() == 0) {
+            // An on_ack that handed over the last outcome may still be inside its lock (in
+            // the channel, with the pool): wait it out before the state can go.
+            { std::lock_guard lock(st->mu); }
+            st->acks.close();  // ends the ack handlers (handler_pool)
             co_return;
+        }
+    }
+}
+
+/// handler_pool: one of the fixed set of tasks completing acks, one at a time (the seed's ack
+/// worker). Ends when the drain task closes the channel.
+auto handle_acks(std::shared_ptr<nats_producer::state> st) -> task<void> {
+    for (;;) {
+        auto item = st->acks.try_recv();
+        if (!item && item.error() == std::errc::operation_would_block) {
+            st->conn->wakes.fetch_add(1, std::memory_order_relaxed);  // a wait, ended by a wake
+            item = co_await st->acks.recv();
+        }
+        if (!item) {
+            co_return;  // closed (the producer is done) or the runtime is shutting down
+        }
+        st->outstanding.fetch_sub(1);
+        st->sink->complete(item->slot, std::move(item->outcome));
+        st->conn->acks.fetch_add(1, std::memory_order_relaxed);
+        if (st->held_count.load() != 0) {
+            pump(*st, /*wait_for_lock=*/true);
+        }
+        if (st->closed.load() && st->outstanding.load() == 0) {
+            st->wake();  // the drain task ends the producer
         }
     }
 }
@@ -394,6 +451,11 @@ auto nats_producer::make(std::shared_ptr<nats_backend::connection> conn,
         return nats_error(s);
     }
     spawn(drain(st)).detach();
+    if (st->pool) {
+        for (unsigned i = 0; i < std::max(1U, conn->options.ack_handlers); ++i) {
+            spawn(handle_acks(st)).detach();
+        }
+    }
     return std::unique_ptr<backend_producer>(new nats_producer(std::move(st)));
 }
 

@@ -32,6 +32,10 @@ namespace weft::bus {
 ///   3. The drain task (a weft task on the publisher's runtime) wakes from wait_readable(efd),
 ///      swaps `completed_` out, hands each outcome to the publisher's sink, then sends the
 ///      held messages the buffer has room for.
+/// With nats_ack_path::handler_pool, steps 2 and 3 are instead: on_ack sends (slot, outcome)
+/// into a channel of max_pending (never full) under `mu`; a fixed pool of ack-handler tasks
+/// receives one at a time, hands it to the sink and, when messages are held, sends those the
+/// buffer has room for. The drain task then only looks after the connection and the end.
 /// Invariant: started - completed-by-drain == outstanding_ <= max_pending, and
 /// |in_flight_| + |completed_| == outstanding_.
 ///

@@ -4,12 +4,15 @@
 // skips them.
 
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "conformance.hpp"
 #include "weft/bus/kafka_backend.hpp"
@@ -127,6 +130,56 @@ TEST(kafka_backend, topics_are_made_at_start_and_the_ack_names_the_partition) {
         EXPECT_EQ(a2.sequence, 1U);
         (co_await pub.close()).value();
     }());
+}
+
+// The record's `weft-id` header is the envelope id's text (for consumers that do not decode
+// the envelope): read back with a plain librdkafka consumer.
+TEST(kafka_backend, the_weft_id_header_is_the_envelope_id) {
+    const std::string topic = "weft-test-header-" + message_id::generate().to_string();
+    auto b = make_kafka();
+    weft::runtime rt{weft::io_runtime_options(2)};
+    message_id sent;
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{*b};
+        envelope e;
+        e.topic = topic;
+        e.key = "k";
+        e.payload = "x";
+        sent = e.id = message_id::generate();
+        (co_await pub.publish(std::move(e))).value();
+        (co_await pub.close()).value();
+    }());
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    ASSERT_EQ(
+        rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof(err)),
+        RD_KAFKA_CONF_OK);
+    rd_kafka_conf_set(conf, "group.id", "weft-test-header", err, sizeof(err));
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    ASSERT_NE(rk, nullptr) << err;
+    rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(parts, topic.c_str(), 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ASSERT_EQ(rd_kafka_assign(rk, parts), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(parts);
+    std::string header;
+    for (int i = 0; i < 100 && header.empty(); ++i) {
+        rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+        if (m == nullptr) {
+            continue;
+        }
+        rd_kafka_headers_t* hs = nullptr;
+        const void* v = nullptr;
+        std::size_t n = 0;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            rd_kafka_message_headers(m, &hs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            rd_kafka_header_get_last(hs, "weft-id", &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            header.assign(static_cast<const char*>(v), n);
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    EXPECT_EQ(header, sent.to_string());
 }
 
 // Delivery reports wake weft once per batch: with a window of messages in flight, far fewer
@@ -302,6 +355,86 @@ TEST(kafka_backend, fatal_producer_error_recreates_it_and_resends) {
 
 TEST(kafka_backend, fatal_producer_error_on_the_background_thread_recreates_it_and_resends) {
     fatal_producer_error_recreates_it_and_resends(kafka_ack_path::background_thread);
+}
+
+// Order per key across a fatal error: what the broken producer had not had acknowledged is
+// re-sent before any message published after the error. Publishes go on right after the
+// error, on the same worker (one worker: the drain task cannot take the broken producer's
+// reports in between), as an outbox relay keeping several events of a key unacknowledged
+// does; each key's messages must be stored in the order they were published. With the
+// re-send left to whenever the reports arrive, the later messages reach Kafka first.
+void fatal_error_resends_before_any_later_publish(kafka_ack_path path) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 500ms;
+    o.batch_messages = 1000;  // a batch leaves by its linger: the first ones are still queued
+    o.ack_path = path;
+    kafka_backend b{o};
+    const std::string t = "weft-test-fatal-order-" + message_id::generate().to_string();
+    constexpr int before = 20;
+    constexpr int after = 20;
+    constexpr int keys = 4;
+    weft::runtime rt{weft::io_runtime_options(1)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = 128}};
+        envelope first;
+        first.topic = t;
+        first.key = "k";
+        first.payload = "first";
+        (co_await pub.publish(std::move(first))).value();
+        auto send = [&](int i) -> weft::task<void> {
+            envelope e;
+            e.topic = t;
+            e.key = "k" + std::to_string(i % keys);
+            e.payload = std::to_string(i);
+            (co_await pub.publish_async(std::move(e))).value();
+        };
+        for (int i = 0; i < before; ++i) {
+            co_await send(i);
+        }
+        b.raise_fatal_error_for_test("weft test");
+        for (int i = before; i < before + after; ++i) {
+            co_await send(i);
+        }
+        (co_await pub.flush()).value();
+        int ok = 0;
+        for (int i = 0; i < before + after; ++i) {
+            auto r = (co_await pub.results().recv()).value();
+            EXPECT_TRUE(r.outcome) << r.outcome.error().message();
+            ok += r.outcome ? 1 : 0;
+        }
+        EXPECT_EQ(ok, before + after);
+        EXPECT_GE(b.stats().resent, 1U);
+        // Each key's messages as stored (a message stored twice counts where it came first).
+        subscriber sub{b};
+        auto s = (co_await sub.subscribe(t, "check")).value();
+        std::vector<std::vector<int>> order(keys);
+        std::set<int> seen;
+        while (seen.size() < std::size_t{before + after}) {
+            auto d = (co_await s.next()).value();
+            if (d.message().payload != "first") {
+                const int i = std::stoi(d.message().payload);
+                if (seen.insert(i).second) {
+                    order[static_cast<std::size_t>(i % keys)].push_back(i);
+                }
+            }
+            EXPECT_TRUE(d.ack());
+        }
+        for (int k = 0; k < keys; ++k) {
+            const auto& got = order[static_cast<std::size_t>(k)];
+            EXPECT_TRUE(std::is_sorted(got.begin(), got.end()))
+                << "key k" << k << " stored out of order: " << ::testing::PrintToString(got);
+        }
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST(kafka_backend, fatal_error_resends_before_any_later_publish) {
+    fatal_error_resends_before_any_later_publish(kafka_ack_path::reactor_queue);
+}
+
+TEST(kafka_backend, fatal_error_on_the_background_thread_resends_before_any_later_publish) {
+    fatal_error_resends_before_any_later_publish(kafka_ack_path::background_thread);
 }
 
 }  // namespace

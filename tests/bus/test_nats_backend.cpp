@@ -25,9 +25,10 @@ auto nats_url() -> std::string {
 // Every test topic is under "weft.test.", taken by one stream made at start (a topic per test
 // would otherwise need a stream per test). Memory storage: the suite checks semantics, not
 // durability.
-auto make_nats() -> std::unique_ptr<nats_backend> {
+auto make_nats(nats_ack_path path = nats_ack_path::reactor_batch) -> std::unique_ptr<nats_backend> {
     nats_backend_options o;
     o.url = nats_url();
+    o.ack_path = path;
     o.streams = {nats_stream_config{
         .name = "WEFT_TEST", .subjects = {"weft.test.>"}, .storage = nats_storage::memory}};
     return std::make_unique<nats_backend>(std::move(o));
@@ -46,6 +47,18 @@ INSTANTIATE_TEST_SUITE_P(nats,
                                  [](unsigned workers) { return weft::io_runtime_options(workers); },
                              .topic_prefix = "weft.test."}),
                          [](const auto&) { return std::string("jetstream"); });
+
+// The same suite with acks completed by the fixed pool of ack handlers (nats_ack_path).
+INSTANTIATE_TEST_SUITE_P(
+    nats_handler_pool,
+    bus_conformance,
+    ::testing::Values(test::backend_factory{
+        .make = []() -> std::unique_ptr<backend> { return make_nats(nats_ack_path::handler_pool); },
+        .pause = {},
+        .resume = {},
+        .runtime_for = [](unsigned workers) { return weft::io_runtime_options(workers); },
+        .topic_prefix = "weft.test."}),
+    [](const auto&) { return std::string("jetstream"); });
 
 TEST(nats_backend, unreachable_server_names_the_url) {
     nats_backend_options o;
@@ -108,8 +121,10 @@ TEST(nats_backend, topics_get_their_streams_and_the_ack_names_it) {
 
 // The ack path wakes weft once per batch: with a window of acks in flight, far fewer wake-ups
 // than acks (the exact ratio depends on timing; the figure is printed, the bound is loose).
-TEST(nats_backend, acks_complete_in_batches) {
-    auto b = make_nats();
+// With the handler pool every outcome arrives once too; its wake-ups (an ack handler that had
+// to wait for an ack) are printed, not bounded: an idle handler waits for every ack.
+void acks_complete_once(nats_ack_path path) {
+    auto b = make_nats(path);
     const std::string t = "weft.test.batch-" + message_id::generate().to_string();
     constexpr int n = 5000;
     weft::runtime rt{weft::io_runtime_options(2)};
@@ -141,10 +156,19 @@ TEST(nats_backend, acks_complete_in_batches) {
     const auto acks = after.acks - before.acks;
     const auto wakes = after.wakes - before.wakes;
     EXPECT_EQ(acks, std::uint64_t{n});
-    EXPECT_LT(wakes, acks);
-    std::printf("nats acks=%llu wakes=%llu (%.1f wake-ups per 1000 acks)\n",
+    if (path == nats_ack_path::reactor_batch) {
+        EXPECT_LT(wakes, acks);
+    }
+    std::printf("nats %s acks=%llu wakes=%llu (%.1f wake-ups per 1000 acks)\n",
+                path == nats_ack_path::reactor_batch ? "reactor_batch" : "handler_pool",
                 static_cast<unsigned long long>(acks), static_cast<unsigned long long>(wakes),
                 1000.0 * static_cast<double>(wakes) / static_cast<double>(acks));
+}
+
+TEST(nats_backend, acks_complete_in_batches) { acks_complete_once(nats_ack_path::reactor_batch); }
+
+TEST(nats_backend, acks_complete_once_through_the_handler_pool) {
+    acks_complete_once(nats_ack_path::handler_pool);
 }
 
 // cnats blocks its caller in two places: at its own MaxPending of async publishes (StallWait)
@@ -152,9 +176,11 @@ TEST(nats_backend, acks_complete_in_batches) {
 // keeps below both, so no runtime worker blocks inside the client: here with a write buffer
 // (64 KiB) far smaller than what the window lets be in flight (512 x 2 KiB), the publisher
 // holds messages until the buffer has room, and no publish was handed to cnats without room.
-TEST(nats_backend, no_publish_blocks_inside_cnats) {
+// With the handler pool the handlers send what is held as acks come back.
+void no_publish_blocks_inside_cnats(nats_ack_path path) {
     nats_backend_options o;
     o.url = nats_url();
+    o.ack_path = path;
     o.streams = {nats_stream_config{
         .name = "WEFT_TEST", .subjects = {"weft.test.>"}, .storage = nats_storage::memory}};
     o.io_buffer_bytes = 64 * 1024;
@@ -198,6 +224,15 @@ TEST(nats_backend, no_publish_blocks_inside_cnats) {
     // The check is live: cnats's buffer was read and did fill up to the bound.
     EXPECT_GT(st.max_buffered, 0U);
     EXPECT_LE(st.max_buffered, std::uint64_t{64 * 1024});
+    EXPECT_GT(st.publishes_held, 0U);
+}
+
+TEST(nats_backend, no_publish_blocks_inside_cnats) {
+    no_publish_blocks_inside_cnats(nats_ack_path::reactor_batch);
+}
+
+TEST(nats_backend, no_publish_blocks_inside_cnats_with_the_handler_pool) {
+    no_publish_blocks_inside_cnats(nats_ack_path::handler_pool);
 }
 
 }  // namespace

@@ -82,10 +82,12 @@ struct kafka_backend_stats {
 ///   made on a worker of a runtime with a reactor (weft::io_runtime_options).
 ///   A fatal error of the idempotent producer (librdkafka then fails every message it had not
 ///   sent yet and refuses new ones) recreates the producer: every message reported failed by
-///   the broken one is sent again on the new one, and publishes go on there. The re-sent
-///   messages' outcomes come from the new producer; one the broker had stored before the
-///   failure may be stored twice (at-least-once), and order per key holds within each
-///   producer's messages, not across the recreation.
+///   the broken one is sent again on the new one, and publishes go on there. Publishes made
+///   meanwhile are held (publish_async still returns at once) until the broken producer has
+///   reported everything; then the re-sends and the held messages go to the new producer in
+///   the order they were first published, so order per key holds across the recreation. The
+///   re-sent messages' outcomes come from the new producer; one the broker had stored before
+///   the failure may be stored twice (at-least-once; its first copy is in order).
 /// - Subscribe: a consumer per member, group.id = the group (cooperative-sticky assignment, so
 ///   a member joining does not take partitions away from one that is working). A thread per
 ///   member serves its group events (rebalances) at all times; next() takes messages from a

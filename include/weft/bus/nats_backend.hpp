@@ -25,6 +25,19 @@ enum class nats_storage {
     memory,  ///< lost when the server stops
 };
 
+/// How a publisher's acks, which cnats reports on its own thread, reach the publisher (README,
+/// "The ack path", has the figures that chose the default).
+enum class nats_ack_path {
+    /// cnats's thread writes each outcome into the message's completion slot (allocated up
+    /// front, one per max_pending) and writes an eventfd when its batch was empty; one weft
+    /// task per publisher waits on it through the reactor and completes the whole batch.
+    reactor_batch,
+    /// The seed's shape: cnats's thread hands each ack to a channel (bounded at max_pending,
+    /// so it never waits) read by a fixed pool of `ack_handlers` weft tasks per publisher, each
+    /// completing one ack at a time.
+    handler_pool,
+};
+
 /// One JetStream stream the backend creates (or updates to this configuration) at start.
 struct nats_stream_config {
     std::string name;                   ///< no '.', '*', '>' or spaces
@@ -61,12 +74,17 @@ struct nats_backend_options {
     /// buffer, the more a burst of publish_async stays a memory copy. A message larger than
     /// seven eighths of it is written through by cnats (counted in `publish_stalls`).
     int io_buffer_bytes = 1 << 20;
+    nats_ack_path ack_path = nats_ack_path::reactor_batch;
+    /// handler_pool only: the weft tasks per publisher that complete acks (at least 1).
+    unsigned ack_handlers = 4;
 };
 
 /// Counters of one backend (all producers together), for measurements.
 struct nats_backend_stats {
-    std::uint64_t acks = 0;   ///< publish outcomes completed
-    std::uint64_t wakes = 0;  ///< times the ack thread woke weft (eventfd writes)
+    std::uint64_t acks = 0;  ///< publish outcomes completed
+    /// Times the ack thread woke weft: eventfd writes (reactor_batch), or acks that found an
+    /// ack handler waiting for one (handler_pool).
+    std::uint64_t wakes = 0;
     /// Publishes handed to cnats when it could block the caller: its write buffer without
     /// room for the message (cnats then writes to the socket inline), or its own MaxPending
     /// reached (StallWait). Zero unless a message is larger than 7/8 of `io_buffer_bytes`.
@@ -95,7 +113,9 @@ struct nats_backend_stats {
 ///   each ack on its own thread; that thread writes the outcome into the completion slot the
 ///   publisher reserved for the message and, when the batch of completed slots was empty,
 ///   writes an eventfd. A weft task per publisher waits on it with wait_readable and completes
-///   every slot in the batch: one wake-up per batch, never a thread or a task per message.
+///   every slot in the batch: one wake-up per batch, never a thread or a task per message
+///   (nats_ack_path::reactor_batch; handler_pool, the alternative measured beside it, hands
+///   each ack to a fixed pool of weft tasks instead).
 ///   No publish blocks inside cnats: its own limit (MaxPending) is set above the publisher's
 ///   max_pending, and a message goes to cnats only while its write buffer has room (see
 ///   `io_buffer_bytes`). Publishers must be made on a worker of a runtime with a reactor
