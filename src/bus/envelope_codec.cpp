@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "weft/bus/errc.hpp"
@@ -9,17 +10,35 @@
 namespace weft::bus {
 namespace {
 
-void put_varint(std::string& out, std::uint64_t v) {
+auto varint_size(std::uint64_t v) noexcept -> std::size_t {
+    std::size_t n = 1;
     while (v >= 0x80) {
-        out.push_back(static_cast<char>((v & 0x7F) | 0x80));
         v >>= 7;
+        ++n;
     }
-    out.push_back(static_cast<char>(v));
+    return n;
 }
 
-void put_str(std::string& out, std::string_view s) {
-    put_varint(out, s.size());
-    out.append(s);
+auto str_size(std::string_view s) noexcept -> std::size_t {
+    return varint_size(s.size()) + s.size();
+}
+
+/// Writes `v` as a varint at `p` (room for it is the caller's: see varint_size); returns the end.
+auto put_varint(char* p, std::uint64_t v) noexcept -> char* {
+    while (v >= 0x80) {
+        *p++ = static_cast<char>((v & 0x7F) | 0x80);
+        v >>= 7;
+    }
+    *p++ = static_cast<char>(v);
+    return p;
+}
+
+auto put_str(char* p, std::string_view s) noexcept -> char* {
+    p = put_varint(p, s.size());
+    if (!s.empty()) {
+        std::memcpy(p, s.data(), s.size());
+    }
+    return p + s.size();
 }
 
 /// A cursor over the input that never reads past its end: every take checks what remains first.
@@ -211,27 +230,37 @@ void rfc3339(std::string& out, std::chrono::system_clock::time_point t) {
 }  // namespace
 
 void encode(const envelope& env, std::string& out) {
-    out.push_back(static_cast<char>(envelope_codec_version));
-    out.append(reinterpret_cast<const char*>(env.id.bytes.data()), env.id.bytes.size());
+    // The exact size first, then one resize and plain stores: appending byte by byte cost about
+    // 675 instructions per 215-byte envelope (callgrind, Kafka publish), most of it in the
+    // string's capacity checks.
+    std::size_t size = 1 + sizeof env.id.bytes + 8 + str_size(env.topic) + str_size(env.key) +
+                       str_size(env.type) + varint_size(env.headers.size()) + str_size(env.payload);
+    for (const header& h : env.headers) {
+        size += str_size(h.name) + str_size(h.value);
+    }
+    const std::size_t start = out.size();
+    out.resize(start + size);
+    char* p = out.data() + start;
+    *p++ = static_cast<char>(envelope_codec_version);
+    std::memcpy(p, env.id.bytes.data(), sizeof env.id.bytes);
+    p += sizeof env.id.bytes;
     const auto ns = static_cast<std::uint64_t>(to_unix_ns(env.time));
     for (int i = 0; i < 8; ++i) {
-        out.push_back(static_cast<char>(ns >> (8 * i)));
+        *p++ = static_cast<char>(ns >> (8 * i));
     }
-    put_str(out, env.topic);
-    put_str(out, env.key);
-    put_str(out, env.type);
-    put_varint(out, env.headers.size());
+    p = put_str(p, env.topic);
+    p = put_str(p, env.key);
+    p = put_str(p, env.type);
+    p = put_varint(p, env.headers.size());
     for (const header& h : env.headers) {
-        put_str(out, h.name);
-        put_str(out, h.value);
+        p = put_str(p, h.name);
+        p = put_str(p, h.value);
     }
-    put_str(out, env.payload);
+    put_str(p, env.payload);
 }
 
 auto encode(const envelope& env) -> std::string {
     std::string out;
-    out.reserve(1 + 16 + 8 + 5 * 4 + env.topic.size() + env.key.size() + env.type.size() +
-                env.payload.size());
     encode(env, out);
     return out;
 }
