@@ -17,6 +17,7 @@
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/core/stop.hpp"
+#include "weft/core/when_all.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 
 namespace weft::bus {
@@ -346,6 +347,96 @@ auto sqlite_outbox::dead_letter_rows() -> result<std::uint64_t> {
     return count(s_->path, s_->count_dead_sql);
 }
 
+namespace {
+
+/// The database side of the relay with a window above one (detail::relay_pipeline, which
+/// publishes): deletes what the pipeline finished and reads the next batch when it wants rows,
+/// both in one blocking call, while the pipeline's earlier rows are still being acknowledged.
+/// Every row at or below `cursor` is in the pipeline or deleted (or dead-lettered).
+auto feed_pipeline(sqlite_outbox::state& s, detail::relay_pipeline& pipe) -> task<void> {
+    const stop_token token = co_await get_stop_token();
+    const relay_options& o = s.options.relay;
+    const std::size_t batch = std::max<std::uint32_t>(1, o.batch_size);
+    std::int64_t cursor = 0;
+    std::vector<detail::relay_row> unfinished;  // finished by the pipeline, not yet deleted
+    bool dry = false;  // the last read was short: wait (poll) before reading again
+    auto poll = o.min_poll;
+    auto backoff = o.min_backoff;
+    for (;;) {
+        const bool stopping = s.stop.requested() || token.stop_requested() || pipe.ended();
+        auto done = pipe.take_finished();
+        if (!done.empty()) {
+            detail::crash_point("after_ack");
+            unfinished.insert(unfinished.end(), std::make_move_iterator(done.begin()),
+                              std::make_move_iterator(done.end()));
+        }
+        const bool claim = !stopping && !dry && pipe.wants_rows();
+        if (unfinished.empty() && !claim) {
+            if (stopping) {
+                break;
+            }
+            const std::int64_t oldest = pipe.oldest_staged_ms();
+            s.counters.oldest_pending_staged_ms.store(oldest, std::memory_order_relaxed);
+            if (dry && oldest == 0) {
+                s.counters.idle_waits.fetch_add(1, std::memory_order_relaxed);
+            }
+            // A commit (sqlite_txn), notify(), stop_relay() or the pipeline (rows finished,
+            // room for rows) sets `notified`.
+            co_await detail::wait_for_event(s.notified, dry ? poll : o.max_poll);
+            if (dry) {
+                poll = std::min(poll * 2, o.max_poll);
+                dry = false;  // read again
+            }
+            continue;
+        }
+        auto r = co_await spawn_blocking([&s, &unfinished, claim, cursor] {
+            std::pair<result<void>, result<std::vector<detail::relay_row>>> out{
+                result<void>{}, std::vector<detail::relay_row>{}};
+            if (!unfinished.empty()) {
+                out.first = finish_batch(s, unfinished);
+            }
+            if (claim) {
+                out.second = read_batch(s, cursor);
+            }
+            return out;
+        });
+        if (!r) {
+            break;  // cancelled before it ran
+        }
+        bool failed = false;
+        if (r->first) {
+            unfinished.clear();
+        } else {
+            failed = true;  // not deleted: tried again (or published again by the next relay)
+        }
+        if (!r->second) {
+            failed = true;
+        } else if (claim) {
+            auto& rows = *r->second;
+            dry = rows.size() < batch;
+            pipe.set_dry(dry);
+            if (!rows.empty()) {
+                poll = o.min_poll;
+                cursor = rows.back().seq;
+                pipe.add(std::move(rows));
+            }
+        }
+        if (failed) {
+            // SQLITE_BUSY past busy_timeout, or worse: wait and try again.
+            if (stopping) {
+                break;
+            }
+            co_await detail::wait_for_event(s.stop.wake, backoff);
+            backoff = std::min(backoff * 2, o.max_backoff);
+        } else {
+            backoff = o.min_backoff;
+        }
+    }
+    pipe.close();
+}
+
+}  // namespace
+
 auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
     auto lock = relay_lock::take(s_->path);
     if (!lock) {
@@ -358,6 +449,11 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
     const relay_options& o = s.options.relay;
     const std::uint32_t window = detail::effective_window(o);
     s.counters.window.store(window, std::memory_order_relaxed);
+    if (window > 1 && !detail::fault_mark_done_first() && !detail::fault_unbounded_window()) {
+        detail::relay_pipeline pipe{pub, o, s.counters, s.stop, window, s.notified};
+        co_await when_all(feed_pipeline(s, pipe), pipe.pump());
+        co_return result<void>{};
+    }
     // Every row at or below `cursor` is finished or in `held`: the rows of keys waiting out a
     // transient failure (detail::retry_map), still in the table, offered again ahead of their
     // keys' newer rows. So a retrying key holds up only itself, not the next batch. Reading
