@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "test_outbox_prefix_broker.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/memory_broker.hpp"
 #include "weft/bus/publisher.hpp"
@@ -26,6 +27,7 @@ namespace {
 
 using namespace weft::bus;
 using namespace std::chrono_literals;
+using weft::bus::testing::prefix_broker;
 
 /// A fresh directory per test, removed afterwards.
 class temp_dir {
@@ -263,32 +265,6 @@ TEST(sqlite_outbox, a_window_is_clamped_to_one_where_the_broker_keeps_no_prefix)
     EXPECT_EQ(outbox.metrics().unacked_per_key_limit, 1U);
     EXPECT_EQ(outbox.metrics().peak_unacked_per_key, 1U);
 }
-
-/// The memory broker behind a backend that says it keeps a partition prefix, so the relay
-/// uses its window. Its fault hook (below) makes that true: once an event of a key fails, every
-/// later event of the key fails too until the failed one is sent again, as Kafka's idempotent
-/// producer does within a partition.
-class prefix_broker final : public backend {
-public:
-    explicit prefix_broker(memory_broker& inner) : inner_(inner) {}
-    [[nodiscard]] auto name() const noexcept -> std::string_view override { return "prefix"; }
-    [[nodiscard]] auto features() const noexcept -> backend_features override {
-        auto f = inner_.features();
-        f.keeps_partition_prefix = true;
-        return f;
-    }
-    auto make_producer(publish_sink& sink, std::uint32_t max_pending)
-        -> weft::result<std::unique_ptr<backend_producer>> override {
-        return inner_.make_producer(sink, max_pending);
-    }
-    auto make_consumer(consumer_config config)
-        -> weft::task<weft::result<std::shared_ptr<backend_consumer>>> override {
-        return inner_.make_consumer(std::move(config));
-    }
-
-private:
-    memory_broker& inner_;
-};
 
 // Window 8 under a broker that fails every 7th publish, keeping a per-key prefix: the failed
 // event and everything after it are sent again in order, so the broker holds each key's events
