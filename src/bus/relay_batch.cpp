@@ -87,140 +87,6 @@ auto publish_chain(publisher& pub,
     }
 }
 
-/// publish_batch with a window of more than one event per key (relay_batch.hpp). Every
-/// chain's events are started with try_publish_async, in the chain's order and at most
-/// `window` unacknowledged; outcomes come back (in any order) through pub.results() and are
-/// matched by id. A result whose id is not in this batch is left over from a batch that
-/// returned early (stopping); it is dropped.
-auto publish_windowed(publisher& pub,
-                      std::vector<relay_row>& rows,
-                      std::vector<std::vector<std::size_t>>& chains,
-                      const relay_options& options,
-                      relay_counters& counters,
-                      relay_stop& stop,
-                      std::uint32_t window,
-                      std::vector<chain_outcome>& outs) -> task<void> {
-    constexpr std::size_t none = static_cast<std::size_t>(-1);
-    struct chain_state {
-        std::size_t next = 0;       // position of the next event to send
-        std::uint32_t unacked = 0;  // sent, outcome not read
-        std::size_t failed = none;  // the first position that failed transiently
-    };
-    std::vector<chain_state> st(chains.size());
-    std::unordered_map<message_id, std::pair<std::size_t, std::size_t>> sent;  // chain, pos
-    sent.reserve(rows.size());
-    std::size_t in_flight = 0;
-    auto permanent = [&](std::error_code ec) {
-        return options.is_permanent ? options.is_permanent(ec) : default_permanent(ec);
-    };
-    // A failed outcome of chain c's event at `pos`: dead-lettered, or the chain stops there.
-    auto failed = [&](std::size_t c, std::size_t pos, std::error_code ec) {
-        relay_row& row = rows[chains[c][pos]];
-        if (permanent(ec)) {
-            row.outcome = relay_row::fate::dead;
-            row.reason = ec.message();
-            return;
-        }
-        counters.retries.fetch_add(1, std::memory_order_relaxed);
-        st[c].failed = std::min(st[c].failed, pos);
-    };
-    // Chains [from, to) may send: all of them at first and after the bound was reached, else
-    // only the one whose outcome was just read.
-    std::size_t from = 0;
-    std::size_t to = chains.size();
-    for (;;) {
-        if (stop.requested()) {
-            co_return;  // what was not decided stays pending
-        }
-        bool blocked = false;
-        for (std::size_t c = from; c < to && !blocked; ++c) {
-            chain_state& k = st[c];
-            while (k.failed == none && k.unacked < window && k.next < chains[c].size()) {
-                relay_row& row = rows[chains[c][k.next]];
-                auto id = pub.try_publish_async(row.env);
-                if (!id) {
-                    const std::error_code ec = id.error();
-                    if (ec == std::errc::operation_would_block) {
-                        blocked = true;  // max_pending reached: read an outcome first
-                        break;
-                    }
-                    if (ec == std::errc::operation_canceled || ec == bus_errc::publisher_closed) {
-                        co_return;
-                    }
-                    failed(c, k.next, ec);
-                    ++k.next;
-                    continue;
-                }
-                sent.emplace(*id, std::pair{c, k.next});
-                ++k.next;
-                ++k.unacked;
-                ++in_flight;
-                note_peak(counters, k.unacked);
-            }
-        }
-        from = blocked ? 0 : chains.size();
-        to = chains.size();
-        if (in_flight == 0) {
-            if (!blocked) {
-                break;  // every chain sent all it may
-            }
-            // The bound is held by someone else's publishes: wait for room.
-            co_await wait_for_event(stop.wake, std::chrono::milliseconds{1});
-            continue;
-        }
-        auto r = co_await pub.results().recv();
-        if (!r) {
-            co_return;  // closed or cancelled: the rest stay pending
-        }
-        auto it = sent.find(r->id);
-        if (it == sent.end()) {
-            continue;
-        }
-        const auto [c, pos] = it->second;
-        sent.erase(it);
-        if (!blocked) {
-            from = c;
-            to = c + 1;
-        }
-        --in_flight;
-        --st[c].unacked;
-        if (r->outcome) {
-            rows[chains[c][pos]].outcome = relay_row::fate::published;
-        } else {
-            const std::error_code ec = r->outcome.error();
-            if (ec == std::errc::operation_canceled || ec == bus_errc::publisher_closed) {
-                co_return;
-            }
-            failed(c, pos, ec);
-        }
-    }
-    // Every outcome read. A chain that failed at n keeps n and everything after it pending,
-    // even what the broker took (sent again from n, in order).
-    for (std::size_t c = 0; c < chains.size(); ++c) {
-        const std::size_t cut = std::min(st[c].failed, chains[c].size());
-        bool gap = false;
-        for (std::size_t pos = 0; pos < chains[c].size(); ++pos) {
-            relay_row& row = rows[chains[c][pos]];
-            if (row.outcome == relay_row::fate::dead) {
-                // Rejected for good wherever it stands: never stored, so it orders nothing.
-                counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
-            } else if (pos >= cut) {
-                // Acknowledged after an earlier event of its key failed: the broker stored it
-                // ahead of that one (counted: the order the consumer sees is broken here).
-                gap = gap || (pos > cut && row.outcome == relay_row::fate::published);
-                row.outcome = relay_row::fate::pending;
-            } else if (row.outcome == relay_row::fate::published) {
-                counters.published.fetch_add(1, std::memory_order_relaxed);
-                outs[c].published_any = true;
-            }
-        }
-        outs[c].deferred = st[c].failed != none;
-        if (gap) {
-            counters.window_gaps.fetch_add(1, std::memory_order_relaxed);
-        }
-    }
-}
-
 }  // namespace
 
 // ---- relay_pipeline ------------------------------------------------------------------------
@@ -268,7 +134,9 @@ struct relay_pipeline::state {
 
     mutable std::mutex mu;
     std::unordered_map<std::string, key_state> keys;
-    std::unordered_map<message_id, std::pair<key_state*, std::uint64_t>> sent;
+    // Outcomes to come: envelope id -> (key, ordinal). A multimap: two rows staged with one id
+    // (a caller's choice) each get an outcome, and each outcome ends one of them.
+    std::unordered_multimap<message_id, std::pair<key_state*, std::uint64_t>> sent;
     std::vector<relay_row> finished;
     std::size_t in_flight = 0;
     std::size_t unsent = 0;
@@ -710,8 +578,7 @@ auto publish_batch(publisher& pub,
                    const relay_options& options,
                    relay_counters& counters,
                    relay_stop& stop,
-                   retry_map* deferred,
-                   std::uint32_t window) -> task<void> {
+                   retry_map* deferred) -> task<void> {
     const auto now = std::chrono::steady_clock::now();
     std::unordered_map<std::string_view, std::size_t> chain_of;
     std::vector<std::vector<std::size_t>> chains;
@@ -742,9 +609,7 @@ auto publish_batch(publisher& pub,
     }
     std::vector<chain_outcome> outs(chains.size());
     const bool defer = deferred != nullptr;
-    if (window > 1 && defer && !fault_unbounded_window()) {
-        co_await publish_windowed(pub, rows, chains, options, counters, stop, window, outs);
-    } else if (chains.size() == 1) {
+    if (chains.size() == 1) {
         co_await publish_chain(pub, rows, std::move(chains.front()), options, counters, stop, defer,
                                outs.front());
     } else if (!chains.empty()) {

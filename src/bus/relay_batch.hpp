@@ -1,8 +1,10 @@
 #pragma once
 
-// The publishing half of an outbox relay, shared by the SQLite and PostgreSQL outboxes: given
-// one claimed batch of staged events, publish it in order per key and record each row's fate.
-// Reading, claiming and deleting are the database's (sqlite_outbox.cpp, pg_outbox.cpp).
+// The publishing half of an outbox relay, shared by the SQLite and PostgreSQL outboxes:
+// publish_batch publishes one claimed batch in order per key (one unacknowledged event per
+// key) and records each row's fate; relay_pipeline does the same across batches with a window
+// of several per key. Reading, claiming and deleting are the database's (sqlite_outbox.cpp,
+// pg_outbox.cpp).
 
 #include <atomic>
 #include <chrono>
@@ -82,20 +84,14 @@ using retry_map = std::unordered_map<std::string, key_retry>;
 ///   returns once every chain has finished or been deferred, so the relay can go on with the
 ///   next batch while the key waits (the caller keeps its pending rows and offers them again,
 ///   ahead of the key's newer rows). A success clears the key's entry.
-/// Returns early when stopping (the rest stay pending).
-/// With `window` > 1 (and `deferred` given) up to `window` events of a key are unacknowledged
-/// at once: they are started in order with try_publish_async (so the producer sees them in
-/// order) and their outcomes read from pub.results(). A transient failure of a key's event n
-/// stops the key: nothing more of it is sent, its outstanding outcomes are awaited, and n and
-/// every later event of the key stay pending (re-sent from n in order, a later one the broker
-/// took meanwhile is a duplicate the inbox drops).
+/// Returns early when stopping (the rest stay pending). One unacknowledged event per key; a
+/// window above one is relay_pipeline's.
 auto publish_batch(publisher& pub,
                    std::vector<relay_row>& rows,
                    const relay_options& options,
                    relay_counters& counters,
                    relay_stop& stop,
-                   retry_map* deferred = nullptr,
-                   std::uint32_t window = 1) -> task<void>;
+                   retry_map* deferred = nullptr) -> task<void>;
 
 /// The publishing half of a relay whose per-key window is above one (relay_options::
 /// max_unacked_per_key on a broker that keeps a partition prefix: Kafka), continuous across
