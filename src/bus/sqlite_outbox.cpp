@@ -176,7 +176,10 @@ auto read_batch(sqlite_outbox::state& s, std::int64_t after)
     return rows;
 }
 
-/// Deletes the published rows and moves the dead ones, in one transaction.
+/// Deletes the published rows and moves the dead ones, in one transaction. The finished seqs
+/// are deleted as runs of consecutive numbers (`seq BETWEEN a AND b`, one statement per run
+/// rather than per row): every number in such a run is a finished row, so no other row can be
+/// in it.
 auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>& rows)
     -> result<void> {
     sqlite3* db = s.db;
@@ -198,14 +201,13 @@ auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>&
         return e;
     }
     const std::int64_t now = detail::now_ms();
-    std::size_t finished = 0;
+    std::vector<std::int64_t> seqs;
+    seqs.reserve(rows.size());
     for (const auto& row : rows) {
         if (row.outcome == detail::relay_row::fate::pending) {
             continue;
         }
-        if (++finished == rows.size() / 2 + 1) {
-            detail::crash_point("mid_commit");
-        }
+        seqs.push_back(row.seq);
         if (row.outcome == detail::relay_row::fate::dead) {
             dead.bind(1, now);
             dead.bind_text(2, row.reason);
@@ -215,11 +217,31 @@ auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>&
             }
             dead.reset();
         }
-        del.bind(1, row.seq);
-        if (const int rc = del.step(); rc != SQLITE_DONE) {
+    }
+    std::sort(seqs.begin(), seqs.end());
+    auto delete_run = [&](std::int64_t first, std::int64_t last) -> int {
+        del.bind(1, first);
+        del.bind(2, last);
+        const int rc = del.step();
+        del.reset();
+        return rc == SQLITE_DONE ? 0 : rc;
+    };
+    // The "mid_commit" crash point comes once half the finished rows are deleted (a run ends
+    // there).
+    const std::size_t half = seqs.size() / 2;
+    std::size_t i = 0;
+    while (i < seqs.size()) {
+        if (i == half) {
+            detail::crash_point("mid_commit");
+        }
+        std::size_t j = i + 1;
+        while (j < seqs.size() && seqs[j] == seqs[j - 1] + 1 && j != half) {
+            ++j;
+        }
+        if (const int rc = delete_run(seqs[i], seqs[j - 1]); rc != 0) {
             return fail(rc);
         }
-        del.reset();
+        i = j;
     }
     if (const int rc = detail::sqlite_exec(db, "COMMIT"); rc != 0) {
         return fail(rc);
@@ -261,7 +283,7 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
         "INSERT INTO " + t + " (id, topic, key, envelope, staged_ms) VALUES (?, ?, ?, ?, ?)";
     s_->read_sql =
         "SELECT seq, envelope, staged_ms FROM " + t + " WHERE seq > ? ORDER BY seq LIMIT ?";
-    s_->delete_sql = "DELETE FROM " + t + " WHERE seq = ?";
+    s_->delete_sql = "DELETE FROM " + t + " WHERE seq BETWEEN ? AND ?";
     s_->dead_sql = "INSERT INTO " + t +
                    "_dead (seq, id, topic, key, envelope, staged_ms, failed_ms, reason) "
                    "SELECT seq, id, topic, key, envelope, staged_ms, ?, ? FROM " +
