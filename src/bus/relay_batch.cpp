@@ -156,7 +156,7 @@ struct relay_pipeline::state {
     [[nodiscard]] auto wants_rows() const -> bool { return unsent < batch && held < 4 * batch; }
 
     [[nodiscard]] auto db_work() const -> bool {
-        return ended || finished.size() >= batch / 2 || (!finished.empty() && in_flight == 0) ||
+        return ended || finished.size() >= batch || (!finished.empty() && in_flight == 0) ||
                (!dry && wants_rows());
     }
 

@@ -151,7 +151,7 @@ public:
     /// The database side found no more rows (its last claim was short): the pump does not wake
     /// it for rows until the next claim brought some (it polls on its own).
     void set_dry(bool dry);
-    /// True when the database side has work: finished rows (half a batch, or any once nothing
+    /// True when the database side has work: finished rows (a batch, or any once nothing
     /// is in flight), or wants_rows() while not dry, or the pump ended.
     [[nodiscard]] auto db_work() const -> bool;
     /// Seqs of every row held (queued, in flight, finished and not yet taken): a claim leaves
