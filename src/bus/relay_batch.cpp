@@ -507,7 +507,10 @@ auto relay_pipeline::pump() -> task<void> {
                 break;
             }
             s.unpark_due();
-            if (s.in_flight == 0) {
+            // Results not ours (sent before reset(), or by an earlier relay on this publisher)
+            // are read too even when nothing of ours is in flight: unread, they would hold
+            // places of max_pending.
+            if (s.in_flight == 0 && s.pub.results().size() == 0) {
                 if (s.blocked) {
                     // The bound is held by someone else's publishes: try again shortly.
                     s.blocked = false;
@@ -520,7 +523,7 @@ auto relay_pipeline::pump() -> task<void> {
                 } else {
                     wait = s.options.max_poll;
                 }
-                if (s.in_flight != 0) {
+                if (s.in_flight != 0 || s.pub.results().size() != 0) {
                     wait = std::chrono::milliseconds{0};
                 }
             }
