@@ -324,6 +324,41 @@ TEST(sqlite_outbox, a_window_resends_from_the_failed_event_in_order) {
     EXPECT_EQ(outbox.pending_rows().value(), 0U);
 }
 
+// A windowed relay reads its outcomes from the publisher's results(), so it must also read
+// results that are not its own: here four publish_async outcomes the program never read fill
+// the publisher's bound (max_pending 4) before the relay starts. Left unread, they would keep
+// the relay at the bound forever; read (and dropped as not its own), they free it, and every
+// staged event is published.
+TEST(sqlite_outbox, a_windowed_relay_reads_results_it_did_not_send) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    memory_broker broker;
+    prefix_broker prefix{broker};
+    sqlite_outbox outbox{
+        path, {.relay = {.batch_size = 16, .max_unacked_per_key = 8, .broker = &prefix}}};
+    app_db app{path};
+    constexpr int keys = 3;
+    constexpr int per_key = 10;
+    stage_many(app, outbox, keys, per_key);
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{prefix, {.max_pending = 4}};
+        for (int i = 0; i < 4; ++i) {
+            (co_await pub.publish_async(event_for("other", i))).value();  // results left unread
+        }
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        for (int i = 0; i < 2'000 && outbox.metrics().published < keys * per_key; ++i) {
+            (void)co_await weft::sleep_for(2ms);
+        }
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(outbox.metrics().published, static_cast<std::uint64_t>(keys * per_key));
+    EXPECT_EQ(outbox.pending_rows().value(), 0U);
+    EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key + 4));
+}
+
 // The same window under a broker that keeps no prefix (it fails one event and stores the
 // later ones of its key): the relay still re-sends from the failed event, so nothing is lost,
 // but the broker holds later events ahead of it, and the relay counts those gaps.
