@@ -93,7 +93,7 @@ auto publish_chain(publisher& pub,
 
 // Invariants, with mu_ held (per key k; sums over keys):
 //   k.rows = [0, k.next): sent or decided, [k.next, size): not yet sent
-//   k.unacked = |{ sent_ entries of k }| <= window;   in_flight = sum k.unacked
+//   k.unacked = |{ entries of `sent` naming k }| <= window;   in_flight = sum k.unacked
 //   unsent = sum over keys not parked of (size - next)
 //   held = sum size + |finished|
 // A key is open (failed == none), failing (failed set, outcomes of its window still coming)
