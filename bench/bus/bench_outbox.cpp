@@ -23,7 +23,8 @@
 // from /proc, when on this machine) during the drain, per event.
 // Per key the relay keeps `window` events unacknowledged at most (relay_options::
 // max_unacked_per_key; above 1 honoured on Kafka only, else 1), so with 100 keys at most
-// 100 x window are in flight (and at most batch), against max_pending for the publisher;
+// 100 x window are in flight (and at most max_pending; with a window the relay holds up to 4
+// batches, claiming the next while earlier acks arrive), against max_pending for the publisher;
 // `relay_window` reports the window used and `relay_peak_unacked_per_key` the most seen. The memory
 // broker acknowledges inline. NATS streams made here are deleted at the end (Kafka topics stay).
 

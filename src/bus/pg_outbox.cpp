@@ -12,6 +12,7 @@
 #include "relay_batch.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/core/stop.hpp"
+#include "weft/core/when_all.hpp"
 #include "weft/core/when_any.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
@@ -258,7 +259,6 @@ struct relay_session {
     detail::retry_map deferred;
     bool in_txn = false;
     std::vector<detail::relay_row> next;
-    std::uint32_t window = 1;  // detail::effective_window of the relay options
 };
 
 /// The keys still in back-off; forgets entries long past (a key that moved to another relay).
@@ -330,17 +330,32 @@ auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void
 /// The claim: the oldest rows of the owned partitions, keys in back-off left out, locked FOR
 /// UPDATE SKIP LOCKED (inside the caller's transaction); binary results (no hex for the
 /// envelope): seq int8, envelope bytea, staged_ms int8.
-auto claim_statement(pg_outbox::state& s, relay_session& rs) -> pg_statement {
+/// With a window above one (detail::relay_pipeline) the keys left out are the pipeline's
+/// parked ones, and the rows it holds are left out too (`held`: their claim's transaction has
+/// committed, so no row lock keeps them from this claim; the partition's advisory lock keeps
+/// other relays away).
+auto claim_statement(pg_outbox::state& s,
+                     relay_session& rs,
+                     const std::vector<std::string>& skip_keys,
+                     const std::vector<std::int64_t>* held = nullptr) -> pg_statement {
     std::vector<pg_param> args;
     args.push_back(text_param(join_ints(rs.owned)));
     args.push_back(
         text_param(std::to_string(std::max<std::uint32_t>(1, s.options.relay.batch_size))));
-    args.push_back(text_param(text_array(keys_in_backoff(rs, s.options.relay.max_backoff))));
+    args.push_back(text_param(text_array(skip_keys)));
+    std::string held_clause;
+    if (held != nullptr && !held->empty()) {
+        args.push_back(text_param(join_ints(*held)));
+        held_clause = " AND seq <> ALL($4::bigint[])";
+    }
     return {"SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint FROM " +
-                s.options.table +
-                " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[]) ORDER BY seq LIMIT $2 "
-                "FOR UPDATE SKIP LOCKED",
+                s.options.table + " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[])" +
+                held_clause + " ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
             std::move(args), true};
+}
+
+auto claim_statement(pg_outbox::state& s, relay_session& rs) -> pg_statement {
+    return claim_statement(s, rs, keys_in_backoff(rs, s.options.relay.max_backoff));
 }
 
 auto be_int64(std::string_view b) -> std::int64_t {
@@ -385,6 +400,30 @@ auto split_mid_commit() -> bool {
 #endif
 }
 
+/// The statements that delete (and dead-letter) finished rows.
+auto finish_statements(const std::string& t, const std::vector<detail::relay_row>& rows)
+    -> std::vector<pg_statement> {
+    std::vector<pg_statement> finish;
+    std::vector<std::int64_t> finished;
+    for (const auto& row : rows) {
+        if (row.outcome == detail::relay_row::fate::dead) {
+            finish.push_back({"INSERT INTO " + t +
+                                  "_dead (seq, id, topic, key, envelope, staged_at, reason) "
+                                  "SELECT seq, id, topic, key, envelope, staged_at, $1 FROM " +
+                                  t + " WHERE seq = $2",
+                              {text_param(row.reason), text_param(std::to_string(row.seq))}});
+        }
+        if (row.outcome != detail::relay_row::fate::pending) {
+            finished.push_back(row.seq);
+        }
+    }
+    if (!finished.empty()) {
+        finish.push_back({"DELETE FROM " + t + " WHERE seq = ANY($1::bigint[])",
+                          {text_param(join_ints(finished))}});
+    }
+    return finish;
+}
+
 /// Publishes and finishes one claimed batch and claims the next (both in one round trip: the
 /// dead-letter moves, the DELETE of the finished rows, COMMIT, BEGIN and the next claim in
 /// one pipeline). Returns how many rows it published or dead-lettered; 0 when nothing was
@@ -415,25 +454,9 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
         co_return std::size_t{0};
     }
     s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms, std::memory_order_relaxed);
-    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop, &rs.deferred,
-                                   rs.window);
+    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop, &rs.deferred);
     detail::crash_point("after_ack");
-    std::vector<pg_statement> finish;
-    std::vector<std::int64_t> finished;
-    for (const auto& row : rows) {
-        if (row.outcome == detail::relay_row::fate::dead) {
-            finish.push_back({"INSERT INTO " + t +
-                                  "_dead (seq, id, topic, key, envelope, staged_at, reason) "
-                                  "SELECT seq, id, topic, key, envelope, staged_at, $1 FROM " +
-                                  t + " WHERE seq = $2",
-                              {text_param(row.reason), text_param(std::to_string(row.seq))}});
-        }
-        if (row.outcome != detail::relay_row::fate::pending) {
-            finished.push_back(row.seq);
-        }
-    }
-    finish.push_back(
-        {"DELETE FROM " + t + " WHERE seq = ANY($1::bigint[])", {text_param(join_ints(finished))}});
+    std::vector<pg_statement> finish = finish_statements(t, rows);
     if (split_mid_commit()) {
         auto d = co_await c.pipeline(std::move(finish));
         if (!d) {
@@ -459,6 +482,148 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
     co_return rows.size();
 }
 
+/// One round trip of the windowed relay's database side: in one transaction, the rows the
+/// pipeline finished are deleted (dead ones moved) and, with `claim`, the next batch is
+/// claimed (leaving out the rows the pipeline holds and its parked keys); COMMIT. Returns the
+/// claimed rows (empty without `claim`).
+auto feed_round(pg_outbox::state& s,
+                relay_session& rs,
+                detail::relay_pipeline& pipe,
+                const std::vector<detail::relay_row>& finished,
+                bool claim) -> task<result<std::vector<detail::relay_row>>> {
+    pg_connection& c = *rs.conn;
+    std::vector<pg_statement> round;
+    round.push_back({"BEGIN"});
+    for (auto& st : finish_statements(s.options.table, finished)) {
+        round.push_back(std::move(st));
+    }
+    if (split_mid_commit() && !finished.empty()) {
+        auto d = co_await c.pipeline(std::move(round));
+        if (!d) {
+            co_return d.error();
+        }
+        round.clear();
+        detail::crash_point("mid_commit");  // deleted inside the transaction, not committed
+    }
+    std::size_t claimed_at = 0;
+    if (claim) {
+        const std::vector<std::int64_t> held = pipe.held_seqs();
+        claimed_at = round.size();
+        round.push_back(claim_statement(s, rs, pipe.parked_keys(), &held));
+    }
+    round.push_back({"COMMIT"});
+    auto f = co_await c.pipeline(std::move(round));
+    if (!f) {
+        co_return f.error();
+    }
+    if (!claim) {
+        co_return std::vector<detail::relay_row>{};
+    }
+    co_return claimed_rows((*f)[claimed_at]);
+}
+
+/// The database side of the relay with a window above one (detail::relay_pipeline, which
+/// publishes): connects, takes partitions, and in one round trip at a time deletes what the
+/// pipeline finished and claims the next batch when it wants rows, while the pipeline's
+/// earlier rows are still being acknowledged. A lost connection (its partitions may go to
+/// another relay) resets the pipeline: what it held stays staged and is claimed again.
+auto feed_pipeline(pg_outbox::state& s, detail::relay_pipeline& pipe) -> task<void> {
+    const stop_token token = co_await get_stop_token();
+    const relay_options& o = s.options.relay;
+    const std::size_t batch = std::max<std::uint32_t>(1, o.batch_size);
+    relay_session rs;
+    std::vector<detail::relay_row> unfinished;  // finished by the pipeline, not yet deleted
+    bool dry = false;  // the last claim was short: wait (poll) before claiming again
+    auto poll = o.min_poll;
+    auto backoff = o.min_backoff;
+    auto lose_session = [&] {
+        rs.conn.reset();  // the server drops its advisory locks with the session
+        rs.owned.clear();
+        s.owned.store(0, std::memory_order_relaxed);
+        pipe.reset();
+        unfinished.clear();  // not deleted: claimed and published again (at least once)
+    };
+    for (;;) {
+        const bool stopping = s.stop.requested() || token.stop_requested() || pipe.ended();
+        if (!rs.conn) {
+            if (stopping) {
+                break;
+            }
+            auto c = co_await pg_connection::connect(s.options.conninfo);
+            if (!c) {
+                co_await detail::wait_for_event(s.stop.wake, backoff);
+                backoff = std::min(backoff * 2, o.max_backoff);
+                continue;
+            }
+            rs.conn = std::move(*c);
+            if (s.options.listen_notify) {
+                auto l = co_await rs.conn->query("LISTEN \"" + s.options.table + "_wake\"");
+                if (!l) {
+                    lose_session();
+                    co_await detail::wait_for_event(s.stop.wake, backoff);
+                    backoff = std::min(backoff * 2, o.max_backoff);
+                    continue;
+                }
+            }
+        }
+        if (!stopping) {
+            auto taken = co_await take_partitions(s, rs);
+            if (!taken) {
+                lose_session();
+                continue;
+            }
+        }
+        auto done = pipe.take_finished();
+        if (!done.empty()) {
+            detail::crash_point("after_ack");
+            unfinished.insert(unfinished.end(), std::make_move_iterator(done.begin()),
+                              std::make_move_iterator(done.end()));
+        }
+        const bool claim = !stopping && !dry && !rs.owned.empty() && pipe.wants_rows();
+        if (unfinished.empty() && !claim) {
+            if (stopping) {
+                break;
+            }
+            const std::int64_t oldest = pipe.oldest_staged_ms();
+            s.counters.oldest_pending_staged_ms.store(oldest, std::memory_order_relaxed);
+            if (dry && oldest == 0) {
+                s.counters.idle_waits.fetch_add(1, std::memory_order_relaxed);
+                co_await wait_idle(s, rs.conn.get(), poll);
+            } else {
+                // notify(), stop_relay() or the pipeline (rows finished, room for rows).
+                co_await detail::wait_for_event(s.notified, dry ? poll : o.max_poll);
+            }
+            if (dry) {
+                poll = std::min(poll * 2, o.max_poll);
+                dry = false;  // claim again
+            }
+            continue;
+        }
+        auto rows = co_await feed_round(s, rs, pipe, unfinished, claim);
+        if (!rows) {
+            lose_session();
+            if (stopping) {
+                break;
+            }
+            co_await detail::wait_for_event(s.stop.wake, backoff);
+            backoff = std::min(backoff * 2, o.max_backoff);
+            continue;
+        }
+        backoff = o.min_backoff;
+        unfinished.clear();
+        if (claim) {
+            dry = rows->size() < batch;
+            pipe.set_dry(dry);
+            if (!rows->empty()) {
+                poll = o.min_poll;
+                pipe.add(std::move(*rows));
+            }
+        }
+    }
+    pipe.close();
+    s.owned.store(0, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
@@ -470,8 +635,14 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
     auto poll = o.min_poll;
     auto backoff = o.min_backoff;
     relay_session rs;
-    rs.window = detail::effective_window(o);
-    s.counters.window.store(rs.window, std::memory_order_relaxed);
+    // The test builds' faults break the batch-at-a-time relay (window 1) only.
+    const std::uint32_t window = detail::fault_unbounded_window() ? 1 : detail::effective_window(o);
+    s.counters.window.store(window, std::memory_order_relaxed);
+    if (window > 1) {
+        detail::relay_pipeline pipe{pub, o, s.counters, s.stop, window, s.notified};
+        co_await when_all(feed_pipeline(s, pipe), pipe.pump());
+        co_return result<void>{};
+    }
     while (!s.stop.requested() && !token.stop_requested()) {
         if (!rs.conn) {
             auto c = co_await pg_connection::connect(s.options.conninfo);

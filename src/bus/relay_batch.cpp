@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <deque>
+#include <limits>
+#include <mutex>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -10,6 +13,7 @@
 #include "weft/bus/backend.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/message_id.hpp"
+#include "weft/core/stop.hpp"
 #include "weft/core/when_all.hpp"
 #include "weft/sched/timer.hpp"
 
@@ -83,141 +87,468 @@ auto publish_chain(publisher& pub,
     }
 }
 
-/// publish_batch with a window of more than one event per key (relay_batch.hpp). Every
-/// chain's events are started with try_publish_async, in the chain's order and at most
-/// `window` unacknowledged; outcomes come back (in any order) through pub.results() and are
-/// matched by id. A result whose id is not in this batch is left over from a batch that
-/// returned early (stopping); it is dropped.
-auto publish_windowed(publisher& pub,
-                      std::vector<relay_row>& rows,
-                      std::vector<std::vector<std::size_t>>& chains,
-                      const relay_options& options,
-                      relay_counters& counters,
-                      relay_stop& stop,
-                      std::uint32_t window,
-                      std::vector<chain_outcome>& outs) -> task<void> {
-    constexpr std::size_t none = static_cast<std::size_t>(-1);
-    struct chain_state {
-        std::size_t next = 0;       // position of the next event to send
-        std::uint32_t unacked = 0;  // sent, outcome not read
-        std::size_t failed = none;  // the first position that failed transiently
+}  // namespace
+
+// ---- relay_pipeline ------------------------------------------------------------------------
+
+// Invariants, with mu_ held (per key k; sums over keys):
+//   k.rows = [0, k.next): sent or decided, [k.next, size): not yet sent
+//   k.unacked = |{ entries of `sent` naming k }| <= window;   in_flight = sum k.unacked
+//   unsent = sum over keys not parked of (size - next)
+//   held = sum size + |finished|
+// A key is open (failed == none), failing (failed set, outcomes of its window still coming)
+// or parked (failed cleared, not sent before not_before). Only an open key sends or pops.
+struct relay_pipeline::state {
+    static constexpr std::uint64_t none = std::numeric_limits<std::uint64_t>::max();
+    struct key_state {
+        std::deque<relay_row> rows;
+        std::uint64_t front_ord = 0;  // ordinal of rows.front() among the key's rows
+        std::size_t next = 0;
+        std::uint32_t unacked = 0;
+        std::uint64_t failed = none;  // ordinal of the first transient failure
+        bool parked = false;
+        std::chrono::steady_clock::time_point not_before{};
+        std::chrono::milliseconds backoff{1};
     };
-    std::vector<chain_state> st(chains.size());
-    std::unordered_map<message_id, std::pair<std::size_t, std::size_t>> sent;  // chain, pos
-    sent.reserve(rows.size());
+
+    state(publisher& p,
+          const relay_options& o,
+          relay_counters& c,
+          relay_stop& st,
+          std::uint32_t w,
+          event& wake)
+        : pub(p), options(o), counters(c), stop(st), window(w), db_wake(wake) {
+        min_backoff = std::max(options.min_backoff, std::chrono::milliseconds{1});
+        batch = std::max<std::uint32_t>(1, options.batch_size);
+    }
+
+    publisher& pub;
+    const relay_options& options;
+    relay_counters& counters;
+    relay_stop& stop;
+    const std::uint32_t window;
+    event& db_wake;
+    event pump_wake{event::reset_mode::automatic};
+    std::chrono::milliseconds min_backoff{1};
+    std::size_t batch = 1;
+
+    mutable std::mutex mu;
+    std::unordered_map<std::string, key_state> keys;
+    // Outcomes to come: envelope id -> (key, ordinal). A multimap: two rows staged with one id
+    // (a caller's choice) each get an outcome, and each outcome ends one of them.
+    std::unordered_multimap<message_id, std::pair<key_state*, std::uint64_t>> sent;
+    std::vector<relay_row> finished;
     std::size_t in_flight = 0;
-    auto permanent = [&](std::error_code ec) {
+    std::size_t unsent = 0;
+    std::size_t held = 0;
+    std::size_t parked = 0;  // keys parked
+    std::chrono::steady_clock::time_point next_due = std::chrono::steady_clock::time_point::max();
+    bool blocked = false;  // the publisher's bound was hit: every key is filled after an outcome
+    bool dry = false;
+    bool closed = false;
+    bool ended = false;
+    bool db_asked = false;
+
+    [[nodiscard]] auto permanent(std::error_code ec) const -> bool {
         return options.is_permanent ? options.is_permanent(ec) : default_permanent(ec);
-    };
-    // A failed outcome of chain c's event at `pos`: dead-lettered, or the chain stops there.
-    auto failed = [&](std::size_t c, std::size_t pos, std::error_code ec) {
-        relay_row& row = rows[chains[c][pos]];
-        if (permanent(ec)) {
-            row.outcome = relay_row::fate::dead;
-            row.reason = ec.message();
-            return;
-        }
-        counters.retries.fetch_add(1, std::memory_order_relaxed);
-        st[c].failed = std::min(st[c].failed, pos);
-    };
-    // Chains [from, to) may send: all of them at first and after the bound was reached, else
-    // only the one whose outcome was just read.
-    std::size_t from = 0;
-    std::size_t to = chains.size();
-    for (;;) {
-        if (stop.requested()) {
-            co_return;  // what was not decided stays pending
-        }
-        bool blocked = false;
-        for (std::size_t c = from; c < to && !blocked; ++c) {
-            chain_state& k = st[c];
-            while (k.failed == none && k.unacked < window && k.next < chains[c].size()) {
-                relay_row& row = rows[chains[c][k.next]];
-                auto id = pub.try_publish_async(row.env);
-                if (!id) {
-                    const std::error_code ec = id.error();
-                    if (ec == std::errc::operation_would_block) {
-                        blocked = true;  // max_pending reached: read an outcome first
-                        break;
-                    }
-                    if (ec == std::errc::operation_canceled || ec == bus_errc::publisher_closed) {
-                        co_return;
-                    }
-                    failed(c, k.next, ec);
-                    ++k.next;
-                    continue;
-                }
-                sent.emplace(*id, std::pair{c, k.next});
-                ++k.next;
-                ++k.unacked;
-                ++in_flight;
-                note_peak(counters, k.unacked);
-            }
-        }
-        from = blocked ? 0 : chains.size();
-        to = chains.size();
-        if (in_flight == 0) {
-            if (!blocked) {
-                break;  // every chain sent all it may
-            }
-            // The bound is held by someone else's publishes: wait for room.
-            co_await wait_for_event(stop.wake, std::chrono::milliseconds{1});
-            continue;
-        }
-        auto r = co_await pub.results().recv();
-        if (!r) {
-            co_return;  // closed or cancelled: the rest stay pending
-        }
-        auto it = sent.find(r->id);
-        if (it == sent.end()) {
-            continue;
-        }
-        const auto [c, pos] = it->second;
-        sent.erase(it);
-        if (!blocked) {
-            from = c;
-            to = c + 1;
-        }
-        --in_flight;
-        --st[c].unacked;
-        if (r->outcome) {
-            rows[chains[c][pos]].outcome = relay_row::fate::published;
-        } else {
-            const std::error_code ec = r->outcome.error();
-            if (ec == std::errc::operation_canceled || ec == bus_errc::publisher_closed) {
-                co_return;
-            }
-            failed(c, pos, ec);
+    }
+
+    [[nodiscard]] auto wants_rows() const -> bool { return unsent < batch && held < 4 * batch; }
+
+    [[nodiscard]] auto db_work() const -> bool {
+        return ended || finished.size() >= batch || (!finished.empty() && in_flight == 0) ||
+               (!dry && wants_rows());
+    }
+
+    void ask_db() {
+        if (!db_asked && db_work()) {
+            db_asked = true;
+            db_wake.set();
         }
     }
-    // Every outcome read. A chain that failed at n keeps n and everything after it pending,
-    // even what the broker took (sent again from n, in order).
-    for (std::size_t c = 0; c < chains.size(); ++c) {
-        const std::size_t cut = std::min(st[c].failed, chains[c].size());
-        bool gap = false;
-        for (std::size_t pos = 0; pos < chains[c].size(); ++pos) {
-            relay_row& row = rows[chains[c][pos]];
-            if (row.outcome == relay_row::fate::dead) {
-                // Rejected for good wherever it stands: never stored, so it orders nothing.
-                counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
-            } else if (pos >= cut) {
-                // Acknowledged after an earlier event of its key failed: the broker stored it
-                // ahead of that one (counted: the order the consumer sees is broken here).
-                gap = gap || (pos > cut && row.outcome == relay_row::fate::published);
-                row.outcome = relay_row::fate::pending;
-            } else if (row.outcome == relay_row::fate::published) {
+
+    // The decided prefix of an open key goes to `finished`.
+    void pop_finished(key_state& k) {
+        while (k.failed == none && !k.rows.empty() &&
+               k.rows.front().outcome != relay_row::fate::pending) {
+            relay_row& row = k.rows.front();
+            if (row.outcome == relay_row::fate::published) {
                 counters.published.fetch_add(1, std::memory_order_relaxed);
-                outs[c].published_any = true;
+            } else {
+                counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
+            }
+            if (k.next > 0) {
+                --k.next;
+            } else if (!k.parked) {
+                --unsent;  // dead before it was sent (undecodable)
+            }
+            finished.push_back(std::move(row));
+            k.rows.pop_front();
+            ++k.front_ord;
+        }
+    }
+
+    // Sends what k's window allows.
+    void fill(key_state& k) {
+        pop_finished(k);
+        if (closed || stop.requested()) {
+            return;
+        }
+        while (!k.parked && k.failed == none && k.unacked < window && k.next < k.rows.size()) {
+            relay_row& row = k.rows[k.next];
+            const std::uint64_t ord = k.front_ord + k.next;
+            if (row.outcome == relay_row::fate::dead) {
+                ++k.next;  // rejected before (undecodable, or re-queued after a failure)
+                --unsent;
+                continue;
+            }
+            auto id = pub.try_publish_async(row.env);
+            if (!id) {
+                const std::error_code ec = id.error();
+                if (ec == std::errc::operation_would_block) {
+                    blocked = true;  // max_pending reached: after the next outcome
+                    return;
+                }
+                if (ec == std::errc::operation_canceled || ec == bus_errc::publisher_closed) {
+                    closed = true;
+                    return;
+                }
+                ++k.next;
+                --unsent;
+                if (permanent(ec)) {
+                    row.outcome = relay_row::fate::dead;
+                    row.reason = ec.message();
+                    continue;
+                }
+                counters.retries.fetch_add(1, std::memory_order_relaxed);
+                k.failed = ord;
+                if (k.unacked == 0) {
+                    park(k);
+                }
+                return;
+            }
+            sent.emplace(*id, std::pair{&k, ord});
+            ++k.next;
+            --unsent;
+            ++k.unacked;
+            ++in_flight;
+            note_peak(counters, k.unacked);
+        }
+        pop_finished(k);
+    }
+
+    void fill_all() {
+        for (auto& [key, k] : keys) {
+            fill(k);
+            if (blocked || closed) {
+                return;
             }
         }
-        outs[c].deferred = st[c].failed != none;
+    }
+
+    // A failing key whose window's outcomes are all in: n and everything after it go back to
+    // the queue, not sent before the back-off.
+    void park(key_state& k) {
+        const auto cut = static_cast<std::size_t>(k.failed - k.front_ord);
+        bool gap = false;
+        for (std::size_t pos = cut; pos < k.next; ++pos) {
+            relay_row& row = k.rows[pos];
+            if (row.outcome == relay_row::fate::published) {
+                gap = gap || pos > cut;
+                row.outcome = relay_row::fate::pending;
+            }
+        }
         if (gap) {
             counters.window_gaps.fetch_add(1, std::memory_order_relaxed);
         }
+        unsent -= k.rows.size() - k.next;
+        k.next = cut;
+        k.failed = none;
+        k.parked = true;
+        ++parked;
+        k.not_before = std::chrono::steady_clock::now() + k.backoff;
+        k.backoff = std::min(k.backoff * 2, options.max_backoff);
+        next_due = std::min(next_due, k.not_before);
+        pop_ahead_of_cut(k, cut);
     }
+
+    // Pops the decided rows ahead of position `cut` of a parked key (they precede its failed
+    // row; their outcomes came after the failure's).
+    void pop_ahead_of_cut(key_state& k, std::size_t cut) {
+        for (std::size_t i = 0; i < cut; ++i) {
+            relay_row& row = k.rows.front();
+            if (row.outcome == relay_row::fate::pending) {
+                return;  // never acknowledged (the publisher closed): stays staged
+            }
+            if (row.outcome == relay_row::fate::published) {
+                counters.published.fetch_add(1, std::memory_order_relaxed);
+            } else {
+                counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
+            }
+            finished.push_back(std::move(row));
+            k.rows.pop_front();
+            ++k.front_ord;
+            --k.next;
+        }
+    }
+
+    // Parked keys whose back-off has passed are opened and filled.
+    void unpark_due() {
+        if (parked == 0) {
+            return;
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (now < next_due) {
+            return;
+        }
+        next_due = std::chrono::steady_clock::time_point::max();
+        for (auto& [key, k] : keys) {
+            if (!k.parked) {
+                continue;
+            }
+            if (k.not_before > now) {
+                next_due = std::min(next_due, k.not_before);
+                continue;
+            }
+            k.parked = false;
+            --parked;
+            unsent += k.rows.size() - k.next;
+            fill(k);
+        }
+    }
+
+    void apply(const publish_result& r) {
+        auto it = sent.find(r.id);
+        if (it == sent.end()) {
+            return;  // not ours (an earlier relay's, or sent before reset)
+        }
+        key_state& k = *it->second.first;
+        const std::uint64_t ord = it->second.second;
+        sent.erase(it);
+        --k.unacked;
+        --in_flight;
+        relay_row& row = k.rows[static_cast<std::size_t>(ord - k.front_ord)];
+        if (r.outcome) {
+            row.outcome = relay_row::fate::published;
+            k.backoff = min_backoff;  // the key moved: a later failure starts over
+        } else {
+            const std::error_code ec = r.outcome.error();
+            if (ec == std::errc::operation_canceled || ec == bus_errc::publisher_closed) {
+                closed = true;  // the row stays pending, is never deleted: the next relay's
+            } else if (permanent(ec)) {
+                row.outcome = relay_row::fate::dead;
+                row.reason = ec.message();
+            } else {
+                counters.retries.fetch_add(1, std::memory_order_relaxed);
+                k.failed = std::min(k.failed, ord);
+            }
+        }
+        if (k.failed != none) {
+            if (k.unacked == 0) {
+                park(k);
+            }
+        } else if (blocked) {
+            blocked = false;
+            fill(k);
+            fill_all();
+        } else {
+            fill(k);
+        }
+        unpark_due();
+    }
+};
+
+relay_pipeline::relay_pipeline(publisher& pub,
+                               const relay_options& options,
+                               relay_counters& counters,
+                               relay_stop& stop,
+                               std::uint32_t window,
+                               event& db_wake)
+    : s_(std::make_unique<state>(pub, options, counters, stop, window, db_wake)) {}
+
+relay_pipeline::~relay_pipeline() = default;
+
+void relay_pipeline::add(std::vector<relay_row> rows) {
+    std::lock_guard lock(s_->mu);
+    state& s = *s_;
+    s.dry = false;
+    std::vector<state::key_state*> touched;
+    for (auto& row : rows) {
+        auto [it, fresh] = s.keys.try_emplace(row.env.key);
+        state::key_state& k = it->second;
+        if (fresh) {
+            k.backoff = s.min_backoff;
+        }
+        if (k.rows.size() == k.next && !k.parked) {
+            touched.push_back(&k);  // its window may have room: the first new row of it
+        }
+        if (!k.parked) {
+            ++s.unsent;
+        }
+        ++s.held;
+        k.rows.push_back(std::move(row));
+    }
+    for (state::key_state* k : touched) {
+        s.fill(*k);
+        if (s.blocked || s.closed) {
+            break;
+        }
+    }
+    s.db_asked = false;
+    s.pump_wake.set();
 }
 
-}  // namespace
+auto relay_pipeline::take_finished() -> std::vector<relay_row> {
+    std::lock_guard lock(s_->mu);
+    state& s = *s_;
+    std::vector<relay_row> out;
+    out.swap(s.finished);
+    s.held -= out.size();
+    std::erase_if(s.keys, [](const auto& kv) {
+        const state::key_state& k = kv.second;
+        return k.rows.empty() && k.unacked == 0 && k.failed == state::none && !k.parked;
+    });
+    s.db_asked = false;
+    return out;
+}
+
+auto relay_pipeline::wants_rows() const -> bool {
+    std::lock_guard lock(s_->mu);
+    return !s_->closed && !s_->stop.requested() && s_->wants_rows();
+}
+
+void relay_pipeline::set_dry(bool dry) {
+    std::lock_guard lock(s_->mu);
+    s_->dry = dry;
+    s_->db_asked = false;
+}
+
+auto relay_pipeline::db_work() const -> bool {
+    std::lock_guard lock(s_->mu);
+    return s_->db_work();
+}
+
+auto relay_pipeline::held_seqs() const -> std::vector<std::int64_t> {
+    std::lock_guard lock(s_->mu);
+    std::vector<std::int64_t> seqs;
+    seqs.reserve(s_->held);
+    for (const auto& [key, k] : s_->keys) {
+        for (const auto& r : k.rows) {
+            seqs.push_back(r.seq);
+        }
+    }
+    for (const auto& r : s_->finished) {
+        seqs.push_back(r.seq);
+    }
+    return seqs;
+}
+
+auto relay_pipeline::parked_keys() const -> std::vector<std::string> {
+    std::lock_guard lock(s_->mu);
+    std::vector<std::string> keys;
+    for (const auto& [key, k] : s_->keys) {
+        if (k.parked || k.failed != state::none) {
+            keys.push_back(key);
+        }
+    }
+    return keys;
+}
+
+auto relay_pipeline::size() const -> std::size_t {
+    std::lock_guard lock(s_->mu);
+    return s_->held;
+}
+
+auto relay_pipeline::oldest_staged_ms() const -> std::int64_t {
+    std::lock_guard lock(s_->mu);
+    std::int64_t oldest = 0;
+    for (const auto& [key, k] : s_->keys) {
+        if (!k.rows.empty() && (oldest == 0 || k.rows.front().staged_ms < oldest)) {
+            oldest = k.rows.front().staged_ms;
+        }
+    }
+    return oldest;
+}
+
+void relay_pipeline::reset() {
+    std::lock_guard lock(s_->mu);
+    state& s = *s_;
+    s.keys.clear();
+    s.sent.clear();
+    s.finished.clear();
+    s.in_flight = 0;
+    s.unsent = 0;
+    s.held = 0;
+    s.parked = 0;
+    s.blocked = false;
+    s.dry = false;
+    s.next_due = std::chrono::steady_clock::time_point::max();
+    s.pump_wake.set();
+}
+
+void relay_pipeline::close() {
+    std::lock_guard lock(s_->mu);
+    s_->closed = true;
+    s_->pump_wake.set();
+}
+
+auto relay_pipeline::ended() const -> bool {
+    std::lock_guard lock(s_->mu);
+    return s_->ended;
+}
+
+auto relay_pipeline::pump() -> task<void> {
+    state& s = *s_;
+    for (;;) {
+        std::chrono::milliseconds wait{0};
+        {
+            std::lock_guard lock(s.mu);
+            if (s.closed || s.stop.requested()) {
+                break;
+            }
+            s.unpark_due();
+            // Results not ours (sent before reset(), or by an earlier relay on this publisher)
+            // are read too even when nothing of ours is in flight: unread, they would hold
+            // places of max_pending.
+            if (s.in_flight == 0 && s.pub.results().size() == 0) {
+                if (s.blocked) {
+                    // The bound is held by someone else's publishes: try again shortly.
+                    s.blocked = false;
+                    s.fill_all();
+                    wait = std::chrono::milliseconds{1};
+                } else if (s.next_due != std::chrono::steady_clock::time_point::max()) {
+                    wait = std::max(std::chrono::milliseconds{1},
+                                    std::chrono::ceil<std::chrono::milliseconds>(
+                                        s.next_due - std::chrono::steady_clock::now()));
+                } else {
+                    wait = s.options.max_poll;
+                }
+                if (s.in_flight != 0 || s.pub.results().size() != 0) {
+                    wait = std::chrono::milliseconds{0};
+                }
+            }
+        }
+        if (wait.count() > 0) {
+            co_await wait_for_event(s.pump_wake, wait);
+            const stop_token token = co_await get_stop_token();
+            if (token.stop_requested()) {
+                break;
+            }
+            continue;
+        }
+        auto r = co_await s.pub.results().recv();
+        std::lock_guard lock(s.mu);
+        if (!r) {
+            s.closed = true;  // the publisher closed, or this task was cancelled
+            break;
+        }
+        s.apply(*r);
+        s.ask_db();
+    }
+    std::lock_guard lock(s.mu);
+    s.ended = true;
+    s.db_wake.set();
+}
 
 auto effective_window(const relay_options& options) -> std::uint32_t {
     const std::uint32_t asked = std::max<std::uint32_t>(1, options.max_unacked_per_key);
@@ -250,8 +581,7 @@ auto publish_batch(publisher& pub,
                    const relay_options& options,
                    relay_counters& counters,
                    relay_stop& stop,
-                   retry_map* deferred,
-                   std::uint32_t window) -> task<void> {
+                   retry_map* deferred) -> task<void> {
     const auto now = std::chrono::steady_clock::now();
     std::unordered_map<std::string_view, std::size_t> chain_of;
     std::vector<std::vector<std::size_t>> chains;
@@ -282,9 +612,7 @@ auto publish_batch(publisher& pub,
     }
     std::vector<chain_outcome> outs(chains.size());
     const bool defer = deferred != nullptr;
-    if (window > 1 && defer && !fault_unbounded_window()) {
-        co_await publish_windowed(pub, rows, chains, options, counters, stop, window, outs);
-    } else if (chains.size() == 1) {
+    if (chains.size() == 1) {
         co_await publish_chain(pub, rows, std::move(chains.front()), options, counters, stop, defer,
                                outs.front());
     } else if (!chains.empty()) {

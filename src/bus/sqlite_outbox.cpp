@@ -17,6 +17,7 @@
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/core/stop.hpp"
+#include "weft/core/when_all.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 
 namespace weft::bus {
@@ -175,7 +176,10 @@ auto read_batch(sqlite_outbox::state& s, std::int64_t after)
     return rows;
 }
 
-/// Deletes the published rows and moves the dead ones, in one transaction.
+/// Deletes the published rows and moves the dead ones, in one transaction. The finished seqs
+/// are deleted as runs of consecutive numbers (`seq BETWEEN a AND b`, one statement per run
+/// rather than per row): every number in such a run is a finished row, so no other row can be
+/// in it.
 auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>& rows)
     -> result<void> {
     sqlite3* db = s.db;
@@ -197,14 +201,13 @@ auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>&
         return e;
     }
     const std::int64_t now = detail::now_ms();
-    std::size_t finished = 0;
+    std::vector<std::int64_t> seqs;
+    seqs.reserve(rows.size());
     for (const auto& row : rows) {
         if (row.outcome == detail::relay_row::fate::pending) {
             continue;
         }
-        if (++finished == rows.size() / 2 + 1) {
-            detail::crash_point("mid_commit");
-        }
+        seqs.push_back(row.seq);
         if (row.outcome == detail::relay_row::fate::dead) {
             dead.bind(1, now);
             dead.bind_text(2, row.reason);
@@ -214,11 +217,31 @@ auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>&
             }
             dead.reset();
         }
-        del.bind(1, row.seq);
-        if (const int rc = del.step(); rc != SQLITE_DONE) {
+    }
+    std::sort(seqs.begin(), seqs.end());
+    auto delete_run = [&](std::int64_t first, std::int64_t last) -> int {
+        del.bind(1, first);
+        del.bind(2, last);
+        const int rc = del.step();
+        del.reset();
+        return rc == SQLITE_DONE ? 0 : rc;
+    };
+    // The "mid_commit" crash point comes once half the finished rows are deleted (a run ends
+    // there).
+    const std::size_t half = seqs.size() / 2;
+    std::size_t i = 0;
+    while (i < seqs.size()) {
+        if (i == half) {
+            detail::crash_point("mid_commit");
+        }
+        std::size_t j = i + 1;
+        while (j < seqs.size() && seqs[j] == seqs[j - 1] + 1 && j != half) {
+            ++j;
+        }
+        if (const int rc = delete_run(seqs[i], seqs[j - 1]); rc != 0) {
             return fail(rc);
         }
-        del.reset();
+        i = j;
     }
     if (const int rc = detail::sqlite_exec(db, "COMMIT"); rc != 0) {
         return fail(rc);
@@ -260,7 +283,7 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
         "INSERT INTO " + t + " (id, topic, key, envelope, staged_ms) VALUES (?, ?, ?, ?, ?)";
     s_->read_sql =
         "SELECT seq, envelope, staged_ms FROM " + t + " WHERE seq > ? ORDER BY seq LIMIT ?";
-    s_->delete_sql = "DELETE FROM " + t + " WHERE seq = ?";
+    s_->delete_sql = "DELETE FROM " + t + " WHERE seq BETWEEN ? AND ?";
     s_->dead_sql = "INSERT INTO " + t +
                    "_dead (seq, id, topic, key, envelope, staged_ms, failed_ms, reason) "
                    "SELECT seq, id, topic, key, envelope, staged_ms, ?, ? FROM " +
@@ -346,6 +369,96 @@ auto sqlite_outbox::dead_letter_rows() -> result<std::uint64_t> {
     return count(s_->path, s_->count_dead_sql);
 }
 
+namespace {
+
+/// The database side of the relay with a window above one (detail::relay_pipeline, which
+/// publishes): deletes what the pipeline finished and reads the next batch when it wants rows,
+/// both in one blocking call, while the pipeline's earlier rows are still being acknowledged.
+/// Every row at or below `cursor` is in the pipeline or deleted (or dead-lettered).
+auto feed_pipeline(sqlite_outbox::state& s, detail::relay_pipeline& pipe) -> task<void> {
+    const stop_token token = co_await get_stop_token();
+    const relay_options& o = s.options.relay;
+    const std::size_t batch = std::max<std::uint32_t>(1, o.batch_size);
+    std::int64_t cursor = 0;
+    std::vector<detail::relay_row> unfinished;  // finished by the pipeline, not yet deleted
+    bool dry = false;  // the last read was short: wait (poll) before reading again
+    auto poll = o.min_poll;
+    auto backoff = o.min_backoff;
+    for (;;) {
+        const bool stopping = s.stop.requested() || token.stop_requested() || pipe.ended();
+        auto done = pipe.take_finished();
+        if (!done.empty()) {
+            detail::crash_point("after_ack");
+            unfinished.insert(unfinished.end(), std::make_move_iterator(done.begin()),
+                              std::make_move_iterator(done.end()));
+        }
+        const bool claim = !stopping && !dry && pipe.wants_rows();
+        if (unfinished.empty() && !claim) {
+            if (stopping) {
+                break;
+            }
+            const std::int64_t oldest = pipe.oldest_staged_ms();
+            s.counters.oldest_pending_staged_ms.store(oldest, std::memory_order_relaxed);
+            if (dry && oldest == 0) {
+                s.counters.idle_waits.fetch_add(1, std::memory_order_relaxed);
+            }
+            // A commit (sqlite_txn), notify(), stop_relay() or the pipeline (rows finished,
+            // room for rows) sets `notified`.
+            co_await detail::wait_for_event(s.notified, dry ? poll : o.max_poll);
+            if (dry) {
+                poll = std::min(poll * 2, o.max_poll);
+                dry = false;  // read again
+            }
+            continue;
+        }
+        auto r = co_await spawn_blocking([&s, &unfinished, claim, cursor] {
+            std::pair<result<void>, result<std::vector<detail::relay_row>>> out{
+                result<void>{}, std::vector<detail::relay_row>{}};
+            if (!unfinished.empty()) {
+                out.first = finish_batch(s, unfinished);
+            }
+            if (claim) {
+                out.second = read_batch(s, cursor);
+            }
+            return out;
+        });
+        if (!r) {
+            break;  // cancelled before it ran
+        }
+        bool failed = false;
+        if (r->first) {
+            unfinished.clear();
+        } else {
+            failed = true;  // not deleted: tried again (or published again by the next relay)
+        }
+        if (!r->second) {
+            failed = true;
+        } else if (claim) {
+            auto& rows = *r->second;
+            dry = rows.size() < batch;
+            pipe.set_dry(dry);
+            if (!rows.empty()) {
+                poll = o.min_poll;
+                cursor = rows.back().seq;
+                pipe.add(std::move(rows));
+            }
+        }
+        if (failed) {
+            // SQLITE_BUSY past busy_timeout, or worse: wait and try again.
+            if (stopping) {
+                break;
+            }
+            co_await detail::wait_for_event(s.stop.wake, backoff);
+            backoff = std::min(backoff * 2, o.max_backoff);
+        } else {
+            backoff = o.min_backoff;
+        }
+    }
+    pipe.close();
+}
+
+}  // namespace
+
 auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
     auto lock = relay_lock::take(s_->path);
     if (!lock) {
@@ -356,8 +469,16 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
     s.stop.wake.reset();
     const stop_token token = co_await get_stop_token();
     const relay_options& o = s.options.relay;
-    const std::uint32_t window = detail::effective_window(o);
+    // The test builds' faults break the batch-at-a-time relay (window 1) only.
+    const std::uint32_t window = detail::fault_mark_done_first() || detail::fault_unbounded_window()
+                                     ? 1
+                                     : detail::effective_window(o);
     s.counters.window.store(window, std::memory_order_relaxed);
+    if (window > 1) {
+        detail::relay_pipeline pipe{pub, o, s.counters, s.stop, window, s.notified};
+        co_await when_all(feed_pipeline(s, pipe), pipe.pump());
+        co_return result<void>{};
+    }
     // Every row at or below `cursor` is finished or in `held`: the rows of keys waiting out a
     // transient failure (detail::retry_map), still in the table, offered again ahead of their
     // keys' newer rows. So a retrying key holds up only itself, not the next batch. Reading
@@ -427,7 +548,7 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
             }
             detail::crash_point("after_mark_done");
         }
-        co_await detail::publish_batch(pub, rows, o, s.counters, s.stop, &deferred, window);
+        co_await detail::publish_batch(pub, rows, o, s.counters, s.stop, &deferred);
         detail::crash_point("after_ack");
         backoff = o.min_backoff;
         for (;;) {

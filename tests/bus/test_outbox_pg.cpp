@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "test_outbox_prefix_broker.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/memory_broker.hpp"
 #include "weft/bus/pg_inbox.hpp"
@@ -128,6 +130,73 @@ TEST(pg_outbox, two_relays_share_partitions_and_keep_order_per_key) {
         (co_await std::move(ra)).value();
         (co_await std::move(rb)).value();
         (co_await pub.close()).value();
+        const auto got = co_await stored_by_key(broker);
+        EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
+        for (const auto& [key, seq] : got) {
+            EXPECT_EQ(seq.size(), static_cast<std::size_t>(per_key)) << key;
+            for (int i = 0; i < per_key && static_cast<std::size_t>(i) < seq.size(); ++i) {
+                EXPECT_EQ(seq[static_cast<std::size_t>(i)], i) << key;
+            }
+        }
+    }());
+}
+
+// Two relays with a window of 8 (each with a publisher of its own: a windowed relay reads its
+// publisher's results) under a broker that fails every 7th publish and keeps a per-key prefix:
+// batches of 32 over 12 keys (a key's window may span batches), failed keys parked while
+// the others go on. Every key is stored once and in order, the windows held more than one event
+// of a key, retries happened, no gap, and the table is empty.
+TEST(pg_outbox, a_windowed_relay_keeps_order_per_key_under_failures) {
+    memory_broker broker;
+    weft::bus::testing::prefix_broker prefix{broker};
+    broker.set_publish_fault(weft::bus::testing::prefix_fault{7});
+    constexpr int keys = 12;
+    constexpr int per_key = 40;
+    const std::string t = "outbox_window";
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox_options o{.conninfo = conninfo(),
+                            .table = t,
+                            .partitions = 8,
+                            .max_owned_partitions = 4,
+                            .relay = {.batch_size = 32,
+                                      .min_backoff = 1ms,
+                                      .max_backoff = 8ms,
+                                      .max_unacked_per_key = 8,
+                                      .broker = &prefix}};
+        pg_outbox a{o};
+        pg_outbox b{o};
+        co_await fresh_table(*c, t);
+        (co_await a.migrate(*c)).value();
+        publisher pa{prefix, {.max_pending = 256}};
+        publisher pb{prefix, {.max_pending = 256}};
+        auto ra = weft::spawn(a.run_relay(pa));
+        auto rb = weft::spawn(b.run_relay(pb));
+        co_await stage_many(a, *c, keys, per_key);
+        b.notify();
+        for (;;) {
+            const int left = co_await rows_in(*c, t);
+            if (left == 0) {
+                break;
+            }
+            (void)co_await weft::sleep_for(5ms);
+        }
+        a.stop_relay();
+        b.stop_relay();
+        (co_await std::move(ra)).value();
+        (co_await std::move(rb)).value();
+        (co_await pa.close()).value();
+        (co_await pb.close()).value();
+        const auto ma = a.metrics();
+        const auto mb = b.metrics();
+        EXPECT_EQ(ma.unacked_per_key_limit, 8U);
+        EXPECT_GT(std::max(ma.peak_unacked_per_key, mb.peak_unacked_per_key), 1U);
+        EXPECT_LE(std::max(ma.peak_unacked_per_key, mb.peak_unacked_per_key), 8U);
+        EXPECT_GT(ma.retries + mb.retries, 0U);
+        EXPECT_EQ(ma.window_gaps + mb.window_gaps, 0U);
+        EXPECT_EQ(ma.published + mb.published, static_cast<std::uint64_t>(keys * per_key));
+        EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
         const auto got = co_await stored_by_key(broker);
         EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
         for (const auto& [key, seq] : got) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "test_outbox_prefix_broker.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/memory_broker.hpp"
 #include "weft/bus/publisher.hpp"
@@ -26,6 +27,7 @@ namespace {
 
 using namespace weft::bus;
 using namespace std::chrono_literals;
+using weft::bus::testing::prefix_broker;
 
 /// A fresh directory per test, removed afterwards.
 class temp_dir {
@@ -264,32 +266,6 @@ TEST(sqlite_outbox, a_window_is_clamped_to_one_where_the_broker_keeps_no_prefix)
     EXPECT_EQ(outbox.metrics().peak_unacked_per_key, 1U);
 }
 
-/// The memory broker behind a backend that says it keeps a partition prefix, so the relay
-/// uses its window. Its fault hook (below) makes that true: once an event of a key fails, every
-/// later event of the key fails too until the failed one is sent again, as Kafka's idempotent
-/// producer does within a partition.
-class prefix_broker final : public backend {
-public:
-    explicit prefix_broker(memory_broker& inner) : inner_(inner) {}
-    [[nodiscard]] auto name() const noexcept -> std::string_view override { return "prefix"; }
-    [[nodiscard]] auto features() const noexcept -> backend_features override {
-        auto f = inner_.features();
-        f.keeps_partition_prefix = true;
-        return f;
-    }
-    auto make_producer(publish_sink& sink, std::uint32_t max_pending)
-        -> weft::result<std::unique_ptr<backend_producer>> override {
-        return inner_.make_producer(sink, max_pending);
-    }
-    auto make_consumer(consumer_config config)
-        -> weft::task<weft::result<std::shared_ptr<backend_consumer>>> override {
-        return inner_.make_consumer(std::move(config));
-    }
-
-private:
-    memory_broker& inner_;
-};
-
 // Window 8 under a broker that fails every 7th publish, keeping a per-key prefix: the failed
 // event and everything after it are sent again in order, so the broker holds each key's events
 // once and in order, the relay reports more than one in flight per key, retries and no gap.
@@ -346,6 +322,41 @@ TEST(sqlite_outbox, a_window_resends_from_the_failed_event_in_order) {
     EXPECT_GT(m.retries, 0U);
     EXPECT_EQ(m.window_gaps, 0U);
     EXPECT_EQ(outbox.pending_rows().value(), 0U);
+}
+
+// A windowed relay reads its outcomes from the publisher's results(), so it must also read
+// results that are not its own: here four publish_async outcomes the program never read fill
+// the publisher's bound (max_pending 4) before the relay starts. Left unread, they would keep
+// the relay at the bound forever; read (and dropped as not its own), they free it, and every
+// staged event is published.
+TEST(sqlite_outbox, a_windowed_relay_reads_results_it_did_not_send) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    memory_broker broker;
+    prefix_broker prefix{broker};
+    sqlite_outbox outbox{
+        path, {.relay = {.batch_size = 16, .max_unacked_per_key = 8, .broker = &prefix}}};
+    app_db app{path};
+    constexpr int keys = 3;
+    constexpr int per_key = 10;
+    stage_many(app, outbox, keys, per_key);
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{prefix, {.max_pending = 4}};
+        for (int i = 0; i < 4; ++i) {
+            (co_await pub.publish_async(event_for("other", i))).value();  // results left unread
+        }
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        for (int i = 0; i < 2'000 && outbox.metrics().published < keys * per_key; ++i) {
+            (void)co_await weft::sleep_for(2ms);
+        }
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(outbox.metrics().published, static_cast<std::uint64_t>(keys * per_key));
+    EXPECT_EQ(outbox.pending_rows().value(), 0U);
+    EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key + 4));
 }
 
 // The same window under a broker that keeps no prefix (it fails one event and stores the
