@@ -217,7 +217,7 @@ auto runtime_core::ms_to_ns_from_now(std::uint64_t when_ms) const noexcept -> st
 auto runtime_core::next_io_home(int home, const std::vector<window_load>& w) noexcept -> int {
     if (home >= 0) {
         const window_load& h = w[static_cast<std::size_t>(home)];
-        return h.sleeps == 0 && h.busy_permille >= spread_busy_permille ? -1 : home;
+        return h.saturated >= spread_windows ? -1 : home;
     }
     unsigned total = 0;
     int busiest = 0;
@@ -247,9 +247,7 @@ void runtime_core::review_io_home() noexcept {
     }
     std::vector<window_load> w(workers.size());
     for (std::size_t i = 0; i < workers.size(); ++i) {
-        const std::uint64_t v = workers[i]->last_window.load(std::memory_order_relaxed);
-        w[i] = {.busy_permille = static_cast<unsigned>(v >> 32),
-                .sleeps = static_cast<unsigned>(v & 0xffffffffU)};
+        w[i] = unpack(workers[i]->last_window.load(std::memory_order_relaxed));
     }
     const int next = next_io_home(cur.worker, w);
     if (next == cur.worker) {

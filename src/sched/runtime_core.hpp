@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -63,8 +64,10 @@ namespace weft::detail {
 /// used, and how often it slept) and, at the end of each, reviews the home (review_io_home):
 /// - no home, and the workers together used at most one CPU and each slept at least once
 ///   (nobody saturated): home = the busiest worker;
-/// - a home that did not sleep once in its last window and used >= spread_busy_permille of
-///   it (it never ran out of work: its queue stays long and others steal from it): no home.
+/// - a home that did not sleep once and used >= spread_busy_permille of the CPU in each of its
+///   last spread_windows windows (it never ran out of work: its queue stays long and others
+///   steal from it): no home. One such window is not enough: a home that serves a client which
+///   keeps it fed goes a window without sleeping now and then (echo, 100 connections).
 /// Hysteresis, so that a stream moves once per change of load, never per sleep: the two rules
 /// do not overlap (a home that sleeps stays; spreading needs a full window without a sleep),
 /// a home is kept for at least hold_home, and after spreading none is chosen for hold_spread.
@@ -125,13 +128,27 @@ public:
     const bool gathers_io;
     static constexpr std::chrono::milliseconds load_window{10};
     static constexpr unsigned spread_busy_permille = 950;
+    static constexpr unsigned spread_windows = 5;
     static constexpr std::chrono::milliseconds hold_home{200};
-    static constexpr std::chrono::milliseconds hold_spread{2000};
+    static constexpr std::chrono::milliseconds hold_spread{1000};
     /// One window of a worker's load, as it published it.
     struct window_load {
         unsigned busy_permille = 0;  // CPU time of its thread / wall time of the window
         unsigned sleeps = 0;         // times it slept in its driver
+        unsigned saturated = 0;      // windows in a row, this one included, without a sleep and
+                                     // with busy_permille >= spread_busy_permille
     };
+    /// window_load packed in one word (sched_worker::last_window): busy_permille in bits 48-63,
+    /// saturated in 32-47, sleeps in 0-31.
+    [[nodiscard]] static auto pack(window_load w) noexcept -> std::uint64_t {
+        return (static_cast<std::uint64_t>(w.busy_permille) << 48) |
+               (static_cast<std::uint64_t>(std::min(w.saturated, 0xffffU)) << 32) | w.sleeps;
+    }
+    [[nodiscard]] static auto unpack(std::uint64_t v) noexcept -> window_load {
+        return {.busy_permille = static_cast<unsigned>(v >> 48),
+                .sleeps = static_cast<unsigned>(v & 0xffffffffU),
+                .saturated = static_cast<unsigned>((v >> 32) & 0xffffU)};
+    }
     /// The home after `home` given every worker's last window (-1: none). Pure: the rules of the
     /// class comment, without the hold times.
     [[nodiscard]] static auto next_io_home(int home, const std::vector<window_load>& w) noexcept

@@ -408,7 +408,11 @@ void sched_worker::note_load() noexcept {
             std::chrono::duration_cast<std::chrono::nanoseconds>(now - window_start_).count();
         const std::int64_t busy =
             std::clamp<std::int64_t>((cpu - window_cpu_start_ns_) * 1000 / wall, 0, 1000);
-        last_window.store((static_cast<std::uint64_t>(busy) << 32) | window_sleeps_,
+        const bool saturated = window_sleeps_ == 0 && busy >= runtime_core::spread_busy_permille;
+        saturated_windows_ = saturated ? saturated_windows_ + 1 : 0;
+        last_window.store(runtime_core::pack({.busy_permille = static_cast<unsigned>(busy),
+                                              .sleeps = window_sleeps_,
+                                              .saturated = saturated_windows_}),
                           std::memory_order_relaxed);
         rt_.review_io_home();
     }

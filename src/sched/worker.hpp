@@ -57,7 +57,7 @@ public:
     std::atomic<std::uint64_t> park_attempts{0};
     std::atomic<std::uint64_t> sleeps{0};
     /// This worker's last load window (runtime_core::window_load, consolidate_io only):
-    /// (busy_permille << 32) | sleeps. Written by this worker at the end of each window, read by
+    /// runtime_core::pack'ed. Written by this worker at the end of each window, read by
     /// any worker reviewing the IO home (relaxed: a hint; any value read is safe to act on).
     std::atomic<std::uint64_t> last_window{0};
     static void bump(std::atomic<std::uint64_t>& c) noexcept {
@@ -138,6 +138,7 @@ private:
     std::chrono::steady_clock::time_point window_start_{};
     std::int64_t window_cpu_start_ns_ = 0;
     unsigned window_sleeps_ = 0;
+    unsigned saturated_windows_ = 0;  // windows in a row without a sleep, nearly all busy
 };
 
 }  // namespace weft::detail
