@@ -386,7 +386,17 @@ void sched_worker::park() {
         bump(sleeps);
         if (rt_.gathers_io) {
             ++window_sleeps_;
+            saturated_windows_ = 0;
             note_load();
+            // A worker that sleeps through whole windows publishes none meanwhile: say now that
+            // it sleeps (reviews count it as not saturated), if its last window said otherwise.
+            const auto w = runtime_core::unpack(last_window.load(std::memory_order_relaxed));
+            if (w.sleeps == 0 || w.saturated != 0) {
+                last_window.store(runtime_core::pack({.busy_permille = w.busy_permille,
+                                                      .sleeps = std::max(w.sleeps, 1U),
+                                                      .saturated = 0}),
+                                  std::memory_order_relaxed);
+            }
         }
         driver_->park(timeout);
     }

@@ -1258,6 +1258,54 @@ TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order
     EXPECT_EQ(receives_armed_on(0) + receives_armed_on(1), 0);
 }
 
+// Chosen by the runtime (no test hook): light traffic (one round trip at a time over 8
+// connections) fits one worker, so a home is chosen and every receive gathers on its ring.
+TEST_P(tcp, light_traffic_gathers_every_receive_on_the_chosen_home) {
+    constexpr int conns = 8;
+    const bool uring = GetParam() == weft::io_backend::io_uring;
+    auto o = options(2);
+    o.consolidate_io = true;
+    weft::runtime rt{o};
+    std::optional<weft::tcp_listener> l;
+    rt.block_on([&]() -> weft::task<void> {
+        l.emplace(weft::tcp_listener::bind(loopback()).value());
+        co_return;
+    }());
+    auto server = rt.spawn(accept_and_echo(*l, conns));
+    std::vector<int> fds;
+    for (int i = 0; i < conns; ++i) {
+        fds.push_back(plain_connect(l->local_address().value()));
+    }
+    auto home = [&] {
+        return rt.block_on(
+            []() -> weft::task<int> { co_return weft::detail::current_io_home().worker; }());
+    };
+    // Until the runtime chose a home and (io_uring) every receive is armed there; the watchdog
+    // fails the test if it never does.
+    int round = 0;
+    for (;;) {
+        ASSERT_TRUE(echo_round(fds, round++, 512));
+        const int h = home();
+        if (h >= 0 && (!uring || receives_armed_on(h) == conns)) {
+            break;
+        }
+    }
+    const std::uint64_t moves = weft::detail::recv_home_moves.load();
+    for (int i = 0; i < 20; ++i) {
+        ASSERT_TRUE(echo_round(fds, round++, 512));
+    }
+    if (home() >= 0) {  // (still light: nothing spread them)
+        EXPECT_EQ(weft::detail::recv_home_moves.load(), moves) << "moved again while settled";
+    }
+    for (int fd : fds) {
+        ::close(fd);
+    }
+    rt.block_on([&]() -> weft::task<void> {
+        co_await std::move(server);
+        l.reset();
+    }());
+}
+
 WEFT_TEST_ON_BOTH_BACKENDS(tcp);
 
 }  // namespace
