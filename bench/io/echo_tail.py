@@ -108,9 +108,14 @@ def wait_listen(p):
     raise RuntimeError("server did not listen")
 def run(server, client, c, d):
     p = free_port()
-    # "NAME+KEY=VALUE+...": the server NAME with those environment variables.
-    name, *env = server.split("+")
-    srv = subprocess.Popen(SERVERS[name](p), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    # "NAME+KEY=VALUE+...": the server NAME with those environment variables; "NAME@DIR": with
+    # bench_server from DIR (another build, side by side in one invocation).
+    spec, _, bindir = server.partition("@")
+    name, *env = spec.split("+")
+    cmd = SERVERS[name](p)
+    if bindir:
+        cmd[0] = os.path.join(bindir, os.path.basename(cmd[0]))
+    srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                            text=True, env={**os.environ, **dict(e.split("=", 1) for e in env)})
     try:
         wait_listen(p); time.sleep(0.2)

@@ -291,6 +291,12 @@ auto current_io_home() noexcept -> io_home {
     return w == nullptr ? io_home{} : w->runtime().read_io_home();
 }
 
+auto current_worker_is_io_home() noexcept -> bool {
+    sched_worker* w = tl_sched_worker;
+    return w != nullptr && w->runtime().gathers_io &&
+           w->runtime().read_io_home().worker == static_cast<int>(w->index());
+}
+
 auto current_worker_index() noexcept -> unsigned {
     sched_worker* w = tl_sched_worker;
     return w == nullptr ? 0 : w->index();

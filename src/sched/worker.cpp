@@ -226,7 +226,9 @@ auto sched_worker::next_task() -> void* {
         if (void* h = untag(deque_.steal())) {  // our own oldest task, past the LIFO stream
             // Work is waiting here: let a parked worker come for it (on the periodic tick; a
             // yield's pick wakes nobody, see yield_turn).
-            if (tick && stealable_ && deque_.size() != 0) {
+            // Not on the IO home (runtime_options::consolidate_io): the load fits it; its
+            // helpers come when it saturates and the receives spread.
+            if (tick && stealable_ && deque_.size() != 0 && !current_worker_is_io_home()) {
                 on_push();
             }
             return h;

@@ -24,6 +24,10 @@ struct io_home {
 /// read: a reader that waits just after a change sees it at its next wait.
 [[nodiscard]] auto current_io_home() noexcept -> io_home;
 
+/// On a runtime worker thread: is the calling worker its runtime's IO home? It then keeps what
+/// its completions wake for itself (wakes no helper for a batch), until it saturates.
+[[nodiscard]] auto current_worker_is_io_home() noexcept -> bool;
+
 /// On a runtime worker thread: the index of the calling worker.
 [[nodiscard]] auto current_worker_index() noexcept -> unsigned;
 
