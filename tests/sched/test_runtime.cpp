@@ -296,7 +296,7 @@ TEST(runtime, light_load_chooses_an_io_home_when_enabled) {
                     s.spawn([](unsigned w, int rounds) -> weft::task<void> {
                         co_await weft::switch_to_worker(w);
                         for (int n = 0; weft::detail::io_home_changes() == 0 && n < rounds; ++n) {
-                            co_await weft::sleep_for(std::chrono::milliseconds(1));
+                            (void)co_await weft::sleep_for(std::chrono::milliseconds(1));
                         }
                     }(i, rounds));
                 }
