@@ -306,7 +306,13 @@ void post_to_worker(unsigned index, std::coroutine_handle<> h) {
     tl_sched_worker->runtime().workers.at(index)->post(h);
 }
 
-void force_io_home_for_test(int worker) { tl_sched_worker->runtime().set_io_home(worker, true); }
+void force_io_home_for_test(int worker) {
+    runtime_core& rt = tl_sched_worker->runtime();
+    if (worker >= static_cast<int>(rt.workers.size())) {
+        throw std::out_of_range("weft: force_io_home_for_test: no such worker");
+    }
+    rt.set_io_home(worker, true);
+}
 
 auto io_home_changes() noexcept -> std::uint64_t {
     sched_worker* w = tl_sched_worker;

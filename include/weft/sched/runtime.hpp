@@ -46,7 +46,9 @@ struct runtime_options {
     /// their own and are woken only when that worker calls for help; when it saturates, the
     /// receives spread again to the workers their readers run on. Each move costs one cancel
     /// and re-arm per stream per change of load, never one per sleep (see
-    /// src/sched/runtime_core.hpp, "IO home"). Needs stealing and at least 2 workers.
+    /// src/sched/runtime_core.hpp, "IO home"). Needs stealing and at least 2 workers. On epoll
+    /// nothing moves (readiness waits stay where they are); only the home's choice and its
+    /// quieter fairness tick apply.
     bool consolidate_io = false;
 };
 

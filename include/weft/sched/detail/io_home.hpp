@@ -36,7 +36,8 @@ struct io_home {
 void post_to_worker(unsigned index, std::coroutine_handle<> h);
 
 /// Test hook, on a runtime worker thread: from now on this runtime's home is `worker` (-1:
-/// none), whatever the load; the automatic choice stays off for the runtime's life.
+/// none), whatever the load; the automatic choice stays off for the runtime's life. Throws
+/// std::out_of_range for a worker the runtime does not have.
 void force_io_home_for_test(int worker);
 
 /// On a runtime worker thread: how often this runtime's home changed (automatic or forced).
