@@ -1,13 +1,14 @@
 // bench_server: weft's echo server for the galay-net suite (seed 003's bench_server).
 //   bench_server [-h HOST] [-p PORT] [-t THREADS] [-b io_uring|epoll] [--tpc]
-//                [-m echo|echo_epoll|echo_tpc|idle] [--one-ring] [--gather]
+//                [-m echo|echo_epoll|echo_tpc|idle] [--one-ring] [--gather|--no-gather]
 // (weft-bench: the scenario picks the mode)
 // Prints "listening on HOST:PORT" once bound; SIGINT/SIGTERM stop it (exit 0), after a last
 // line with how often its workers went to park and slept (`parks N sleeps M`, all workers).
 // --tpc: thread-per-core (no stealing; one SO_REUSEPORT listener per worker, each accepting
 // and serving on its own worker).
-// --gather: runtime_options::consolidate_io (receives gather on one worker's ring while the load
-// fits one); the last line then also says how often the IO home changed (`io_home_changes N`).
+// --gather / --no-gather: runtime_options::consolidate_io on (the default) / off (receives gather
+// on one worker's ring while the load fits one); the last lines say how often the IO home
+// changed (`io_home_changes N`).
 
 #include <signal.h>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -33,8 +35,8 @@ struct options {
     unsigned threads = 0;
     weft::io_backend backend = weft::io_backend::automatic;
     bool tpc = false;
-    bool one_ring = false;  // --one-ring: see serve()
-    bool gather = false;    // --gather: runtime_options::consolidate_io
+    bool one_ring = false;       // --one-ring: see serve()
+    std::optional<bool> gather;  // --gather / --no-gather: runtime_options::consolidate_io
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -69,6 +71,8 @@ auto parse(int argc, char** argv) -> options {
                 o.tpc = true;
             } else if (a == "--gather") {
                 o.gather = true;
+            } else if (a == "--no-gather") {
+                o.gather = false;
             } else if (a == "--one-ring") {
                 o.one_ring = true;
             } else if (a == "-m") {
@@ -137,7 +141,9 @@ auto main(int argc, char** argv) -> int {
 
     weft::runtime_options ro = weft::io_runtime_options(o.threads, o.backend);
     ro.stealing = !o.tpc;
-    ro.consolidate_io = o.gather;
+    if (o.gather) {
+        ro.consolidate_io = *o.gather;
+    }
     weft::runtime rt{ro};
     const auto addr = weft::socket_address::parse(o.host, o.port);
     if (!addr) {
@@ -186,9 +192,7 @@ auto main(int argc, char** argv) -> int {
     }
     std::printf("parks %llu sleeps %llu\n", static_cast<unsigned long long>(parks),
                 static_cast<unsigned long long>(sleeps));
-    if (o.gather) {
-        std::printf("io_home_changes %llu\n", static_cast<unsigned long long>(home_changes));
-    }
+    std::printf("io_home_changes %llu\n", static_cast<unsigned long long>(home_changes));
     for (unsigned i = 0; i < rt.worker_count(); ++i) {
         const weft::worker_metrics m = rt.worker_metrics(i);
         std::printf("worker %u parks %llu sleeps %llu\n", i,

@@ -10,7 +10,8 @@ worker parked and slept). A server given as NAME+KEY=VALUE runs NAME with that e
 variable set (e.g. weft+WEFT_IO_BACKEND=epoll); `weft1` is weft's server with one worker,
 `weft1ring` with two whose connections all start on worker 0 (bench_server --one-ring),
 `weftg` with two that gather the receives on one ring while the load fits one worker
-(bench_server --gather, runtime_options::consolidate_io; srv_home_changes counts the moves).
+(bench_server --gather, runtime_options::consolidate_io, the default, so the same as `weft`),
+`weftng` with two that do not (--no-gather); srv_home_changes counts the changes of home.
 
     python3 bench/io/echo_tail.py ROUNDS SECONDS weft,go,tokio weftd,goc 100,500,1000 > runs.jsonl
 
@@ -32,6 +33,7 @@ SERVERS = {
     "weft1": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "-t", "1"],
     "weft1ring": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "--one-ring"],
     "weftg": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "--gather"],
+    "weftng": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "--no-gather"],
     "weftep": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo_epoll"],
     "go": lambda p: [f"{PEERS}/go-echo", "-p", str(p)],
     "tokio": lambda p: [f"{PEERS}/tokio-echo", "-p", str(p)],

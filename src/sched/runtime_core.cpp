@@ -18,7 +18,8 @@ runtime_core::runtime_core(runtime_options o)
     : opts(std::move(o)),
       planned_workers(opts.workers != 0 ? opts.workers : available_cpus()),
       blocking(opts.max_blocking_threads == 0 ? 1 : opts.max_blocking_threads),
-      gathers_io(opts.consolidate_io && opts.stealing && planned_workers > 1),
+      gathers_io(opts.consolidate_io && opts.stealing && planned_workers > 1 &&
+                 static_cast<bool>(opts.make_driver)),
       epoch_(std::chrono::steady_clock::now()) {
     const unsigned n = planned_workers;
     workers.reserve(n);

@@ -124,7 +124,8 @@ public:
     std::condition_variable quiet_cv;  // a worker parked during shutdown
 
     // ---- IO home (see the class comment) ----
-    /// runtime_options::consolidate_io, with stealing and at least 2 workers.
+    /// runtime_options::consolidate_io, with stealing, at least 2 workers and a driver of the
+    /// runtime's own (a reactor: a futex-parked runtime has no IO to gather).
     const bool gathers_io;
     static constexpr std::chrono::milliseconds load_window{10};
     static constexpr unsigned spread_busy_permille = 950;

@@ -351,7 +351,9 @@ TEST_P(tcp, a_receive_stays_armed_when_its_reader_moves_to_another_worker) {
         GTEST_SKIP() << "io_uring only (multishot receive)";
     }
     constexpr int moves = 20;
-    weft::runtime rt{options(2)};
+    auto o = options(2);
+    o.consolidate_io = false;  // no IO home: the rule for a receive nobody moves
+    weft::runtime rt{o};
     std::uint64_t arms = 0;
     rt.block_on([&]() -> weft::task<void> {
         auto l = weft::tcp_listener::bind(loopback()).value();

@@ -286,7 +286,10 @@ TEST(runtime, io_home_rules_gather_on_the_busiest_and_spread_only_after_saturate
 // the option nobody reads one.
 TEST(runtime, light_load_chooses_an_io_home_when_enabled) {
     for (const bool enabled : {true, false}) {
-        weft::runtime rt{{.workers = 2, .consolidate_io = enabled}};
+        // (A driver of its own: consolidate_io applies to runtimes with a reactor.)
+        weft::runtime rt{{.workers = 2,
+                          .make_driver = [](unsigned) { return weft::make_futex_driver(); },
+                          .consolidate_io = enabled}};
         // Enabled: until a review has chosen (the watchdog bounds it); each timer wakes the
         // worker, so its load windows end and are reviewed. Disabled: 100 rounds of it.
         const int rounds = enabled ? std::numeric_limits<int>::max() : 100;
