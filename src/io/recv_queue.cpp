@@ -177,7 +177,7 @@ void recv_queue::arm(uring_reactor& r) {
     armed_epoch_ = current_io_home().epoch;
     pool_ = r.buffers();  // the caller checked that the ring has them
     io_uring_sqe* sqe = arm_on(r);
-    count_armed(1);  // (after what can throw)
+    count_armed(1);                                         // (after what can throw)
     io_uring_prep_recv_multishot(sqe, fd_, nullptr, 0, 0);  // 0: a whole provided buffer
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = provided_buffer_ring::group;
