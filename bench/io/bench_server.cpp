@@ -1,11 +1,14 @@
 // bench_server: weft's echo server for the galay-net suite (seed 003's bench_server).
 //   bench_server [-h HOST] [-p PORT] [-t THREADS] [-b io_uring|epoll] [--tpc]
-//                [-m echo|echo_epoll|echo_tpc|idle] [--one-ring]
+//                [-m echo|echo_epoll|echo_tpc|idle] [--one-ring] [--gather|--no-gather]
 // (weft-bench: the scenario picks the mode)
 // Prints "listening on HOST:PORT" once bound; SIGINT/SIGTERM stop it (exit 0), after a last
 // line with how often its workers went to park and slept (`parks N sleeps M`, all workers).
 // --tpc: thread-per-core (no stealing; one SO_REUSEPORT listener per worker, each accepting
 // and serving on its own worker).
+// --gather / --no-gather: runtime_options::consolidate_io on (the default) / off (receives gather
+// on one worker's ring while the load fits one); the last lines say how often the IO home
+// changed (`io_home_changes N`).
 
 #include <signal.h>
 
@@ -13,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -20,6 +24,7 @@
 #include "weft/core/scope.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/io/tcp_listener.hpp"
+#include "weft/sched/detail/io_home.hpp"
 #include "weft/sched/runtime.hpp"
 
 namespace {
@@ -30,7 +35,8 @@ struct options {
     unsigned threads = 0;
     weft::io_backend backend = weft::io_backend::automatic;
     bool tpc = false;
-    bool one_ring = false;  // --one-ring: see serve()
+    bool one_ring = false;       // --one-ring: see serve()
+    std::optional<bool> gather;  // --gather / --no-gather: runtime_options::consolidate_io
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -63,6 +69,10 @@ auto parse(int argc, char** argv) -> options {
                 }
             } else if (a == "--tpc") {
                 o.tpc = true;
+            } else if (a == "--gather") {
+                o.gather = true;
+            } else if (a == "--no-gather") {
+                o.gather = false;
             } else if (a == "--one-ring") {
                 o.one_ring = true;
             } else if (a == "-m") {
@@ -131,6 +141,9 @@ auto main(int argc, char** argv) -> int {
 
     weft::runtime_options ro = weft::io_runtime_options(o.threads, o.backend);
     ro.stealing = !o.tpc;
+    if (o.gather) {
+        ro.consolidate_io = *o.gather;
+    }
     weft::runtime rt{ro};
     const auto addr = weft::socket_address::parse(o.host, o.port);
     if (!addr) {
@@ -168,6 +181,8 @@ auto main(int argc, char** argv) -> int {
         });
     }());
     sig.join();
+    const std::uint64_t home_changes = rt.block_on(
+        []() -> weft::task<std::uint64_t> { co_return weft::detail::io_home_changes(); }());
     std::uint64_t parks = 0;
     std::uint64_t sleeps = 0;
     for (unsigned i = 0; i < rt.worker_count(); ++i) {
@@ -177,6 +192,7 @@ auto main(int argc, char** argv) -> int {
     }
     std::printf("parks %llu sleeps %llu\n", static_cast<unsigned long long>(parks),
                 static_cast<unsigned long long>(sleeps));
+    std::printf("io_home_changes %llu\n", static_cast<unsigned long long>(home_changes));
     for (unsigned i = 0; i < rt.worker_count(); ++i) {
         const weft::worker_metrics m = rt.worker_metrics(i);
         std::printf("worker %u parks %llu sleeps %llu\n", i,

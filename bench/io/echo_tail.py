@@ -8,7 +8,10 @@ and how often weft's server workers went to park and slept (bench_server's last 
 `weftd` is bench_client with diag=1 (where the slowest 1% are, and how often the client's own
 worker parked and slept). A server given as NAME+KEY=VALUE runs NAME with that environment
 variable set (e.g. weft+WEFT_IO_BACKEND=epoll); `weft1` is weft's server with one worker,
-`weft1ring` with two whose connections all start on worker 0 (bench_server --one-ring).
+`weft1ring` with two whose connections all start on worker 0 (bench_server --one-ring),
+`weftg` with two that gather the receives on one ring while the load fits one worker
+(bench_server --gather, runtime_options::consolidate_io, the default, so the same as `weft`),
+`weftng` with two that do not (--no-gather); srv_home_changes counts the changes of home.
 
     python3 bench/io/echo_tail.py ROUNDS SECONDS weft,go,tokio weftd,goc 100,500,1000 > runs.jsonl
 
@@ -29,6 +32,8 @@ SERVERS = {
     "weft": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo"],
     "weft1": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "-t", "1"],
     "weft1ring": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "--one-ring"],
+    "weftg": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "--gather"],
+    "weftng": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo", "--no-gather"],
     "weftep": lambda p: [f"{BIN}/bench_server", "-p", str(p), "-m", "echo_epoll"],
     "go": lambda p: [f"{PEERS}/go-echo", "-p", str(p)],
     "tokio": lambda p: [f"{PEERS}/tokio-echo", "-p", str(p)],
@@ -105,9 +110,14 @@ def wait_listen(p):
     raise RuntimeError("server did not listen")
 def run(server, client, c, d):
     p = free_port()
-    # "NAME+KEY=VALUE+...": the server NAME with those environment variables.
-    name, *env = server.split("+")
-    srv = subprocess.Popen(SERVERS[name](p), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    # "NAME+KEY=VALUE+...": the server NAME with those environment variables; "NAME@DIR": with
+    # bench_server from DIR (another build, side by side in one invocation).
+    spec, _, bindir = server.partition("@")
+    name, *env = spec.split("+")
+    cmd = SERVERS[name](p)
+    if bindir:
+        cmd[0] = os.path.join(bindir, os.path.basename(cmd[0]))
+    srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                            text=True, env={**os.environ, **dict(e.split("=", 1) for e in env)})
     try:
         wait_listen(p); time.sleep(0.2)
@@ -135,6 +145,8 @@ def run(server, client, c, d):
         f = line.split()
         if len(f) == 4 and f[0] == "parks":
             m.update(srv_parks=int(f[1]), srv_sleeps=int(f[3]))
+        elif len(f) == 2 and f[0] == "io_home_changes":
+            m["srv_home_changes"] = int(f[1])
         elif len(f) == 6 and f[0] == "worker":
             m[f"srv_w{f[1]}_sleeps"] = int(f[5])
     for line in out.stdout.splitlines():

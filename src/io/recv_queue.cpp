@@ -1,6 +1,7 @@
 #include "recv_queue.hpp"
 
 #include <cerrno>
+#include <iterator>
 #include <utility>
 
 #include "weft/io/error.hpp"
@@ -13,7 +14,7 @@ auto recv_awaiter::await_ready() -> bool { return false; }  // suspend() decides
 
 auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
     recv_queue& q = *q_;
-    std::lock_guard lock(q.mu_);
+    std::unique_lock lock(q.mu_);
     if (q.closed_) {
         out_.err = std::make_error_code(std::errc::bad_file_descriptor);
         return false;
@@ -23,6 +24,8 @@ auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
     // another's): it stays there; its CQEs resume us on that ring's worker (resume_from_io),
     // which brings the reader back beside its socket's completions. Cancelling and re-arming
     // it cost an SQE pair and a wait for the last CQE each time a reader moved between workers.
+    // Unless the runtime's IO home says it belongs on another ring (wanted_worker): then it is
+    // ended there and this reader, posted by its last CQE to that ring's worker, arms it again.
     if (q.armed_ && (!here_on_uring || !q.armed_in_this_runtime())) {
         // Armed on another runtime's ring (the stream moved): end it there, then take what it
         // queued before reading anything else. We wait for its last CQE, as for data.
@@ -31,11 +34,34 @@ auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
         if (q.take(out_)) {
             return false;
         }
+        const int want = here_on_uring ? q.wanted_worker() : -1;
         if (!q.armed_) {
             if (!may_arm_ || !here_on_uring) {
                 return false;  // drained and not armed: the caller reads the socket itself
             }
-            q.arm(current_uring());
+            if (want >= 0 && static_cast<unsigned>(want) != current_worker_index()) {
+                // Its home is another worker's ring: go there first (the next wait arms it).
+                // Nothing here is touched once the handle is posted.
+                lock.unlock();
+                try {
+                    post_to_worker(static_cast<unsigned>(want), h);
+                } catch (...) {
+                    return false;  // (out of memory) arm it here at the next wait instead
+                }
+                return true;
+            }
+            uring_reactor& r = current_uring();
+            if (r.buffers() == nullptr) {
+                out_.heap_read = true;  // (this ring has no provided buffers) read plainly
+                return false;
+            }
+            q.arm(r);
+        } else if (want >= 0 && static_cast<unsigned>(want) != q.armed_worker_) {
+            if (!q.cancelling_) {
+                recv_home_moves.fetch_add(1, std::memory_order_relaxed);
+            }
+            q.cancel_armed();
+            move_to_ = want;
         }
     }
     // Registered under mu_ (the stop lock is a leaf; on_stop takes mu_, so it finds us queued).
@@ -122,9 +148,36 @@ void recv_queue::unread(bytes rest) {
     }
 }
 
+auto recv_queue::wanted_worker() const noexcept -> int {
+    const io_home h = current_io_home();
+    if (!h.enabled) {
+        return -1;
+    }
+    if (h.worker >= 0) {
+        return h.worker;  // gathered: every receive on the home's ring
+    }
+    // No home (any more): one gathered under an earlier home moves once, to the worker whose
+    // thread runs its reader now (a thief: it takes its share of the streams back); after that
+    // (armed in this epoch) it stays wherever its reader is stolen to.
+    const unsigned me = current_worker_index();
+    if (armed_ && armed_epoch_ != h.epoch && armed_worker_ != me) {
+        return static_cast<int>(me);
+    }
+    return -1;
+}
+
+void recv_queue::count_armed(int delta) const noexcept {
+    if (armed_worker_ < std::size(recv_armed_on_worker_for_test)) {
+        recv_armed_on_worker_for_test[armed_worker_].fetch_add(delta, std::memory_order_relaxed);
+    }
+}
+
 void recv_queue::arm(uring_reactor& r) {
+    armed_worker_ = current_worker_index();
+    armed_epoch_ = current_io_home().epoch;
     pool_ = r.buffers();  // the caller checked that the ring has them
     io_uring_sqe* sqe = arm_on(r);
+    count_armed(1);                                         // (after what can throw)
     io_uring_prep_recv_multishot(sqe, fd_, nullptr, 0, 0);  // 0: a whole provided buffer
     sqe->flags |= IOSQE_BUFFER_SELECT;
     sqe->buf_group = provided_buffer_ring::group;
@@ -143,6 +196,7 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
     }
     std::coroutine_handle<> wake;
     worker_base* home = nullptr;
+    int move_to = -1;
     {
         std::lock_guard lock(q.mu_);
         if (res > 0 && !q.closed_) {
@@ -162,6 +216,7 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
             q.end_ = std::error_code(-res, std::system_category());
         }
         if (last) {
+            q.count_armed(-1);
             q.disarmed();
         }
         if (recv_awaiter* w = q.reader_; w != nullptr && (q.queued() != 0 || q.end_ || last)) {
@@ -169,10 +224,22 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
             w->st_ = recv_awaiter::state::done;
             wake = w->waiter_;
             home = w->home_;
+            if (last) {
+                move_to = w->move_to_;  // (a reader of this runtime: see suspend)
+            }
         }
     }
     chunk = bytes();  // a chunk nobody will read (closed, or empty) back to the ring, unlocked
-    const bool queued_here = wake && resume_from_io(wake, home);
+    bool queued_here = false;
+    if (wake && move_to >= 0) {
+        try {
+            post_to_worker(static_cast<unsigned>(move_to), wake);  // it arms it there
+        } catch (...) {
+            queued_here = resume_from_io(wake, home);  // (out of memory) it arms it here
+        }
+    } else if (wake) {
+        queued_here = resume_from_io(wake, home);
+    }
     if (last) {
         q.unref();  // the ring's reference (may delete q)
     }
@@ -180,6 +247,7 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
 }
 
 void recv_queue::ring_detached() noexcept {
+    count_armed(-1);
     // Only a reader of another runtime can be waiting (this ring's runtime has ended all of its
     // tasks): it asks again and arms the operation on its own ring. Queued, not run, here.
     if (recv_awaiter* w = reader_; w != nullptr) {

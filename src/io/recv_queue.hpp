@@ -13,6 +13,7 @@
 #include "reactor.hpp"
 #include "uring_reactor.hpp"
 #include "weft/io/bytes.hpp"
+#include "weft/sched/detail/io_home.hpp"
 
 namespace weft::detail {
 
@@ -32,6 +33,12 @@ class recv_queue;
 /// Test hook: multishot receives cancelled because their reader lagged (max_ready chunks
 /// queued), process-wide (relaxed; counted once per cancel, on that rare path only).
 inline std::atomic<int> recv_lag_cancels_for_test{0};
+/// Multishot receives ended on one ring to be armed on another of the same runtime because its
+/// IO home changed (runtime_options::consolidate_io), process-wide (relaxed; once per move).
+inline std::atomic<std::uint64_t> recv_home_moves{0};
+/// Test hook: multishot receives armed now on the ring of worker i (i < 4), process-wide, over
+/// every runtime (relaxed; a test with one io_uring runtime reads where its streams are).
+inline std::atomic<int> recv_armed_on_worker_for_test[4] = {};
 
 /// The stream's one reader, waiting for data; embedded in its frame. `st` is guarded by the
 /// queue's mutex: idle -> waiting -> done; whoever moves it to done resumes the reader, once.
@@ -62,6 +69,9 @@ private:
     stop_state* stop_ = nullptr;
     bool registered_ = false;
     bool cancelled_ = false;
+    // Set when this wait ended the operation to move it to worker move_to_'s ring (IO home):
+    // its last CQE sends the reader there, which arms it again.
+    int move_to_ = -1;
     state st_ = state::idle;
     recv_outcome out_;
 };
@@ -74,6 +84,13 @@ private:
 /// as without multishot; the next wait re-arms it). It ends at eof, an error, when the buffers run
 /// out (ENOBUFS), the stream closes or the reactor detaches; eof and errors are delivered after the
 /// data before them.
+///
+/// IO home (runtime_options::consolidate_io, see src/sched/runtime_core.hpp): when its reader
+/// waits with nothing queued and the runtime wants the receive on another worker's ring, the
+/// operation is cancelled where it is armed and its last CQE posts the reader to that worker,
+/// which arms it on its own ring (a ring is reaped only by its own thread: SINGLE_ISSUER and
+/// DEFER_TASKRUN). A reader that finds it not armed and belonging elsewhere posts itself there
+/// first. Once per stream per change of the home, never per wait.
 ///
 /// Once a stream has received this way, every read of it goes through the queue (read_some
 /// copies out of it), so data is never taken by two operations at once and stays in order.
@@ -108,6 +125,9 @@ private:
     auto take(recv_outcome& out) -> bool;  // data, a final error or heap_read; false: wait
     [[nodiscard]] auto queued() const noexcept -> std::size_t { return ready_.size() - head_; }
     void arm(uring_reactor& r);
+    /// The worker whose ring this receive should move to (consolidate_io), or -1: stay.
+    [[nodiscard]] auto wanted_worker() const noexcept -> int;
+    void count_armed(int delta) const noexcept;  // recv_armed_on_worker_for_test
     static auto on_cqe(uring_op& op) noexcept -> bool;
 
     const int fd_;
@@ -118,6 +138,10 @@ private:
     std::size_t head_ = 0;
     provided_buffer_ring* pool_ = nullptr;  // of the ring it is armed on
     recv_awaiter* reader_ = nullptr;
+    // Where and when it was last armed: the worker of the ring (an index in armed_runtime_) and
+    // the IO home's epoch then (see wanted_worker).
+    unsigned armed_worker_ = 0;
+    std::uint32_t armed_epoch_ = 0;
     std::error_code end_;  // eof or an error, after the queued data
     bool out_of_buffers_ = false;
 };

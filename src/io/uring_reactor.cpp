@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "kernel_writes.hpp"
+#include "weft/sched/detail/io_home.hpp"
 
 namespace weft::detail {
 
@@ -325,8 +326,10 @@ auto uring_reactor::reap() -> bool {
         inflight_.fetch_sub(1, std::memory_order_seq_cst);
     }
     io_uring_cq_advance(&ring_, seen);
-    if (queued >= wake_helper_batch) {
-        current_worker()->notify_idle();  // one wake-up for the whole batch
+    // One wake-up for the whole batch; none on the IO home (runtime_options::consolidate_io):
+    // the load fits it, and a helper woken for a batch only takes a CPU from someone else.
+    if (queued >= wake_helper_batch && !current_worker_is_io_home()) {
+        current_worker()->notify_idle();
     }
     return queued_any;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,8 @@ runtime_core::runtime_core(runtime_options o)
     : opts(std::move(o)),
       planned_workers(opts.workers != 0 ? opts.workers : available_cpus()),
       blocking(opts.max_blocking_threads == 0 ? 1 : opts.max_blocking_threads),
+      gathers_io(opts.consolidate_io && opts.stealing && planned_workers > 1 &&
+                 static_cast<bool>(opts.make_driver)),
       epoch_(std::chrono::steady_clock::now()) {
     const unsigned n = planned_workers;
     workers.reserve(n);
@@ -210,6 +213,111 @@ auto runtime_core::ms_to_ns_from_now(std::uint64_t when_ms) const noexcept -> st
     const auto target = epoch_ + std::chrono::milliseconds(when_ms);
     const auto d = target - std::chrono::steady_clock::now();
     return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+auto runtime_core::next_io_home(int home, const std::vector<window_load>& w) noexcept -> int {
+    if (home >= 0) {
+        const window_load& h = w[static_cast<std::size_t>(home)];
+        return h.saturated >= spread_windows ? -1 : home;
+    }
+    unsigned total = 0;
+    int busiest = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+        if (w[i].sleeps == 0) {
+            return -1;  // this one never ran out of work
+        }
+        total += w[i].busy_permille;
+        if (w[i].busy_permille > w[static_cast<std::size_t>(busiest)].busy_permille) {
+            busiest = static_cast<int>(i);
+        }
+    }
+    return total <= 1000 ? busiest : -1;
+}
+
+void runtime_core::review_io_home() noexcept {
+    if (io_home_forced.load(std::memory_order_relaxed)) {
+        return;
+    }
+    const io_home cur = read_io_home();
+    const std::int64_t since = io_home_changed_ms.load(std::memory_order_relaxed);
+    const auto held =
+        std::chrono::milliseconds(since < 0 ? std::numeric_limits<std::int64_t>::max()
+                                            : static_cast<std::int64_t>(now_ms()) - since);
+    if (held < (cur.worker >= 0 ? hold_home : hold_spread)) {
+        return;
+    }
+    std::vector<window_load> w(workers.size());
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+        w[i] = unpack(workers[i]->last_window.load(std::memory_order_relaxed));
+    }
+    const int next = next_io_home(cur.worker, w);
+    if (next == cur.worker) {
+        return;
+    }
+    std::uint64_t word = io_home_word.load(std::memory_order_relaxed);
+    const std::uint64_t to = (((word >> 32) + 1) << 32) | static_cast<std::uint32_t>(next + 1);
+    // One reviewer wins; a loser's view was stale, and it reviews again at its next window.
+    if (static_cast<std::uint32_t>(word) == static_cast<std::uint32_t>(cur.worker + 1) &&
+        io_home_word.compare_exchange_strong(word, to, std::memory_order_relaxed)) {
+        io_home_changed_ms.store(static_cast<std::int64_t>(now_ms()), std::memory_order_relaxed);
+        io_home_changes.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+void runtime_core::set_io_home(int worker, bool forced) noexcept {
+    if (forced) {
+        io_home_forced.store(true, std::memory_order_relaxed);
+    }
+    std::uint64_t word = io_home_word.load(std::memory_order_relaxed);
+    std::uint64_t to = 0;
+    do {
+        to = (((word >> 32) + 1) << 32) | static_cast<std::uint32_t>(worker + 1);
+    } while (!io_home_word.compare_exchange_weak(word, to, std::memory_order_relaxed));
+    io_home_changed_ms.store(static_cast<std::int64_t>(now_ms()), std::memory_order_relaxed);
+    io_home_changes.fetch_add(1, std::memory_order_relaxed);
+}
+
+auto runtime_core::read_io_home() const noexcept -> io_home {
+    if (!gathers_io) {
+        return {};
+    }
+    const std::uint64_t word = io_home_word.load(std::memory_order_relaxed);
+    return {.enabled = true,
+            .worker = static_cast<int>(static_cast<std::uint32_t>(word)) - 1,
+            .epoch = static_cast<std::uint32_t>(word >> 32)};
+}
+
+auto current_io_home() noexcept -> io_home {
+    sched_worker* w = tl_sched_worker;
+    return w == nullptr ? io_home{} : w->runtime().read_io_home();
+}
+
+auto current_worker_is_io_home() noexcept -> bool {
+    sched_worker* w = tl_sched_worker;
+    return w != nullptr && w->runtime().gathers_io &&
+           w->runtime().read_io_home().worker == static_cast<int>(w->index());
+}
+
+auto current_worker_index() noexcept -> unsigned {
+    sched_worker* w = tl_sched_worker;
+    return w == nullptr ? 0 : w->index();
+}
+
+void post_to_worker(unsigned index, std::coroutine_handle<> h) {
+    tl_sched_worker->runtime().workers.at(index)->post(h);
+}
+
+void force_io_home_for_test(int worker) {
+    runtime_core& rt = tl_sched_worker->runtime();
+    if (worker >= static_cast<int>(rt.workers.size())) {
+        throw std::out_of_range("weft: force_io_home_for_test: no such worker");
+    }
+    rt.set_io_home(worker, true);
+}
+
+auto io_home_changes() noexcept -> std::uint64_t {
+    sched_worker* w = tl_sched_worker;
+    return w == nullptr ? 0 : w->runtime().io_home_changes.load(std::memory_order_relaxed);
 }
 
 void runtime_schedule(runtime_core& rt, std::coroutine_handle<> h) {

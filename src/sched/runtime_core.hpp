@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include "blocking_pool.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/sched/detail/context.hpp"
+#include "weft/sched/detail/io_home.hpp"
 #include "weft/sched/runtime.hpp"
 #include "worker.hpp"
 
@@ -47,6 +49,31 @@ namespace weft::detail {
 /// and the owner is awake (it put it there).
 /// - At most half the workers search (steal) at once; the last searcher to find work wakes
 ///   another parked worker, so a burst fans out one worker at a time.
+///
+/// IO home (runtime_options::consolidate_io). Each worker parks in its own io_uring ring, and a
+/// stream's multishot receive is armed on one ring, whose worker wakes for its completions. With
+/// two workers and a load that fits one, each ring holds half the streams and each worker sleeps
+/// and wakes for its own half (echo, 100 connections, 2 s: 14,900-62,500 sleeps against
+/// 4,200-6,200 with one worker), and every wake-up takes a CPU from someone (the client sharing
+/// the machine). So while the load fits one worker, the receives gather on one worker's ring
+/// (the home) and the others sleep with no IO of their own, woken only when the home calls for
+/// help (a batch of completions, the fairness tick); thieves still take its tasks, and a stolen
+/// reader leaves its receive at home. The state is one word, `io_home_word`:
+///   (epoch << 32) | (home + 1), home = -1 (none) or a worker index; epoch counts the changes.
+/// Every worker measures its load over windows of load_window (window_load: the CPU its thread
+/// used, and how often it slept) and, at the end of each, reviews the home (review_io_home):
+/// - no home, and the workers together used at most one CPU and each slept at least once
+///   (nobody saturated): home = the busiest worker;
+/// - a home that did not sleep once and used >= spread_busy_permille of the CPU in each of its
+///   last spread_windows windows (it never ran out of work: its queue stays long and others
+///   steal from it): no home. One such window is not enough: a home that serves a client which
+///   keeps it fed goes a window without sleeping now and then (echo, 100 connections).
+/// Hysteresis, so that a stream moves once per change of load, never per sleep: the two rules
+/// do not overlap (a home that sleeps stays; spreading needs a full window without a sleep),
+/// a home is kept for at least hold_home, and after spreading none is chosen for hold_spread.
+/// A receive moves at its reader's next wait with nothing queued (src/io/recv_queue.cpp): with a
+/// home, to the home's ring; with none, one gathered under an earlier epoch moves once to the
+/// ring of the worker its reader runs on (the thieves take a share of the streams back).
 class runtime_core {
 public:
     explicit runtime_core(runtime_options opts);
@@ -95,6 +122,51 @@ public:
     std::atomic<bool> terminate{false};
     std::mutex quiet_mu;
     std::condition_variable quiet_cv;  // a worker parked during shutdown
+
+    // ---- IO home (see the class comment) ----
+    /// runtime_options::consolidate_io, with stealing, at least 2 workers and a driver of the
+    /// runtime's own (a reactor: a futex-parked runtime has no IO to gather).
+    const bool gathers_io;
+    static constexpr std::chrono::milliseconds load_window{10};
+    static constexpr unsigned spread_busy_permille = 950;
+    static constexpr unsigned spread_windows = 5;
+    static constexpr std::chrono::milliseconds hold_home{200};
+    static constexpr std::chrono::milliseconds hold_spread{1000};
+    /// One window of a worker's load, as it published it.
+    struct window_load {
+        unsigned busy_permille = 0;  // CPU time of its thread / wall time of the window
+        unsigned sleeps = 0;         // times it slept in its driver
+        unsigned saturated = 0;      // windows in a row, this one included, without a sleep and
+                                     // with busy_permille >= spread_busy_permille
+    };
+    /// window_load packed in one word (sched_worker::last_window): busy_permille in bits 48-63,
+    /// saturated in 32-47, sleeps in 0-31.
+    [[nodiscard]] static auto pack(window_load w) noexcept -> std::uint64_t {
+        return (static_cast<std::uint64_t>(w.busy_permille) << 48) |
+               (static_cast<std::uint64_t>(std::min(w.saturated, 0xffffU)) << 32) | w.sleeps;
+    }
+    [[nodiscard]] static auto unpack(std::uint64_t v) noexcept -> window_load {
+        return {.busy_permille = static_cast<unsigned>(v >> 48),
+                .sleeps = static_cast<unsigned>(v & 0xffffffffU),
+                .saturated = static_cast<unsigned>((v >> 32) & 0xffffU)};
+    }
+    /// The home after `home` given every worker's last window (-1: none). Pure: the rules of the
+    /// class comment, without the hold times.
+    [[nodiscard]] static auto next_io_home(int home, const std::vector<window_load>& w) noexcept
+        -> int;
+    /// Any worker, at the end of its window: applies next_io_home to the published windows
+    /// (unless forced or held), and changes the home (one CAS) when it says so.
+    void review_io_home() noexcept;
+    /// Changes the home to `worker` (-1: none) and bumps the epoch; forced: for good.
+    void set_io_home(int worker, bool forced) noexcept;
+    [[nodiscard]] auto read_io_home() const noexcept -> io_home;
+    // (epoch << 32) | (home + 1). Relaxed everywhere: it only steers where receives are armed,
+    // and any value is safe to act on (a move to a worker that is no longer home is moved again
+    // at a later wait).
+    std::atomic<std::uint64_t> io_home_word{0};
+    std::atomic<std::int64_t> io_home_changed_ms{-1};  // now_ms() at the last change; -1: never
+    std::atomic<bool> io_home_forced{false};
+    std::atomic<std::uint64_t> io_home_changes{0};
 
 private:
     [[nodiscard]] auto quiescent() const noexcept -> bool;

@@ -1,5 +1,7 @@
 #include "worker.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -205,6 +207,9 @@ auto sched_worker::next_task() -> void* {
             until_fairness_ = fairness_interval;
         }
         const bool yielded = std::exchange(yielded_, false);
+        if (tick && rt_.gathers_io) {
+            note_load();
+        }
         fire_timers();
         driver_->poll();
         if (void* h = take_inbox()) {
@@ -221,7 +226,9 @@ auto sched_worker::next_task() -> void* {
         if (void* h = untag(deque_.steal())) {  // our own oldest task, past the LIFO stream
             // Work is waiting here: let a parked worker come for it (on the periodic tick; a
             // yield's pick wakes nobody, see yield_turn).
-            if (tick && stealable_ && deque_.size() != 0) {
+            // Not on the IO home (runtime_options::consolidate_io): the load fits it; its
+            // helpers come when it saturates and the receives spread.
+            if (tick && stealable_ && deque_.size() != 0 && !current_worker_is_io_home()) {
                 on_push();
             }
             return h;
@@ -379,9 +386,51 @@ void sched_worker::park() {
     }
     if (!timeout || *timeout > 0) {
         bump(sleeps);
+        if (rt_.gathers_io) {
+            ++window_sleeps_;
+            saturated_windows_ = 0;
+            note_load();
+            // A worker that sleeps through whole windows publishes none meanwhile: say now that
+            // it sleeps (reviews count it as not saturated), if its last window said otherwise.
+            const auto w = runtime_core::unpack(last_window.load(std::memory_order_relaxed));
+            if (w.sleeps == 0 || w.saturated != 0) {
+                last_window.store(runtime_core::pack({.busy_permille = w.busy_permille,
+                                                      .sleeps = std::max(w.sleeps, 1U),
+                                                      .saturated = 0}),
+                                  std::memory_order_relaxed);
+            }
+        }
         driver_->park(timeout);
     }
     unlist();
+}
+
+void sched_worker::note_load() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - window_start_ < runtime_core::load_window) {
+        return;
+    }
+    // The thread's CPU time (a system call, once per window): what it ran, in user space and in
+    // the kernel (its sends' network work included), not the time it waited for a CPU.
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    const std::int64_t cpu = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    if (window_start_ != std::chrono::steady_clock::time_point{}) {  // else: the first window
+        const std::int64_t wall =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now - window_start_).count();
+        const std::int64_t busy =
+            std::clamp<std::int64_t>((cpu - window_cpu_start_ns_) * 1000 / wall, 0, 1000);
+        const bool saturated = window_sleeps_ == 0 && busy >= runtime_core::spread_busy_permille;
+        saturated_windows_ = saturated ? saturated_windows_ + 1 : 0;
+        last_window.store(runtime_core::pack({.busy_permille = static_cast<unsigned>(busy),
+                                              .sleeps = window_sleeps_,
+                                              .saturated = saturated_windows_}),
+                          std::memory_order_relaxed);
+        rt_.review_io_home();
+    }
+    window_start_ = now;
+    window_cpu_start_ns_ = cpu;
+    window_sleeps_ = 0;
 }
 
 void sched_worker::run() {

@@ -56,6 +56,10 @@ public:
     // runtime::worker_metrics: written by this worker only (load + store, no RMW), read by any.
     std::atomic<std::uint64_t> park_attempts{0};
     std::atomic<std::uint64_t> sleeps{0};
+    /// This worker's last load window (runtime_core::window_load, consolidate_io only):
+    /// runtime_core::pack'ed. Written by this worker at the end of each window, read by
+    /// any worker reviewing the IO home (relaxed: a hint; any value read is safe to act on).
+    std::atomic<std::uint64_t> last_window{0};
     static void bump(std::atomic<std::uint64_t>& c) noexcept {
         c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
@@ -107,6 +111,9 @@ private:
     void park();
 
     auto take_inbox() -> void*;
+    /// consolidate_io: ends the load window if it is load_window old (publishes it in
+    /// last_window, reviews the IO home) and starts the next. Owner only.
+    void note_load() noexcept;
 
     runtime_core& rt_;
     unsigned index_;
@@ -126,6 +133,12 @@ private:
         std::chrono::steady_clock::time_point since{};
     };
     std::vector<sighting> seen_;
+    // The current load window (note_load): when it started, this thread's CPU time then, and
+    // how often it slept since.
+    std::chrono::steady_clock::time_point window_start_{};
+    std::int64_t window_cpu_start_ns_ = 0;
+    unsigned window_sleeps_ = 0;
+    unsigned saturated_windows_ = 0;  // windows in a row without a sleep, nearly all busy
 };
 
 }  // namespace weft::detail

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -350,7 +351,9 @@ TEST_P(tcp, a_receive_stays_armed_when_its_reader_moves_to_another_worker) {
         GTEST_SKIP() << "io_uring only (multishot receive)";
     }
     constexpr int moves = 20;
-    weft::runtime rt{options(2)};
+    auto o = options(2);
+    o.consolidate_io = false;  // no IO home: the rule for a receive nobody moves
+    weft::runtime rt{o};
     std::uint64_t arms = 0;
     rt.block_on([&]() -> weft::task<void> {
         auto l = weft::tcp_listener::bind(loopback()).value();
@@ -1100,6 +1103,209 @@ TEST_P(tcp, multishot_accept_and_receive_take_one_sqe_for_many_completions) {
     // wake-up from another thread; a few of those, never one per completion.
     EXPECT_LT(accept_sqes, static_cast<unsigned long>(n / 2));
     EXPECT_LT(receive_sqes, static_cast<unsigned long>(n / 2));
+}
+
+// ---- IO home (runtime_options::consolidate_io) ----------------------------------------------
+
+auto echo_by_receive(weft::tcp_stream s) -> weft::task<void> {
+    for (;;) {
+        auto b = co_await s.receive();
+        if (!b) {
+            co_return;  // eof
+        }
+        auto w = co_await s.write_all(b->span());
+        if (!w) {
+            co_return;
+        }
+    }
+}
+
+auto accept_and_echo(weft::tcp_listener& l, int n) -> weft::task<void> {
+    co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+        for (int i = 0; i < n; ++i) {
+            s.spawn(echo_by_receive((co_await l.accept()).value()));
+        }
+    });
+}
+
+// One round over plain blocking sockets: each sends `size` bytes made of its index and the round,
+// then reads them back. True if every byte came back, in order.
+auto echo_round(const std::vector<int>& fds, int round, std::size_t size) -> bool {
+    auto pattern = [&](std::size_t i, std::size_t k) {
+        return static_cast<char>((i * 131 + static_cast<std::size_t>(round) * 7 + k * 13) & 0xff);
+    };
+    std::string msg(size, '\0');
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+        for (std::size_t k = 0; k < size; ++k) {
+            msg[k] = pattern(i, k);
+        }
+        for (std::size_t done = 0; done < size;) {
+            const ssize_t n = ::send(fds[i], msg.data() + done, size - done, MSG_NOSIGNAL);
+            if (n <= 0) {
+                return false;
+            }
+            done += static_cast<std::size_t>(n);
+        }
+    }
+    std::string got(size, '\0');
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+        for (std::size_t done = 0; done < size;) {
+            const ssize_t n = ::recv(fds[i], got.data() + done, size - done, 0);
+            if (n <= 0) {
+                return false;
+            }
+            done += static_cast<std::size_t>(n);
+        }
+        for (std::size_t k = 0; k < size; ++k) {
+            if (got[k] != pattern(i, k)) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+auto receives_armed_on(int worker) -> int {
+    return weft::detail::recv_armed_on_worker_for_test[worker].load();
+}
+
+// The IO home moves every stream's multishot receive to the home's ring at its reader's next
+// wait, once per change (forced here: home 0, 1, 0, none, 1, none, 0, 1): a switch from one
+// settled home to the other moves every stream exactly once, more traffic then moves none, and
+// every byte comes back in order. With no home, a receive moves at most once (to the worker its
+// reader runs on). On epoll nothing is armed and nothing moves.
+TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order) {
+    constexpr int conns = 8;
+    const bool uring = GetParam() == weft::io_backend::io_uring;
+    auto o = options(2);
+    o.consolidate_io = true;
+    weft::runtime rt{o};
+    auto set_home = [&](int w) {
+        rt.block_on([](int worker) -> weft::task<void> {
+            weft::detail::force_io_home_for_test(worker);
+            co_return;
+        }(w));
+    };
+    set_home(-1);  // and the automatic choice off
+    std::optional<weft::tcp_listener> l;
+    rt.block_on([&]() -> weft::task<void> {
+        l.emplace(weft::tcp_listener::bind(loopback()).value());
+        co_return;
+    }());
+    auto server = rt.spawn(accept_and_echo(*l, conns));
+    const auto addr = l->local_address().value();
+    std::vector<int> fds;
+    for (int i = 0; i < conns; ++i) {
+        fds.push_back(plain_connect(addr));
+    }
+    int round = 0;
+    ASSERT_TRUE(echo_round(fds, round++, 1024));  // armed wherever their readers first ran
+    const std::uint64_t start = weft::detail::recv_home_moves.load();
+    constexpr int homes[] = {0, 1, 0, -1, 1, -1, 0, 1};
+    int exact_switches = 0;
+    int prev = -1;
+    for (int home : homes) {
+        const std::uint64_t before = weft::detail::recv_home_moves.load();
+        // Settled on the other home (checked below): nothing is moving, all move now.
+        const bool from_the_other = uring && home >= 0 && prev == 1 - home;
+        prev = home;
+        set_home(home);
+        if (uring && home >= 0) {
+            while (receives_armed_on(home) != conns) {
+                ASSERT_TRUE(echo_round(fds, round++, 1024));
+            }
+        } else {
+            ASSERT_TRUE(echo_round(fds, round++, 1024));
+            ASSERT_TRUE(echo_round(fds, round++, 1024));
+        }
+        const std::uint64_t moved = weft::detail::recv_home_moves.load() - before;
+        if (from_the_other) {
+            EXPECT_EQ(moved, static_cast<std::uint64_t>(conns))
+                << "home " << home << " armed " << receives_armed_on(0) << "/"
+                << receives_armed_on(1);
+            ++exact_switches;
+        } else {
+            // After no home, a move begun then (to a thief) may be counted here and be followed
+            // by the move to this home: at most two per stream.
+            EXPECT_LE(moved, static_cast<std::uint64_t>(2 * conns)) << "home " << home;
+        }
+        // Settled: more traffic (up to 16 KiB a message, several chunks) moves nothing.
+        for (std::size_t size : {1024U, 3000U, 16384U}) {
+            ASSERT_TRUE(echo_round(fds, round++, size));
+        }
+        if (home >= 0) {
+            EXPECT_EQ(weft::detail::recv_home_moves.load() - before, moved) << "home " << home;
+        }
+        if (uring && home >= 0) {
+            EXPECT_EQ(receives_armed_on(home), conns);
+            EXPECT_EQ(receives_armed_on(1 - home), 0);
+        }
+    }
+    for (int fd : fds) {
+        ::close(fd);
+    }
+    rt.block_on([&]() -> weft::task<void> {
+        co_await std::move(server);
+        l.reset();
+    }());
+    const std::uint64_t moves = weft::detail::recv_home_moves.load() - start;
+    if (uring) {
+        EXPECT_EQ(exact_switches, 3);  // 0 -> 1 -> 0 and the last 0 -> 1
+        EXPECT_GE(moves, static_cast<std::uint64_t>(3 * conns));
+        // At most one move per stream per change of home.
+        EXPECT_LE(moves, static_cast<std::uint64_t>(std::size(homes) * conns));
+    } else {
+        EXPECT_EQ(moves, 0U);
+    }
+    EXPECT_EQ(receives_armed_on(0) + receives_armed_on(1), 0);
+}
+
+// Chosen by the runtime (no test hook): light traffic (one round trip at a time over 8
+// connections) fits one worker, so a home is chosen and every receive gathers on its ring.
+TEST_P(tcp, light_traffic_gathers_every_receive_on_the_chosen_home) {
+    constexpr int conns = 8;
+    const bool uring = GetParam() == weft::io_backend::io_uring;
+    auto o = options(2);
+    o.consolidate_io = true;
+    weft::runtime rt{o};
+    std::optional<weft::tcp_listener> l;
+    rt.block_on([&]() -> weft::task<void> {
+        l.emplace(weft::tcp_listener::bind(loopback()).value());
+        co_return;
+    }());
+    auto server = rt.spawn(accept_and_echo(*l, conns));
+    std::vector<int> fds;
+    for (int i = 0; i < conns; ++i) {
+        fds.push_back(plain_connect(l->local_address().value()));
+    }
+    auto home = [&] {
+        return rt.block_on(
+            []() -> weft::task<int> { co_return weft::detail::current_io_home().worker; }());
+    };
+    // Until the runtime chose a home and (io_uring) every receive is armed there; the watchdog
+    // fails the test if it never does.
+    int round = 0;
+    for (;;) {
+        ASSERT_TRUE(echo_round(fds, round++, 512));
+        const int h = home();
+        if (h >= 0 && (!uring || receives_armed_on(h) == conns)) {
+            break;
+        }
+    }
+    const std::uint64_t moves = weft::detail::recv_home_moves.load();
+    for (int i = 0; i < 20; ++i) {
+        ASSERT_TRUE(echo_round(fds, round++, 512));
+    }
+    if (home() >= 0) {  // (still light: nothing spread them)
+        EXPECT_EQ(weft::detail::recv_home_moves.load(), moves) << "moved again while settled";
+    }
+    for (int fd : fds) {
+        ::close(fd);
+    }
+    rt.block_on([&]() -> weft::task<void> {
+        co_await std::move(server);
+        l.reset();
+    }());
 }
 
 WEFT_TEST_ON_BOTH_BACKENDS(tcp);

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -10,10 +11,12 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime_core.hpp"
 #include "sync/announce_parked.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
 #include "weft/sched/cpu_count.hpp"
+#include "weft/sched/detail/io_home.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
@@ -254,6 +257,65 @@ TEST(runtime, driver_setup_failure_is_thrown_by_the_constructor) {
         return weft::make_futex_driver();
     };
     EXPECT_THROW(weft::runtime rt{o}, std::system_error);
+}
+
+// ---- IO home (runtime_options::consolidate_io; the receives' side is in tests/io) ---------
+
+TEST(runtime, io_home_rules_gather_on_the_busiest_and_spread_only_after_saturated_windows) {
+    using core = weft::detail::runtime_core;
+    using w = core::window_load;
+    // No home: the busiest, when together they fit one CPU and each ran out of work.
+    EXPECT_EQ(core::next_io_home(-1, {w{300, 5, 0}, w{400, 3, 0}}), 1);
+    EXPECT_EQ(core::next_io_home(-1, {w{500, 5, 0}, w{500, 3, 0}}), 0);
+    EXPECT_EQ(core::next_io_home(-1, {w{600, 5, 0}, w{500, 3, 0}}), -1);  // 1.1 CPUs
+    EXPECT_EQ(core::next_io_home(-1, {w{300, 0, 0}, w{100, 3, 0}}), -1);  // one never slept
+    EXPECT_EQ(core::next_io_home(-1, {w{0, 0, 0}, w{0, 0, 0}}), -1);      // nothing published
+    // A home stays while it sleeps, whatever the others do; it goes after spread_windows
+    // saturated windows in a row.
+    EXPECT_EQ(core::next_io_home(0, {w{700, 3, 0}, w{700, 0, 9}}), 0);
+    EXPECT_EQ(core::next_io_home(1, {w{100, 9, 0}, w{990, 0, core::spread_windows - 1}}), 1);
+    EXPECT_EQ(core::next_io_home(1, {w{100, 9, 0}, w{990, 0, core::spread_windows}}), -1);
+    const w x{.busy_permille = 1000, .sleeps = 123456, .saturated = 7};
+    const w y = core::unpack(core::pack(x));
+    EXPECT_EQ(y.busy_permille, x.busy_permille);
+    EXPECT_EQ(y.sleeps, x.sleeps);
+    EXPECT_EQ(y.saturated, x.saturated);
+}
+
+// Two workers that wake for a little work and sleep again (light load) choose a home; without
+// the option nobody reads one.
+TEST(runtime, light_load_chooses_an_io_home_when_enabled) {
+    for (const bool enabled : {true, false}) {
+        // (A driver of its own: consolidate_io applies to runtimes with a reactor.)
+        weft::runtime rt{{.workers = 2,
+                          .make_driver = [](unsigned) { return weft::make_futex_driver(); },
+                          .consolidate_io = enabled}};
+        // Enabled: until a review has chosen (the watchdog bounds it); each timer wakes the
+        // worker, so its load windows end and are reviewed. Disabled: 100 rounds of it.
+        const int rounds = enabled ? std::numeric_limits<int>::max() : 100;
+        const auto got = rt.block_on([](int rounds) -> weft::task<std::pair<std::uint64_t, bool>> {
+            co_await weft::with_scope([rounds](weft::scope& s) -> weft::task<void> {
+                for (unsigned i = 0; i < 2; ++i) {
+                    s.spawn([](unsigned w, int rounds) -> weft::task<void> {
+                        co_await weft::switch_to_worker(w);
+                        for (int n = 0; weft::detail::io_home_changes() == 0 && n < rounds; ++n) {
+                            (void)co_await weft::sleep_for(std::chrono::milliseconds(1));
+                        }
+                    }(i, rounds));
+                }
+                co_return;
+            });
+            co_return std::pair{weft::detail::io_home_changes(),
+                                weft::detail::current_io_home().enabled};
+        }(rounds));
+        if (enabled) {
+            EXPECT_GE(got.first, 1U);
+            EXPECT_TRUE(got.second);
+        } else {
+            EXPECT_EQ(got.first, 0U);
+            EXPECT_FALSE(got.second);
+        }
+    }
 }
 
 }  // namespace
