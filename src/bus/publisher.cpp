@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "weft/bus/errc.hpp"
-#include "weft/sched/yield.hpp"
 
 namespace weft::bus {
 
@@ -77,7 +76,7 @@ auto publisher::begin(envelope& env, bool awaited, bool have_unit, std::uint32_t
     }
     s.awaited = awaited;
     s.outcome.reset();
-    s.state.store(slot_waiting, std::memory_order_relaxed);  // published by start's hand-off
+    s.state.store(slot_pending, std::memory_order_relaxed);  // published by start's hand-off
     return {};
 }
 
@@ -125,15 +124,26 @@ void publisher::complete(std::uint32_t index, result<ack> outcome) noexcept {
     slot& s = slots_[index];
     if (s.awaited) {
         s.outcome.emplace(std::move(outcome));
-        int expected = slot_waiting;
-        // acq_rel: release publishes outcome to the task's acquire; acquire (on failure) sees
-        // the task's abandonment before we free its slot.
-        if (s.state.compare_exchange_strong(expected, slot_completed, std::memory_order_acq_rel)) {
-            s.done.set();
-            return;
+        int seen = s.state.load(std::memory_order_acquire);
+        for (;;) {
+            if (seen == slot_abandoned) {  // the task was stopped and left: the slot is ours
+                s.outcome.reset();
+                end_awaited(index);
+                return;
+            }
+            if (s.state.compare_exchange_weak(seen, slot_completed, std::memory_order_acq_rel,
+                                              std::memory_order_acquire)) {
+                break;
+            }
         }
-        s.outcome.reset();
-        end_awaited(index);
+        if (seen == slot_waiting) {
+            // Only we may resume it now (the stop callback finds it completed). Copy out first:
+            // once resumed the task may end on another thread.
+            const ack_awaiter* w = s.waiter;
+            const std::coroutine_handle<> h = w->handle;
+            const weft::detail::waiter_home home = w->home;
+            weft::detail::resume_waiter(h, home);
+        }
         return;
     }
     publish_result r{s.id, std::move(s.key), std::move(outcome)};
@@ -172,29 +182,31 @@ auto publisher::publish(envelope env) -> task<result<ack>> {
     }
     start(std::move(env), index);
     slot& s = slots_[index];
-    for (;;) {
-        if (auto w = co_await s.done.wait(); w) {
-            if (s.state.load(std::memory_order_acquire) == slot_completed) {
-                break;
-            }
-            continue;
-        }
-        int expected = slot_waiting;
-        if (s.state.compare_exchange_strong(expected, slot_abandoned, std::memory_order_acq_rel)) {
-            co_return std::errc::operation_canceled;  // the sink frees the slot when it comes
-        }
-        // Completed as we were cancelled: the sink is about to set (or has set) `done`. Take
-        // that set before reusing the slot, so no set lands on a later user of it. The wait
-        // takes a set signal even when stopped, so this loop ends as soon as set() has run.
-        while (!(co_await s.done.wait())) {
-            co_await yield();
-        }
-        break;
+    const bool completed = co_await ack_awaiter{s};
+    if (!completed) {
+        co_return std::errc::operation_canceled;  // the sink frees the slot when it comes
     }
     result<ack> out = std::move(*s.outcome);
     s.outcome.reset();
     end_awaited(index);
     co_return out;
+}
+
+void publisher::ack_awaiter::on_stop(weft::detail::stop_callback_node* n) noexcept {
+    auto* self = static_cast<ack_awaiter*>(n);
+    std::atomic<int>& state = self->slot_->state;
+    int seen = state.load(std::memory_order_acquire);
+    while (seen == slot_pending || seen == slot_waiting) {
+        if (state.compare_exchange_weak(seen, slot_abandoned, std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
+            if (seen == slot_waiting) {  // suspended: resume it; else await_suspend sees it
+                self->abandoned_ = true;
+                weft::detail::resume_waiter(self->handle, self->home);
+            }
+            return;
+        }
+    }
+    // completed: the sink resumes it (or it never suspended)
 }
 
 auto publisher::start_async(envelope&& env, bool have_unit) -> result<message_id> {

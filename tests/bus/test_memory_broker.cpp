@@ -1,9 +1,13 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
+#include <cstdio>
 
 #include "conformance.hpp"
 #include "weft/bus/memory_broker.hpp"
+#include "weft/core/scope.hpp"
+#include "weft/sched/yield.hpp"
 
 namespace {
 
@@ -109,6 +113,112 @@ TEST(memory_broker, close_wakes_a_publish_waiting_at_the_bound) {
             ++read;
         }
         EXPECT_EQ(read, 3);
+    }());
+}
+
+// An awaited publish whose task is stopped returns operation_canceled at once; the message
+// stays with the broker, and its ack, when it comes, frees the slot and the unit (nothing
+// waits for it any more).
+TEST(memory_broker, stopped_awaited_publish_is_canceled_and_its_late_ack_frees_the_slot) {
+    memory_broker b;
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = 2}};
+        auto make = [] {
+            envelope e;
+            e.topic = "t";
+            return e;
+        };
+        b.pause();
+        std::error_code stopped;
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                auto r = co_await pub.publish(make());
+                stopped = r ? std::error_code{} : r.error();
+            });
+            while (pub.in_flight() < 1) {
+                co_await weft::yield();
+            }
+            s.request_stop();
+            co_return;
+        });
+        EXPECT_EQ(stopped, std::errc::operation_canceled);
+        EXPECT_EQ(pub.in_flight(), 1);  // the broker still holds it
+        EXPECT_EQ(b.stored("t"), 0U);
+        b.resume();
+        EXPECT_EQ(pub.in_flight(), 0);
+        EXPECT_EQ(b.stored("t"), 1U);  // stopping the wait does not take the message back
+        EXPECT_TRUE(pub.try_publish_async(make()));  // both units are free again
+        EXPECT_TRUE(pub.try_publish_async(make()));
+        EXPECT_EQ(pub.try_publish_async(make()).error(), std::errc::operation_would_block);
+        for (int i = 0; i < 2; ++i) {
+            EXPECT_TRUE((co_await pub.results().recv()).value().outcome);
+        }
+        (co_await pub.close()).value();
+    }());
+}
+
+// Stops racing acks on two workers: each stopped publish either has its ack (ok) or returns
+// operation_canceled, and either way its slot and unit come back (flush returns, the whole
+// bound is free afterwards). Every message is stored once.
+TEST(memory_broker, awaited_publishes_stopped_while_their_acks_arrive_lose_no_slot) {
+    memory_broker b;
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        constexpr int tasks = 8;
+        constexpr int rounds = 200;
+        publisher pub{b, {.max_pending = tasks}};
+        auto make = [] {
+            envelope e;
+            e.topic = "t";
+            return e;
+        };
+        std::atomic<int> acked{0};
+        std::atomic<int> canceled{0};
+        std::atomic<int> failed{0};
+        for (int round = 0; round < rounds; ++round) {
+            b.pause();
+            co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+                for (int t = 0; t < tasks; ++t) {
+                    s.spawn([&]() -> weft::task<void> {
+                        auto r = co_await pub.publish(make());
+                        if (r) {
+                            acked.fetch_add(1, std::memory_order_relaxed);
+                        } else if (r.error() == std::errc::operation_canceled) {
+                            canceled.fetch_add(1, std::memory_order_relaxed);
+                        } else {
+                            failed.fetch_add(1, std::memory_order_relaxed);
+                        }
+                    });
+                }
+                while (pub.in_flight() < tasks) {
+                    co_await weft::yield();
+                }
+                s.spawn([&]() -> weft::task<void> {  // a thief may run it beside the stop
+                    b.resume();
+                    co_return;
+                });
+                s.request_stop();
+                co_return;
+            });
+            b.resume();  // in case the stopped scope's resume task did not run
+            (co_await pub.flush()).value();
+            EXPECT_EQ(pub.in_flight(), 0);
+        }
+        EXPECT_EQ(acked.load() + canceled.load(), tasks * rounds);
+        EXPECT_EQ(failed.load(), 0);
+        EXPECT_GT(canceled.load(), 0);
+        EXPECT_EQ(b.stored("t"), std::uint64_t{tasks} * rounds);
+        for (int i = 0; i < tasks; ++i) {
+            EXPECT_TRUE(pub.try_publish_async(make()));
+        }
+        EXPECT_EQ(pub.try_publish_async(make()).error(), std::errc::operation_would_block);
+        for (int i = 0; i < tasks; ++i) {
+            EXPECT_TRUE((co_await pub.results().recv()).value().outcome);
+        }
+        (co_await pub.close()).value();
+        std::printf("stopped awaited publishes: %d acked, %d canceled\n", acked.load(),
+                    canceled.load());
     }());
 }
 

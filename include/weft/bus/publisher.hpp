@@ -18,7 +18,6 @@
 #include "weft/core/task.hpp"
 #include "weft/sync/channel.hpp"
 #include "weft/sync/detail/waiter.hpp"
-#include "weft/sync/event.hpp"
 
 namespace weft::bus {
 
@@ -48,7 +47,8 @@ struct publish_result {
 ///   publish_async must read results(), or it stops at max_pending.
 /// - Acks are completed without a task or thread per message: max_pending completion slots are
 ///   allocated up front; the backend writes an outcome into a slot (any thread) and the slot
-///   hands it to the results channel or wakes the one task awaiting it.
+///   hands it to the results channel or to the one task awaiting it (one atomic exchange each
+///   side; a task whose ack came while it was still publishing never suspends).
 /// - Cost per message: the bound, the slots and the in-flight count share one lock, taken once
 ///   when a publish starts and once when it ends (an awaited publish), or when it ends and when
 ///   its result is read (publish_async); no allocation (the ack's stream name is shared).
@@ -131,21 +131,72 @@ public:
     [[nodiscard]] auto max_pending() const noexcept -> std::uint32_t { return max_pending_; }
 
 private:
-    /// One message in flight. States of `state` (awaited publishes only): waiting (the task
-    /// waits on `done`), completed (the sink stored `outcome`), abandoned (the task was
-    /// cancelled: the sink frees the slot). The exchange on `state` decides the race between
-    /// the sink and a cancellation; its release publishes `outcome` to the task's acquire.
+    class ack_awaiter;
+    /// One message in flight. `state` (awaited publishes only) moves, by compare-exchange:
+    ///   pending -> completed   the sink stored `outcome` before the task looked (an inline
+    ///                          completion: the task then never suspends)
+    ///   pending -> waiting     the task suspended; `waiter` names its awaiter
+    ///   waiting -> completed   the sink stored `outcome` and resumes the task
+    ///   pending|waiting -> abandoned   the task was stopped: it returns operation_canceled
+    ///                          and the sink, when the outcome comes, frees the slot
+    /// Each side makes one exchange and whoever comes second acts (resumes, or frees): no lock
+    /// and no event per message. Release on every exchange publishes what was written before it
+    /// (`outcome` by the sink, `waiter` by the task) to the other side's acquire.
     struct slot {
         message_id id;
         std::string key;  // publish_async only
         bool awaited = false;
         std::optional<result<ack>> outcome;
         std::atomic<int> state{0};
-        event done{event::reset_mode::automatic};
+        ack_awaiter* waiter = nullptr;  // valid while state == waiting
     };
-    static constexpr int slot_waiting = 0;
+    static constexpr int slot_pending = 0;
     static constexpr int slot_completed = 1;
-    static constexpr int slot_abandoned = 2;
+    static constexpr int slot_waiting = 2;
+    static constexpr int slot_abandoned = 3;
+
+    /// An awaited publish's wait for its outcome (see slot). `co_await` -> true: the outcome is
+    /// in the slot; false: stopped first (the slot is no longer the task's). The stop callback
+    /// (any thread) takes pending or waiting to abandoned; it resumes the task only if it was
+    /// waiting, since a task still in await_suspend finds the abandonment itself.
+    class [[nodiscard]] ack_awaiter : public weft::detail::wait_sync {
+    public:
+        explicit ack_awaiter(slot& s) noexcept : wait_sync(&ack_awaiter::on_stop), slot_(&s) {}
+        ack_awaiter(const ack_awaiter&) = delete;
+        auto operator=(const ack_awaiter&) -> ack_awaiter& = delete;
+
+        auto await_ready() const noexcept -> bool {
+            return slot_->state.load(std::memory_order_acquire) == slot_completed;
+        }
+        template <typename P>
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) noexcept -> bool {
+            slot& s = *slot_;
+            int seen = slot_pending;
+            if (!begin(h)) {  // stop already requested: abandon unless completed meanwhile
+                abandoned_ = s.state.compare_exchange_strong(
+                    seen, slot_abandoned, std::memory_order_acq_rel, std::memory_order_acquire);
+                return false;
+            }
+            s.waiter = this;
+            if (s.state.compare_exchange_strong(seen, slot_waiting, std::memory_order_acq_rel,
+                                                std::memory_order_acquire)) {
+                return true;  // NOTE: from here the sink or the stop callback may resume us
+            }
+            abandoned_ = seen == slot_abandoned;  // else completed
+            return false;
+        }
+        auto await_resume() noexcept -> bool {
+            end();  // after this no stop callback runs or will run
+            return !abandoned_;
+        }
+
+    private:
+        friend class publisher;
+        static void on_stop(weft::detail::stop_callback_node* n) noexcept;
+
+        slot* slot_;
+        bool abandoned_ = false;  // written before the task resumes, by whoever resumes it
+    };
 
     /// Waits for a unit of the bound (at the bound): granted by release_unit / end, or by
     /// close (which grants every waiter one; it then finds the publisher closed).
