@@ -172,7 +172,9 @@ auto server::listen(socket_address addr) -> task<result<void>> {
     const unsigned n = per_core ? rt->workers : 1;
     std::vector<tcp_listener> ls;
     for (unsigned i = 0; i < n; ++i) {
-        auto l = tcp_listener::bind(addr, {.backlog = 4096, .reuse_port = per_core});
+        auto l = tcp_listener::bind(
+            addr,
+            {.backlog = 4096, .reuse_port = per_core, .defer_accept = st_->opts.defer_accept});
         if (!l) {
             co_return l.error();
         }

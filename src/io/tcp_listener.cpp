@@ -72,6 +72,12 @@ auto tcp_listener::bind(socket_address addr, listen_options opts) -> result<tcp_
     if (opts.reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
         return detail::errno_code();
     }
+    if (opts.defer_accept.count() > 0) {
+        const int secs = static_cast<int>(opts.defer_accept.count());
+        if (::setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs)) != 0) {
+            return detail::errno_code();
+        }
+    }
     if (::bind(fd, addr.data(), addr.size()) != 0 || ::listen(fd, opts.backlog) != 0) {
         return detail::errno_code();
     }

@@ -705,6 +705,44 @@ TEST_P(server_test, a_connection_per_request_arms_no_receive_and_ends_with_eof) 
     }());
 }
 
+// listen() defers accepting a connection until its first bytes arrive (TCP_DEFER_ACCEPT): a
+// client that connects and says nothing is not accepted (within the 30 s deferral here) while
+// one that sends its request is answered; once the first sends too, it is accepted and answered.
+TEST_P(server_test, listen_accepts_a_connection_once_its_request_arrives) {
+    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
+    ro.stealing = std::get<1>(GetParam());
+    runtime rt{ro};
+    rt.block_on([&]() -> task<void> {
+        event bound;
+        socket_address addr;
+        server_options o;
+        o.defer_accept = std::chrono::seconds{30};
+        o.on_listening = [&](const socket_address& a) {
+            addr = a;
+            bound.set();
+        };
+        server srv{std::move(o)};
+        hello_routes(srv);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn([&]() -> task<void> {
+                auto r = co_await srv.listen(socket_address::parse("127.0.0.1", 0).value());
+                EXPECT_TRUE(r.has_value()) << r.error().message();
+            });
+            (co_await bound.wait()).value();
+            auto silent = (co_await client::connect(addr)).value();  // connected, says nothing
+            auto talker = (co_await client::connect(addr)).value();
+            auto r = (co_await talker.get("/")).value();
+            EXPECT_EQ(r.status, 200);
+            EXPECT_EQ(srv.stats().accepted, 1U);  // the silent one waits in the kernel
+            r = (co_await silent.get("/")).value();
+            EXPECT_EQ(r.status, 200);
+            EXPECT_EQ(r.body, "Hello, World!"sv);
+            EXPECT_EQ(srv.stats().accepted, 2U);
+            co_await srv.shutdown();
+        });
+    }());
+}
+
 // A handler's req.peer() is the client's address (asked of the kernel when first wanted).
 TEST_P(server_test, peer_is_the_clients_address) {
     run(
