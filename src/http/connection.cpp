@@ -14,8 +14,10 @@
 
 #include "server_state.hpp"
 #include "weft/core/scope.hpp"
+#include "weft/io/buffer.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/file.hpp"
+#include "weft/io/reactor.hpp"
 
 // NOTE: every co_await here is a statement of its own, never inside an `if` or `while`
 // condition: built by g++ 12, the watchdog's `if (!co_await deadline_.wait()) co_return;`
@@ -160,16 +162,14 @@ auto http_date() noexcept -> std::string_view {
     return {d.text, d.len};
 }
 
-auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s, socket_address peer)
-    -> task<void> {
-    connection c{*st, s, peer};
+auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void> {
+    connection c{*st, s};
     co_await c.run();
 }
 
-connection::connection(server::state& st, tcp_stream& s, const socket_address& peer) noexcept
+connection::connection(server::state& st, tcp_stream& s) noexcept
     : st_(st),
       s_(s),
-      peer_(peer),
       watch_period_(std::max(std::chrono::milliseconds{1},
                              std::min({st.opts.header_timeout, st.opts.body_timeout,
                                        st.opts.send_timeout, st.opts.keep_alive_timeout}))) {}
@@ -186,6 +186,17 @@ void connection::give_back_state() noexcept {
     if (receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed)) {
         counts->states_held.fetch_sub(1, std::memory_order_relaxed);
     }
+}
+
+auto connection::peer() noexcept -> const socket_address& {
+    if (!peer_known_) {
+        peer_known_ = true;
+        auto a = s_.peer_address();
+        if (a) {
+            peer_ = *a;
+        }
+    }
+    return peer_;
 }
 
 void connection::set_deadline(std::chrono::milliseconds d) noexcept { deadline_.expires_after(d); }
@@ -275,6 +286,37 @@ auto connection::fill() -> task<result<void>> {
         }
     }
     co_return result<void>{};
+}
+
+// A new connection's first bytes, read at once on io_uring when they are already there (a
+// client that sends its request as it connects: ab, curl, a browser; by the time the worker
+// runs the new connection they have mostly arrived). nullopt: nothing yet, wait in receive().
+// A connection that gets its one request this way and closes after the response never arms
+// the stream's multishot receive (a poll in the kernel, and on close a cancel and a completion
+// to reap before the socket is released). On epoll, receive() reads first anyway.
+auto connection::receive_first() -> std::optional<result<bytes>> {
+    if (current_io_backend() != io_backend::io_uring) {
+        return std::nullopt;
+    }
+    constexpr std::size_t chunk = 4096;  // what a receive() gives at most
+    buffer b{chunk};
+    for (;;) {
+        const ssize_t n = ::recv(s_.native_handle(), b.prepare(chunk).data(), chunk, MSG_DONTWAIT);
+        if (n > 0) {
+            b.commit(static_cast<std::size_t>(n));
+            return result<bytes>(std::move(b).freeze());
+        }
+        if (n == 0) {
+            return result<bytes>(make_error_code(io_errc::eof));
+        }
+        if (errno == EINTR) {
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            return std::nullopt;
+        }
+        return result<bytes>(std::error_code(errno, std::system_category()));
+    }
 }
 
 void connection::add_out(std::string_view s) {
@@ -483,12 +525,14 @@ auto connection::body_read_all() -> task<result<std::string>> {
     co_return true;
 }
 
-// The pending output (this response's head, and any pipelined responses before it) goes from
-// here with MSG_MORE when the socket takes all of it, as it nearly always does (a few hundred
-// bytes), so that the head leaves in the first segment of the file's data instead of a segment
-// of its own that the client wakes up for (nginx gets the same with tcp_nopush: TCP_CORK, two
-// setsockopt calls per response). What the socket does not take goes through flush().
-void connection::send_head_more() noexcept {
+// The pending output goes from here, in one sendmsg on this thread, when the socket takes it
+// (it nearly always takes all of a few hundred bytes); what it does not take goes through
+// flush(). Two uses: a file's head with MSG_MORE, so that it leaves in the first segment of
+// the file's data instead of a segment of its own that the client wakes up for (nginx gets the
+// same with tcp_nopush: TCP_CORK, two setsockopt calls per response); and the last response of
+// a connection that closes, which on io_uring would otherwise wait for a round through the ring
+// (a suspension and a completion) just before the close.
+void connection::send_now(int flags) noexcept {
     iovec iov[16];
     const std::size_t n = rs_->segs.size();
     if (n == 0 || n > std::size(iov)) {
@@ -504,8 +548,7 @@ void connection::send_head_more() noexcept {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = n;
-    const ssize_t sent =
-        ::sendmsg(s_.native_handle(), &msg, MSG_MORE | MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t sent = ::sendmsg(s_.native_handle(), &msg, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
     if (sent <= 0) {
         return;  // EAGAIN or an error: flush() waits for the socket or reports the error
     }
@@ -536,7 +579,7 @@ void connection::send_head_more() noexcept {
 
 [[gnu::noinline]] auto connection::send_file(file_body& f) -> task<result<void>> {
     if (f.length > 0) {
-        send_head_more();
+        send_now(MSG_MORE);
     }
     if (auto r = co_await flush(); !r) {
         co_return r;
@@ -732,21 +775,28 @@ auto connection::serve() -> task<void> {
             if (st_.draining.load(std::memory_order_seq_cst)) {
                 co_return;
             }
-            auto got = co_await s_.receive();
+            std::optional<result<bytes>> got;
+            if (fresh_) {
+                fresh_ = false;
+                got = receive_first();
+            }
+            if (!got) {  // (no co_await in a conditional expression: g++ 12 loses its value)
+                got = co_await s_.receive();
+            }
             phase expected = phase::idle;
             if (!state.compare_exchange_strong(expected, phase::busy, std::memory_order_seq_cst)) {
                 co_return;  // the drain closed this idle connection
             }
-            if (!got) {
+            if (!*got) {
                 co_return;  // closed by the client between requests, reset, timeout
             }
             receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed);
             if (counts != nullptr) {
                 counts->receives.fetch_add(1, std::memory_order_relaxed);
-                counts->bytes.fetch_add(got->size(), std::memory_order_relaxed);
+                counts->bytes.fetch_add((*got)->size(), std::memory_order_relaxed);
                 counts->states_held.fetch_add(1, std::memory_order_relaxed);
             }
-            block_ = std::move(*got);
+            block_ = std::move(**got);
             rs_ = take_request_state(st_.opts.limits);
         }
         const auto more = co_await serve_request();
@@ -790,7 +840,7 @@ auto connection::serve() -> task<void> {
     head_request_ = head.method() == method::head;
 
     // ---- route, body framing, handler ---------------------------------------------
-    request req{&head, &peer_, this};
+    request req{&head, nullptr, this};  // peer(): asked of the connection when wanted
     const router::match m = st_.routes.find(head.method_name(), head.path(), req);
     rs_->body_limits = o.limits;
     if (m.options != nullptr && m.options->body_limit) {
@@ -844,8 +894,11 @@ auto connection::serve() -> task<void> {
     const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
     const auto ok8 = co_await send(r, keep);
     if (!ok8) {
+        // The last response: sent at once (a fresh socket takes a few hundred bytes whole),
+        // and closed without a shutdown first: with nothing left unread, close sends the FIN
+        // (and with bytes unread it resets, shutdown or not).
+        send_now(0);
         (void)co_await flush();
-        (void)s_.shutdown_write();
         co_return false;
     }
     // ---- pipelining: answer what is already here before writing -------------------
@@ -877,5 +930,9 @@ auto body_reader::received() const noexcept -> std::uint64_t {
     return c_ != nullptr ? c_->body_received() : 0;
 }
 auto body_reader::done() const noexcept -> bool { return c_ == nullptr || c_->body_done(); }
+
+auto request::peer() const noexcept -> const socket_address& {
+    return body_.c_ != nullptr ? body_.c_->peer() : *peer_;
+}
 
 }  // namespace weft::http

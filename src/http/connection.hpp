@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,12 +82,11 @@ public:
     enum class phase : std::uint8_t { busy, idle, closing };
 
     /// Serves an accepted socket until it closes; never throws. The one frame of this task
-    /// holds the connection (run() is placed inside it) and the stream and address it uses.
-    static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s, socket_address peer)
-        -> task<void>;
+    /// holds the connection (run() is placed inside it) and the stream it uses.
+    static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void>;
 
-    /// `s` and `peer` are the caller's and must outlive the connection.
-    connection(server::state& st, tcp_stream& s, const socket_address& peer) noexcept;
+    /// `s` is the caller's and must outlive the connection.
+    connection(server::state& st, tcp_stream& s) noexcept;
     connection(const connection&) = delete;
     auto operator=(const connection&) -> connection& = delete;
     ~connection();
@@ -101,6 +101,10 @@ public:
         return rs_->body.received();
     }
     [[nodiscard]] auto body_done() const noexcept -> bool { return rs_->body.done(); }
+    /// The client's address, asked of the kernel when a handler first wants it (getpeername):
+    /// most never do, and a connection that serves one request would spend a system call on
+    /// it. An address the kernel cannot give (the client gone) is the empty socket_address.
+    auto peer() noexcept -> const socket_address&;
 
     // For the server's drain (under the server's lock).
     std::atomic<phase> state{phase::busy};
@@ -131,7 +135,8 @@ private:
     void give_back_state() noexcept;  // rs_ back to the thread's cache; rs_ = nullptr
     auto finish_body() -> task<bool>;
     auto send(response& r, bool keep) -> task<bool>;
-    void send_head_more() noexcept;  // the pending output with MSG_MORE, when it fits
+    void send_now(int flags) noexcept;  // the pending output in one sendmsg, if it fits
+    auto receive_first() -> std::optional<result<bytes>>;
     auto send_file(file_body& f) -> task<result<void>>;
     auto send_stream(stream_body& body, bool chunked) -> task<bool>;
     auto reject(int status, std::string_view why) -> task<void>;
@@ -141,7 +146,7 @@ private:
 
     server::state& st_;
     tcp_stream& s_;
-    const socket_address& peer_;
+    socket_address peer_;  // when peer_known_
     deadline_timer deadline_;
     std::chrono::milliseconds watch_period_;  // the shortest timeout: the watchdog's longest wait
 
@@ -152,6 +157,8 @@ private:
     std::size_t pos_ = 0;
 
     bool in_carry_ = false;
+    bool fresh_ = true;  // nothing received yet
+    bool peer_known_ = false;
     bool continue_pending_ = false;  // 100 Continue owed before the first body read
     bool head_request_ = false;
     bool close_ = false;      // close after the current response

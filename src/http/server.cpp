@@ -93,8 +93,8 @@ void server::state::leave(detail::connection* c) {
                 c->next->prev = c->prev;
             }
         }
-        --open;
-        if (open == 0 && draining.load(std::memory_order_relaxed)) {
+        if (open.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+            draining.load(std::memory_order_relaxed)) {
             drained.set();
         }
     }
@@ -123,10 +123,7 @@ auto server::stats() const noexcept -> server_stats {
     s.rejected = st_->rejected.load(std::memory_order_relaxed);
     s.timed_out = st_->timed_out.load(std::memory_order_relaxed);
     s.writes = st_->writes.load(std::memory_order_relaxed);
-    {
-        std::lock_guard lock(st_->mu);
-        s.open = st_->open;
-    }
+    s.open = st_->open.load(std::memory_order_relaxed);
     return s;
 }
 
@@ -156,14 +153,9 @@ auto server::serve(tcp_listener& l) -> task<void> {
                     }
                     continue;  // a connection aborted before it was accepted, and the like
                 }
-                auto addr = c->peer_address();
-                const socket_address peer = addr ? *addr : socket_address{};
                 st->accepted.fetch_add(1, std::memory_order_relaxed);
-                {
-                    std::lock_guard lock(st->mu);
-                    ++st->open;
-                }
-                conns.spawn(detail::connection::serve_socket(st, std::move(*c), peer));
+                st->open.fetch_add(1, std::memory_order_seq_cst);
+                conns.spawn(detail::connection::serve_socket(st, std::move(*c)));
             }
             std::lock_guard lock(st->mu);
             std::erase(st->acceptors, &acceptor.stop());
@@ -180,7 +172,9 @@ auto server::listen(socket_address addr) -> task<result<void>> {
     const unsigned n = per_core ? rt->workers : 1;
     std::vector<tcp_listener> ls;
     for (unsigned i = 0; i < n; ++i) {
-        auto l = tcp_listener::bind(addr, {.backlog = 4096, .reuse_port = per_core});
+        auto l = tcp_listener::bind(
+            addr,
+            {.backlog = 4096, .reuse_port = per_core, .defer_accept = st_->opts.defer_accept});
         if (!l) {
             co_return l.error();
         }
@@ -223,7 +217,7 @@ auto server::shutdown() -> task<void> {
                 c->stop->request_stop();  // idle keep-alive: close it now
             }
         }
-        wait = st->open > 0;
+        wait = st->open.load(std::memory_order_seq_cst) > 0;
         if (!wait) {
             st->drained.set();
         }

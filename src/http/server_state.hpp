@@ -36,9 +36,14 @@ struct server::state {
     std::atomic<std::uint64_t> timed_out{0};
     std::atomic<std::uint64_t> writes{0};
     std::atomic<bool> draining{false};
+    // Connections accepted and not yet ended: added by the acceptor without the lock (one
+    // locked add per connection), taken away in leave() under mu, where shutdown() reads it,
+    // so that the last leave() of a drain sees draining and sets `drained`. An acceptor's add
+    // that shutdown() does not see yet is a connection that enter() then refuses (draining),
+    // and its leave() sets `drained` again: no connection is left uncounted.
+    std::atomic<std::uint64_t> open{0};
 
-    std::mutex mu;  // guards what follows
-    std::uint64_t open = 0;
+    std::mutex mu;                        // guards what follows
     detail::connection* conns = nullptr;  // registered connections (intrusive list)
     std::vector<stop_state*> acceptors;
     event drained;  // set once draining and no connection is open

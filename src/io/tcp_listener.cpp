@@ -66,8 +66,17 @@ auto tcp_listener::bind(socket_address addr, listen_options opts) -> result<tcp_
     l.h_.reset(new detail::epoll_socket(fd));
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    // Linux copies a listener's TCP_NODELAY into every socket it accepts: set once here, it
+    // costs no setsockopt per connection (test_http_server checks the accepted sockets).
+    detail::set_nodelay(fd);
     if (opts.reuse_port && ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0) {
         return detail::errno_code();
+    }
+    if (opts.defer_accept.count() > 0) {
+        const int secs = static_cast<int>(opts.defer_accept.count());
+        if (::setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &secs, sizeof(secs)) != 0) {
+            return detail::errno_code();
+        }
     }
     if (::bind(fd, addr.data(), addr.size()) != 0 || ::listen(fd, opts.backlog) != 0) {
         return detail::errno_code();
@@ -120,8 +129,8 @@ auto tcp_listener::accept() -> task<result<tcp_stream>> {
             }
         }
         if (fd >= 0) {
-            detail::set_nodelay(fd);
-            co_return tcp_stream(fd);
+            // Accepted with SOCK_NONBLOCK and the listener's TCP_NODELAY: no system call here.
+            co_return tcp_stream(fd, tcp_stream::nonblocking_fd{});
         }
         if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
             // Out of descriptors or memory: the connection waits in the backlog. Sleep (no busy

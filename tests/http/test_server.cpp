@@ -4,16 +4,21 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "http/rejection_table.hpp"
+#include "multishot.hpp"  // src/io: multishot_arms
 #include "weft/core/scope.hpp"
 #include "weft/http.hpp"
 #include "weft/io/error.hpp"
@@ -635,6 +640,158 @@ TEST_P(server_test, listen_binds_and_serves_until_shutdown) {
             EXPECT_EQ(srv.stats().accepted, 16U);
             clients.clear();
             co_await srv.shutdown();  // listen() returns once every listener and connection ended
+        });
+    }());
+}
+
+// ab's shape (HTTP/1.0, a connection per request): every request answered and the connection
+// closed by the server with a FIN (eof, not a reset). The requests are in the sockets before the
+// server accepts them, so each connection's first read finds its request: on io_uring none of
+// them arms a multishot receive (only the listener's multishot accept is armed, once).
+TEST_P(server_test, a_connection_per_request_arms_no_receive_and_ends_with_eof) {
+    constexpr int n = 24;
+    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
+    ro.stealing = std::get<1>(GetParam());
+    runtime rt{ro};
+    rt.block_on([&]() -> task<void> {
+        server srv;
+        hello_routes(srv);
+        auto l = tcp_listener::bind(socket_address::parse("127.0.0.1", 0).value()).value();
+        const auto addr = l.local_address().value();
+        std::vector<int> fds;
+        for (int i = 0; i < n; ++i) {
+            const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            EXPECT_GE(fd, 0);
+            EXPECT_EQ(::connect(fd, addr.data(), addr.size()), 0);  // into the backlog
+            const std::string_view req = "GET / HTTP/1.0\r\nHost: a\r\n\r\n";
+            EXPECT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL),
+                      static_cast<ssize_t>(req.size()));
+            fds.push_back(fd);
+        }
+        const std::uint64_t arms0 = weft::detail::multishot_arms.load();
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn(srv.serve(l));
+            int answered = 0;
+            for (int fd : fds) {
+                tcp_stream c{fd};
+                std::string got;
+                std::error_code end;
+                for (;;) {
+                    std::array<std::byte, 512> buf;
+                    auto r = co_await c.read_some(buf);
+                    if (!r) {
+                        end = r.error();
+                        break;
+                    }
+                    got.append(reinterpret_cast<const char*>(buf.data()), *r);
+                }
+                EXPECT_EQ(end, make_error_code(io_errc::eof)) << end.message();
+                EXPECT_TRUE(got.starts_with("HTTP/1.1 200 OK\r\n")) << got;
+                EXPECT_NE(got.find("\r\nConnection: close\r\n"), std::string::npos) << got;
+                EXPECT_TRUE(got.ends_with("\r\n\r\nHello, World!")) << got;
+                answered += got.ends_with("Hello, World!") ? 1 : 0;
+            }
+            EXPECT_EQ(answered, n);
+            EXPECT_EQ(srv.stats().accepted, static_cast<std::uint64_t>(n));
+            EXPECT_EQ(srv.stats().requests, static_cast<std::uint64_t>(n));
+            const std::uint64_t arms = weft::detail::multishot_arms.load() - arms0;
+            if (std::get<0>(GetParam()) == io_backend::io_uring) {
+                EXPECT_EQ(arms, 1U);  // the accept; no receive
+            } else {
+                EXPECT_EQ(arms, 0U);
+            }
+            co_await srv.shutdown();
+        });
+    }());
+}
+
+// listen() defers accepting a connection until its first bytes arrive (TCP_DEFER_ACCEPT): a
+// client that connects and says nothing is not accepted (within the 30 s deferral here) while
+// one that sends its request is answered; once the first sends too, it is accepted and answered.
+TEST_P(server_test, listen_accepts_a_connection_once_its_request_arrives) {
+    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
+    ro.stealing = std::get<1>(GetParam());
+    runtime rt{ro};
+    rt.block_on([&]() -> task<void> {
+        event bound;
+        socket_address addr;
+        server_options o;
+        o.defer_accept = std::chrono::seconds{30};
+        o.on_listening = [&](const socket_address& a) {
+            addr = a;
+            bound.set();
+        };
+        server srv{std::move(o)};
+        hello_routes(srv);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn([&]() -> task<void> {
+                auto r = co_await srv.listen(socket_address::parse("127.0.0.1", 0).value());
+                EXPECT_TRUE(r.has_value()) << r.error().message();
+            });
+            (co_await bound.wait()).value();
+            auto silent = (co_await client::connect(addr)).value();  // connected, says nothing
+            auto talker = (co_await client::connect(addr)).value();
+            auto r = (co_await talker.get("/")).value();
+            EXPECT_EQ(r.status, 200);
+            EXPECT_EQ(srv.stats().accepted, 1U);  // the silent one waits in the kernel
+            r = (co_await silent.get("/")).value();
+            EXPECT_EQ(r.status, 200);
+            EXPECT_EQ(r.body, "Hello, World!"sv);
+            EXPECT_EQ(srv.stats().accepted, 2U);
+            co_await srv.shutdown();
+        });
+    }());
+}
+
+// A handler's req.peer() is the client's address (asked of the kernel when first wanted).
+TEST_P(server_test, peer_is_the_clients_address) {
+    run(
+        {},
+        [](server& srv) {
+            srv.route(method::get, "/peer", [](request& req) -> task<response> {
+                const std::string first = req.peer().to_string();
+                EXPECT_EQ(req.peer().to_string(), first);  // the same when asked again
+                co_return response::text(first);
+            });
+        },
+        [](socket_address addr, server&) -> task<void> {
+            auto c = (co_await client::connect(addr)).value();
+            sockaddr_storage ss{};
+            socklen_t len = sizeof(ss);
+            EXPECT_EQ(
+                ::getsockname(c.stream().native_handle(), reinterpret_cast<sockaddr*>(&ss), &len),
+                0);
+            const std::string mine =
+                socket_address::from(reinterpret_cast<sockaddr*>(&ss), len).to_string();
+            auto r = (co_await c.get("/peer")).value();
+            EXPECT_EQ(r.status, 200);
+            EXPECT_EQ(r.body, mine);
+            r = (co_await c.get("/peer")).value();  // the second request of the connection
+            EXPECT_EQ(r.body, mine);
+        });
+}
+
+// The server makes no system call to set up an accepted socket: it is non-blocking from accept
+// (SOCK_NONBLOCK) and has TCP_NODELAY from the listener, which Linux copies into it.
+TEST_P(server_test, accepted_sockets_are_non_blocking_with_nodelay) {
+    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
+    ro.stealing = std::get<1>(GetParam());
+    runtime rt{ro};
+    rt.block_on([&]() -> task<void> {
+        auto l = tcp_listener::bind(socket_address::parse("127.0.0.1", 0).value()).value();
+        const auto addr = l.local_address().value();
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn([addr]() -> task<void> {
+                auto c = co_await tcp_stream::connect(addr);
+                EXPECT_TRUE(c.has_value());
+            });
+            auto a = (co_await l.accept()).value();
+            const int fd = a.native_handle();
+            int nodelay = 0;
+            socklen_t len = sizeof(nodelay);
+            EXPECT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
+            EXPECT_NE(nodelay, 0);
+            EXPECT_NE(::fcntl(fd, F_GETFL, 0) & O_NONBLOCK, 0);
         });
     }());
 }

@@ -3,7 +3,8 @@
 : "${WORK:=/tmp/weft-http-profile}" "${PEERS:=build/peers}" "${ROOT:=$WORK/root}"
 : "${BIN:=${WEFT_BIN:-build/release/examples}}"
 mkdir -p "$WORK"
-# $1 name, rest: command. Measures instructions per request under wrk -t1 -c50 -d$DUR (counters zeroed after start-up).
+# $1 name, rest: command. Measures instructions per request under wrk -t1 -c50 -d$DUR (counters zeroed after start-up),
+# or with AB_N=N under `ab -r -n N -c ${AB_C:-50}` (HTTP/1.0, a connection per request).
 set -u
 name=$1; shift
 P=${PORT:-28919}
@@ -14,7 +15,11 @@ VP=$!
 for i in $(seq 400); do (exec 3<>/dev/tcp/127.0.0.1/$P) 2>/dev/null && break; sleep 0.1; done
 sleep 1
 nice -n 19 callgrind_control -z > /dev/null 2>&1
-out=$(nice -n 19 wrk -t1 -c50 -d${DUR:-8}s ${WRKARGS:-} http://127.0.0.1:$P${URLPATH:-/})
+if [ -n "${AB_N:-}" ]; then
+  out=$(nice -n 19 ab -r -n $AB_N -c ${AB_C:-50} http://127.0.0.1:$P${URLPATH:-/} 2>&1 | awk '/^Complete requests/{print $3, "requests in"}')
+else
+  out=$(nice -n 19 wrk -t1 -c50 -d${DUR:-8}s ${WRKARGS:-} http://127.0.0.1:$P${URLPATH:-/})
+fi
 nice -n 19 callgrind_control -d > /dev/null 2>&1
 sleep 1
 n=$(echo "$out" | awk '/requests in/{print $1}')

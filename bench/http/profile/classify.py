@@ -1,6 +1,6 @@
 import os,sys,re,subprocess,collections
 for name in sys.argv[1:]:
-    out=subprocess.run(['perf','report','-i',os.path.join(os.environ.get('WORK','/tmp/weft-http-profile'), f'perf.{name}.c100.data'),'--sort','sym','--stdio'],capture_output=True,text=True).stdout
+    out=subprocess.run(['perf','report','-i',os.path.join(os.environ.get('WORK','/tmp/weft-http-profile'), f'perf.{name}.{os.environ.get("SUFFIX","c100")}.data'),'--no-children','--sort','sym','--stdio'],capture_output=True,text=True).stdout
     cat=collections.Counter()
     for line in out.splitlines():
         m=re.match(r'\s+([\d.]+)%\s+\[(.)\]\s+(\S+)',line)

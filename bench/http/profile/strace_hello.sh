@@ -4,6 +4,7 @@
 : "${BIN:=${WEFT_BIN:-build/release/examples}}"
 mkdir -p "$WORK"
 # $1 = weft|weft-epoll|asio|nginx-hello, $2 conns: syscalls per request under strace -c -f
+# during 2 s of wrk, or with AB_N=N during `ab -r -n N -c CONNS` (a connection per request)
 set -u
 P=${PORT:-28917}
 case $1 in
@@ -18,7 +19,11 @@ case $1 in nginx*) PIDS=$(pgrep -P $(pgrep -P $SP nginx) | sed 's/^/-p /' | tr '
 strace -f -c -o $WORK/strace-hello.$1.txt $PIDS &
 ST=$!
 sleep 0.5
-n=$(wrk -t2 -c$2 -d2s http://127.0.0.1:$P/ | awk '/requests in/{print $1}')
+if [ -n "${AB_N:-}" ]; then
+  n=$(ab -r -n $AB_N -c $2 http://127.0.0.1:$P/ 2>&1 | awk '/^Complete requests/{print $3}')
+else
+  n=$(wrk -t2 -c$2 -d2s http://127.0.0.1:$P/ | awk '/requests in/{print $1}')
+fi
 kill -INT $ST; wait $ST
 case $1 in nginx*) kill -TERM -- -$SP;; *) kill -INT $SP;; esac
 wait $SP 2>/dev/null; sleep 0.5

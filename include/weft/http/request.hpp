@@ -79,7 +79,8 @@ public:
     [[nodiscard]] auto head() const noexcept -> const request_head& { return *head_; }
     /// A path parameter of the route (`{id}` in "/items/{id}", `{*rest}`); empty if none.
     [[nodiscard]] auto param(std::string_view name) const noexcept -> std::string_view;
-    [[nodiscard]] auto peer() const noexcept -> const socket_address& { return *peer_; }
+    /// The client's address (on a server connection, asked of the kernel on the first call).
+    [[nodiscard]] auto peer() const noexcept -> const socket_address&;
     /// Whether the connection stays open after the response (the server may still close it
     /// while draining or after an error).
     [[nodiscard]] auto keep_alive() const noexcept -> bool { return head_->keep_alive(); }

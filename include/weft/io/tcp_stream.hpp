@@ -82,6 +82,12 @@ public:
     [[nodiscard]] auto peer_address() const -> result<socket_address>;
 
 private:
+    friend class tcp_listener;
+    struct nonblocking_fd {};
+    /// Adopts a socket the kernel made non-blocking already (accept4 with SOCK_NONBLOCK): no
+    /// fcntl.
+    tcp_stream(int fd, nonblocking_fd) noexcept : fd_(fd) {}
+
     int fd_ = -1;
     std::unique_ptr<detail::epoll_socket, detail::epoll_socket_deleter> h_;  // epoll
     std::unique_ptr<detail::recv_queue, detail::recv_queue_closer> rq_;      // io_uring receive
