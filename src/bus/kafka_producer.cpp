@@ -17,7 +17,6 @@
 #include "stream_names.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
-#include "weft/core/detail/spin_lock.hpp"
 #include "weft/core/join_handle.hpp"
 #include "weft/io/fd_wait.hpp"
 #include "weft/io/reactor.hpp"
@@ -45,13 +44,6 @@ struct kafka_producer::state final : kafka_fatal_target {
         for (auto& h : held) {  // the runtime stopped before they could be produced
             if (h.headers != nullptr) {
                 rd_kafka_headers_destroy(h.headers);
-            }
-        }
-        for (auto* list : {&incoming, &arrived}) {
-            for (auto& m : *list) {
-                if (m.headers != nullptr) {
-                    rd_kafka_headers_destroy(m.headers);
-                }
             }
         }
         if (efd >= 0) {
@@ -143,125 +135,6 @@ struct kafka_producer::state final : kafka_fatal_target {
     std::atomic<std::uint32_t> outstanding{0};
     std::atomic<bool> closed{false};
     std::string last_topic;  // guarded by rk_mu: the topic of the previous start
-
-    // Hand-over: a start() that finds rk_mu taken does not sleep on it (with 1,000 tasks
-    // publishing on 2 workers, one worker slept on the lock while the other was inside
-    // rd_kafka_produceva, often preempted there by the librdkafka thread its produce woke). It
-    // appends its message to `incoming` and returns; whoever holds rk_mu produces `incoming`
-    // after its own work, before it lets go (release_producing), and every other holder
-    // signals the drain task (rk_guard), which produces it (pump). Order: a message is
-    // produced after every message appended before it (the holder takes `incoming` before
-    // producing its own), so one task's messages keep their order; start order (next_seq) is
-    // taken when a message is produced. Invariant: every release of rk_mu is followed by a
-    // look at incoming_count (seq_cst, after a fence), and start() tries rk_mu once more after
-    // appending: one of the two sees the other. |incoming| + |arrived| <= outstanding.
-    struct pending_message {
-        std::string topic;
-        std::string key;
-        std::string value;
-        rd_kafka_headers_t* headers;  // owned
-        std::uint32_t slot;
-    };
-    weft::detail::spin_lock in_mu;
-    std::vector<pending_message> incoming;  // guarded by in_mu
-    std::vector<pending_message> arrived;   // guarded by rk_mu
-    std::atomic<std::uint32_t> incoming_count{0};
-
-    using failures = std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>>;
-
-    /// rk_mu for the paths other than producing: on release, a non-empty `incoming` is left to
-    /// the drain task (these may run on librdkafka's threads, which do not produce).
-    struct rk_guard {
-        state& st;
-        explicit rk_guard(state& s) : st(s) { st.rk_mu.lock(); }
-        rk_guard(const rk_guard&) = delete;
-        auto operator=(const rk_guard&) -> rk_guard& = delete;
-        ~rk_guard() {
-            st.rk_mu.unlock();
-            std::atomic_thread_fence(std::memory_order_seq_cst);
-            if (st.incoming_count.load() != 0) {
-                st.wake();
-            }
-        }
-    };
-
-    /// Under rk_mu: produces a started message (its start order taken now); a refusal goes to
-    /// `failed`.
-    void produce_started_locked(const std::string& topic,
-                                std::string_view key,
-                                std::string_view value,
-                                rd_kafka_headers_t* headers,
-                                std::uint32_t slot,
-                                failures& failed) {
-        if (topic != last_topic) {  // most publishers use one topic: no set lookup then
-            conn->ensure_topic_async(topic);
-            last_topic = topic;
-        }
-        const auto order = std::uintptr_t{next_seq++} << 32;
-        const auto e = produce_locked(topic.c_str(), key, value, headers,
-                                      reinterpret_cast<void*>(order | slot));
-        if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            failed.emplace_back(slot, e);
-        }
-    }
-
-    /// Under rk_mu: produces what other threads handed over, oldest first.
-    void produce_arrived_locked(failures& failed) {
-        {
-            std::lock_guard lock(in_mu);
-            arrived.swap(incoming);
-            incoming_count.store(0);
-        }
-        for (auto& m : arrived) {
-            produce_started_locked(m.topic, m.key, m.value, m.headers, m.slot, failed);
-            m.headers = nullptr;  // produced, held or destroyed
-        }
-        arrived.clear();
-    }
-
-    /// Releases rk_mu taken to produce; produces what was handed over meanwhile, as long as
-    /// the lock can be had again (else its holder will).
-    void release_producing(failures& failed) {
-        for (;;) {
-            if (recovering) {  // the broken client may have had nothing left to report
-                finish_recovery_locked(failed);
-            }
-            rk_mu.unlock();
-            std::atomic_thread_fence(std::memory_order_seq_cst);
-            if (incoming_count.load() == 0 || !rk_mu.try_lock()) {
-                return;
-            }
-            produce_arrived_locked(failed);
-        }
-    }
-
-    /// Hands a message to the holder of rk_mu (see `incoming`), or produces it (and what
-    /// else was handed over) when the lock is free after all.
-    void hand_over(pending_message m, failures& failed) {
-        {
-            std::lock_guard lock(in_mu);
-            incoming.push_back(std::move(m));
-            incoming_count.fetch_add(1);
-        }
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (rk_mu.try_lock()) {
-            produce_arrived_locked(failed);
-            release_producing(failed);
-        }
-    }
-
-    /// The drain task: produces what was handed over, unless a holder of rk_mu will.
-    void pump() {
-        if (incoming_count.load() == 0 || !rk_mu.try_lock()) {
-            return;
-        }
-        failures failed;
-        produce_arrived_locked(failed);
-        release_producing(failed);
-        for (const auto& [slot, e] : failed) {
-            fail_now(slot, kafka_error(e));
-        }
-    }
 
     void wake() const noexcept {
         const std::uint64_t one = 1;
@@ -416,7 +289,7 @@ struct kafka_producer::state final : kafka_fatal_target {
     void finish_recovery() {
         std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>> failed;
         {
-            rk_guard lock(*this);
+            std::lock_guard lock(rk_mu);
             finish_recovery_locked(failed);
         }
         for (const auto& [slot, e] : failed) {
@@ -428,7 +301,7 @@ struct kafka_producer::state final : kafka_fatal_target {
     }
 
     void raise_fatal(const std::string& reason) override {
-        rk_guard lock(*this);
+        std::lock_guard lock(rk_mu);
         if (current.rk != nullptr) {
             rd_kafka_test_fatal_error(current.rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
                                       reason.c_str());
@@ -455,7 +328,7 @@ struct kafka_producer::state final : kafka_fatal_target {
             } else {
                 headers = nullptr;
             }
-            rk_guard lock(*this);
+            std::lock_guard lock(rk_mu);
             if (replace_locked(from.rk) && recovering) {
                 // Produced with the rest once every retired client has reported all it had
                 // (finish_recovery), in start order.
@@ -555,7 +428,7 @@ struct kafka_producer::state final : kafka_fatal_target {
     auto drain_queues() -> std::uint64_t {
         std::vector<client> clients;
         {
-            rk_guard lock(*this);
+            std::lock_guard lock(rk_mu);
             clients = retired;
             clients.push_back(current);
         }
@@ -576,7 +449,7 @@ struct kafka_producer::state final : kafka_fatal_target {
     /// The retired clients with nothing left to report, taken out of `retired`.
     auto take_finished() -> std::vector<client> {
         std::vector<client> out;
-        rk_guard lock(*this);
+        std::lock_guard lock(rk_mu);
         std::erase_if(retired, [&](const client& c) {
             if (rd_kafka_outq_len(c.rk) != 0) {
                 return false;
@@ -643,7 +516,6 @@ auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
         std::uint64_t count = 0;
         [[maybe_unused]] const auto n = ::read(st->efd, &count, sizeof(count));
         st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
-        st->pump();
         const auto done = st->background ? st->complete_ready() : st->drain_queues();
         if (!st->background) {
             st->finish_recovery();
@@ -710,19 +582,26 @@ void kafka_producer::start(envelope env, std::uint32_t slot) {
     id_text(env.id, id);
     rd_kafka_headers_t* headers = rd_kafka_headers_new(1);
     rd_kafka_header_add(headers, "weft-id", -1, id.data(), static_cast<ssize_t>(id.size()));
-    state::failures failed;
-    if (st.rk_mu.try_lock()) {
-        st.produce_arrived_locked(failed);  // handed over before this one: first
-        st.produce_started_locked(env.topic, env.key, bytes, headers, slot, failed);
-        st.release_producing(failed);
-    } else {
-        st.hand_over({std::move(env.topic), std::move(env.key), bytes, headers, slot}, failed);
+    rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
+    std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>> failed;
+    {
+        std::lock_guard lock(st.rk_mu);
+        if (env.topic != st.last_topic) {  // most publishers use one topic: no set lookup then
+            st.conn->ensure_topic_async(env.topic);
+            st.last_topic = env.topic;
+        }
+        const auto order = std::uintptr_t{st.next_seq++} << 32;
+        e = st.produce_locked(env.topic.c_str(), env.key, bytes, headers,
+                              reinterpret_cast<void*>(order | slot));
+        if (st.recovering) {  // the broken client may have had nothing left to report
+            st.finish_recovery_locked(failed);
+        }
+    }
+    if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        st.fail_now(slot, kafka_error(e));
     }
     for (const auto& [s, err] : failed) {
         st.fail_now(s, kafka_error(err));
-    }
-    if (!failed.empty()) {
-        st.wake();  // some may be another task's: a closed producer's drain task may end now
     }
 }
 

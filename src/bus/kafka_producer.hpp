@@ -10,11 +10,9 @@ namespace weft::bus {
 /// The Kafka backend's side of one publisher: its own idempotent librdkafka producer.
 ///
 /// The ack path, step by step:
-///   1. start(env, slot) (any weft task): encodes env and hands it to rd_kafka_produceva with
+///   1. start(env, slot) (any weft task): encodes env and hands it to rd_kafka_producev with
 ///      the slot as the message's opaque. Never blocks: queue.buffering.max.messages is above
-///      max_pending, so librdkafka never answers QUEUE_FULL; and a start that finds another
-///      thread producing (the lock over the client taken) appends its message for that thread
-///      to produce rather than sleeping on the lock (see state::incoming).
+///      max_pending, so librdkafka never answers QUEUE_FULL.
 ///   2. librdkafka's threads batch, send and get the broker's acks; each batch's delivery
 ///      reports become one DR event on the producer's main queue. The queue's io event writes
 ///      the eventfd when the queue turns from empty to non-empty (and only then).
