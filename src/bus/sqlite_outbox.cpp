@@ -152,8 +152,9 @@ private:
     int fd_;
 };
 
-/// `slot`'s statement, prepared on the relay's connection at first use, reset (bindings
-/// cleared) when `reset` ends; nullptr with `error` set when it cannot be prepared.
+/// Lends `slot`'s statement (prepared on the relay's connection at its first use) for one
+/// blocking call and resets it, bindings cleared, when the call is done. `q` is nullptr and
+/// `error` set when it cannot be prepared (then it is prepared again next time).
 struct kept_statement {
     kept_statement(std::unique_ptr<detail::sqlite_statement>& slot,
                    sqlite3* db,
