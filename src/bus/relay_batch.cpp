@@ -543,6 +543,16 @@ auto relay_pipeline::pump() -> task<void> {
             break;
         }
         s.apply(*r);
+        // The outcomes already waiting are applied under the same lock: one wake of the
+        // database side and one lock per burst of acks, not per ack (Kafka's delivery reports
+        // arrive in bursts).
+        for (;;) {
+            auto more = s.pub.results().try_recv();
+            if (!more) {
+                break;
+            }
+            s.apply(*more);
+        }
         s.ask_db();
     }
     std::lock_guard lock(s.mu);

@@ -41,8 +41,18 @@ struct sqlite_outbox::state {
     detail::relay_counters counters;
     event notified{event::reset_mode::automatic};
     detail::relay_stop stop;
+    // The relay's statements on `db`, prepared at first use and kept (SQLite's parser and code
+    // generator run on every prepare); used by one blocking call at a time, as `db` is.
+    std::unique_ptr<detail::sqlite_statement> read_q;
+    std::unique_ptr<detail::sqlite_statement> delete_q;
+    std::unique_ptr<detail::sqlite_statement> dead_q;
 
-    ~state() { sqlite3_close_v2(db); }
+    ~state() {
+        read_q.reset();
+        delete_q.reset();
+        dead_q.reset();
+        sqlite3_close_v2(db);
+    }
 };
 
 namespace {
@@ -142,15 +152,45 @@ private:
     int fd_;
 };
 
+/// Lends `slot`'s statement (prepared on the relay's connection at its first use) for one
+/// blocking call and resets it, bindings cleared, when the call is done. `q` is nullptr and
+/// `error` set when it cannot be prepared (then it is prepared again next time).
+struct kept_statement {
+    kept_statement(std::unique_ptr<detail::sqlite_statement>& slot,
+                   sqlite3* db,
+                   const std::string& sql) {
+        if (!slot) {
+            auto st = std::make_unique<detail::sqlite_statement>(db, sql);
+            error = st->error();
+            if (error) {
+                return;
+            }
+            slot = std::move(st);
+        }
+        q = slot.get();
+    }
+    kept_statement(const kept_statement&) = delete;
+    auto operator=(const kept_statement&) -> kept_statement& = delete;
+    ~kept_statement() {
+        if (q != nullptr) {
+            q->reset();  // ends its read of the table (a stepped statement holds a snapshot)
+        }
+    }
+    detail::sqlite_statement* q = nullptr;
+    std::error_code error;
+};
+
 auto read_batch(sqlite_outbox::state& s, std::int64_t after)
     -> result<std::vector<detail::relay_row>> {
-    detail::sqlite_statement q(s.db, s.read_sql);
-    if (auto e = q.error()) {
-        return e;
+    kept_statement kept(s.read_q, s.db, s.read_sql);
+    if (kept.error) {
+        return kept.error;
     }
+    detail::sqlite_statement& q = *kept.q;
     q.bind(1, after);
     q.bind(2, static_cast<std::int64_t>(std::max<std::uint32_t>(1, s.options.relay.batch_size)));
     std::vector<detail::relay_row> rows;
+    rows.reserve(std::max<std::uint32_t>(1, s.options.relay.batch_size));
     for (;;) {
         const int rc = q.step();
         if (rc == SQLITE_DONE) {
@@ -190,16 +230,14 @@ auto finish_batch(sqlite_outbox::state& s, const std::vector<detail::relay_row>&
         (void)detail::sqlite_exec(db, "ROLLBACK");
         return detail::sqlite_error(rc);
     };
-    detail::sqlite_statement del(db, s.delete_sql);
-    detail::sqlite_statement dead(db, s.dead_sql);
-    if (auto e = del.error()) {
+    kept_statement kept_del(s.delete_q, db, s.delete_sql);
+    kept_statement kept_dead(s.dead_q, db, s.dead_sql);
+    if (kept_del.error || kept_dead.error) {
         (void)detail::sqlite_exec(db, "ROLLBACK");
-        return e;
+        return kept_del.error ? kept_del.error : kept_dead.error;
     }
-    if (auto e = dead.error()) {
-        (void)detail::sqlite_exec(db, "ROLLBACK");
-        return e;
-    }
+    detail::sqlite_statement& del = *kept_del.q;
+    detail::sqlite_statement& dead = *kept_dead.q;
     const std::int64_t now = detail::now_ms();
     std::vector<std::int64_t> seqs;
     seqs.reserve(rows.size());
@@ -299,6 +337,9 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
     if (s_->options.wal) {
         check(detail::sqlite_enable_wal(s_->db, s_->options.busy_timeout), s_->db, "WAL");
     }
+    check(detail::sqlite_exec(s_->db, s_->options.secure_delete ? "PRAGMA secure_delete=ON"
+                                                                : "PRAGMA secure_delete=OFF"),
+          s_->db, "secure_delete");
     migrate(s_->db, t);
 }
 

@@ -29,6 +29,12 @@ struct sqlite_outbox_options {
     bool wal = true;
     /// How long the relay's connection waits for a busy database before SQLITE_BUSY.
     std::chrono::milliseconds busy_timeout{5'000};
+    /// PRAGMA secure_delete on the relay's connection. Off (the default here) a delete only
+    /// unlinks the published rows; on (Debian's libsqlite3 builds it on) it also overwrites
+    /// their bytes with zeros, which dirties every page a deleted row touched and writes those
+    /// pages to the WAL again (the README's outbox section has the cost per event). Turn it
+    /// on where deleted events must not stay readable in free pages of the file.
+    bool secure_delete = false;
     relay_options relay{};
 };
 
