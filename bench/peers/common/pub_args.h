@@ -23,11 +23,8 @@ struct pub_args {
 };
 
 /* Reads argv[2..] into *a; exits 2 on a malformed parameter. */
-static inline void pub_args_parse(struct pub_args* a,
-                                  int argc,
-                                  char** argv,
-                                  const char* port_key,
-                                  long long default_port) {
+static inline void pub_args_parse(
+    struct pub_args* a, int argc, char** argv, const char* port_key, long long default_port) {
     a->messages = 10000;
     a->max_pending = 1024;
     a->body = 224;
