@@ -18,6 +18,7 @@
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
+#include "weft/sched/detail/io_home.hpp"
 
 namespace weft::test {
 
@@ -28,6 +29,17 @@ inline auto scaled(int n) -> int {
         return s != nullptr ? std::max(1, std::atoi(s)) : 1;
     }();
     return std::max(1, n / div);
+}
+
+/// Makes worker `worker` of `rt` the IO home (-1: none, and the automatic choice off), from a
+/// task on `rt` (the hook must run on one of its workers). Runtime is weft::runtime; a template
+/// so that binaries without weft::sched need not include it.
+template <typename Runtime>
+void force_io_home(Runtime& rt, int worker) {
+    rt.block_on([](int w) -> weft::task<void> {
+        weft::detail::force_io_home_for_test(w);
+        co_return;
+    }(worker));
 }
 
 /// Aborts the process when one test runs longer than WEFT_TEST_WATCHDOG_S (default 120 s;

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "../scenarios/scenario.hpp"
+#include "bench_common.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/memory_broker.hpp"
 #include "weft/bus/publisher.hpp"
@@ -75,8 +76,6 @@
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 #if WEFT_BENCH_BUS_NATS
-#include <nats/nats.h>
-
 #include "weft/bus/nats_backend.hpp"
 #endif
 #if WEFT_BENCH_BUS_KAFKA
@@ -91,6 +90,8 @@ using weft::task;
 using namespace weft::bus;
 using weft::bench::emit;
 using weft::bench::fail;
+using weft::bench::bus::expect_ok;
+using weft::bench::bus::stopwatch;
 
 struct options {
     std::string scenario;
@@ -138,13 +139,10 @@ auto parse(int argc, char** argv) -> options {
         {"nats_file_paused", {"nats", "file", "paused"}},
         {"kafka_paused", {"kafka", "", "paused"}},
     };
-    auto it = scenarios.find(o.scenario);
-    if (it == scenarios.end()) {
-        fail("unknown scenario '" + o.scenario + "'", 2);
-    }
-    o.backend = it->second[0];
-    o.storage = it->second[1];
-    o.mode = it->second[2];
+    const auto& row = weft::bench::bus::scenario_row(scenarios, o.scenario);
+    o.backend = row[0];
+    o.storage = row[1];
+    o.mode = row[2];
     std::map<std::string, std::int64_t*> keys = {{"messages", &o.messages},
                                                  {"max_pending", &o.max_pending},
                                                  {"tasks", &o.tasks},
@@ -162,19 +160,7 @@ auto parse(int argc, char** argv) -> options {
                  {"batch_messages", &o.batch_messages},
                  {"ack_path", &o.ack_path},
                  {"ack_handlers", &o.ack_handlers}});
-    for (int i = 2; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const auto eq = arg.find('=');
-        auto k = keys.find(arg.substr(0, eq));
-        if (eq == std::string::npos || k == keys.end()) {
-            fail("bad parameter '" + arg + "'", 2);
-        }
-        try {
-            *k->second = std::stoll(arg.substr(eq + 1));
-        } catch (const std::exception&) {
-            fail("bad value in '" + arg + "' (want an integer)", 2);
-        }
-    }
+    weft::bench::bus::read_options(argc, argv, keys, weft::bench::bus::unknown_key::reject);
     if (o.messages < 1 || o.max_pending < 1 || o.tasks < 1 || o.payload < 0 || o.workers < 1) {
         fail("messages, max_pending, tasks, workers >= 1; payload >= 0", 2);
     }
@@ -263,15 +249,12 @@ auto run_async(publisher& pub, const options& o, const std::string& topic, figur
     const auto n = o.messages;
     const std::string payload(static_cast<std::size_t>(o.payload), 'x');
     std::vector<clock_type::time_point> sent(static_cast<std::size_t>(n));
-    const auto t0 = clock_type::now();
-    const double cpu0 = weft::bench::process_cpu_seconds();
+    const stopwatch run_clock;
     co_await weft::with_scope([&](weft::scope& s) -> task<void> {
         s.spawn([&]() -> task<void> {
             for (std::int64_t got = 0; got < n; ++got) {
                 auto r = co_await pub.results().recv();
-                if (!r) {
-                    fail("results(): " + r.error().message());
-                }
+                expect_ok(r, "results()");
                 const auto i = static_cast<std::size_t>(std::stoll(r->key));
                 f.latency_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                            clock_type::now() - sent[i])
@@ -282,14 +265,12 @@ auto run_async(publisher& pub, const options& o, const std::string& topic, figur
         for (std::int64_t i = 0; i < n; ++i) {
             sent[static_cast<std::size_t>(i)] = clock_type::now();
             auto r = co_await pub.publish_async(make_envelope(topic, i, payload));
-            if (!r) {
-                fail("publish_async: " + r.error().message());
-            }
+            expect_ok(r, "publish_async");
         }
         co_return;
     });
-    f.elapsed_s = static_cast<double>(since_ns(t0)) / 1e9;
-    f.cpu_s = weft::bench::process_cpu_seconds() - cpu0;
+    f.elapsed_s = run_clock.elapsed_s();
+    f.cpu_s = run_clock.cpu_s();
 }
 
 // `tasks` tasks share the messages; each awaits one publish at a time.
@@ -300,8 +281,7 @@ auto run_awaited(publisher& pub, const options& o, const std::string& topic, fig
     const std::string payload(static_cast<std::size_t>(o.payload), 'x');
     std::vector<std::vector<std::int64_t>> lat(static_cast<std::size_t>(tasks));
     std::vector<figures> per(static_cast<std::size_t>(tasks));
-    const auto t0 = clock_type::now();
-    const double cpu0 = weft::bench::process_cpu_seconds();
+    const stopwatch run_clock;
     co_await weft::with_scope([&](weft::scope& s) -> task<void> {
         for (std::int64_t t = 0; t < tasks; ++t) {
             s.spawn([&, t]() -> task<void> {
@@ -316,8 +296,8 @@ auto run_awaited(publisher& pub, const options& o, const std::string& topic, fig
         }
         co_return;
     });
-    f.elapsed_s = static_cast<double>(since_ns(t0)) / 1e9;
-    f.cpu_s = weft::bench::process_cpu_seconds() - cpu0;
+    f.elapsed_s = run_clock.elapsed_s();
+    f.cpu_s = run_clock.cpu_s();
     for (auto& m : per) {
         f.ok += m.ok;
         f.failed += m.failed;
@@ -335,12 +315,9 @@ auto run_deliver(backend& b, publisher& pub, const options& o, const std::string
     const std::string payload(static_cast<std::size_t>(o.payload), 'x');
     subscriber sub{b};
     auto member = co_await sub.subscribe(topic, "bench");
-    if (!member) {
-        fail("subscribe: " + member.error().message());
-    }
+    expect_ok(member, "subscribe");
     std::vector<clock_type::time_point> sent(static_cast<std::size_t>(n));
-    const auto t0 = clock_type::now();
-    const double cpu0 = weft::bench::process_cpu_seconds();
+    const stopwatch run_clock;
     co_await weft::with_scope([&](weft::scope& s) -> task<void> {
         s.spawn([&]() -> task<void> {  // publish outcomes, read so the publisher keeps going
             for (std::int64_t got = 0; got < n; ++got) {
@@ -353,9 +330,7 @@ auto run_deliver(backend& b, publisher& pub, const options& o, const std::string
         s.spawn([&]() -> task<void> {
             for (std::int64_t got = 0; got < n;) {
                 auto d = co_await member->next();
-                if (!d) {
-                    fail("next(): " + d.error().message());
-                }
+                expect_ok(d, "next()");
                 const auto key = std::stoll(d->message().key);
                 if (key < 0) {  // the warm-up message, retained for a group that joins later
                     (void)d->ack();
@@ -377,14 +352,12 @@ auto run_deliver(backend& b, publisher& pub, const options& o, const std::string
         for (std::int64_t i = 0; i < n; ++i) {
             sent[static_cast<std::size_t>(i)] = clock_type::now();
             auto r = co_await pub.publish_async(make_envelope(topic, i, payload));
-            if (!r) {
-                fail("publish_async: " + r.error().message());
-            }
+            expect_ok(r, "publish_async");
         }
         co_return;
     });
-    f.elapsed_s = static_cast<double>(since_ns(t0)) / 1e9;
-    f.cpu_s = weft::bench::process_cpu_seconds() - cpu0;
+    f.elapsed_s = run_clock.elapsed_s();
+    f.cpu_s = run_clock.cpu_s();
     member->close();
 }
 
@@ -467,15 +440,12 @@ auto run_paused(publisher& pub, const options& o, const std::string& topic, figu
     f.rss_stopped = weft::bench::rss_bytes();
     pause.stop();
     const auto resume_at = clock_type::now() + std::chrono::milliseconds(o.pause_ms);
-    const double cpu0 = weft::bench::process_cpu_seconds();
-    const auto t0 = clock_type::now();
+    const stopwatch run_clock;
     co_await weft::with_scope([&](weft::scope& s) -> task<void> {
         s.spawn([&]() -> task<void> {
             for (std::int64_t got = 0; got < n; ++got) {
                 auto r = co_await pub.results().recv();
-                if (!r) {
-                    fail("results(): " + r.error().message());
-                }
+                expect_ok(r, "results()");
                 record(f, r->outcome);
                 read.fetch_add(1, std::memory_order_relaxed);
             }
@@ -497,19 +467,15 @@ auto run_paused(publisher& pub, const options& o, const std::string& topic, figu
         });
         for (std::int64_t i = 0; i < n; ++i) {
             auto r = co_await pub.publish_async(make_envelope(topic, i, payload));
-            if (!r) {
-                fail("publish_async: " + r.error().message());
-            }
+            expect_ok(r, "publish_async");
             published.fetch_add(1, std::memory_order_relaxed);
         }
         co_return;
     });
     auto flushed = co_await pub.flush();
-    if (!flushed) {
-        fail("flush: " + flushed.error().message());
-    }
-    f.elapsed_s = static_cast<double>(since_ns(t0)) / 1e9;
-    f.cpu_s = weft::bench::process_cpu_seconds() - cpu0;
+    expect_ok(flushed, "flush");
+    f.elapsed_s = run_clock.elapsed_s();
+    f.cpu_s = run_clock.cpu_s();
 }
 
 auto run(backend& b, const options& o, const std::string& topic, figures& f) -> task<void> {
@@ -520,9 +486,7 @@ auto run(backend& b, const options& o, const std::string& topic, figures& f) -> 
         publisher pub{b, {.max_pending = static_cast<std::uint32_t>(o.max_pending)}};
         // Untimed: connection, topic metadata and the producer's id are in place before t0.
         auto warm = co_await pub.publish(make_envelope(topic, -1, "warm-up"));
-        if (!warm) {
-            fail("warm-up publish: " + warm.error().message());
-        }
+        expect_ok(warm, "warm-up publish");
         if (o.mode == "async") {
             co_await run_async(pub, o, topic, f);
         } else if (o.mode == "awaited") {
@@ -534,9 +498,7 @@ auto run(backend& b, const options& o, const std::string& topic, figures& f) -> 
         }
         f.rss_after = weft::bench::rss_bytes();
         auto closed = co_await pub.close();
-        if (!closed) {
-            fail("close: " + closed.error().message());
-        }
+        expect_ok(closed, "close");
     }
     // A backend's per-publisher task (the ack drain) ends on its own once woken by close():
     // give it up to 200 ms to finish, then count what is left. Kafka destroys a closed
@@ -554,23 +516,6 @@ auto run(backend& b, const options& o, const std::string& topic, figures& f) -> 
     f.threads_after = threads_now();
     f.tasks_after = weft::live_frames();
 }
-
-#if WEFT_BENCH_BUS_NATS
-// Deletes the run's stream (the memory store is bounded; a suite publishes millions).
-void delete_stream(const std::string& url, const std::string& stream) {
-    natsConnection* nc = nullptr;
-    jsCtx* js = nullptr;
-    if (natsConnection_ConnectTo(&nc, url.c_str()) == NATS_OK &&
-        natsConnection_JetStream(&js, nc, nullptr) == NATS_OK) {
-        jsErrCode code{};
-        if (js_DeleteStream(js, stream.c_str(), nullptr, &code) != NATS_OK) {
-            std::fprintf(stderr, "warning: stream %s not deleted\n", stream.c_str());
-        }
-    }
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-}
-#endif
 
 void print(const options& o, const std::string& topic, figures& f) {
     const auto n = static_cast<double>(o.messages);
@@ -686,10 +631,7 @@ auto main(int argc, char** argv) -> int {
     }
     const options o = parse(argc, argv);
     // A topic of its own per run: no message of an earlier run is counted or waited for.
-    const std::string topic = "weftbench-" + o.scenario + "-" + std::to_string(::getpid()) + "-" +
-                              std::to_string(std::chrono::system_clock::now().time_since_epoch() /
-                                             std::chrono::milliseconds(1));
-    const std::string nats_url = "nats://127.0.0.1:" + std::to_string(o.nats_port);
+    const std::string topic = weft::bench::bus::run_topic(o.scenario);
     figures f;
     try {
         std::unique_ptr<backend> b;
@@ -698,7 +640,7 @@ auto main(int argc, char** argv) -> int {
         } else if (o.backend == "nats") {
 #if WEFT_BENCH_BUS_NATS
             nats_backend_options no;
-            no.url = nats_url;
+            no.url = weft::bench::bus::nats_url(o.nats_port);
             no.topics = {topic};
             no.storage = o.storage == "file" ? nats_storage::file : nats_storage::memory;
             no.ack_path =
@@ -711,7 +653,7 @@ auto main(int argc, char** argv) -> int {
         } else {
 #if WEFT_BENCH_BUS_KAFKA
             kafka_backend_options ko;
-            ko.brokers = "127.0.0.1:" + std::to_string(o.kafka_port);
+            ko.brokers = weft::bench::bus::kafka_brokers(o.kafka_port);
             ko.topics = {topic};
             ko.create_topics_on_use = false;
             ko.linger = std::chrono::milliseconds(o.linger_ms);
@@ -751,7 +693,7 @@ auto main(int argc, char** argv) -> int {
     }
 #if WEFT_BENCH_BUS_NATS
     if (o.backend == "nats") {
-        delete_stream(nats_url, topic);
+        weft::bench::bus::delete_streams(o.nats_port, {topic});
     }
 #endif
     if (f.failed > 0) {

@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "../scenarios/scenario.hpp"
+#include "bench_common.hpp"
 #include "weft/bus/memory_broker.hpp"
 #include "weft/bus/publisher.hpp"
 #include "weft/core/join_handle.hpp"
@@ -60,8 +61,6 @@
 #include "weft/bus/pg_outbox.hpp"
 #endif
 #if WEFT_BENCH_OUTBOX_NATS
-#include <nats/nats.h>
-
 #include "weft/bus/nats_backend.hpp"
 #endif
 #if WEFT_BENCH_OUTBOX_KAFKA
@@ -70,12 +69,13 @@
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
 using weft::result;
 using weft::task;
 using namespace weft::bus;
 using weft::bench::emit;
 using weft::bench::fail;
+using weft::bench::bus::expect_ok;
+using weft::bench::bus::stopwatch;
 
 struct options {
     std::string scenario;
@@ -110,41 +110,21 @@ auto parse(int argc, char** argv) -> options {
         {"outbox_sqlite_kafka", {"sqlite", "kafka"}},
         {"outbox_pg_kafka", {"pg", "kafka"}},
     };
-    auto sc = scenarios.find(o.scenario);
-    if (sc == scenarios.end()) {
-        fail("unknown scenario '" + o.scenario + "'", 2);
-    }
-    o.db = sc->second.first;
-    o.broker = sc->second.second;
+    const auto& row = weft::bench::bus::scenario_row(scenarios, o.scenario);
+    o.db = row.first;
+    o.broker = row.second;
     std::map<std::string, std::int64_t*> keys = {
         {"events", &o.events},         {"keys", &o.keys},       {"per_txn", &o.per_txn},
         {"payload", &o.payload},       {"batch", &o.batch},     {"max_pending", &o.max_pending},
         {"workers", &o.workers},       {"pg_port", &o.pg_port}, {"nats_port", &o.nats_port},
         {"kafka_port", &o.kafka_port}, {"window", &o.window}};
-    for (int i = 2; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const auto eq = arg.find('=');
-        auto k = keys.find(arg.substr(0, eq));
-        if (eq == std::string::npos) {
-            fail("bad parameter '" + arg + "'", 2);
-        }
-        if (k == keys.end()) {
-            continue;  // the suite's parameters for other programs (body size)
-        }
-        try {
-            *k->second = std::stoll(arg.substr(eq + 1));
-        } catch (const std::exception&) {
-            fail("bad value in '" + arg + "' (want an integer)", 2);
-        }
-    }
+    // The suite's parameters for other programs (body size) are skipped.
+    weft::bench::bus::read_options(argc, argv, keys, weft::bench::bus::unknown_key::skip);
     if (o.events < 1 || o.keys < 1 || o.per_txn < 1 || o.batch < 1 || o.max_pending < 1 ||
         o.workers < 1 || o.window < 1 || o.payload < 0) {
         fail("events, keys, per_txn, batch, max_pending, workers, window >= 1", 2);
     }
-    // Topics of their own per run: nothing of an earlier run is counted.
-    const std::string base = "weftbench-" + o.scenario + "-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(std::chrono::system_clock::now().time_since_epoch() /
-                                            std::chrono::milliseconds(1));
+    const std::string base = weft::bench::bus::run_topic(o.scenario);
     o.relay_topic = o.broker == "memory" ? "orders" : base + "-relay";
     o.publish_topic = base + "-publish";
     return o;
@@ -166,7 +146,7 @@ auto make_backend(const options& o) -> std::unique_ptr<backend> {
     if (o.broker == "nats_file") {
 #if WEFT_BENCH_OUTBOX_NATS
         nats_backend_options no;
-        no.url = "nats://127.0.0.1:" + std::to_string(o.nats_port);
+        no.url = weft::bench::bus::nats_url(o.nats_port);
         no.topics = {o.relay_topic, o.publish_topic};
         no.storage = nats_storage::file;
         return std::make_unique<nats_backend>(std::move(no));
@@ -176,7 +156,7 @@ auto make_backend(const options& o) -> std::unique_ptr<backend> {
     }
 #if WEFT_BENCH_OUTBOX_KAFKA
     kafka_backend_options ko;
-    ko.brokers = "127.0.0.1:" + std::to_string(o.kafka_port);
+    ko.brokers = weft::bench::bus::kafka_brokers(o.kafka_port);
     ko.topics = {o.relay_topic, o.publish_topic};
     ko.create_topics_on_use = false;
     return std::make_unique<kafka_backend>(std::move(ko));
@@ -184,26 +164,6 @@ auto make_backend(const options& o) -> std::unique_ptr<backend> {
     fail("built without weft::bus_kafka (librdkafka missing)", 2);
 #endif
 }
-
-#if WEFT_BENCH_OUTBOX_NATS
-// Deletes the run's streams (a suite publishes millions of events).
-void delete_streams(const options& o) {
-    const std::string url = "nats://127.0.0.1:" + std::to_string(o.nats_port);
-    natsConnection* nc = nullptr;
-    jsCtx* js = nullptr;
-    if (natsConnection_ConnectTo(&nc, url.c_str()) == NATS_OK &&
-        natsConnection_JetStream(&js, nc, nullptr) == NATS_OK) {
-        for (const auto& stream : {o.relay_topic, o.publish_topic}) {
-            jsErrCode code{};
-            if (js_DeleteStream(js, stream.c_str(), nullptr, &code) != NATS_OK) {
-                std::fprintf(stderr, "warning: stream %s not deleted\n", stream.c_str());
-            }
-        }
-    }
-    jsCtx_Destroy(js);
-    natsConnection_Destroy(nc);
-}
-#endif
 
 struct figures {
     double elapsed_s = 0;
@@ -222,11 +182,9 @@ struct figures {
 auto publish_rate(backend& b, const options& o, figures& f) -> task<void> {
     publisher pub{b, {.max_pending = static_cast<std::uint32_t>(o.max_pending)}};
     auto warm = co_await pub.publish(event(o, o.publish_topic, 0));
-    if (!warm) {
-        fail("warm-up publish: " + warm.error().message());
-    }
+    expect_ok(warm, "warm-up publish");
     const auto n = o.events;
-    const auto t0 = clock_type::now();
+    const stopwatch run_clock;
     co_await weft::with_scope([&](weft::scope& s) -> task<void> {
         s.spawn([&]() -> task<void> {
             for (std::int64_t got = 0; got < n; ++got) {
@@ -238,17 +196,13 @@ auto publish_rate(backend& b, const options& o, figures& f) -> task<void> {
         });
         for (std::int64_t i = 0; i < n; ++i) {
             auto r = co_await pub.publish_async(event(o, o.publish_topic, i));
-            if (!r) {
-                fail("publish_async: " + r.error().message());
-            }
+            expect_ok(r, "publish_async");
         }
         co_return;
     });
-    f.publish_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    f.publish_s = run_clock.elapsed_s();
     auto closed = co_await pub.close();
-    if (!closed) {
-        fail("close: " + closed.error().message());
-    }
+    expect_ok(closed, "close");
 }
 
 auto relay_opts(const options& o, const backend& b) -> relay_options {
@@ -265,29 +219,22 @@ auto relay(Outbox& outbox, backend& b, const options& o, figures& f) -> task<voi
     envelope warm_env = event(o, o.relay_topic, 0);
     warm_env.key = "warm-up";
     auto warm = co_await pub.publish(std::move(warm_env));
-    if (!warm) {
-        fail("warm-up publish: " + warm.error().message());
-    }
-    const auto t0 = clock_type::now();
-    const double cpu0 = weft::bench::process_cpu_seconds();
+    expect_ok(warm, "warm-up publish");
+    const stopwatch run_clock;
     auto running = weft::spawn(outbox.run_relay(pub));
     while (outbox.metrics().published < n) {
         (void)co_await weft::sleep_for(std::chrono::milliseconds(1));
     }
     outbox.stop_relay();
     auto r = co_await std::move(running);
-    f.elapsed_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    f.cpu_s = weft::bench::process_cpu_seconds() - cpu0;
-    if (!r) {
-        fail("relay: " + r.error().message());
-    }
+    f.elapsed_s = run_clock.elapsed_s();
+    f.cpu_s = run_clock.cpu_s();
+    expect_ok(r, "relay");
     f.published = outbox.metrics().published;
     f.window = outbox.metrics().unacked_per_key_limit;
     f.peak_unacked = outbox.metrics().peak_unacked_per_key;
     auto closed = co_await pub.close();
-    if (!closed) {
-        fail("close: " + closed.error().message());
-    }
+    expect_ok(closed, "close");
 }
 
 auto stored(backend& b, const options& o, const figures& f) -> std::uint64_t {
@@ -459,7 +406,7 @@ auto main(int argc, char** argv) -> int {
     }
 #if WEFT_BENCH_OUTBOX_NATS
     if (o.broker == "nats_file") {
-        delete_streams(o);
+        weft::bench::bus::delete_streams(o.nats_port, {o.relay_topic, o.publish_topic});
     }
 #endif
     const auto n = static_cast<double>(o.events);

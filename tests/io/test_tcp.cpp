@@ -23,6 +23,7 @@
 #include "io_waits.hpp"
 #include "multishot.hpp"
 #include "recv_queue.hpp"
+#include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_all.hpp"
 #include "weft/io/buffer.hpp"
@@ -1180,12 +1181,7 @@ TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order
     auto o = options(2);
     o.consolidate_io = true;
     weft::runtime rt{o};
-    auto set_home = [&](int w) {
-        rt.block_on([](int worker) -> weft::task<void> {
-            weft::detail::force_io_home_for_test(worker);
-            co_return;
-        }(w));
-    };
+    auto set_home = [&](int w) { weft::test::force_io_home(rt, w); };
     set_home(-1);  // and the automatic choice off
     std::optional<weft::tcp_listener> l;
     rt.block_on([&]() -> weft::task<void> {

@@ -137,12 +137,7 @@ TEST_P(io_home_stress, receives_moved_between_rings_under_traffic_keep_every_byt
     auto o = options(2);
     o.consolidate_io = true;
     weft::runtime rt{o};
-    auto set_home = [&](int w) {
-        rt.block_on([](int worker) -> weft::task<void> {
-            weft::detail::force_io_home_for_test(worker);
-            co_return;
-        }(w));
-    };
+    auto set_home = [&](int w) { weft::test::force_io_home(rt, w); };
     set_home(-1);
     std::optional<weft::tcp_listener> l;
     rt.block_on([&]() -> weft::task<void> {

@@ -22,41 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
-
-static long rss_kib(void) {
-    FILE* f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "VmRSS:", 6) == 0) {
-            v = atol(line + 6);
-        }
-    }
-    if (f) {
-        fclose(f);
-    }
-    return v;
-}
-
-static void emit(const char* metric, const char* unit, double value) {
-    printf("{\"metric\": \"%s\", \"unit\": \"%s\", \"value\": %.6g}\n", metric, unit, value);
-}
+#include "../common/pub_args.h"
+#include "../common/pub_report.h"
 
 static int64_t* sent;  /* send time per message, by index */
 static int64_t* lat;   /* latency per acked message, in ack order */
@@ -93,11 +63,6 @@ static void on_ack(jsCtx* js, natsMsg* msg, jsPubAck* pa, jsPubAckErr* pae, void
     natsMsg_Destroy(msg);
 }
 
-static int cmp64(const void* a, const void* b) {
-    int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
-    return (x > y) - (x < y);
-}
-
 static void check(natsStatus s, const char* what) {
     if (s != NATS_OK) {
         fprintf(stderr, "error: %s: %s\n", what, natsStatus_GetText(s));
@@ -120,20 +85,10 @@ int main(int argc, char** argv) {
     } else {
         return 2;
     }
-    long long n = 10000, max_pending = 1024, body = 224, port = 4222;
-    for (int i = 2; i < argc; ++i) {
-        long long v;
-        char key[64];
-        if (sscanf(argv[i], "%63[^=]=%lld", key, &v) != 2) {
-            fprintf(stderr, "bad parameter %s\n", argv[i]);
-            return 2;
-        }
-        if (strcmp(key, "messages") == 0) n = v;
-        else if (strcmp(key, "max_pending") == 0) max_pending = v;
-        else if (strcmp(key, "body") == 0) body = v;
-        else if (strcmp(key, "nats_port") == 0) port = v;
-        /* other keys (weft's payload, tasks, kafka_port) are not this client's */
-    }
+    struct pub_args args;
+    pub_args_parse(&args, argc, argv, "nats_port", 4222);
+    const long long n = args.messages, max_pending = args.max_pending, body = args.body,
+                    port = args.port;
     char url[64], stream[64], subject[64];
     snprintf(url, sizeof url, "nats://127.0.0.1:%lld", port);
     snprintf(stream, sizeof stream, "cnatsbench-%d-%lld", (int)getpid(), (long long)now_ns());
@@ -186,10 +141,8 @@ int main(int argc, char** argv) {
         jsPubAck_Destroy(pa);
     }
 
-    const long rss0 = rss_kib();
     expected = n;
-    const double cpu0 = cpu_s();
-    const int64_t t0 = now_ns();
+    const struct pub_mark start = pub_mark_now();
     for (long long i = 0; i < n; ++i) {
         char id[48];
         /* 36 characters, as weft's UUID text: "bench-" + 17-digit pid + "-" + 12-digit index */
@@ -212,26 +165,7 @@ int main(int argc, char** argv) {
         pthread_cond_wait(&all_done, &mu);
     }
     pthread_mutex_unlock(&mu);
-    const int64_t t1 = now_ns();
-    const double cpu1 = cpu_s();
-    const long rss1 = rss_kib();
-
-    qsort(lat, (size_t)acked, sizeof *lat, cmp64);
-    double mean = 0;
-    for (int64_t i = 0; i < acked; ++i) {
-        mean += (double)lat[i];
-    }
-    emit("msgs_per_s", "msg/s", (double)n / ((double)(t1 - t0) / 1e9));
-    if (acked > 0) {
-        emit("mean_latency_ms", "ms", mean / (double)acked / 1e6);
-        int64_t p = acked * 99 / 100;
-        emit("p99_latency_ms", "ms", (double)lat[p < acked ? p : acked - 1] / 1e6);
-    }
-    emit("success_percent", "%", 100.0 * (double)acked / (double)n);
-    emit("mem_delta_mb", "MB", (double)(rss1 - rss0) / 1024.0);
-    emit("cpu_ns_per_msg", "ns", (cpu1 - cpu0) * 1e9 / (double)n);
-    emit("ops", "", (double)n);
-    fflush(stdout);
+    pub_report(&start, n, lat, acked);
 
     js_DeleteStream(js, stream, NULL, &jerr);
     jsCtx_Destroy(js);

@@ -24,41 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static double cpu_s(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec / 1e6;
-}
-
-static long rss_kib(void) {
-    FILE* f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "VmRSS:", 6) == 0) {
-            v = atol(line + 6);
-        }
-    }
-    if (f) {
-        fclose(f);
-    }
-    return v;
-}
-
-static void emit(const char* metric, const char* unit, double value) {
-    printf("{\"metric\": \"%s\", \"unit\": \"%s\", \"value\": %.6g}\n", metric, unit, value);
-}
+#include "../common/pub_args.h"
+#include "../common/pub_report.h"
 
 static int64_t* sent;
 static int64_t* lat;
@@ -76,11 +46,6 @@ static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaqu
     } else if (failed++ == 0) {
         fprintf(stderr, "first failure: %s\n", rd_kafka_err2str(m->err));
     }
-}
-
-static int cmp64(const void* a, const void* b) {
-    int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
-    return (x > y) - (x < y);
 }
 
 static void set(rd_kafka_conf_t* conf, const char* k, const char* v) {
@@ -141,21 +106,11 @@ int main(int argc, char** argv) {
     if (strcmp(argv[1], "kafka_async") != 0 && strcmp(argv[1], "kafka_awaited") != 0) {
         return 2;
     }
-    long long n = 10000, max_pending = 1024, body = 224, port = 9092, linger_ms = 5, batch = 0;
-    for (int i = 2; i < argc; ++i) {
-        long long v;
-        char key[64];
-        if (sscanf(argv[i], "%63[^=]=%lld", key, &v) != 2) {
-            fprintf(stderr, "bad parameter %s\n", argv[i]);
-            return 2;
-        }
-        if (strcmp(key, "messages") == 0) n = v;
-        else if (strcmp(key, "max_pending") == 0) max_pending = v;
-        else if (strcmp(key, "body") == 0) body = v;
-        else if (strcmp(key, "kafka_port") == 0) port = v;
-        else if (strcmp(key, "linger_ms") == 0) linger_ms = v;
-        else if (strcmp(key, "batch_messages") == 0) batch = v;
-    }
+    struct pub_args args;
+    pub_args_parse(&args, argc, argv, "kafka_port", 9092);
+    const long long n = args.messages, max_pending = args.max_pending, body = args.body,
+                    port = args.port, linger_ms = args.linger_ms;
+    long long batch = args.batch_messages;
     char brokers[64], topic[96], buf[64];
     snprintf(brokers, sizeof brokers, "127.0.0.1:%lld", port);
     snprintf(topic, sizeof topic, "rdkafkabench-%d-%lld", (int)getpid(), (long long)now_ns());
@@ -201,9 +156,7 @@ int main(int argc, char** argv) {
         return 1;
     }
 
-    const long rss0 = rss_kib();
-    const double cpu0 = cpu_s();
-    const int64_t t0 = now_ns();
+    const struct pub_mark start = pub_mark_now();
     for (long long i = 0; i < n; ++i) {
         while (i - (acked + failed) >= max_pending) {
             rd_kafka_poll(rk, 1000);
@@ -217,26 +170,7 @@ int main(int argc, char** argv) {
     while (acked + failed < n) {
         rd_kafka_poll(rk, 1000);
     }
-    const int64_t t1 = now_ns();
-    const double cpu1 = cpu_s();
-    const long rss1 = rss_kib();
-
-    qsort(lat, (size_t)acked, sizeof *lat, cmp64);
-    double mean = 0;
-    for (int64_t i = 0; i < acked; ++i) {
-        mean += (double)lat[i];
-    }
-    emit("msgs_per_s", "msg/s", (double)n / ((double)(t1 - t0) / 1e9));
-    if (acked > 0) {
-        emit("mean_latency_ms", "ms", mean / (double)acked / 1e6);
-        int64_t p = acked * 99 / 100;
-        emit("p99_latency_ms", "ms", (double)lat[p < acked ? p : acked - 1] / 1e6);
-    }
-    emit("success_percent", "%", 100.0 * (double)acked / (double)n);
-    emit("mem_delta_mb", "MB", (double)(rss1 - rss0) / 1024.0);
-    emit("cpu_ns_per_msg", "ns", (cpu1 - cpu0) * 1e9 / (double)n);
-    emit("ops", "", (double)n);
-    fflush(stdout);
+    pub_report(&start, n, lat, acked);
 
     rd_kafka_destroy(rk);
     free(data);

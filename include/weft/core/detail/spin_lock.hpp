@@ -7,7 +7,8 @@
 
 namespace weft::detail {
 
-/// The lock of every weft::sync object and of each epoll socket's readiness state (weft::io).
+/// The lock of every weft::sync object, of each epoll socket's readiness state (weft::io) and of
+/// each memory_broker topic (weft::bus; there a section now and then allocates).
 /// Critical sections are a handful of pointer moves (never a resumption, never a user callback;
 /// allocation only when an unbounded ring grows, a system call only when a socket first
 /// registers with an epoll), so a test-and-test-and-set lock beats a futex mutex: an
