@@ -31,6 +31,8 @@ n=$(echo "$out" | awk '/requests in/{print $1}')
 rps=$(echo "$out" | awk '/Requests\/sec/{print $2}')
 wt=$(echo "$out" | awk '/WRKTIME/{print ($2+$3)*100}')
 err=$(echo "$out" | grep -E "Non-2xx|Socket errors" | tr '\n' ' ')
+# with --latency: wrk's 99th percentile, in ms
+p99=$(echo "$out" | awk '$1=="99%" {v=$2; u=v; sub(/[a-z]+$/,"",v); sub(/^[0-9.]+/,"",u); print (u=="us" ? v/1000 : (u=="s" ? v*1000 : v))}')
 case $1 in nginx*) kill -TERM -- -$SP;; minihttp) kill -KILL $SP;; *) kill -INT $SP;; esac
 wait $SP 2>/dev/null
-echo "$1 $2 c$3 rps=$rps n=$n user_us=$(echo "($u1-$u0)*10000/$n" | bc -l | cut -c1-6) sys_us=$(echo "($s1-$s0)*10000/$n" | bc -l | cut -c1-6) tot_us=$(echo "($u1-$u0+$s1-$s0)*10000/$n" | bc -l | cut -c1-6) other=$(( (cu1-cu0-(u1-u0)-(s1-s0)-${wt%.*})*100/((cu1-cu0)+(ci1-ci0)) ))% $err"
+echo "$1 $2 c$3 rps=$rps n=$n user_us=$(echo "($u1-$u0)*10000/$n" | bc -l | cut -c1-6) sys_us=$(echo "($s1-$s0)*10000/$n" | bc -l | cut -c1-6) tot_us=$(echo "($u1-$u0+$s1-$s0)*10000/$n" | bc -l | cut -c1-6) other=$(( (cu1-cu0-(u1-u0)-(s1-s0)-${wt%.*})*100/((cu1-cu0)+(ci1-ci0)) ))%${p99:+ p99_ms=$p99} $err"
