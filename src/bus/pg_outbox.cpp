@@ -573,11 +573,8 @@ auto feed_pipeline(pg_outbox::state& s, detail::relay_pipeline& pipe) -> task<vo
                 continue;
             }
         }
-        auto done = pipe.take_finished();
-        if (!done.empty()) {
+        if (pipe.take_finished(unfinished) != 0) {
             detail::crash_point("after_ack");
-            unfinished.insert(unfinished.end(), std::make_move_iterator(done.begin()),
-                              std::make_move_iterator(done.end()));
         }
         const bool claim = !stopping && !dry && !rs.owned.empty() && pipe.wants_rows();
         if (unfinished.empty() && !claim) {

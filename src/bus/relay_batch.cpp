@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <string_view>
@@ -398,18 +399,20 @@ void relay_pipeline::add(std::vector<relay_row> rows) {
     s.pump_wake.set();
 }
 
-auto relay_pipeline::take_finished() -> std::vector<relay_row> {
+auto relay_pipeline::take_finished(std::vector<relay_row>& into) -> std::size_t {
     std::lock_guard lock(s_->mu);
     state& s = *s_;
-    std::vector<relay_row> out;
-    out.swap(s.finished);
-    s.held -= out.size();
+    const std::size_t n = s.finished.size();
+    into.insert(into.end(), std::make_move_iterator(s.finished.begin()),
+                std::make_move_iterator(s.finished.end()));
+    s.finished.clear();
+    s.held -= n;
     std::erase_if(s.keys, [](const auto& kv) {
         const state::key_state& k = kv.second;
         return k.rows.empty() && k.unacked == 0 && k.failed == state::none && !k.parked;
     });
     s.db_asked = false;
-    return out;
+    return n;
 }
 
 auto relay_pipeline::wants_rows() const -> bool {

@@ -142,9 +142,9 @@ public:
 
     /// Takes claimed rows (in seq order, none already held) and sends what the windows allow.
     void add(std::vector<relay_row> rows);
-    /// The rows finished since the last call (published or dead, each after its key's earlier
-    /// rows), in the order they were decided.
-    [[nodiscard]] auto take_finished() -> std::vector<relay_row>;
+    /// Appends to `into` the rows finished since the last call (published or dead, each after
+    /// its key's earlier rows), in the order they were decided; returns how many.
+    auto take_finished(std::vector<relay_row>& into) -> std::size_t;
     /// True when fewer than a batch of rows waits to be sent (parked keys' rows not counted)
     /// and the pipeline holds fewer than 4 batches: time to claim the next batch.
     [[nodiscard]] auto wants_rows() const -> bool;

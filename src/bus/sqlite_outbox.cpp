@@ -427,11 +427,8 @@ auto feed_pipeline(sqlite_outbox::state& s, detail::relay_pipeline& pipe) -> tas
     auto backoff = o.min_backoff;
     for (;;) {
         const bool stopping = s.stop.requested() || token.stop_requested() || pipe.ended();
-        auto done = pipe.take_finished();
-        if (!done.empty()) {
+        if (pipe.take_finished(unfinished) != 0) {
             detail::crash_point("after_ack");
-            unfinished.insert(unfinished.end(), std::make_move_iterator(done.begin()),
-                              std::make_move_iterator(done.end()));
         }
         const bool claim = !stopping && !dry && pipe.wants_rows();
         if (unfinished.empty() && !claim) {
