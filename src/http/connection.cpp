@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "server_state.hpp"
+#include "swar.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/buffer.hpp"
 #include "weft/io/error.hpp"
@@ -452,8 +453,9 @@ void connection::write_head(
     const std::string_view type = r.content_type();
     head_start_cache& c = tl_head_start;
     bool from_cache = c.second == tl_date.second && c.status == status &&
-                      std::string_view{c.type, c.type_len} == type &&
-                      std::string_view{c.server, c.server_len} == server;
+                      c.type_len == type.size() && c.server_len == server.size() &&
+                      swar::same_bytes(c.type, type.data(), type.size()) &&
+                      swar::same_bytes(c.server, server.data(), server.size());
     if (!from_cache && type.size() <= sizeof c.type && server.size() <= sizeof c.server) {
         const char* const end =
             put_head_start(c.text, status, reason_phrase(status), server, date, type);
@@ -739,69 +741,66 @@ private:
     co_return true;
 }
 
-// Adds the response to the pending output (string and bytes bodies) or sends it now (file and
-// stream bodies). False: the connection is done (a failed write, or a body that could only be
-// delimited by closing).
-auto connection::send(response& r, bool keep) -> task<bool> {
+// Adds a response whose body is in memory (none, a string, bytes) to the pending output: a
+// plain function, as nearly every response is one of these (no coroutine frame per response).
+void connection::queue(response& r, bool keep) {
     st_.requests.fetch_add(1, std::memory_order_relaxed);
     bool hold = false;
-    switch (r.form()) {
-        case body_form::text: {
-            const std::string& s = r.body_text();
-            if (head_request_) {
-                write_head(r, s.size(), false, keep);
-            } else if (s.size() <= inline_body_max) {
-                write_head(r, s.size(), false, keep, s);  // copied after the head
-            } else {
-                write_head(r, s.size(), false, keep);
-                add_out(s);
-                hold = true;
-            }
-            break;
+    if (r.form() == body_form::text) {
+        const std::string& s = r.body_text();
+        if (head_request_) {
+            write_head(r, s.size(), false, keep);
+        } else if (s.size() <= inline_body_max) {
+            write_head(r, s.size(), false, keep, s);  // copied after the head
+        } else {
+            write_head(r, s.size(), false, keep);
+            add_out(s);
+            hold = true;
         }
-        case body_form::none:
-            write_head(r, 0, false, keep);
-            break;
-        case body_form::bytes: {
-            const bytes& b = r.body_bytes();
-            write_head(r, b.size(), false, keep);
-            if (!head_request_) {
-                add_out({reinterpret_cast<const char*>(b.data()), b.size()});
-                hold = b.size() > inline_body_max;
-            }
-            break;
+    } else if (r.form() == body_form::bytes) {
+        const bytes& b = r.body_bytes();
+        write_head(r, b.size(), false, keep);
+        if (!head_request_) {
+            add_out({reinterpret_cast<const char*>(b.data()), b.size()});
+            hold = b.size() > inline_body_max;
         }
-        case body_form::file: {
-            file_body& f = r.body_file();
-            write_head(r, f.length, false, keep);
-            if (!head_request_) {
-                const auto ok2 = co_await send_file(f);
-                if (!ok2) {
-                    co_return false;
-                }
-            }
-            break;
-        }
-        case body_form::stream: {
-            stream_body& sb = r.body_stream();
-            const bool chunked = !sb.length && version_minor_ == 1;
-            if (!sb.length && !chunked) {
-                keep = false;  // HTTP/1.0 without a length: the close ends the body
-            }
-            write_head(r, sb.length.value_or(UINT64_MAX), chunked, keep);
-            if (!head_request_) {
-                const auto ok3 = co_await send_stream(sb, chunked);
-                if (!ok3) {
-                    co_return false;
-                }
-            }
-            break;
-        }
+    } else {  // body_form::none
+        write_head(r, 0, false, keep);
     }
     ++pending_;
     if (hold) {
         rs_->held.push_back(std::move(r));  // a large body is sent from where it is: keep it
     }
+}
+
+// Sends a response with a file or stream body: the pending output, then the body. False: the
+// connection is done (a failed write, or a body that could only be delimited by closing).
+[[gnu::noinline]] auto connection::send(response& r, bool keep) -> task<bool> {
+    st_.requests.fetch_add(1, std::memory_order_relaxed);
+    if (r.form() == body_form::file) {
+        file_body& f = r.body_file();
+        write_head(r, f.length, false, keep);
+        if (!head_request_) {
+            const auto ok2 = co_await send_file(f);
+            if (!ok2) {
+                co_return false;
+            }
+        }
+    } else {  // body_form::stream
+        stream_body& sb = r.body_stream();
+        const bool chunked = !sb.length && version_minor_ == 1;
+        if (!sb.length && !chunked) {
+            keep = false;  // HTTP/1.0 without a length: the close ends the body
+        }
+        write_head(r, sb.length.value_or(UINT64_MAX), chunked, keep);
+        if (!head_request_) {
+            const auto ok3 = co_await send_stream(sb, chunked);
+            if (!ok3) {
+                co_return false;
+            }
+        }
+    }
+    ++pending_;
     co_return keep;
 }
 
@@ -810,7 +809,7 @@ auto connection::send(response& r, bool keep) -> task<bool> {
     std::string body{why};
     body += '\n';
     response r = response::text(std::move(body), status);
-    (void)co_await send(r, false);
+    queue(r, false);
     const auto ok5 = co_await flush();
     if (!ok5) {
         co_return;
@@ -974,7 +973,12 @@ auto connection::serve() -> task<void> {
         }
     }
     const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
-    const auto ok8 = co_await send(r, keep);
+    bool ok8 = keep;
+    if (r.form() == body_form::file || r.form() == body_form::stream) {
+        ok8 = co_await send(r, keep);
+    } else {
+        queue(r, keep);
+    }
     if (!ok8) {
         // The last response: sent at once (a fresh socket takes a few hundred bytes whole),
         // and closed without a shutdown first: with nothing left unread, close sends the FIN

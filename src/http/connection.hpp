@@ -140,7 +140,8 @@ private:
     auto serve_request() -> task<bool>;
     void give_back_state() noexcept;  // rs_ back to the thread's cache; rs_ = nullptr
     auto finish_body() -> task<bool>;
-    auto send(response& r, bool keep) -> task<bool>;
+    void queue(response& r, bool keep);               // a body in memory (or none)
+    auto send(response& r, bool keep) -> task<bool>;  // a file or stream body
     void send_now(int flags) noexcept;  // the pending output in one sendmsg, if it fits
     auto receive_first() -> std::optional<result<bytes>>;
     auto send_file(file_body& f) -> task<result<void>>;

@@ -194,6 +194,17 @@ void response::drop_body() noexcept {
     }
 }
 
+auto response::text(std::string body, int status) -> response {
+    static constexpr std::string_view plain = "text/plain; charset=utf-8";
+    static_assert(plain.size() <= sizeof inline_part::type);
+    response r{status};
+    std::memcpy(r.in_.type, plain.data(), plain.size());
+    r.in_.type_len = static_cast<std::uint8_t>(plain.size());
+    r.text_ = std::move(body);
+    r.in_.form = body_form::text;
+    return r;
+}
+
 auto response::text(std::string body, int status, std::string_view content_type) -> response {
     response r{status};
     r.set_content_type(content_type);

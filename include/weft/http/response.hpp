@@ -87,10 +87,11 @@ public:
     auto operator=(const response&) -> response& = delete;
     ~response() = default;
 
+    /// `body` with Content-Type text/plain; charset=utf-8 (not checked per response: a
+    /// constant).
+    [[nodiscard]] static auto text(std::string body, int status = 200) -> response;
     /// `body` with Content-Type `content_type`.
-    [[nodiscard]] static auto text(std::string body,
-                                   int status = 200,
-                                   std::string_view content_type = "text/plain; charset=utf-8")
+    [[nodiscard]] static auto text(std::string body, int status, std::string_view content_type)
         -> response;
     /// The received `bytes`, sent without a copy.
     [[nodiscard]] static auto of_bytes(bytes body,
