@@ -460,9 +460,13 @@ void connection::write_head(
         const char* const end =
             put_head_start(c.text, status, reason_phrase(status), server, date, type);
         c.len = static_cast<std::uint16_t>(end - c.text);
-        std::memcpy(c.type, type.data(), type.size());
+        if (!type.empty()) {  // (an empty view's data() may be null: no memcpy from it)
+            std::memcpy(c.type, type.data(), type.size());
+        }
         c.type_len = static_cast<std::uint8_t>(type.size());
-        std::memcpy(c.server, server.data(), server.size());
+        if (!server.empty()) {
+            std::memcpy(c.server, server.data(), server.size());
+        }
         c.server_len = static_cast<std::uint8_t>(server.size());
         c.status = status;
         c.second = tl_date.second;

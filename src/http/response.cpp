@@ -246,7 +246,9 @@ auto response::stream(std::function<task<result<void>>(body_writer&)> fn,
 void response::set_content_type(std::string_view type) {
     check_value(type);
     if (type.size() <= sizeof in_.type) {
-        std::memcpy(in_.type, type.data(), type.size());
+        if (!type.empty()) {  // (an empty view's data() may be null: no memcpy from it)
+            std::memcpy(in_.type, type.data(), type.size());
+        }
         in_.type_len = static_cast<std::uint8_t>(type.size());
         if (rest_) {
             rest_->long_type.clear();
