@@ -203,7 +203,10 @@ struct relay_pipeline::state {
                 --unsent;
                 continue;
             }
-            auto id = pub.try_publish_async(row.env);
+            auto id = row.encoded.empty()
+                          ? pub.try_publish_async(row.env)
+                          : pub.try_publish_encoded_async(encoded_envelope{
+                                row.env.id, row.env.topic, row.env.key, row.encoded});
             if (!id) {
                 const std::error_code ec = id.error();
                 if (ec == std::errc::operation_would_block) {

@@ -31,6 +31,10 @@ struct relay_row {
     std::int64_t seq = 0;
     std::int64_t staged_ms = 0;
     envelope env;
+    /// The envelope's encoding as the outbox stored it, when the relay forwards it as it is
+    /// (relay_pipeline sends it with try_publish_encoded_async); `env` then holds only id,
+    /// topic and key. Empty: `env` is whole.
+    std::string encoded;
     fate outcome = fate::pending;
     std::string reason;
 };
