@@ -121,7 +121,7 @@ auto publish_batch(publisher& pub,
 ///   before the key's back-off (min_backoff doubling to max_backoff, back to min after a
 ///   success) has passed; meanwhile the key is "parked" and its newer rows queue behind. Other
 ///   keys go on.
-/// - Outcomes are matched by envelope id; one whose id this pipeline did not send (left over
+/// - Outcomes are matched by key and envelope id; one this pipeline did not send (left over
 ///   from an earlier relay on the same publisher, or from before reset()) is dropped.
 ///
 /// Threads: the database side (add, take_finished, wants_rows, ..., one task) and pump() (the
