@@ -363,8 +363,11 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
     s_->count_sql = "SELECT count(*) FROM " + t;
     s_->count_dead_sql = "SELECT count(*) FROM " + t + "_dead";
 
-    const int rc = sqlite3_open_v2(s_->path.c_str(), &s_->db,
-                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    // NOMUTEX: one blocking call at a time uses the connection (see above), so SQLite's
+    // per-connection mutex, taken by every step, bind and column call, guards nothing here.
+    const int rc =
+        sqlite3_open_v2(s_->path.c_str(), &s_->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     check(rc == SQLITE_OK ? 0 : rc, s_->db, "open");
     sqlite3_extended_result_codes(s_->db, 1);
     sqlite3_busy_timeout(s_->db, static_cast<int>(s_->options.busy_timeout.count()));
