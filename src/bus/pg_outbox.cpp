@@ -366,19 +366,35 @@ auto be_int64(std::string_view b) -> std::int64_t {
     return static_cast<std::int64_t>(v);
 }
 
-auto claimed_rows(const pg_rows& claimed) -> std::vector<detail::relay_row> {
+/// The claimed rows. `encoded` (the windowed relay): each keeps the stored encoding, to be
+/// forwarded as it is (relay_row::encoded; id, topic and key read out of it, checked as decode
+/// checks); else the envelope is decoded whole.
+auto claimed_rows(const pg_rows& claimed, bool encoded) -> std::vector<detail::relay_row> {
     std::vector<detail::relay_row> rows;
     rows.reserve(static_cast<std::size_t>(claimed.size()));
     for (int i = 0; i < claimed.size(); ++i) {
         detail::relay_row row;
         row.seq = be_int64(claimed.text(i, 0));
         row.staged_ms = be_int64(claimed.text(i, 2));
-        auto env = decode(claimed.text(i, 1));
-        if (env) {
+        const std::string_view blob = claimed.text(i, 1);
+        std::error_code bad;
+        if (encoded) {
+            if (auto e = decode_routing(blob)) {
+                row.env.id = e->id;
+                row.env.topic.assign(e->topic);
+                row.env.key.assign(e->key);
+                row.encoded.assign(blob);
+            } else {
+                bad = e.error();
+            }
+        } else if (auto env = decode(blob)) {
             row.env = std::move(*env);
         } else {
+            bad = env.error();
+        }
+        if (bad) {
             row.outcome = detail::relay_row::fate::dead;
-            row.reason = "undecodable outbox row: " + env.error().message();
+            row.reason = "undecodable outbox row: " + bad.message();
         }
         rows.push_back(std::move(row));
     }
@@ -441,7 +457,7 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
             co_return r.error();
         }
         rs.in_txn = true;
-        rs.next = claimed_rows(r->back());
+        rs.next = claimed_rows(r->back(), /*encoded=*/false);
     }
     std::vector<detail::relay_row> rows = std::move(rs.next);
     rs.next.clear();
@@ -477,7 +493,7 @@ auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
     }
     rs.in_txn = more;
     if (more) {
-        rs.next = claimed_rows(f->back());
+        rs.next = claimed_rows(f->back(), /*encoded=*/false);
     }
     co_return rows.size();
 }
@@ -519,7 +535,7 @@ auto feed_round(pg_outbox::state& s,
     if (!claim) {
         co_return std::vector<detail::relay_row>{};
     }
-    co_return claimed_rows((*f)[claimed_at]);
+    co_return claimed_rows((*f)[claimed_at], /*encoded=*/true);
 }
 
 /// The database side of the relay with a window above one (detail::relay_pipeline, which
