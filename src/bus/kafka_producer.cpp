@@ -572,26 +572,40 @@ auto kafka_producer::make(std::shared_ptr<kafka_backend::connection> conn,
 }
 
 void kafka_producer::start(envelope env, std::uint32_t slot) {
-    state& st = *st_;
-    st.outstanding.fetch_add(1);
     // librdkafka copies key and value (RD_KAFKA_MSG_F_COPY): the encoding buffer is reused.
     thread_local std::string bytes;
     bytes.clear();
     encode(env, bytes);
+    produce(env.id, env.topic, env.key, bytes, slot);
+}
+
+auto kafka_producer::start_encoded(const encoded_envelope& e, std::uint32_t slot) -> bool {
+    produce(e.id, e.topic, e.key, e.bytes, slot);  // the message's value is the encoding
+    return true;
+}
+
+void kafka_producer::produce(const message_id& msg_id,
+                             std::string_view topic,
+                             std::string_view key,
+                             std::string_view value,
+                             std::uint32_t slot) {
+    state& st = *st_;
+    st.outstanding.fetch_add(1);
     std::array<char, 36> id{};
-    id_text(env.id, id);
+    id_text(msg_id, id);
     rd_kafka_headers_t* headers = rd_kafka_headers_new(1);
     rd_kafka_header_add(headers, "weft-id", -1, id.data(), static_cast<ssize_t>(id.size()));
     rd_kafka_resp_err_t e = RD_KAFKA_RESP_ERR_NO_ERROR;
     std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>> failed;
     {
         std::lock_guard lock(st.rk_mu);
-        if (env.topic != st.last_topic) {  // most publishers use one topic: no set lookup then
-            st.conn->ensure_topic_async(env.topic);
-            st.last_topic = env.topic;
+        if (topic != st.last_topic) {  // most publishers use one topic: no set lookup then
+            st.conn->ensure_topic_async(topic);
+            st.last_topic = topic;
         }
         const auto order = std::uintptr_t{st.next_seq++} << 32;
-        e = st.produce_locked(env.topic.c_str(), env.key, bytes, headers,
+        // last_topic: `topic` NUL-terminated (the same characters).
+        e = st.produce_locked(st.last_topic.c_str(), key, value, headers,
                               reinterpret_cast<void*>(order | slot));
         if (st.recovering) {  // the broken client may have had nothing left to report
             st.finish_recovery_locked(failed);
