@@ -24,6 +24,24 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class BusyMachineTest(unittest.TestCase):
+    def test_retries_stop_after_a_streak_of_noisy_runs_and_resume_after_a_quiet_one(self):
+        import io
+        from weftbench import measure, runner
+        settings = runner.Settings(retries=3)
+        progress = runner.Progress(total=1, stream=io.StringIO())
+        busy = runner.BusyMachine(streak=3)
+        noisy, quiet = measure.Run("ok", noisy=True), measure.Run("ok")
+        given = []
+        for run in [noisy, noisy, measure.Run("failed"), noisy, noisy, quiet, noisy]:
+            given.append(busy.retries(settings))
+            busy.saw(run, progress, "s")
+        # a failed run neither extends nor breaks the streak
+        self.assertEqual(given, [3, 3, 3, 3, 0, 0, 3])
+        self.assertIn("not repeating noisy runs", progress.stream.getvalue())
+        self.assertIn("repeated again", progress.stream.getvalue())
+
+
 class BuildFlagsTest(unittest.TestCase):
     def test_read_from_the_peers_dir_or_said_unknown(self):
         import json

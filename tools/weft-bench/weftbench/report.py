@@ -13,10 +13,13 @@ Systems are interleaved: in every round each scenario runs once on every system 
 (A B C, A B C, ...), so a slow drift of the machine hits all systems alike. Cells show the
 median over the rounds, with min–max and the number of runs n. During each run the harness
 reads the machine's busy time from /proc/stat and subtracts the measured processes' own CPU
-(rusage of the child, /proc/PID/stat of a server): when the rest of the machine used more than
-{threshold:g}% of the CPU (beyond the one-tick-per-CPU resolution of /proc/stat), the run is
-repeated up to {retries} times and, if it never gets quiet, the least disturbed run is kept and
-marked ⚠ noisy. weft / best peer compares medians; whether lower or higher is better is declared
+(rusage of the child, /proc/PID/stat of a server): when the rest of the machine at normal
+priority used more than {threshold:g}% of the CPU (beyond the one-tick-per-CPU resolution of
+/proc/stat), the run is repeated up to {retries} times and, if it never gets quiet, the least
+disturbed run is kept and marked ⚠ noisy; after 3 runs in a row stayed noisy through every
+retry, runs are not repeated until one is quiet. Niced processes (builds under nice -n 19) get
+the cores only when the measured ones leave them idle: their CPU is recorded and shown per
+suite, not counted as noise. weft / best peer compares medians; whether lower or higher is better is declared
 per metric. Seed figures are the ones printed in the seed report, measured on other hardware:
 they place the order of magnitude, the peers measured here are the real comparison."""
 
@@ -111,6 +114,9 @@ def section_header(suite: Suite, result: dict) -> list[str]:
              f"<code>{esc(result.get('seed_file'))}</code> · mode {esc(result['mode'])}, "
              f"{result['rounds']} rounds · run {esc(result['machine']['date'])}"
              f" · took {result.get('elapsed_s', '?')} s</p>"]
+    load = load_line(result)
+    if load:
+        parts.append(f"<p><small>{load}</small></p>")
     if suite.notes:
         parts.append(f"<p>{esc(suite.notes)}</p>")
     if result.get("error"):
@@ -119,6 +125,27 @@ def section_header(suite: Suite, result: dict) -> list[str]:
         if s["status"] == "not run" and not (s["name"] == SUBJECT and result.get("error")):
             parts.append(f'<p class="warn">{esc(s["name"])} not run: {esc(s["reason"])}</p>')
     return parts
+
+
+def load_line(result: dict) -> str:
+    """What the rest of the machine used during the suite's kept runs: the median and range of
+    the other CPU, its niced part, and how many rows have a noisy run."""
+    measured = [r for r in result["rows"]
+                if r["system"] != "seed" and r.get("other_cpu_percent")]
+    # a run prints several metrics: count each run once, by its first metric's row
+    first = {}
+    for r in measured:
+        first.setdefault((r["scenario"], stats.format_params(r["params"]), r["system"]), r)
+    other = [x for r in first.values() for x in r["other_cpu_percent"]]
+    if not other:
+        return ""
+    niced = [x for r in first.values() for x in r.get("niced_cpu_percent", [])]
+    text = (f"Other processes used a median {stats.median(other):.0f}% of the CPU during the "
+            f"{len(other)} kept runs ({min(other):.0f}–{max(other):.0f}%)")
+    if niced:
+        text += f", of it niced {stats.median(niced):.0f}%"
+    noisy = sum(1 for r in first.values() if r.get("noisy"))
+    return esc(text + f"; {noisy} of {len(first)} scenario × system cells have a noisy run.")
 
 
 def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
