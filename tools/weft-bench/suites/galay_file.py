@@ -38,6 +38,7 @@ SUITE = Suite(
     # Buffered random writes go through io-wq and swing several-fold run to run (see notes):
     # 3 rounds of those rows decide nothing, 5 make the median usable.
     rounds={"quick": 5, "full": 10},
+    unplotted=("duration_s",),  # how long a run took: a fact of the run, not a result
     systems=(
         System("weft", "{bin}/bench_file_io",
                build="cmake --build build/release --target bench_file_io"),

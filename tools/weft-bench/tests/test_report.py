@@ -80,5 +80,36 @@ class ReportTest(unittest.TestCase):
         self.assertIn("/b/archs not built", page)
 
 
+
+class PlotLabelTest(unittest.TestCase):
+    def test_groups_are_labelled_by_what_differs(self):
+        common, labels = report.group_labels(
+            ["qd=1 bs=4096 direct=0 dir=/tmp", "qd=32 bs=4096 direct=0 dir=/tmp",
+             "qd=1 bs=4096 direct=1 dir=/tmp"])
+        self.assertEqual(common, "bs=4096 dir=/tmp")
+        self.assertEqual(labels, ["qd=1\ndirect=0", "qd=32\ndirect=0", "qd=1\ndirect=1"])
+
+    def test_a_value_with_spaces_stays_one_param(self):
+        self.assertEqual(report.split_params("C=8 D=20 vs 5"), ["C=8", "D=20 vs 5"])
+        self.assertEqual(report.group_labels(["arch=B / A"]), ("", ["arch=B / A"]))
+
+    def test_bar_labels_are_compact(self):
+        self.assertEqual(report.compact(130_529), "131k")
+        self.assertEqual(report.compact(1_670_000), "1.67M")
+        self.assertEqual(report.compact(55.4), "55.4")
+
+    def test_a_count_that_is_zero_everywhere_is_not_plotted(self):
+        suite = Suite("z", "z", None, systems=(System("weft", "w"), System("go", "g")),
+                      metrics={"errors": Metric("count"), "ns_per_task": Metric("ns")},
+                      scenarios=(Scenario("spawn", {"tasks": 10}, ("ns_per_task", "errors")),))
+        rows = [measured("weft", 50), measured("go", 250),
+                {**measured("weft", 0), "metric": "errors", "unit": "count"},
+                {**measured("go", 0), "metric": "errors", "unit": "count"}]
+        with tempfile.TemporaryDirectory() as d:
+            names = report.plot_suite(suite, {**RESULT, "rows": rows}, Path(d))
+        if names:  # matplotlib present
+            self.assertEqual(names, ["z-spawn-ns_per_task.png"])
+
+
 if __name__ == "__main__":
     unittest.main()

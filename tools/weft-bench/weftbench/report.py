@@ -257,6 +257,38 @@ def use_cjk_fallback(matplotlib) -> None:
     matplotlib.rcParams["font.family"] = ["DejaVu Sans", *cjk[:1], "sans-serif"]
 
 
+def split_params(text: str) -> list[str]:
+    """"a=1 b=x y c=2" -> ["a=1", "b=x y", "c=2"]: a value may hold spaces (derived rows'
+    "D=20 vs 5"), a new item starts at a word followed by "="."""
+    return [p for p in re.split(r" (?=[A-Za-z_][A-Za-z0-9_]*=)", text) if p]
+
+
+def compact(x: float) -> str:
+    """A bar's label, three significant digits: 131k, 1.67M (full figures are in the table;
+    "130,529" beside "133,505" overlapped)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return stats.fmt(x)
+
+
+def shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def group_labels(params: list[str]) -> tuple[str, list[str]]:
+    """(the params every group shares, one label per group with only what differs), each
+    label one param a line: the whole params string of every group overlapped its
+    neighbours' under the bars."""
+    items = [split_params(p) for p in params]
+    common = [p for p in items[0] if all(p in i for i in items[1:])] if len(items) > 1 else []
+    labels = []
+    for i in items:
+        rest = [p for p in i if p not in common] or i
+        labels.append("\n".join(rest))
+    return " ".join(common), labels
+
+
 def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
     """One grouped bar chart per (scenario, metric): groups = params, bars = systems,
     whiskers = min-max, dashed line = weft's target."""
@@ -288,7 +320,9 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
         present = [s for s in systems if any(s in g for g in groups.values())]
         if not any(s != "seed" for s in present):
             continue
-        fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
+        if all(r["value"] == 0 for g in groups.values() for r in g.values()):
+            continue  # a count that should be 0 and is (errors): the table says so
+        fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100)
         width = 0.8 / len(present)
         values = []
         for j, system in enumerate(present):
@@ -306,7 +340,8 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
             bars = ax.bar(xs, ys, width, label=system, color=colors[system],
                           hatch="//" if system == "seed" else None,
                           yerr=[lo, hi] if any(lo) or any(hi) else None, capsize=3)
-            ax.bar_label(bars, [stats.fmt(y) for y in ys], fontsize=7, padding=2)
+            ax.bar_label(bars, [compact(y) for y in ys], fontsize=7 if len(present) <= 4 else 6,
+                         padding=2)
         for x, params in enumerate(groups):
             target = targets.get((scenario, params, metric))
             for limit in (target.at_most, target.at_least) if target else ():
@@ -319,13 +354,17 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
         elif min(values) >= 0:
             ax.set_ylim(0, max(values) * 1.15 or 1)
         unit = suite.metric(metric).unit
-        ax.set_xticks(range(len(groups)), list(groups), fontsize=8)
+        common, labels = group_labels(list(groups))
+        ax.set_xticks(range(len(groups)), labels, fontsize=8)
         ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
         better = "higher" if suite.metric(metric).better == HIGHER else "lower"
-        ax.set_title(f"{suite.name}: {scenario} — {metric} ({better} is better)", fontsize=10)
+        ax.set_title(f"{suite.name}: {scenario} — {metric} ({better} is better)"
+                     + (f"\n{shorten(common, 100)}" if common else ""), fontsize=9)
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
-        ax.legend(unique.values(), unique.keys(), fontsize=8)
+        # beside the axes: inside, it covered the bars of whichever group sat under it
+        ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{suite.name}-{scenario}-{metric}") + ".png"
