@@ -81,6 +81,21 @@ class ReportTest(unittest.TestCase):
 
 
 
+class LoadLineTest(unittest.TestCase):
+    def test_other_cpu_is_weighted_by_wall_time_and_each_run_counted_once(self):
+        weft = {**measured("weft", 50), "wall_s": [1.0, 3.0], "other_cpu_percent": [80.0, 0.0],
+                "niced_cpu_percent": [40.0, 0.0], "noisy": True}
+        go = {**measured("go", 250), "wall_s": [0.02], "other_cpu_percent": [150.0],
+              "niced_cpu_percent": [0.0]}
+        # a second metric of weft's runs: the same runs, not counted again
+        weft2 = {**weft, "metric": "allocs"}
+        line = report.load_line({**RESULT, "rows": [weft, weft2, go]})
+        # (1 * 80 + 3 * 0 + 0.02 * 150) / 4.02 = 20.6 %; niced (1 * 40) / 4.02 = 10 %
+        self.assertIn("used 21% of the CPU during its 3 kept runs", line)
+        self.assertIn("niced 10%", line)
+        self.assertIn("1 of 2 scenario × system cells have a noisy run", line)
+
+
 class PlotLabelTest(unittest.TestCase):
     def test_groups_are_labelled_by_what_differs(self):
         common, labels = report.group_labels(

@@ -128,22 +128,23 @@ def section_header(suite: Suite, result: dict) -> list[str]:
 
 
 def load_line(result: dict) -> str:
-    """What the rest of the machine used during the suite's kept runs: the median and range of
-    the other CPU, its niced part, and how many rows have a noisy run."""
-    measured = [r for r in result["rows"]
-                if r["system"] != "seed" and r.get("other_cpu_percent")]
-    # a run prints several metrics: count each run once, by its first metric's row
-    first = {}
-    for r in measured:
-        first.setdefault((r["scenario"], stats.format_params(r["params"]), r["system"]), r)
-    other = [x for r in first.values() for x in r["other_cpu_percent"]]
-    if not other:
+    """What the rest of the machine used during the suite's kept runs: the other CPU and its
+    niced part, averaged over the runs weighted by their wall time (a run of a few ticks reads
+    0% or 150%: /proc/stat counts whole ticks), and how many cells have a noisy run."""
+    first = {}  # a run prints several metrics: count each run once, by its first metric's row
+    for r in result["rows"]:
+        if r["system"] != "seed" and r.get("other_cpu_percent") and r.get("wall_s"):
+            first.setdefault((r["scenario"], stats.format_params(r["params"]), r["system"]), r)
+    runs = [(w, o, n) for r in first.values()
+            for w, o, n in zip(r["wall_s"], r["other_cpu_percent"],
+                               r.get("niced_cpu_percent") or [None] * len(r["wall_s"]))]
+    wall = sum(w for w, _, _ in runs)
+    if not runs or wall <= 0:
         return ""
-    niced = [x for r in first.values() for x in r.get("niced_cpu_percent", [])]
-    text = (f"Other processes used a median {stats.median(other):.0f}% of the CPU during the "
-            f"{len(other)} kept runs ({min(other):.0f}–{max(other):.0f}%)")
-    if niced:
-        text += f", of it niced {stats.median(niced):.0f}%"
+    text = (f"Other processes used {sum(w * o for w, o, _ in runs) / wall:.0f}% of the CPU "
+            f"during its {len(runs)} kept runs ({wall:.0f} s in all; mean weighted by wall time)")
+    if all(n is not None for _, _, n in runs):
+        text += f", niced {sum(w * n for w, _, n in runs) / wall:.0f}%"
     noisy = sum(1 for r in first.values() if r.get("noisy"))
     return esc(text + f"; {noisy} of {len(first)} scenario × system cells have a noisy run.")
 
