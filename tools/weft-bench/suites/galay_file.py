@@ -64,7 +64,7 @@ SUITE = Suite(
         + [Scenario(rw, {"qd": qd, "bs": 4096, "size_mb": 256, "direct": direct, "ms": 3000,
                          "dir": "/tmp", "backend": "io_uring"},
                     ("iops", "mb_per_s", "errors"),
-                    quick={"ms": 500},
+                    quick={"ms": 250},
                     targets={"iops": Target(beats=("fio-io_uring",)),
                              "errors": Target(at_most=0)})
            for rw in ("randread", "randwrite") for direct in (0, 1) for qd in (1, 32)]),

@@ -42,6 +42,27 @@ class BusyMachineTest(unittest.TestCase):
         self.assertIn("repeated again", progress.stream.getvalue())
 
 
+class ScenarioRetriesTest(unittest.TestCase):
+    def test_a_counting_row_is_never_repeated(self):
+        import io
+        from unittest import mock
+        from weftbench import measure, runner
+        from weftbench.suite import Metric, Scenario, Suite, System
+        suite = Suite("t", "t", None, (System("weft", "/bin/true"),), {"m": Metric("x")},
+                      (Scenario("timed", {}, ("m",)), Scenario("counted", {}, ("m",), retries=0)),
+                      rounds={"quick": 1, "full": 1})
+        given = {}
+
+        def fake(argv, timeout, threshold, retries, **server):
+            given[argv[1]] = retries
+            return measure.Run("ok", metrics=[{"metric": "m", "unit": "x", "value": 1.0}])
+
+        settings = runner.Settings(retries=3)
+        with mock.patch.object(runner.measure, "measure", fake):
+            runner.run_suite(suite, settings, runner.Progress(total=2, stream=io.StringIO()))
+        self.assertEqual(given, {"timed": 3, "counted": 0})
+
+
 class BuildFlagsTest(unittest.TestCase):
     def test_read_from_the_peers_dir_or_said_unknown(self):
         import json

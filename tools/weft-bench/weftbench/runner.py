@@ -267,8 +267,10 @@ def run_rounds(suite: Suite, settings: Settings, progress: Progress, runnable: l
                 if (i, system.name) in stopped:
                     progress.done += 1
                     continue
-                run = run_system(system, scn, params, suite, settings, background,
-                                 busy.retries(settings))
+                retries = busy.retries(settings)
+                if scn.retries is not None:
+                    retries = min(retries, scn.retries)
+                run = run_system(system, scn, params, suite, settings, background, retries)
                 progress.line(f"{label}  {system.name}: {describe(run)}")
                 busy.saw(run, progress, suite.name)
                 if run.status in ("unsupported", "failed"):
