@@ -54,7 +54,10 @@ def table_keys(suite: Suite, result: dict) -> list[tuple]:
         p = stats.format_params(scn.params_for(result["mode"]))
         keys += [(scn.name, p, m) for m in scn.metrics]
         keys += [k for k in present if k[:2] == (scn.name, p) and k[2] not in scn.metrics]
-    keys += [(d.scenario, stats.format_params(d.params), d.metric) for d in suite.derived]
+    # a derived row whose inputs did not run in this mode (the full mode's sizes) is left out:
+    # it would only add a target that cannot be decided
+    keys += [k for k in ((d.scenario, stats.format_params(d.params), d.metric)
+                         for d in suite.derived) if k in present]
     keys += [k for k in present if k not in keys]
     return list(dict.fromkeys(keys))
 
@@ -380,8 +383,17 @@ def headline_keys(suite: Suite, result: dict) -> list[tuple]:
     in a suite with neither, the first metric of every scenario that all systems run."""
     targets = targets_by_key(suite, result["mode"])
     seeded = {row_key(r) for r in result["rows"] if r["system"] == "seed"}
-    keys = [k for k in table_keys(suite, result)
-            if (k in targets or k in seeded) and k[2] != "errors"]
+    present = {row_key(r) for r in result["rows"]}
+    keys, first_seed = [], set()
+    for k in table_keys(suite, result):
+        if k[2] == "errors" or k not in present:
+            continue
+        # of a scenario's seeded metrics only the first (the seed's headline figure, e.g.
+        # msg/s; its latency and memory columns stay in the suite's table) unless targeted
+        if k in targets or (k in seeded and k[:2] not in first_seed):
+            keys.append(k)
+        if k in seeded:
+            first_seed.add(k[:2])
     if keys:
         return keys
     return [(scn.name, stats.format_params(scn.params_for(result["mode"])), scn.metrics[0])
@@ -422,7 +434,9 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
                      f"<td>{esc(key[2])}<br><small>{esc(unit)}</small></td>",
                      f'<td class="num">{stats.fmt(seed["value"]) if seed else "–"}</td>',
                      f'<td class="num"><b>{stats.fmt(weft["value"]) if weft else "–"}</b>'
-                     + (' <span class="warn">⚠</span>' if weft and weft.get("noisy") else "")
+                     + (' <span class="warn" title="a noisy run: other processes at normal '
+                        'priority used more than the threshold">⚠</span>'
+                        if weft and weft.get("noisy") else "")
                      + "</td>", best_cell, ratio_cell(weft, peer_figs, metric.better)]
             if key in targets:
                 html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)
