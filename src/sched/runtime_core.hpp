@@ -93,7 +93,8 @@ public:
         return injected_.load(std::memory_order_seq_cst) == 0;
     }
 
-    void notify_parked() noexcept;
+    /// Wakes one parked worker if nobody searches; true if it woke one.
+    auto notify_parked() noexcept -> bool;
     /// Is there work `self` could run: the injector, its own queue, and (may_steal) any other
     /// worker's deque (not its LIFO slot: thieves may not take that)? seq_cst loads: see the
     /// parking protocol above.

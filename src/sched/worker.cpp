@@ -35,6 +35,13 @@ constexpr int spin_rounds = 12;
 // kernel's network stack needs. Echo server, 2 workers, 100 connections, server CPU per
 // request, 5 interleaved rounds: epoll 4.97 -> 4.67 us, io_uring 4.60 -> 4.51 (tokio 4.43).
 constexpr int io_spin_rounds = 1;
+// IO home: a push wakes no helper at once while the home's deque holds at most this many tasks
+// (the home runs them next), see sched_worker::on_push.
+constexpr std::int64_t home_quiet_queue = 16;
+// IO home: a helper sleeps at most home_watch_min before it looks at the queues (see
+// home_watch_timeout), doubling up to home_watch_max while it finds nothing.
+constexpr std::int64_t home_watch_min_ns = 2'000'000;
+constexpr std::int64_t home_watch_max_ns = 256'000'000;
 // How long a thief leaves a task its victim displaced from the LIFO slot (see settled()).
 constexpr std::chrono::nanoseconds displaced_settle{3000};
 
@@ -108,7 +115,48 @@ void sched_worker::detached_failure(std::exception_ptr e) noexcept {
 void sched_worker::on_push() noexcept {
     // Reached after a relaxed check of idle_count (worker_base::push): see runtime_core's
     // class comment.
-    rt_.notify_parked();
+    // On the IO home (runtime_options::consolidate_io) with a short queue, a push (a spawn, a
+    // task woken here) calls no helper now: the home most likely runs it next, and a helper
+    // woken for it takes a CPU from someone else (the HTTP accept loop woke one for nearly
+    // every connection). The wake-up is deferred to the home's next pick (settle_deferred):
+    // if the task is then still queued behind another, the home calls a helper. A task that
+    // spawns and then keeps its thread (spins, blocks) without ever reaching a pick is covered
+    // by the helpers' watch (home_watch_timeout).
+    if (rt_.gathers_io && deque_.size() <= home_quiet_queue &&
+        rt_.read_io_home().worker == static_cast<int>(index_)) {
+        ++deferred_;
+        deferred_task_ = untag(deque_.peek_bottom());
+        bump(deferred_wakes);
+        return;
+    }
+    if (rt_.notify_parked()) {
+        bump(wakes);
+    }
+}
+
+void sched_worker::settle_deferred(void* next) noexcept {
+    // Still queued behind `next`: more than one deferred push (at most one of them runs next),
+    // or the one deferred is not `next` (the LIFO slot or an older entry went first). An empty
+    // deque means a thief or this worker took them already.
+    const bool waits = deque_.size() != 0 && (deferred_ > 1 || next != deferred_task_);
+    deferred_ = 0;
+    deferred_task_ = nullptr;
+    if (waits && rt_.notify_parked()) {
+        bump(wakes);
+    }
+}
+
+auto sched_worker::home_watch_timeout() noexcept -> std::optional<std::int64_t> {
+    if (!rt_.gathers_io) {
+        return std::nullopt;
+    }
+    const int home = rt_.read_io_home().worker;
+    if (home < 0 || home == static_cast<int>(index_)) {
+        return std::nullopt;
+    }
+    watch_ns_ = watched_ ? std::min(2 * watch_ns_, home_watch_max_ns)
+                         : std::max(watch_ns_, home_watch_min_ns);
+    return watch_ns_;
 }
 
 auto sched_worker::others_may_wait() const noexcept -> bool {
@@ -373,12 +421,22 @@ void sched_worker::park() {
         unlist();
         return;
     }
+    deferred_ = 0;  // nothing is queued here (has_work_for)
+    deferred_task_ = nullptr;
     std::optional<std::int64_t> timeout;
     {
         std::lock_guard lock(timers_.mu);
         if (auto d = timers_.wheel.next_deadline()) {
             timeout = rt_.ms_to_ns_from_now(*d);
         }
+    }
+    // A helper of an IO home wakes now and then to look at the queues: the home defers the
+    // wake-ups of its pushes to its next pick (on_push), which a task that keeps the thread
+    // never reaches.
+    const std::optional<std::int64_t> watch = home_watch_timeout();
+    const bool watching = watch && (!timeout || *watch < *timeout);
+    if (watching) {
+        timeout = watch;
     }
     if (rt_.shutting_down.load(std::memory_order_seq_cst)) {
         std::lock_guard lock(rt_.quiet_mu);
@@ -402,6 +460,7 @@ void sched_worker::park() {
         }
         driver_->park(timeout);
     }
+    watched_ = watching;
     unlist();
 }
 
@@ -455,6 +514,11 @@ void sched_worker::run() {
             h = find_work();
         }
         if (h != nullptr) {
+            if (deferred_ != 0) {
+                settle_deferred(h);
+            }
+            watched_ = false;
+            watch_ns_ = home_watch_min_ns;
             if (searching) {
                 searching = false;
                 // The last searcher to find work wakes another, so bursts fan out.

@@ -56,6 +56,8 @@ public:
     // runtime::worker_metrics: written by this worker only (load + store, no RMW), read by any.
     std::atomic<std::uint64_t> park_attempts{0};
     std::atomic<std::uint64_t> sleeps{0};
+    std::atomic<std::uint64_t> wakes{0};
+    std::atomic<std::uint64_t> deferred_wakes{0};
     /// This worker's last load window (runtime_core::window_load, consolidate_io only):
     /// runtime_core::pack'ed. Written by this worker at the end of each window, read by
     /// any worker reviewing the IO home (relaxed: a hint; any value read is safe to act on).
@@ -111,6 +113,11 @@ private:
     void park();
 
     auto take_inbox() -> void*;
+    /// Owner, when it picked `next` to run: calls a helper if a push it deferred (on_push, IO
+    /// home) is still queued behind `next`.
+    void settle_deferred(void* next) noexcept;
+    /// How long a helper of an IO home sleeps at most before it looks at the queues again.
+    [[nodiscard]] auto home_watch_timeout() noexcept -> std::optional<std::int64_t>;
     /// consolidate_io: ends the load window if it is load_window old (publishes it in
     /// last_window, reviews the IO home) and starts the next. Owner only.
     void note_load() noexcept;
@@ -139,6 +146,14 @@ private:
     std::int64_t window_cpu_start_ns_ = 0;
     unsigned window_sleeps_ = 0;
     unsigned saturated_windows_ = 0;  // windows in a row without a sleep, nearly all busy
+    // Pushes since the last pick whose wake-up on_push deferred (IO home), and the newest of
+    // them (untagged).
+    unsigned deferred_ = 0;
+    void* deferred_task_ = nullptr;
+    // A helper's next watch timeout (home_watch_timeout), in ns: doubles after each watch that
+    // found nothing, back to the least once it ran a task.
+    std::int64_t watch_ns_ = 0;
+    bool watched_ = false;  // the last park was cut short by the watch timeout
 };
 
 }  // namespace weft::detail
