@@ -124,7 +124,9 @@ void sched_worker::on_push() noexcept {
     // by the helpers' watch (home_watch_timeout).
     if (rt_.gathers_io && deque_.size() <= home_quiet_queue &&
         rt_.read_io_home().worker == static_cast<int>(index_)) {
-        ++deferred_;
+        if (deferred_++ == 0) {
+            deferring.store(true, std::memory_order_relaxed);
+        }
         deferred_task_ = untag(deque_.peek_bottom());
         bump(deferred_wakes);
         return;
@@ -141,6 +143,7 @@ void sched_worker::settle_deferred(void* next) noexcept {
     const bool waits = deque_.size() != 0 && (deferred_ > 1 || next != deferred_task_);
     deferred_ = 0;
     deferred_task_ = nullptr;
+    deferring.store(false, std::memory_order_relaxed);
     if (waits && rt_.notify_parked()) {
         bump(wakes);
     }
@@ -421,8 +424,11 @@ void sched_worker::park() {
         unlist();
         return;
     }
-    deferred_ = 0;  // nothing is queued here (has_work_for)
-    deferred_task_ = nullptr;
+    if (deferred_ != 0) {  // nothing is queued here (has_work_for)
+        deferred_ = 0;
+        deferred_task_ = nullptr;
+        deferring.store(false, std::memory_order_relaxed);
+    }
     std::optional<std::int64_t> timeout;
     {
         std::lock_guard lock(timers_.mu);
@@ -460,7 +466,18 @@ void sched_worker::park() {
         }
         driver_->park(timeout);
     }
-    watched_ = watching;
+    if (watching) {
+        // A home still holding a push it deferred may be stuck in a task that keeps its thread:
+        // look again soon. Otherwise back off (an idle runtime's helper then wakes a few times
+        // a second at most).
+        const int home = rt_.read_io_home().worker;
+        const bool stuck = home >= 0 && rt_.workers[static_cast<std::size_t>(home)]->deferring.load(
+                                            std::memory_order_relaxed);
+        watched_ = !stuck;
+        if (stuck) {
+            watch_ns_ = home_watch_min_ns;
+        }
+    }
     unlist();
 }
 
@@ -517,8 +534,6 @@ void sched_worker::run() {
             if (deferred_ != 0) {
                 settle_deferred(h);
             }
-            watched_ = false;
-            watch_ns_ = home_watch_min_ns;
             if (searching) {
                 searching = false;
                 // The last searcher to find work wakes another, so bursts fan out.

@@ -58,6 +58,10 @@ public:
     std::atomic<std::uint64_t> sleeps{0};
     std::atomic<std::uint64_t> wakes{0};
     std::atomic<std::uint64_t> deferred_wakes{0};
+    /// IO home: a push deferred its wake-up (on_push) and the owner has not picked a task since.
+    /// Written by the owner, read by helpers on their watch (relaxed: a hint; a stale value
+    /// costs one early or late look).
+    std::atomic<bool> deferring{false};
     /// This worker's last load window (runtime_core::window_load, consolidate_io only):
     /// runtime_core::pack'ed. Written by this worker at the end of each window, read by
     /// any worker reviewing the IO home (relaxed: a hint; any value read is safe to act on).
@@ -151,9 +155,9 @@ private:
     unsigned deferred_ = 0;
     void* deferred_task_ = nullptr;
     // A helper's next watch timeout (home_watch_timeout), in ns: doubles after each watch that
-    // found nothing, back to the least once it ran a task.
+    // found the home not deferring, back to the least when it found it deferring.
     std::int64_t watch_ns_ = 0;
-    bool watched_ = false;  // the last park was cut short by the watch timeout
+    bool watched_ = false;  // the last park was a watch that found the home not deferring
 };
 
 }  // namespace weft::detail
