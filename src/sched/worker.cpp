@@ -35,10 +35,11 @@ constexpr int spin_rounds = 12;
 // kernel's network stack needs. Echo server, 2 workers, 100 connections, server CPU per
 // request, 5 interleaved rounds: epoll 4.97 -> 4.67 us, io_uring 4.60 -> 4.51 (tokio 4.43).
 constexpr int io_spin_rounds = 1;
-// IO home: a push wakes no helper at once while the home's deque holds at most this many tasks
-// (the home runs them next), see sched_worker::on_push.
+// While there is an IO home: a push wakes nobody at once while the pusher's deque holds at most
+// this many tasks (it runs them next), see sched_worker::on_push.
 constexpr std::int64_t home_quiet_queue = 16;
-// IO home: a helper sleeps at most home_watch_min before it looks at the queues (see
+// While there is an IO home: a parked worker sleeps at most home_watch_min before it looks at
+// the queues (see
 // home_watch_timeout), doubling up to home_watch_max while it finds nothing.
 constexpr std::int64_t home_watch_min_ns = 2'000'000;
 constexpr std::int64_t home_watch_max_ns = 256'000'000;
@@ -115,15 +116,14 @@ void sched_worker::detached_failure(std::exception_ptr e) noexcept {
 void sched_worker::on_push() noexcept {
     // Reached after a relaxed check of idle_count (worker_base::push): see runtime_core's
     // class comment.
-    // On the IO home (runtime_options::consolidate_io) with a short queue, a push (a spawn, a
-    // task woken here) calls no helper now: the home most likely runs it next, and a helper
-    // woken for it takes a CPU from someone else (the HTTP accept loop woke one for nearly
-    // every connection). The wake-up is deferred to the home's next pick (settle_deferred):
-    // if the task is then still queued behind another, the home calls a helper. A task that
-    // spawns and then keeps its thread (spins, blocks) without ever reaching a pick is covered
-    // by the helpers' watch (home_watch_timeout).
-    if (rt_.gathers_io && deque_.size() <= home_quiet_queue &&
-        rt_.read_io_home().worker == static_cast<int>(index_)) {
+    // While the runtime has an IO home (runtime_options::consolidate_io: the load fits one
+    // worker), a push onto a short queue (a spawn, a task woken here) calls no helper now: this
+    // worker most likely runs it next, and a worker woken for it takes a CPU from someone else
+    // (the HTTP accept loop woke one for nearly every connection). The wake-up is deferred to
+    // this worker's next pick (settle_deferred): if the task is then still queued behind
+    // another, it calls a helper. A task that pushes and then keeps its thread (spins, blocks)
+    // never reaches a pick: the parked workers' watch covers it (home_watch_timeout).
+    if (rt_.gathers_io && deque_.size() <= home_quiet_queue && rt_.read_io_home().worker >= 0) {
         if (deferred_++ == 0) {
             deferring.store(true, std::memory_order_relaxed);
         }
@@ -153,8 +153,7 @@ auto sched_worker::home_watch_timeout() noexcept -> std::optional<std::int64_t> 
     if (!rt_.gathers_io) {
         return std::nullopt;
     }
-    const int home = rt_.read_io_home().worker;
-    if (home < 0 || home == static_cast<int>(index_)) {
+    if (rt_.read_io_home().worker < 0) {
         return std::nullopt;
     }
     watch_ns_ = watched_ ? std::min(2 * watch_ns_, home_watch_max_ns)
@@ -467,12 +466,13 @@ void sched_worker::park() {
         driver_->park(timeout);
     }
     if (watching) {
-        // A home still holding a push it deferred may be stuck in a task that keeps its thread:
-        // look again soon. Otherwise back off (an idle runtime's helper then wakes a few times
-        // a second at most).
-        const int home = rt_.read_io_home().worker;
-        const bool stuck = home >= 0 && rt_.workers[static_cast<std::size_t>(home)]->deferring.load(
-                                            std::memory_order_relaxed);
+        // A worker still holding a push it deferred may be stuck in a task that keeps its
+        // thread: look again soon. Otherwise back off (an idle runtime's workers then wake a
+        // few times a second at most).
+        bool stuck = false;
+        for (const auto& w : rt_.workers) {
+            stuck = stuck || (w.get() != this && w->deferring.load(std::memory_order_relaxed));
+        }
         watched_ = !stuck;
         if (stuck) {
             watch_ns_ = home_watch_min_ns;

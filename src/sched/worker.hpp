@@ -58,9 +58,9 @@ public:
     std::atomic<std::uint64_t> sleeps{0};
     std::atomic<std::uint64_t> wakes{0};
     std::atomic<std::uint64_t> deferred_wakes{0};
-    /// IO home: a push deferred its wake-up (on_push) and the owner has not picked a task since.
-    /// Written by the owner, read by helpers on their watch (relaxed: a hint; a stale value
-    /// costs one early or late look).
+    /// A push deferred its wake-up (on_push, while there is an IO home) and the owner has not
+    /// picked a task since. Written by the owner, read by parked workers on their watch (relaxed: a
+    /// hint; a stale value costs one early or late look).
     std::atomic<bool> deferring{false};
     /// This worker's last load window (runtime_core::window_load, consolidate_io only):
     /// runtime_core::pack'ed. Written by this worker at the end of each window, read by
@@ -120,7 +120,8 @@ private:
     /// Owner, when it picked `next` to run: calls a helper if a push it deferred (on_push, IO
     /// home) is still queued behind `next`.
     void settle_deferred(void* next) noexcept;
-    /// How long a helper of an IO home sleeps at most before it looks at the queues again.
+    /// While there is an IO home: how long a parked worker sleeps at most before it looks at
+    /// the queues again (nullopt: no limit).
     [[nodiscard]] auto home_watch_timeout() noexcept -> std::optional<std::int64_t>;
     /// consolidate_io: ends the load window if it is load_window old (publishes it in
     /// last_window, reviews the IO home) and starts the next. Owner only.
