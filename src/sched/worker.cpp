@@ -38,9 +38,9 @@ constexpr int io_spin_rounds = 1;
 // While there is an IO home: a push wakes nobody at once while the pusher's deque holds at most
 // this many tasks (it runs them next), see sched_worker::on_push.
 constexpr std::int64_t home_quiet_queue = 16;
-// While there is an IO home: a parked worker sleeps at most home_watch_min before it looks at
-// the queues (see
-// home_watch_timeout), doubling up to home_watch_max while it finds nothing.
+// While there is an IO home: a parked worker sleeps at most home_watch_min_ns before it looks
+// at the queues again, doubling up to home_watch_max_ns while no worker holds a deferred push
+// (see home_watch_timeout).
 constexpr std::int64_t home_watch_min_ns = 2'000'000;
 constexpr std::int64_t home_watch_max_ns = 256'000'000;
 // How long a thief leaves a task its victim displaced from the LIFO slot (see settled()).
@@ -435,9 +435,9 @@ void sched_worker::park() {
             timeout = rt_.ms_to_ns_from_now(*d);
         }
     }
-    // A helper of an IO home wakes now and then to look at the queues: the home defers the
-    // wake-ups of its pushes to its next pick (on_push), which a task that keeps the thread
-    // never reaches.
+    // While there is an IO home, a parked worker wakes now and then to look at the queues: the
+    // workers defer the wake-ups of their pushes to their next pick (on_push), which a task that
+    // keeps its thread never reaches.
     const std::optional<std::int64_t> watch = home_watch_timeout();
     const bool watching = watch && (!timeout || *watch < *timeout);
     if (watching) {
