@@ -20,7 +20,9 @@ auto runtime::worker_count() const noexcept -> unsigned {
 auto runtime::worker_metrics(unsigned i) const -> weft::worker_metrics {
     const detail::sched_worker& w = *core_->workers.at(i);
     return {.park_attempts = w.park_attempts.load(std::memory_order_relaxed),
-            .sleeps = w.sleeps.load(std::memory_order_relaxed)};
+            .sleeps = w.sleeps.load(std::memory_order_relaxed),
+            .wakes = w.wakes.load(std::memory_order_relaxed),
+            .deferred_wakes = w.deferred_wakes.load(std::memory_order_relaxed)};
 }
 
 auto runtime::stop() noexcept -> stop_state& { return core_->root; }

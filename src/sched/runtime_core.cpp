@@ -153,19 +153,19 @@ auto runtime_core::take_injected(void** out, std::size_t max) -> std::size_t {
     return n;
 }
 
-void runtime_core::notify_parked() noexcept {
+auto runtime_core::notify_parked() noexcept -> bool {
     // seq_cst: orders the caller's publication of work before these loads (see the class
     // comment; the matching store is the parker's idle_count increment).
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (searching.load(std::memory_order_seq_cst) != 0 ||
         idle_count.load(std::memory_order_seq_cst) == 0) {
-        return;
+        return false;
     }
     sched_worker* w = nullptr;
     {
         std::lock_guard lock(idle_mu);
         if (idle.empty() || searching.load(std::memory_order_relaxed) != 0) {
-            return;
+            return false;
         }
         w = idle.back();
         idle.pop_back();
@@ -178,6 +178,7 @@ void runtime_core::notify_parked() noexcept {
         searching.fetch_add(1, std::memory_order_seq_cst);
     }
     w->unpark();
+    return true;
 }
 
 auto runtime_core::has_work_for(const sched_worker& self, bool may_steal) const noexcept -> bool {

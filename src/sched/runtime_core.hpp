@@ -49,6 +49,11 @@ namespace weft::detail {
 /// and the owner is awake (it put it there).
 /// - At most half the workers search (steal) at once; the last searcher to find work wakes
 ///   another parked worker, so a burst fans out one worker at a time.
+/// - While there is an IO home, a local push onto a queue of at most 16 defers its wake-up to
+///   the pusher's next pick (sched_worker::on_push, settle_deferred), and parked workers sleep
+///   with a watch timeout (home_watch_timeout) that reaches a pusher stuck before its pick.
+///   The deferral is the pusher's choice, not a lost wake-up: the pushed task is on its deque,
+///   where the pusher (awake) or a watching worker finds it.
 ///
 /// IO home (runtime_options::consolidate_io). Each worker parks in its own io_uring ring, and a
 /// stream's multishot receive is armed on one ring, whose worker wakes for its completions. With
@@ -93,7 +98,8 @@ public:
         return injected_.load(std::memory_order_seq_cst) == 0;
     }
 
-    void notify_parked() noexcept;
+    /// Wakes one parked worker if nobody searches; true if it woke one.
+    auto notify_parked() noexcept -> bool;
     /// Is there work `self` could run: the injector, its own queue, and (may_steal) any other
     /// worker's deque (not its LIFO slot: thieves may not take that)? seq_cst loads: see the
     /// parking protocol above.

@@ -35,6 +35,14 @@ constexpr int spin_rounds = 12;
 // kernel's network stack needs. Echo server, 2 workers, 100 connections, server CPU per
 // request, 5 interleaved rounds: epoll 4.97 -> 4.67 us, io_uring 4.60 -> 4.51 (tokio 4.43).
 constexpr int io_spin_rounds = 1;
+// While there is an IO home: a push wakes nobody at once while the pusher's deque holds at most
+// this many tasks (it runs them next), see sched_worker::on_push.
+constexpr std::int64_t home_quiet_queue = 16;
+// While there is an IO home: a parked worker sleeps at most home_watch_min_ns before it looks
+// at the queues again, doubling up to home_watch_max_ns while no worker holds a deferred push
+// (see home_watch_timeout).
+constexpr std::int64_t home_watch_min_ns = 2'000'000;
+constexpr std::int64_t home_watch_max_ns = 256'000'000;
 // How long a thief leaves a task its victim displaced from the LIFO slot (see settled()).
 constexpr std::chrono::nanoseconds displaced_settle{3000};
 
@@ -108,7 +116,49 @@ void sched_worker::detached_failure(std::exception_ptr e) noexcept {
 void sched_worker::on_push() noexcept {
     // Reached after a relaxed check of idle_count (worker_base::push): see runtime_core's
     // class comment.
-    rt_.notify_parked();
+    // While the runtime has an IO home (runtime_options::consolidate_io: the load fits one
+    // worker), a push onto a short queue (a spawn, a task woken here) calls no helper now: this
+    // worker most likely runs it next, and a worker woken for it takes a CPU from someone else
+    // (the HTTP accept loop woke one for nearly every connection). The wake-up is deferred to
+    // this worker's next pick (settle_deferred): if the task is then still queued behind
+    // another, it calls a helper. A task that pushes and then keeps its thread (spins, blocks)
+    // never reaches a pick: the parked workers' watch covers it (home_watch_timeout).
+    if (rt_.gathers_io && deque_.size() <= home_quiet_queue && rt_.read_io_home().worker >= 0) {
+        if (deferred_++ == 0) {
+            deferring.store(true, std::memory_order_relaxed);
+        }
+        deferred_task_ = untag(deque_.peek_bottom());
+        bump(deferred_wakes);
+        return;
+    }
+    if (rt_.notify_parked()) {
+        bump(wakes);
+    }
+}
+
+void sched_worker::settle_deferred(void* next) noexcept {
+    // Still queued behind `next`: more than one deferred push (at most one of them runs next),
+    // or the one deferred is not `next` (the LIFO slot or an older entry went first). An empty
+    // deque means a thief or this worker took them already.
+    const bool waits = deque_.size() != 0 && (deferred_ > 1 || next != deferred_task_);
+    deferred_ = 0;
+    deferred_task_ = nullptr;
+    deferring.store(false, std::memory_order_relaxed);
+    if (waits && rt_.notify_parked()) {
+        bump(wakes);
+    }
+}
+
+auto sched_worker::home_watch_timeout() noexcept -> std::optional<std::int64_t> {
+    if (!rt_.gathers_io) {
+        return std::nullopt;
+    }
+    if (rt_.read_io_home().worker < 0) {
+        return std::nullopt;
+    }
+    watch_ns_ = watched_ ? std::min(2 * watch_ns_, home_watch_max_ns)
+                         : std::max(watch_ns_, home_watch_min_ns);
+    return watch_ns_;
 }
 
 auto sched_worker::others_may_wait() const noexcept -> bool {
@@ -373,12 +423,25 @@ void sched_worker::park() {
         unlist();
         return;
     }
+    if (deferred_ != 0) {  // nothing is queued here (has_work_for)
+        deferred_ = 0;
+        deferred_task_ = nullptr;
+        deferring.store(false, std::memory_order_relaxed);
+    }
     std::optional<std::int64_t> timeout;
     {
         std::lock_guard lock(timers_.mu);
         if (auto d = timers_.wheel.next_deadline()) {
             timeout = rt_.ms_to_ns_from_now(*d);
         }
+    }
+    // While there is an IO home, a parked worker wakes now and then to look at the queues: the
+    // workers defer the wake-ups of their pushes to their next pick (on_push), which a task that
+    // keeps its thread never reaches.
+    const std::optional<std::int64_t> watch = home_watch_timeout();
+    const bool watching = watch && (!timeout || *watch < *timeout);
+    if (watching) {
+        timeout = watch;
     }
     if (rt_.shutting_down.load(std::memory_order_seq_cst)) {
         std::lock_guard lock(rt_.quiet_mu);
@@ -401,6 +464,19 @@ void sched_worker::park() {
             }
         }
         driver_->park(timeout);
+    }
+    if (watching) {
+        // A worker still holding a push it deferred may be stuck in a task that keeps its
+        // thread: look again soon. Otherwise back off (an idle runtime's workers then wake a
+        // few times a second at most).
+        bool stuck = false;
+        for (const auto& w : rt_.workers) {
+            stuck = stuck || (w.get() != this && w->deferring.load(std::memory_order_relaxed));
+        }
+        watched_ = !stuck;
+        if (stuck) {
+            watch_ns_ = home_watch_min_ns;
+        }
     }
     unlist();
 }
@@ -455,6 +531,9 @@ void sched_worker::run() {
             h = find_work();
         }
         if (h != nullptr) {
+            if (deferred_ != 0) {
+                settle_deferred(h);
+            }
             if (searching) {
                 searching = false;
                 // The last searcher to find work wakes another, so bursts fan out.

@@ -56,6 +56,12 @@ public:
     // runtime::worker_metrics: written by this worker only (load + store, no RMW), read by any.
     std::atomic<std::uint64_t> park_attempts{0};
     std::atomic<std::uint64_t> sleeps{0};
+    std::atomic<std::uint64_t> wakes{0};
+    std::atomic<std::uint64_t> deferred_wakes{0};
+    /// A push deferred its wake-up (on_push, while there is an IO home) and the owner has not
+    /// picked a task since. Written by the owner, read by parked workers on their watch (relaxed: a
+    /// hint; a stale value costs one early or late look).
+    std::atomic<bool> deferring{false};
     /// This worker's last load window (runtime_core::window_load, consolidate_io only):
     /// runtime_core::pack'ed. Written by this worker at the end of each window, read by
     /// any worker reviewing the IO home (relaxed: a hint; any value read is safe to act on).
@@ -111,6 +117,12 @@ private:
     void park();
 
     auto take_inbox() -> void*;
+    /// Owner, when it picked `next` to run: calls a helper if a push it deferred (on_push, IO
+    /// home) is still queued behind `next`.
+    void settle_deferred(void* next) noexcept;
+    /// While there is an IO home: how long a parked worker sleeps at most before it looks at
+    /// the queues again (nullopt: no limit).
+    [[nodiscard]] auto home_watch_timeout() noexcept -> std::optional<std::int64_t>;
     /// consolidate_io: ends the load window if it is load_window old (publishes it in
     /// last_window, reviews the IO home) and starts the next. Owner only.
     void note_load() noexcept;
@@ -139,6 +151,14 @@ private:
     std::int64_t window_cpu_start_ns_ = 0;
     unsigned window_sleeps_ = 0;
     unsigned saturated_windows_ = 0;  // windows in a row without a sleep, nearly all busy
+    // Pushes since the last pick whose wake-up on_push deferred (IO home), and the newest of
+    // them (untagged).
+    unsigned deferred_ = 0;
+    void* deferred_task_ = nullptr;
+    // A helper's next watch timeout (home_watch_timeout), in ns: doubles after each watch that
+    // found the home not deferring, back to the least when it found it deferring.
+    std::int64_t watch_ns_ = 0;
+    bool watched_ = false;  // the last park was a watch that found the home not deferring
 };
 
 }  // namespace weft::detail

@@ -59,6 +59,12 @@ struct worker_metrics {
     std::uint64_t park_attempts = 0;
     /// Of those, the times it actually slept in its driver (the rest found work to do first).
     std::uint64_t sleeps = 0;
+    /// Times the worker woke a parked worker for work it queued (a push, a spawn, a batch of
+    /// completions; the wake-ups of injected work and of the last searcher are not counted).
+    std::uint64_t wakes = 0;
+    /// Pushes on the IO home (runtime_options::consolidate_io) that woke nobody at once because
+    /// the home was expected to run them next; wakes counts the times it called a helper later.
+    std::uint64_t deferred_wakes = 0;
 };
 
 /// The M:N scheduler: N worker threads, each with a bounded work-stealing deque, a timer wheel
