@@ -90,6 +90,10 @@ public:
         out.assign(s);
         return true;
     }
+    auto str(std::string_view& out) noexcept -> bool {
+        std::uint64_t n = 0;
+        return varint(n) && n <= remaining() && bytes(static_cast<std::size_t>(n), out);
+    }
 
 private:
     std::string_view in_;
@@ -351,6 +355,44 @@ auto to_json(const envelope& env) -> std::string {
     }
     out.push_back('}');
     return out;
+}
+
+auto decode_routing(std::string_view bytes) -> result<encoded_envelope> {
+    const std::error_code malformed = make_error_code(bus_errc::malformed_envelope);
+    reader r{bytes};
+    std::uint8_t version = 0;
+    if (!r.byte(version)) {
+        return malformed;
+    }
+    if (version != envelope_codec_version) {
+        return make_error_code(bus_errc::unsupported_version);
+    }
+    encoded_envelope e;
+    e.bytes = bytes;
+    std::string_view raw;
+    if (!r.bytes(16, raw)) {
+        return malformed;
+    }
+    for (std::size_t i = 0; i < 16; ++i) {
+        e.id.bytes[i] = static_cast<std::uint8_t>(raw[i]);
+    }
+    std::string_view skipped;
+    if (!r.bytes(8, raw) || !r.str(e.topic) || !r.str(e.key) || !r.str(skipped)) {
+        return malformed;
+    }
+    std::uint64_t count = 0;
+    if (!r.varint(count) || count > r.remaining() / 2) {
+        return malformed;
+    }
+    for (std::uint64_t i = 0; i < count; ++i) {
+        if (!r.str(skipped) || !r.str(skipped)) {
+            return malformed;
+        }
+    }
+    if (!r.str(skipped) || r.remaining() != 0) {
+        return malformed;
+    }
+    return e;
 }
 
 }  // namespace weft::bus

@@ -174,7 +174,7 @@ struct kafka_producer::state final : kafka_fatal_target {
     /// Under rk_mu: produces one started message (either path), taking `headers`. Its failure,
     /// if any, goes to `failed` (the caller completes it after the unlock).
     void produce_started_locked(
-        const std::string& topic,
+        std::string_view topic,
         std::string_view key,
         std::string_view value,
         rd_kafka_headers_t* headers,
@@ -185,7 +185,8 @@ struct kafka_producer::state final : kafka_fatal_target {
             last_topic = topic;
         }
         const auto order = std::uintptr_t{next_seq++} << 32;
-        const auto e = produce_locked(topic.c_str(), key, value, headers,
+        // last_topic: `topic` NUL-terminated (the same characters).
+        const auto e = produce_locked(last_topic.c_str(), key, value, headers,
                                       reinterpret_cast<void*>(order | slot));
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
             failed.emplace_back(slot, e);
@@ -652,37 +653,65 @@ auto kafka_producer::make(std::shared_ptr<kafka_backend::connection> conn,
 }
 
 void kafka_producer::start(envelope env, std::uint32_t slot) {
-    state& st = *st_;
-    st.outstanding.fetch_add(1);
-    if (st.batched) {
-        auto& m = st.staged[slot];
-        m.topic.assign(env.topic);
-        m.key.assign(env.key);
+    if (st_->batched) {
+        auto& m = st_->staged[slot];
         m.value.clear();
         encode(env, m.value);
-        id_text(env.id, m.id.data());
-        bool first = false;
-        {
-            std::lock_guard lock(st.queue_mu);
-            first = st.queued.empty();
-            st.queued.push_back(slot);  // never reallocates: <= max_pending outstanding
-        }
-        if (first) {
-            st.wake();  // the drain task produces the queue
-        }
+        stage(env.id, env.topic, env.key, slot);
         return;
     }
     // librdkafka copies key and value (RD_KAFKA_MSG_F_COPY): the encoding buffer is reused.
     thread_local std::string bytes;
     bytes.clear();
     encode(env, bytes);
+    produce(env.id, env.topic, env.key, bytes, slot);
+}
+
+auto kafka_producer::start_encoded(const encoded_envelope& e, std::uint32_t slot) -> bool {
+    if (st_->batched) {
+        st_->staged[slot].value.assign(e.bytes);  // the message's value is the encoding
+        stage(e.id, e.topic, e.key, slot);
+        return true;
+    }
+    produce(e.id, e.topic, e.key, e.bytes, slot);
+    return true;
+}
+
+void kafka_producer::stage(const message_id& msg_id,
+                           std::string_view topic,
+                           std::string_view key,
+                           std::uint32_t slot) {
+    state& st = *st_;
+    st.outstanding.fetch_add(1);
+    auto& m = st.staged[slot];
+    m.topic.assign(topic);
+    m.key.assign(key);
+    id_text(msg_id, m.id.data());
+    bool first = false;
+    {
+        std::lock_guard lock(st.queue_mu);
+        first = st.queued.empty();
+        st.queued.push_back(slot);  // never reallocates: <= max_pending outstanding
+    }
+    if (first) {
+        st.wake();  // the drain task produces the queue
+    }
+}
+
+void kafka_producer::produce(const message_id& msg_id,
+                             std::string_view topic,
+                             std::string_view key,
+                             std::string_view value,
+                             std::uint32_t slot) {
+    state& st = *st_;
+    st.outstanding.fetch_add(1);
     std::array<char, id_text_size> id{};
-    id_text(env.id, id.data());
+    id_text(msg_id, id.data());
     rd_kafka_headers_t* headers = state::id_headers(id);
     std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>> failed;
     {
         std::lock_guard lock(st.rk_mu);
-        st.produce_started_locked(env.topic, env.key, bytes, headers, slot, failed);
+        st.produce_started_locked(topic, key, value, headers, slot, failed);
         if (st.recovering) {  // the broken client may have had nothing left to report
             st.finish_recovery_locked(failed);
         }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "kafka_connection.hpp"
 #include "weft/bus/backend.hpp"
@@ -52,6 +53,7 @@ public:
                      std::uint32_t max_pending) -> result<std::unique_ptr<backend_producer>>;
 
     void start(envelope env, std::uint32_t slot) override;
+    auto start_encoded(const encoded_envelope& e, std::uint32_t slot) -> bool override;
     void close() noexcept override;
     ~kafka_producer() override;
 
@@ -59,6 +61,19 @@ public:
     explicit kafka_producer(std::shared_ptr<state> s) noexcept : st_(std::move(s)) {}
 
 private:
+    /// Hands `value` (an envelope's encoding) to librdkafka, which copies it.
+    void produce(const message_id& msg_id,
+                 std::string_view topic,
+                 std::string_view key,
+                 std::string_view value,
+                 std::uint32_t slot);
+    /// kafka_produce_path::drain_task: the slot's staging buffer already holds the value;
+    /// records the rest there and queues the slot for the drain task.
+    void stage(const message_id& msg_id,
+               std::string_view topic,
+               std::string_view key,
+               std::uint32_t slot);
+
     std::shared_ptr<state> st_;
 };
 

@@ -54,6 +54,14 @@ auto publisher::begin(envelope& env, bool awaited, bool have_unit, std::uint32_t
             env.time = now;
         }
     }
+    return take_slot(env.id, env.key, awaited, have_unit, index);
+}
+
+auto publisher::take_slot(const message_id& id,
+                          std::string_view key,
+                          bool awaited,
+                          bool have_unit,
+                          std::uint32_t& index) -> std::error_code {
     {
         std::lock_guard lock(mu_);
         if (closed_) {
@@ -70,9 +78,9 @@ auto publisher::begin(envelope& env, bool awaited, bool have_unit, std::uint32_t
         ++in_flight_;
     }
     slot& s = slots_[index];
-    s.id = env.id;
+    s.id = id;
     if (!awaited) {
-        s.key = env.key;  // for its publish_result; an awaited publish's caller has the key
+        s.key = key;  // for its publish_result; an awaited publish's caller has the key
     }
     s.awaited = awaited;
     s.outcome.reset();
@@ -241,6 +249,26 @@ auto publisher::try_publish_async(envelope env) -> result<message_id> {
         return std::make_error_code(std::errc::invalid_argument);
     }
     return start_async(std::move(env), /*have_unit=*/false);
+}
+
+auto publisher::try_publish_encoded_async(const encoded_envelope& e) -> result<message_id> {
+    if (e.topic.empty() || e.id.is_nil()) {
+        return std::make_error_code(std::errc::invalid_argument);
+    }
+    std::uint32_t index = 0;
+    if (const std::error_code ec =
+            take_slot(e.id, e.key, /*awaited=*/false, /*have_unit=*/false, index)) {
+        return ec;
+    }
+    if (!producer_->start_encoded(e, index)) {
+        auto env = decode(e.bytes);
+        if (!env) {
+            complete(index, env.error());  // its outcome, like any refusal by the backend
+            return e.id;
+        }
+        start(std::move(*env), index);
+    }
+    return e.id;
 }
 
 auto publisher::flush() -> task<result<void>> { co_return co_await idle_awaiter{*this}; }

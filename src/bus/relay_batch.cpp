@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <deque>
 #include <iterator>
 #include <limits>
 #include <mutex>
@@ -92,9 +91,46 @@ auto publish_chain(publisher& pub,
 
 // ---- relay_pipeline ------------------------------------------------------------------------
 
+namespace {
+
+/// One key's rows in staging order: a vector read from `head_`. pop_front only advances
+/// `head_` (the popped row was moved out); the consumed front is cut away once it is at least
+/// half of the vector, so a queue that keeps flowing allocates nothing once its capacity is
+/// reached. (std::deque allocated a block per row: a relay_row is above the 256 bytes of which
+/// libstdc++'s 512-byte deque blocks hold two.)
+class row_queue {
+public:
+    [[nodiscard]] auto size() const noexcept -> std::size_t { return rows_.size() - head_; }
+    [[nodiscard]] auto empty() const noexcept -> bool { return rows_.size() == head_; }
+    auto front() noexcept -> relay_row& { return rows_[head_]; }
+    [[nodiscard]] auto front() const noexcept -> const relay_row& { return rows_[head_]; }
+    auto operator[](std::size_t i) noexcept -> relay_row& { return rows_[head_ + i]; }
+    void push_back(relay_row&& r) { rows_.push_back(std::move(r)); }
+    void pop_front() {
+        ++head_;
+        if (head_ == rows_.size()) {
+            rows_.clear();  // keeps the capacity
+            head_ = 0;
+        } else if (head_ >= 16 && 2 * head_ >= rows_.size()) {
+            rows_.erase(rows_.begin(), rows_.begin() + static_cast<std::ptrdiff_t>(head_));
+            head_ = 0;
+        }
+    }
+    [[nodiscard]] auto begin() const noexcept {
+        return rows_.begin() + static_cast<std::ptrdiff_t>(head_);
+    }
+    [[nodiscard]] auto end() const noexcept { return rows_.end(); }
+
+private:
+    std::vector<relay_row> rows_;
+    std::size_t head_ = 0;
+};
+
+}  // namespace
+
 // Invariants, with mu_ held (per key k; sums over keys):
 //   k.rows = [0, k.next): sent or decided, [k.next, size): not yet sent
-//   k.unacked = |{ entries of `sent` naming k }| <= window;   in_flight = sum k.unacked
+//   k.unacked = |k.sent| <= window;   in_flight = sum k.unacked
 //   unsent = sum over keys not parked of (size - next)
 //   held = sum size + |finished|
 // A key is open (failed == none), failing (failed set, outcomes of its window still coming)
@@ -102,7 +138,11 @@ auto publish_chain(publisher& pub,
 struct relay_pipeline::state {
     static constexpr std::uint64_t none = std::numeric_limits<std::uint64_t>::max();
     struct key_state {
-        std::deque<relay_row> rows;
+        row_queue rows;
+        // Outcomes to come: (envelope id, ordinal) of each row sent and not yet answered. A
+        // list, not a set: two rows staged with one id (a caller's choice) each get an outcome,
+        // and each outcome ends one of them (the earliest).
+        std::vector<std::pair<message_id, std::uint64_t>> sent;
         std::uint64_t front_ord = 0;  // ordinal of rows.front() among the key's rows
         std::size_t next = 0;
         std::uint32_t unacked = 0;
@@ -135,9 +175,6 @@ struct relay_pipeline::state {
 
     mutable std::mutex mu;
     std::unordered_map<std::string, key_state> keys;
-    // Outcomes to come: envelope id -> (key, ordinal). A multimap: two rows staged with one id
-    // (a caller's choice) each get an outcome, and each outcome ends one of them.
-    std::unordered_multimap<message_id, std::pair<key_state*, std::uint64_t>> sent;
     std::vector<relay_row> finished;
     std::size_t in_flight = 0;
     std::size_t unsent = 0;
@@ -203,7 +240,10 @@ struct relay_pipeline::state {
                 --unsent;
                 continue;
             }
-            auto id = pub.try_publish_async(row.env);
+            auto id = row.encoded.empty()
+                          ? pub.try_publish_async(row.env)
+                          : pub.try_publish_encoded_async(encoded_envelope{
+                                row.env.id, row.env.topic, row.env.key, row.encoded});
             if (!id) {
                 const std::error_code ec = id.error();
                 if (ec == std::errc::operation_would_block) {
@@ -228,7 +268,7 @@ struct relay_pipeline::state {
                 }
                 return;
             }
-            sent.emplace(*id, std::pair{&k, ord});
+            k.sent.emplace_back(*id, ord);
             ++k.next;
             --unsent;
             ++k.unacked;
@@ -319,13 +359,20 @@ struct relay_pipeline::state {
     }
 
     void apply(const publish_result& r) {
-        auto it = sent.find(r.id);
-        if (it == sent.end()) {
+        // Found by its key (the publisher reports the key it was given) and then its id among
+        // the key's few unanswered sends (at most `window`).
+        auto kit = keys.find(r.key);
+        if (kit == keys.end()) {
             return;  // not ours (an earlier relay's, or sent before reset)
         }
-        key_state& k = *it->second.first;
-        const std::uint64_t ord = it->second.second;
-        sent.erase(it);
+        key_state& k = kit->second;
+        auto it = std::find_if(k.sent.begin(), k.sent.end(),
+                               [&r](const auto& e) { return e.first == r.id; });
+        if (it == k.sent.end()) {
+            return;  // not ours
+        }
+        const std::uint64_t ord = it->second;
+        k.sent.erase(it);
         --k.unacked;
         --in_flight;
         relay_row& row = k.rows[static_cast<std::size_t>(ord - k.front_ord)];
@@ -477,7 +524,6 @@ void relay_pipeline::reset() {
     std::lock_guard lock(s_->mu);
     state& s = *s_;
     s.keys.clear();
-    s.sent.clear();
     s.finished.clear();
     s.in_flight = 0;
     s.unsent = 0;

@@ -31,6 +31,10 @@ struct relay_row {
     std::int64_t seq = 0;
     std::int64_t staged_ms = 0;
     envelope env;
+    /// The envelope's encoding as the outbox stored it, when the relay forwards it as it is
+    /// (relay_pipeline sends it with try_publish_encoded_async); `env` then holds only id,
+    /// topic and key. Empty: `env` is whole.
+    std::string encoded;
     fate outcome = fate::pending;
     std::string reason;
 };
@@ -117,7 +121,7 @@ auto publish_batch(publisher& pub,
 ///   before the key's back-off (min_backoff doubling to max_backoff, back to min after a
 ///   success) has passed; meanwhile the key is "parked" and its newer rows queue behind. Other
 ///   keys go on.
-/// - Outcomes are matched by envelope id; one whose id this pipeline did not send (left over
+/// - Outcomes are matched by key and envelope id; one this pipeline did not send (left over
 ///   from an earlier relay on the same publisher, or from before reset()) is dropped.
 ///
 /// Threads: the database side (add, take_finished, wants_rows, ..., one task) and pump() (the

@@ -47,7 +47,25 @@ struct sqlite_outbox::state {
     std::unique_ptr<detail::sqlite_statement> delete_q;
     std::unique_ptr<detail::sqlite_statement> dead_q;
 
+    // stage()'s INSERT, prepared once per caller connection (preparing it was about two thirds
+    // of a staged event's instructions): the most recently used last, at most
+    // max_stage_statements. A statement is taken out while a stage() uses it (a connection is
+    // used by one transaction at a time, so no two stage() calls want the same one) and put
+    // back after. Keeping a statement keeps its connection from closing: sqlite3_close_v2
+    // leaves the connection a zombie until the statement is finalized (evicted, released or
+    // at destruction), so no cached statement ever outlives its connection's memory and no new
+    // connection can take a cached one's address; sqlite3_close (v1) fails with SQLITE_BUSY
+    // unless release(db) came first. The bound limits what such zombies hold.
+    static constexpr std::size_t max_stage_statements = 8;
+    struct stage_statement {
+        sqlite3* db = nullptr;
+        std::unique_ptr<detail::sqlite_statement> q;
+    };
+    std::mutex stage_mu;
+    std::vector<stage_statement> stage_statements;  // guarded by stage_mu
+
     ~state() {
+        stage_statements.clear();
         read_q.reset();
         delete_q.reset();
         dead_q.reset();
@@ -180,7 +198,10 @@ struct kept_statement {
     std::error_code error;
 };
 
-auto read_batch(sqlite_outbox::state& s, std::int64_t after)
+/// Reads the next batch after `after`. `encoded`: each row keeps the stored encoding to be
+/// forwarded as it is (relay_row::encoded; only id, topic and key are read out of it, checked
+/// as decode checks, nothing else copied); else the envelope is decoded whole.
+auto read_batch(sqlite_outbox::state& s, std::int64_t after, bool encoded)
     -> result<std::vector<detail::relay_row>> {
     kept_statement kept(s.read_q, s.db, s.read_sql);
     if (kept.error) {
@@ -202,14 +223,27 @@ auto read_batch(sqlite_outbox::state& s, std::int64_t after)
         detail::relay_row row;
         row.seq = q.column_int(0);
         row.staged_ms = q.column_int(2);
-        auto env = decode(q.column_bytes(1));
-        if (env) {
+        const std::string_view blob = q.column_bytes(1);
+        std::error_code bad;
+        if (encoded) {
+            if (auto e = decode_routing(blob)) {
+                row.env.id = e->id;
+                row.env.topic.assign(e->topic);
+                row.env.key.assign(e->key);
+                row.encoded.assign(blob);
+            } else {
+                bad = e.error();
+            }
+        } else if (auto env = decode(blob)) {
             row.env = std::move(*env);
         } else {
+            bad = env.error();
+        }
+        if (bad) {
             // Written by stage(), so never malformed unless the file was edited: dead-letter it
             // rather than stop its key forever.
             row.outcome = detail::relay_row::fate::dead;
-            row.reason = "undecodable outbox row: " + env.error().message();
+            row.reason = "undecodable outbox row: " + bad.message();
         }
         rows.push_back(std::move(row));
     }
@@ -329,8 +363,11 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
     s_->count_sql = "SELECT count(*) FROM " + t;
     s_->count_dead_sql = "SELECT count(*) FROM " + t + "_dead";
 
-    const int rc = sqlite3_open_v2(s_->path.c_str(), &s_->db,
-                                   SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+    // NOMUTEX: one blocking call at a time uses the connection (see above), so SQLite's
+    // per-connection mutex, taken by every step, bind and column call, guards nothing here.
+    const int rc =
+        sqlite3_open_v2(s_->path.c_str(), &s_->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
     check(rc == SQLITE_OK ? 0 : rc, s_->db, "open");
     sqlite3_extended_result_codes(s_->db, 1);
     sqlite3_busy_timeout(s_->db, static_cast<int>(s_->options.busy_timeout.count()));
@@ -355,25 +392,57 @@ auto sqlite_outbox::stage(sqlite_txn& txn, envelope env) -> result<message_id> {
     if (env.time.time_since_epoch().count() == 0) {
         env.time = std::chrono::system_clock::now();
     }
-    const std::string bytes = encode(env);
-    detail::sqlite_statement ins(txn.db(), s_->insert_sql);
-    if (auto e = ins.error()) {
-        return e;
+    thread_local std::string bytes;  // reused: SQLite copies what it binds (SQLITE_TRANSIENT)
+    bytes.clear();
+    encode(env, bytes);
+    state* s = s_.get();
+    sqlite3* db = txn.db();
+    std::unique_ptr<detail::sqlite_statement> ins;
+    {
+        std::lock_guard lock(s->stage_mu);
+        auto& kept = s->stage_statements;
+        auto it = std::find_if(kept.begin(), kept.end(),
+                               [db](const state::stage_statement& k) { return k.db == db; });
+        if (it != kept.end()) {
+            ins = std::move(it->q);
+            kept.erase(it);
+        }
     }
-    ins.bind_blob(1, env.id.bytes.data(), env.id.bytes.size());
-    ins.bind_text(2, env.topic);
-    ins.bind_text(3, env.key);
-    ins.bind_blob(4, bytes.data(), bytes.size());
-    ins.bind(5, detail::now_ms());
-    if (const int rc = ins.step(); rc != SQLITE_DONE) {
+    if (!ins) {
+        ins = std::make_unique<detail::sqlite_statement>(db, s->insert_sql);
+        if (auto e = ins->error()) {
+            return e;
+        }
+    }
+    ins->bind_blob(1, env.id.bytes.data(), env.id.bytes.size());
+    ins->bind_text(2, env.topic);
+    ins->bind_text(3, env.key);
+    ins->bind_blob(4, bytes.data(), bytes.size());
+    ins->bind(5, detail::now_ms());
+    const int rc = ins->step();
+    ins->reset();
+    {
+        std::lock_guard lock(s->stage_mu);
+        auto& kept = s->stage_statements;
+        if (kept.size() == state::max_stage_statements) {
+            kept.erase(kept.begin());  // the least recently used: finalized
+        }
+        kept.push_back({db, std::move(ins)});
+    }
+    if (rc != SQLITE_DONE) {
         return detail::sqlite_error(rc);
     }
-    state* s = s_.get();
     txn.on_commit([s] {
         s->counters.staged.fetch_add(1, std::memory_order_relaxed);
         s->notified.set();
     });
     return env.id;
+}
+
+void sqlite_outbox::release(sqlite3* db) noexcept {
+    std::lock_guard lock(s_->stage_mu);
+    std::erase_if(s_->stage_statements,
+                  [db](const state::stage_statement& k) { return k.db == db; });
 }
 
 void sqlite_outbox::notify() noexcept { s_->notified.set(); }
@@ -456,7 +525,7 @@ auto feed_pipeline(sqlite_outbox::state& s, detail::relay_pipeline& pipe) -> tas
                 out.first = finish_batch(s, unfinished);
             }
             if (claim) {
-                out.second = read_batch(s, cursor);
+                out.second = read_batch(s, cursor, /*encoded=*/true);
             }
             return out;
         });
@@ -530,7 +599,8 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
     while (!s.stop.requested() && !token.stop_requested()) {
         std::vector<detail::relay_row> fresh;
         if (held.size() < max_held) {
-            auto read = co_await spawn_blocking([&s, cursor] { return read_batch(s, cursor); });
+            auto read = co_await spawn_blocking(
+                [&s, cursor] { return read_batch(s, cursor, /*encoded=*/false); });
             if (!read) {
                 break;  // cancelled before it ran
             }

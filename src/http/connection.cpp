@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "server_state.hpp"
+#include "swar.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/buffer.hpp"
 #include "weft/io/error.hpp"
@@ -105,7 +106,7 @@ thread_local request_state_cache tl_states;
     }
     p->out.clear();
     if (p->out.capacity() > kept_buffer_max) {
-        p->out.shrink_to_fit();
+        p->out.release();
     }
     p->segs.clear();
     p->held.clear();
@@ -369,77 +370,147 @@ auto connection::flush() -> task<result<void>> {
     co_return r;
 }
 
-void connection::write_head(const response& r, std::uint64_t length, bool chunked, bool keep) {
-    // The head is built in place at the end of rs_->out (one resize, then plain copies) and added
-    // as one piece: a response head is a few dozen short strings.
-    const int status = r.status();
-    const std::string_view reason = reason_phrase(status);
-    const std::string_view server = st_.opts.server_name;
-    const std::string_view date = http_date();
-    const std::string_view type = r.content_type();
-    std::size_t need = 13 + reason.size() + 2 + date.size() + 8 + 96;
-    if (!server.empty()) {
-        need += server.size() + 10;
-    }
-    if (!type.empty()) {
-        need += type.size() + 16;
-    }
-    for (const auto& [name, value] : r.headers()) {
-        need += name.size() + value.size() + 4;
-    }
-    const std::size_t start = rs_->out.size();
-    rs_->out.resize(start + need);
-    char* const begin = rs_->out.data() + start;
-    char* p = begin;
-    const auto put = [&p](std::string_view v) {
-        std::memcpy(p, v.data(), v.size());
-        p += v.size();
-    };
-    put("HTTP/1.1 ");
+namespace {
+
+// Appends `v` at p; returns the end.
+auto put(char* p, std::string_view v) noexcept -> char* {
+    std::memcpy(p, v.data(), v.size());
+    return p + v.size();
+}
+
+// The start of a head: the status line, Server (if named), Date and Content-Type (if any).
+// At most head_start_max(reason, server, date, type) bytes.
+auto put_head_start(char* p,
+                    int status,
+                    std::string_view reason,
+                    std::string_view server,
+                    std::string_view date,
+                    std::string_view type) noexcept -> char* {
+    p = put(p, "HTTP/1.1 ");
     *p++ = static_cast<char>('0' + status / 100 % 10);
     *p++ = static_cast<char>('0' + status / 10 % 10);
     *p++ = static_cast<char>('0' + status % 10);
     *p++ = ' ';
-    put(reason);
-    put("\r\n");
+    p = put(p, reason);
+    p = put(p, "\r\n");
     if (!server.empty()) {
-        put("Server: ");
-        put(server);
-        put("\r\n");
+        p = put(p, "Server: ");
+        p = put(p, server);
+        p = put(p, "\r\n");
     }
-    put("Date: ");
-    put(date);
-    put("\r\n");
+    p = put(p, "Date: ");
+    p = put(p, date);
+    p = put(p, "\r\n");
     if (!type.empty()) {
-        put("Content-Type: ");
-        put(type);
-        put("\r\n");
+        p = put(p, "Content-Type: ");
+        p = put(p, type);
+        p = put(p, "\r\n");
     }
-    for (const auto& [name, value] : r.headers()) {
-        put(name);
-        put(": ");
-        put(value);
-        put("\r\n");
+    return p;
+}
+
+constexpr auto head_start_max(std::string_view reason,
+                              std::string_view server,
+                              std::string_view date,
+                              std::string_view type) noexcept -> std::size_t {
+    return 13 + reason.size() + 2 + 10 + server.size() + 8 + date.size() + 16 + type.size();
+}
+
+// The start of the last head written on this thread (put_head_start's bytes), reused while the
+// next head's status, Server, Date and Content-Type are the same: most responses of a server
+// share all four, so their head is one copy of this, then Content-Length and the end. Rebuilt
+// when one differs (the Date once a second); a Server or Content-Type too long for it is never
+// kept (such heads are rendered in full). Trivially destructible, so the thread_local needs no
+// guard on access. NOTE: only read from ordinary functions (write_head), never across a
+// coroutine's suspension (see take_request_state).
+struct head_start_cache {
+    std::time_t second = -1;  // tl_date's second when rendered; -1: nothing kept
+    int status = 0;
+    std::uint8_t server_len = 0;
+    std::uint8_t type_len = 0;
+    std::uint16_t len = 0;
+    char server[64] = {};
+    char type[64] = {};
+    char text[256] = {};
+};
+thread_local head_start_cache tl_head_start;
+static_assert(head_start_max(std::string_view{"Request Header Fields Too Large"},
+                             std::string_view{"0123456789012345678901234567890123456789012345678901"
+                                              "234567890123"},
+                             std::string_view{"Sun, 06 Nov 1994 08:49:37 GMT"},
+                             std::string_view{"0123456789012345678901234567890123456789012345678901"
+                                              "234567890123"}) <= sizeof head_start_cache::text);
+
+}  // namespace
+
+void connection::write_head(
+    const response& r, std::uint64_t length, bool chunked, bool keep, std::string_view small_body) {
+    // The head (and `small_body` after it) is built in place at the end of rs_->out, in room
+    // that is not zero-filled first, and added as one piece.
+    const int status = r.status();
+    const std::string_view server = st_.opts.server_name;
+    const std::string_view date = http_date();
+    const std::string_view type = r.content_type();
+    head_start_cache& c = tl_head_start;
+    bool from_cache = c.second == tl_date.second && c.status == status &&
+                      c.type_len == type.size() && c.server_len == server.size() &&
+                      swar::same_bytes(c.type, type.data(), type.size()) &&
+                      swar::same_bytes(c.server, server.data(), server.size());
+    if (!from_cache && type.size() <= sizeof c.type && server.size() <= sizeof c.server) {
+        const char* const end =
+            put_head_start(c.text, status, reason_phrase(status), server, date, type);
+        c.len = static_cast<std::uint16_t>(end - c.text);
+        if (!type.empty()) {  // (an empty view's data() may be null: no memcpy from it)
+            std::memcpy(c.type, type.data(), type.size());
+        }
+        c.type_len = static_cast<std::uint8_t>(type.size());
+        if (!server.empty()) {
+            std::memcpy(c.server, server.data(), server.size());
+        }
+        c.server_len = static_cast<std::uint8_t>(server.size());
+        c.status = status;
+        c.second = tl_date.second;
+        from_cache = true;
+    }
+    const std::string_view reason = from_cache ? std::string_view{} : reason_phrase(status);
+    std::size_t need =
+        (from_cache ? c.len : head_start_max(reason, server, date, type)) + 96 + small_body.size();
+    const response::header_list& fields = r.headers();
+    for (const auto& [name, value] : fields) {
+        need += name.size() + value.size() + 4;
+    }
+    const std::size_t start = rs_->out.size();
+    char* const begin = rs_->out.prepare(need);
+    char* p = from_cache ? put(begin, {c.text, c.len})
+                         : put_head_start(begin, status, reason, server, date, type);
+    for (const auto& [name, value] : fields) {
+        p = put(p, name);
+        p = put(p, ": ");
+        p = put(p, value);
+        p = put(p, "\r\n");
     }
     const bool no_body = (status >= 100 && status < 200) || status == 204 || status == 304;
     if (!no_body) {
         if (chunked) {
-            put("Transfer-Encoding: chunked\r\n");
+            p = put(p, "Transfer-Encoding: chunked\r\n");
         } else if (length != UINT64_MAX) {
-            put("Content-Length: ");
+            p = put(p, "Content-Length: ");
             p = std::to_chars(p, p + 20, length).ptr;
-            put("\r\n");
+            p = put(p, "\r\n");
         }
     }
     if (!keep) {
-        put("Connection: close\r\n\r\n");
+        p = put(p, "Connection: close\r\n\r\n");
     } else if (version_minor_ == 0) {
-        put("Connection: keep-alive\r\n\r\n");
+        p = put(p, "Connection: keep-alive\r\n\r\n");
     } else {
-        put("\r\n");
+        p = put(p, "\r\n");
+    }
+    if (!small_body.empty()) {
+        p = put(p, small_body);
     }
     const auto len = static_cast<std::size_t>(p - begin);
-    rs_->out.resize(start + len);
+    rs_->out.commit(len);
     if (!rs_->segs.empty() && rs_->segs.back().ptr == nullptr) {
         rs_->segs.back().len += len;
     } else {
@@ -674,52 +745,66 @@ private:
     co_return true;
 }
 
-// Adds the response to the pending output (string and bytes bodies) or sends it now (file and
-// stream bodies). False: the connection is done (a failed write, or a body that could only be
-// delimited by closing).
-auto connection::send(response& r, bool keep) -> task<bool> {
+// Adds a response whose body is in memory (none, a string, bytes) to the pending output: a
+// plain function, as nearly every response is one of these (no coroutine frame per response).
+void connection::queue(response& r, bool keep) {
     st_.requests.fetch_add(1, std::memory_order_relaxed);
-    auto& body = r.body();
     bool hold = false;
-    if (auto* s = std::get_if<std::string>(&body)) {
-        write_head(r, s->size(), false, keep);
-        if (!head_request_) {
-            add_out(*s);
-            hold = s->size() > inline_body_max;
+    if (r.form() == body_form::text) {
+        const std::string& s = r.body_text();
+        if (head_request_) {
+            write_head(r, s.size(), false, keep);
+        } else if (s.size() <= inline_body_max) {
+            write_head(r, s.size(), false, keep, s);  // copied after the head
+        } else {
+            write_head(r, s.size(), false, keep);
+            add_out(s);
+            hold = true;
         }
-    } else if (auto* b = std::get_if<bytes>(&body)) {
-        write_head(r, b->size(), false, keep);
+    } else if (r.form() == body_form::bytes) {
+        const bytes& b = r.body_bytes();
+        write_head(r, b.size(), false, keep);
         if (!head_request_) {
-            add_out({reinterpret_cast<const char*>(b->data()), b->size()});
-            hold = b->size() > inline_body_max;
+            add_out({reinterpret_cast<const char*>(b.data()), b.size()});
+            hold = b.size() > inline_body_max;
         }
-    } else if (std::holds_alternative<std::monostate>(body)) {
+    } else {  // body_form::none
         write_head(r, 0, false, keep);
-    } else if (auto* f = std::get_if<file_body>(&body)) {
-        write_head(r, f->length, false, keep);
+    }
+    ++pending_;
+    if (hold) {
+        rs_->held.push_back(std::move(r));  // a large body is sent from where it is: keep it
+    }
+}
+
+// Sends a response with a file or stream body: the pending output, then the body. False: the
+// connection is done (a failed write, or a body that could only be delimited by closing).
+[[gnu::noinline]] auto connection::send(response& r, bool keep) -> task<bool> {
+    st_.requests.fetch_add(1, std::memory_order_relaxed);
+    if (r.form() == body_form::file) {
+        file_body& f = r.body_file();
+        write_head(r, f.length, false, keep);
         if (!head_request_) {
-            const auto ok2 = co_await send_file(*f);
+            const auto ok2 = co_await send_file(f);
             if (!ok2) {
                 co_return false;
             }
         }
-    } else if (auto* st = std::get_if<stream_body>(&body)) {
-        const bool chunked = !st->length && version_minor_ == 1;
-        if (!st->length && !chunked) {
+    } else {  // body_form::stream
+        stream_body& sb = r.body_stream();
+        const bool chunked = !sb.length && version_minor_ == 1;
+        if (!sb.length && !chunked) {
             keep = false;  // HTTP/1.0 without a length: the close ends the body
         }
-        write_head(r, st->length.value_or(UINT64_MAX), chunked, keep);
+        write_head(r, sb.length.value_or(UINT64_MAX), chunked, keep);
         if (!head_request_) {
-            const auto ok3 = co_await send_stream(*st, chunked);
+            const auto ok3 = co_await send_stream(sb, chunked);
             if (!ok3) {
                 co_return false;
             }
         }
     }
     ++pending_;
-    if (hold) {
-        rs_->held.push_back(std::move(r));  // a large body is sent from where it is: keep it
-    }
     co_return keep;
 }
 
@@ -728,7 +813,7 @@ auto connection::send(response& r, bool keep) -> task<bool> {
     std::string body{why};
     body += '\n';
     response r = response::text(std::move(body), status);
-    (void)co_await send(r, false);
+    queue(r, false);
     const auto ok5 = co_await flush();
     if (!ok5) {
         co_return;
@@ -892,7 +977,12 @@ auto connection::serve() -> task<void> {
         }
     }
     const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
-    const auto ok8 = co_await send(r, keep);
+    bool ok8 = keep;
+    if (r.form() == body_form::file || r.form() == body_form::stream) {
+        ok8 = co_await send(r, keep);
+    } else {
+        queue(r, keep);
+    }
     if (!ok8) {
         // The last response: sent at once (a fresh socket takes a few hundred bytes whole),
         // and closed without a shutdown first: with nothing left unread, close sends the FIN

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "output_buffer.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
@@ -72,7 +73,7 @@ struct request_state {
     body_decoder body;
     request_limits body_limits;
     std::string carry;  // the bytes of a request that spans receives
-    std::string out;    // response heads and small bodies, in order
+    output_buffer out;  // response heads and small bodies, in order
     std::vector<out_segment> segs;
     std::vector<response> held;  // responses whose bodies segs points into
 };
@@ -128,13 +129,19 @@ private:
     // -- output: responses waiting for one vectored write (rs_->out, rs_->segs) -----------
     void add_out(std::string_view body);  // copied when small, else sent from where it is
     auto flush() -> task<result<void>>;
-    void write_head(const response& r, std::uint64_t length, bool chunked, bool keep);
+    // `small_body` (at most inline_body_max bytes) is copied right after the head.
+    void write_head(const response& r,
+                    std::uint64_t length,
+                    bool chunked,
+                    bool keep,
+                    std::string_view small_body = {});
 
     auto serve() -> task<void>;
     auto serve_request() -> task<bool>;
     void give_back_state() noexcept;  // rs_ back to the thread's cache; rs_ = nullptr
     auto finish_body() -> task<bool>;
-    auto send(response& r, bool keep) -> task<bool>;
+    void queue(response& r, bool keep);               // a body in memory (or none)
+    auto send(response& r, bool keep) -> task<bool>;  // a file or stream body
     void send_now(int flags) noexcept;  // the pending output in one sendmsg, if it fits
     auto receive_first() -> std::optional<result<bytes>>;
     auto send_file(file_body& f) -> task<result<void>>;

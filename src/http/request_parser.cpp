@@ -6,6 +6,7 @@
 
 #include "char_class.hpp"
 #include "scan.hpp"
+#include "swar.hpp"
 
 // The parser is a state machine over the bytes of one request head. Each state examines the
 // bytes from pos_ on and either finishes its token (moving to the next state) or, at the end of
@@ -130,6 +131,18 @@ constexpr std::size_t max_section = std::size_t{1} << 30;
         i = close + 1;
     } else {
         while (i < n && a[i] != ':') {
+            // Runs of reg-name bytes four at a time (a Host value is mostly one run: letters,
+            // digits and dots up to the ':'), then one byte: a '%' escape or the end of the run.
+            while (i + 4 <= n && (detail::char_classes[static_cast<unsigned char>(a[i])] &
+                                  detail::char_classes[static_cast<unsigned char>(a[i + 1])] &
+                                  detail::char_classes[static_cast<unsigned char>(a[i + 2])] &
+                                  detail::char_classes[static_cast<unsigned char>(a[i + 3])] &
+                                  detail::regname_bit) != 0) {
+                i += 4;
+            }
+            if (i == n || a[i] == ':') {
+                break;
+            }
             if (a[i] == '%') {
                 if (i + 2 >= n || !detail::is_hex(a[i + 1]) || !detail::is_hex(a[i + 2])) {
                     return false;
@@ -155,7 +168,37 @@ constexpr std::size_t max_section = std::size_t{1} << 30;
     if (need_port && port.empty()) {
         return false;
     }
-    return std::all_of(port.begin(), port.end(), is_digit);
+    for (const char c : port) {
+        if (!is_digit(c)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+// The last Host value found valid on this thread (up to 62 bytes). The requests of a
+// connection, and most of a server's, name the same host, and validity is a function of the
+// bytes alone: a value equal to this one is valid without a second look; any other is checked
+// in full (and kept if valid). Trivially destructible: no guard on a thread_local access.
+struct valid_host_memo {
+    std::uint8_t len = 0;  // 0: none kept
+    char bytes[62] = {};
+};
+thread_local valid_host_memo tl_valid_host;
+
+[[nodiscard]] auto valid_host(std::string_view v) noexcept -> bool {
+    valid_host_memo& m = tl_valid_host;
+    if (v.size() == m.len && !v.empty() && detail::swar::same_bytes(v.data(), m.bytes, v.size())) {
+        return true;
+    }
+    if (!valid_authority(v, false, false)) {
+        return false;
+    }
+    if (v.size() <= sizeof m.bytes) {
+        std::memcpy(m.bytes, v.data(), v.size());
+        m.len = static_cast<std::uint8_t>(v.size());
+    }
+    return true;
 }
 
 // Calls f(element) for each non-empty element of a comma-separated list (RFC 9110 5.6.1:
@@ -314,6 +357,17 @@ auto request_parser::parse(std::string_view input) -> parse_status {
                 st = state::version;
                 [[fallthrough]];
             case state::version:
+                // The usual version, "HTTP/1." and a digit, as one word (the byte loop below
+                // accepts exactly these too, and tells every other form's error).
+                if (vpos_ == 0 && end - p >= 8) {
+                    const std::uint64_t w = detail::swar::load(p);
+                    constexpr std::uint64_t first7 = 0x00FFFFFFFFFFFFFFULL;
+                    if ((w & first7) == (detail::swar::load("HTTP/1.0") & first7) &&
+                        is_digit(p[7])) {
+                        p += 8;
+                        vpos_ = 8;
+                    }
+                }
                 for (; vpos_ < 8; ++vpos_, ++p) {
                     if (p == end) {
                         goto out;
@@ -555,7 +609,7 @@ auto request_parser::finish_field(const char* base,
                 if (++hosts_ > 1) {
                     return parse_error::repeated_host;
                 }
-                if (!valid_authority(v, false, false)) {
+                if (!valid_host(v)) {
                     return parse_error::bad_host;
                 }
                 head_.host_ = value;

@@ -95,26 +95,39 @@ using detail::iequals;
 
 // Header injection: a CR or LF in a name or value would let a handler's data start a new
 // field or a new response; NUL is refused by every client.
+[[noreturn]] void refuse_value() {
+    throw std::invalid_argument("weft::http::response: CR, LF or NUL in a header value");
+}
+
 void check_value_bytes(std::string_view value) {
     for (char c : value) {
         // One compare for nearly every byte: CR, LF and NUL are all <= '\r'.
         if (static_cast<unsigned char>(c) <= '\r' && (c == '\r' || c == '\n' || c == '\0')) {
-            throw std::invalid_argument("weft::http::response: CR, LF or NUL in a header value");
+            refuse_value();
         }
     }
 }
 
 // Eight bytes at a time (every response's Content-Type passes here): a word with no byte below
 // 0x0E holds none of CR, LF and NUL (swar::below flags none exactly then); a word that may hold
-// one is looked at byte by byte.
+// one is looked at byte by byte. A value of 8 bytes or more ends with the word of its last 8
+// bytes (overlapping the one before): no byte loop for the tail.
 void check_value(std::string_view value) {
-    std::size_t i = 0;
-    for (; i + 8 <= value.size(); i += 8) {
-        if (detail::swar::below(detail::swar::load(value.data() + i), 0x0E) != 0) {
-            check_value_bytes(value.substr(i, 8));
-        }
+    const std::size_t n = value.size();
+    if (n < 8) {
+        check_value_bytes(value);
+        return;
     }
-    check_value_bytes(value.substr(i));
+    const char* const p = value.data();
+    const auto word = [p](std::size_t i) {
+        if (detail::swar::below(detail::swar::load(p + i), 0x0E) != 0) {
+            check_value_bytes({p + i, 8});
+        }
+    };
+    for (std::size_t i = 0; i + 8 < n; i += 8) {
+        word(i);
+    }
+    word(n - 8);
 }
 
 void check_field(std::string_view name, std::string_view value) {
@@ -129,52 +142,82 @@ void check_field(std::string_view name, std::string_view value) {
     check_value(value);
 }
 
+const response::header_list no_headers;
+
 }  // namespace
 
-response::response(response&& o) noexcept
-    : status_(o.status_),
-      type_len_(o.type_len_),
-      long_type_(std::move(o.long_type_)),
-      headers_(std::move(o.headers_)),
-      body_(std::move(o.body_)) {
-    std::memcpy(type_, o.type_, type_len_);
-    o.body_ = std::monostate{};
+struct response::rest {
+    std::string long_type;  // a Content-Type longer than inline_part::type holds
+    header_list headers;
+    bytes bytes_body;
+    file_body file;  // owned: closed here unless sent (fd -1)
+    stream_body stream;
+
+    rest() = default;
+    rest(const rest&) = delete;
+    auto operator=(const rest&) -> rest& = delete;
+    ~rest() { close_file(); }
+    void close_file() noexcept {
+        if (file.fd >= 0) {
+            ::close(file.fd);
+            file.fd = -1;
+        }
+    }
+};
+
+void response::rest_deleter::operator()(rest* p) const noexcept { delete p; }
+
+auto response::get_rest() -> rest& {
+    if (!rest_) {
+        rest_.reset(new rest());
+    }
+    return *rest_;
 }
 
-auto response::operator=(response&& o) noexcept -> response& {
-    if (this != &o) {
-        close_file();
-        status_ = o.status_;
-        type_len_ = o.type_len_;
-        std::memcpy(type_, o.type_, type_len_);
-        long_type_ = std::move(o.long_type_);
-        headers_ = std::move(o.headers_);
-        body_ = std::move(o.body_);
-        o.body_ = std::monostate{};
-    }
-    return *this;
+auto response::long_type() const noexcept -> std::string_view {
+    return rest_ ? std::string_view{rest_->long_type} : std::string_view{};
 }
 
-response::~response() { close_file(); }
+auto response::headers() const noexcept -> const header_list& {
+    return rest_ ? rest_->headers : no_headers;
+}
 
-void response::close_file() noexcept {
-    if (auto* f = std::get_if<file_body>(&body_); f != nullptr && f->fd >= 0) {
-        ::close(f->fd);
-        f->fd = -1;
+auto response::body_bytes() noexcept -> bytes& { return rest_->bytes_body; }
+auto response::body_file() noexcept -> file_body& { return rest_->file; }
+auto response::body_stream() noexcept -> stream_body& { return rest_->stream; }
+
+void response::drop_body() noexcept {
+    if (rest_) {
+        rest_->bytes_body = bytes{};
+        rest_->close_file();
+        rest_->stream = {};
     }
+}
+
+auto response::text(std::string body, int status) -> response {
+    static constexpr std::string_view plain = "text/plain; charset=utf-8";
+    static_assert(plain.size() <= sizeof inline_part::type);
+    response r{status};
+    std::memcpy(r.in_.type, plain.data(), plain.size());
+    r.in_.type_len = static_cast<std::uint8_t>(plain.size());
+    r.text_ = std::move(body);
+    r.in_.form = body_form::text;
+    return r;
 }
 
 auto response::text(std::string body, int status, std::string_view content_type) -> response {
     response r{status};
     r.set_content_type(content_type);
-    r.body_ = std::move(body);
+    r.text_ = std::move(body);
+    r.in_.form = body_form::text;
     return r;
 }
 
 auto response::of_bytes(bytes body, int status, std::string_view content_type) -> response {
     response r{status};
     r.set_content_type(content_type);
-    r.body_ = std::move(body);
+    r.get_rest().bytes_body = std::move(body);
+    r.in_.form = body_form::bytes;
     return r;
 }
 
@@ -183,8 +226,10 @@ auto response::file(int fd,
                     std::uint64_t length,
                     std::string_view content_type) -> response {
     response r{200};
-    r.set_content_type(content_type);
-    r.body_ = file_body{fd, offset, length};
+    r.set_content_type(content_type);  // these two may throw: fd is still the caller's then
+    rest& x = r.get_rest();
+    x.file = file_body{fd, offset, length};
+    r.in_.form = body_form::file;
     return r;
 }
 
@@ -193,19 +238,24 @@ auto response::stream(std::function<task<result<void>>(body_writer&)> fn,
                       std::string_view content_type) -> response {
     response r{200};
     r.set_content_type(content_type);
-    r.body_ = stream_body{std::move(fn), length};
+    r.get_rest().stream = stream_body{std::move(fn), length};
+    r.in_.form = body_form::stream;
     return r;
 }
 
 void response::set_content_type(std::string_view type) {
     check_value(type);
-    if (type.size() <= sizeof type_) {
-        std::memcpy(type_, type.data(), type.size());
-        type_len_ = static_cast<std::uint8_t>(type.size());
-        long_type_.clear();
+    if (type.size() <= sizeof in_.type) {
+        if (!type.empty()) {  // (an empty view's data() may be null: no memcpy from it)
+            std::memcpy(in_.type, type.data(), type.size());
+        }
+        in_.type_len = static_cast<std::uint8_t>(type.size());
+        if (rest_) {
+            rest_->long_type.clear();
+        }
     } else {
-        type_len_ = 0;
-        long_type_ = type;
+        get_rest().long_type = type;
+        in_.type_len = 0;
     }
 }
 
@@ -215,7 +265,7 @@ void response::add_header(std::string_view name, std::string_view value) {
         return;
     }
     check_field(name, value);
-    headers_.emplace_back(name, value);
+    get_rest().headers.emplace_back(name, value);
 }
 
 void response::set_header(std::string_view name, std::string_view value) {
@@ -224,8 +274,9 @@ void response::set_header(std::string_view name, std::string_view value) {
         return;
     }
     check_field(name, value);
-    std::erase_if(headers_, [&](const auto& h) { return iequals(h.first, name); });
-    headers_.emplace_back(name, value);
+    header_list& h = get_rest().headers;
+    std::erase_if(h, [&](const auto& f) { return iequals(f.first, name); });
+    h.emplace_back(name, value);
 }
 
 auto response::header(std::string_view name) const noexcept -> std::optional<std::string_view> {
@@ -233,7 +284,7 @@ auto response::header(std::string_view name) const noexcept -> std::optional<std
         const std::string_view t = content_type();
         return t.empty() ? std::nullopt : std::optional<std::string_view>{t};
     }
-    for (const auto& [n, v] : headers_) {
+    for (const auto& [n, v] : headers()) {
         if (iequals(n, name)) {
             return std::string_view{v};
         }

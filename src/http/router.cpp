@@ -1,7 +1,10 @@
 #include "weft/http/router.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
+
+#include "swar.hpp"
 
 namespace weft::http {
 
@@ -23,7 +26,8 @@ struct router::node {
 
     static auto pick(const std::vector<route>& rs, std::string_view method) -> const route* {
         for (const auto& r : rs) {
-            if (r.method == method) {
+            if (r.method.size() == method.size() &&
+                detail::swar::same_bytes(r.method.data(), method.data(), method.size())) {
                 return &r;
             }
         }
@@ -129,6 +133,10 @@ void router::add(std::string_view method, std::string_view pattern, handler h, r
         }
     }
     list.push_back(node::route{std::string(method), std::move(h), o});
+    if (!rest && pattern.find('{') == std::string_view::npos &&
+        std::none_of(exact_.begin(), exact_.end(), [&](const auto& e) { return e.second == n; })) {
+        exact_.emplace_back(std::string(pattern), n);
+    }
 }
 
 auto router::find(std::string_view method, std::string_view path, request& req) const -> match {
@@ -138,11 +146,26 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
     }
     // Depth-first: statics, then the parameter, then a catch-all; the first full match wins.
     // Parameters are pushed as the walk descends and popped on backtracking.
-    const node::route* found = nullptr;
-    const std::vector<node::route>* path_routes = nullptr;  // for 405's Allow
-    auto& params = req.params_;
     std::size_t& np = req.param_count_;
     np = 0;
+    for (const auto& [p, n] : exact_) {
+        if (p.size() == path.size() && detail::swar::same_bytes(p.data(), path.data(), p.size())) {
+            if (const node::route* r = node::pick(n->routes, method); r != nullptr) {
+                out.status = 200;
+                out.h = &r->h;
+                out.options = &r->options;
+                return out;
+            }
+            break;  // the walk tells 405 from a parameter's or catch-all's route
+        }
+    }
+    const node::route* found = nullptr;
+    const std::vector<node::route>* path_routes = nullptr;  // for 405's Allow
+    const auto put_param = [&req, &np](std::string_view name, std::string_view value) {
+        // Lengths fit in 32 bits: a path is bounded by the request line's limit (< 1 GiB).
+        req.params_[np++] = {name.data(), value.data(), static_cast<std::uint32_t>(name.size()),
+                             static_cast<std::uint32_t>(value.size())};
+    };
 
     const auto walk = [&](auto&& self, const node* n, std::size_t from) -> bool {
         // `from` is the index of the segment's first byte in `path`.
@@ -156,7 +179,7 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
                     // "/a/" style: a catch-all of the child matches the empty rest
                     if (!c->rest_routes.empty()) {
                         if (np < request::max_params) {
-                            params[np++] = {c->rest_name, {}};
+                            put_param(c->rest_name, {});
                         }
                         path_routes = &c->rest_routes;
                         found = node::pick(c->rest_routes, method);
@@ -181,7 +204,7 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
         if (n->param && !seg.empty()) {
             const std::size_t mark = np;
             if (np < request::max_params) {
-                params[np++] = {n->param_name, seg};
+                put_param(n->param_name, seg);
             }
             if (at_child(n->param.get())) {
                 return true;
@@ -190,7 +213,7 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
         }
         if (!n->rest_routes.empty()) {
             if (np < request::max_params) {
-                params[np++] = {n->rest_name, path.substr(from)};
+                put_param(n->rest_name, path.substr(from));
             }
             path_routes = &n->rest_routes;
             found = node::pick(n->rest_routes, method);
@@ -229,8 +252,9 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
 
 auto request::param(std::string_view name) const noexcept -> std::string_view {
     for (std::size_t i = 0; i < param_count_; ++i) {
-        if (params_[i].first == name) {
-            return params_[i].second;
+        const param_slot& p = params_[i];
+        if (std::string_view{p.name, p.name_len} == name) {
+            return {p.value, p.value_len};
         }
     }
     return {};

@@ -44,4 +44,23 @@ inline constexpr std::uint64_t highs = 0x8080808080808080ULL;
     return static_cast<std::size_t>(std::countr_zero(mask)) / 8;
 }
 
+/// p[0, n) == q[0, n), eight bytes at a time (the last word overlapping the one before), with
+/// no call to memcmp: for the short strings of a head (a Content-Type, a Host, a path).
+[[nodiscard]] inline auto same_bytes(const char* p, const char* q, std::size_t n) noexcept -> bool {
+    if (n < 8) {
+        for (std::size_t i = 0; i < n; ++i) {
+            if (p[i] != q[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
+    for (std::size_t i = 0; i + 8 < n; i += 8) {
+        if (load(p + i) != load(q + i)) {
+            return false;
+        }
+    }
+    return load(p + n - 8) == load(q + n - 8);
+}
+
 }  // namespace weft::http::detail::swar

@@ -87,6 +87,39 @@ TEST(envelope_codec, lengths_past_the_end_and_oversized_varints) {
     EXPECT_EQ(decode(bytes).error(), bus_errc::malformed_envelope);
 }
 
+TEST(envelope_codec, decode_routing_agrees_with_decode) {
+    envelope big = sample();
+    big.headers.assign(3, header{"h", std::string(130, 'v')});
+    for (const envelope& e : {sample(), envelope{}, big}) {
+        const std::string bytes = encode(e);
+        auto r = decode_routing(bytes);
+        ASSERT_TRUE(r) << r.error().message();
+        EXPECT_EQ(r->id, e.id);
+        EXPECT_EQ(r->topic, e.topic);
+        EXPECT_EQ(r->key, e.key);
+        EXPECT_EQ(r->bytes.data(), bytes.data());  // views, not copies
+        EXPECT_EQ(r->bytes.size(), bytes.size());
+        // Every truncation, a trailing byte and another version fail as decode fails.
+        for (std::size_t n = 0; n < bytes.size(); ++n) {
+            const std::string_view cut = std::string_view(bytes).substr(0, n);
+            auto a = decode_routing(cut);
+            ASSERT_FALSE(a) << n;
+            ASSERT_EQ(a.error(), decode(cut).error()) << n;
+        }
+        EXPECT_EQ(decode_routing(bytes + '\0').error(), bus_errc::malformed_envelope);
+        std::string other = bytes;
+        other[0] = 2;
+        EXPECT_EQ(decode_routing(other).error(), bus_errc::unsupported_version);
+    }
+    std::string head(1, static_cast<char>(envelope_codec_version));
+    head.append(24, '\0');
+    EXPECT_EQ(decode_routing(head + std::string("\0\0\0\xff\xff\x03", 6)).error(),
+              bus_errc::malformed_envelope);  // a header count beyond the input
+    EXPECT_EQ(decode_routing(head + std::string("\x80\x00", 2) + std::string(4, '\0')).error(),
+              bus_errc::malformed_envelope);  // an overlong length
+    EXPECT_TRUE(decode_routing(head + std::string(5, '\0')));
+}
+
 TEST(envelope_codec, json_form) {
     envelope e = sample();
     e.payload = "line\n\"quoted\" \x01";

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "conformance.hpp"
+#include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/kafka_backend.hpp"
 #include "weft/io/reactor.hpp"
 
@@ -450,6 +451,55 @@ TEST(kafka_backend, fatal_error_resends_before_any_later_publish) {
 
 TEST(kafka_backend, fatal_error_on_the_background_thread_resends_before_any_later_publish) {
     fatal_error_resends_before_any_later_publish(kafka_ack_path::background_thread);
+}
+
+// An envelope handed over already encoded (try_publish_encoded_async, as the outbox relay
+// does) goes through the drain task's staging buffer like any other: stored once, as encoded,
+// with its id, in publish order for its key.
+TEST(kafka_backend, encoded_publishes_produced_by_the_drain_task_are_stored_as_encoded) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 1ms;
+    o.produce_path = kafka_produce_path::drain_task;
+    kafka_backend b{o};
+    const std::string t = "weft-test-encoded-" + message_id::generate().to_string();
+    constexpr int n = 50;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = 16}};
+        std::vector<message_id> ids;
+        for (int i = 0; i < n; ++i) {
+            envelope e;
+            e.id = message_id::generate();
+            e.topic = t;
+            e.key = "k";
+            e.payload = std::to_string(i);
+            std::string bytes;
+            encode(e, bytes);
+            const encoded_envelope enc{e.id, e.topic, e.key, bytes};
+            auto r = pub.try_publish_encoded_async(enc);
+            while (!r && r.error() == std::errc::operation_would_block) {
+                auto done = (co_await pub.results().recv()).value();
+                EXPECT_TRUE(done.outcome);
+                r = pub.try_publish_encoded_async(enc);
+            }
+            EXPECT_TRUE(r) << r.error().message();
+            ids.push_back(e.id);
+        }
+        (co_await pub.flush()).value();
+        for (auto done = pub.results().try_recv(); done; done = pub.results().try_recv()) {
+            EXPECT_TRUE(done->outcome);
+        }
+        subscriber sub{b};
+        auto s = (co_await sub.subscribe(t, "check")).value();
+        for (int i = 0; i < n; ++i) {
+            auto d = (co_await s.next()).value();
+            EXPECT_EQ(d.message().payload, std::to_string(i));
+            EXPECT_EQ(d.message().id, ids[static_cast<std::size_t>(i)]);
+            EXPECT_TRUE(d.ack());
+        }
+        (co_await pub.close()).value();
+    }());
 }
 
 TEST(kafka_backend, fatal_error_with_the_drain_task_producing_resends_before_any_later_publish) {

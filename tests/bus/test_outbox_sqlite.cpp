@@ -437,6 +437,67 @@ TEST(sqlite_outbox, staging_rolled_back_with_the_business_change_leaves_nothing)
     EXPECT_EQ(broker.stored("orders"), 0U);
 }
 
+// stage() keeps its INSERT prepared per connection (at most 8 connections): the same
+// statement serves every later stage on that connection, release(db) finalizes it (then a plain
+// sqlite3_close succeeds), and a connection closed with sqlite3_close_v2 while its statement is
+// kept stays valid memory until the statement goes (evicted here), so staging goes on through
+// new connections.
+TEST(sqlite_outbox, stage_keeps_one_statement_per_connection) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    sqlite_outbox outbox{path};
+    auto open = [&] {
+        sqlite3* db = nullptr;
+        EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+        sqlite3_busy_timeout(db, 5'000);
+        return db;
+    };
+    auto stage_one = [&](sqlite3* db, int n) {
+        sqlite_txn txn{db};
+        (void)outbox.stage(txn, event_for("k", n)).value();
+        txn.commit().value();
+    };
+    sqlite3* a = open();
+    stage_one(a, 0);
+    sqlite3_stmt* kept = sqlite3_next_stmt(a, nullptr);
+    ASSERT_NE(kept, nullptr);               // kept after the stage
+    EXPECT_EQ(sqlite3_stmt_busy(kept), 0);  // reset: holds no read of the table
+    stage_one(a, 1);
+    EXPECT_EQ(sqlite3_next_stmt(a, nullptr), kept);  // the same one again
+    EXPECT_EQ(sqlite3_next_stmt(a, kept), nullptr);  // and only one
+
+    outbox.release(a);
+    EXPECT_EQ(sqlite3_next_stmt(a, nullptr), nullptr);
+    EXPECT_EQ(sqlite3_close(a), SQLITE_OK);
+
+    // Ten connections, each closed with sqlite3_close_v2 right after its stage: at most eight
+    // statements are kept, the oldest finalized first (freeing their zombie connections).
+    int n = 2;
+    std::vector<sqlite3*> open_ones;
+    for (int i = 0; i < 10; ++i) {
+        sqlite3* db = open();
+        stage_one(db, n++);
+        open_ones.push_back(db);
+    }
+    int with_statement = 0;
+    for (sqlite3* db : open_ones) {
+        with_statement += sqlite3_next_stmt(db, nullptr) != nullptr ? 1 : 0;
+    }
+    EXPECT_EQ(with_statement, 8);
+    EXPECT_EQ(sqlite3_next_stmt(open_ones[0], nullptr), nullptr);  // the least recent: evicted
+    EXPECT_EQ(sqlite3_next_stmt(open_ones[1], nullptr), nullptr);
+    for (sqlite3* db : open_ones) {
+        EXPECT_EQ(sqlite3_close_v2(db), SQLITE_OK);
+    }
+    for (int i = 0; i < 10; ++i) {  // new connections after the zombies: staged as before
+        sqlite3* db = open();
+        stage_one(db, n++);
+        EXPECT_EQ(sqlite3_close_v2(db), SQLITE_OK);
+    }
+    EXPECT_EQ(outbox.pending_rows().value(), static_cast<std::uint64_t>(n));
+    EXPECT_EQ(outbox.metrics().staged, static_cast<std::uint64_t>(n));
+}
+
 TEST(sqlite_outbox, a_commit_wakes_the_relay) {
     temp_dir dir;
     const auto path = dir.file("app.db");

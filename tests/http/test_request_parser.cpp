@@ -435,6 +435,69 @@ TEST_P(request_parser_test, input_shorter_than_what_was_scanned_is_an_error_not_
     EXPECT_EQ(status_of(p.error()), 500);
 }
 
+// A valid Host is remembered per thread so that the next equal one is not looked at again:
+// a value that differs from it in any byte (same length or not) must still be checked in full.
+TEST_P(request_parser_test, host_remembered_only_when_valid) {
+    const auto host_error = [](std::string_view host) {
+        request_parser p;
+        const std::string in = "GET / HTTP/1.1\r\nHost: " + std::string(host) + "\r\n\r\n";
+        (void)p.parse(in);
+        return p.error();
+    };
+    const std::string good = "www.example.com:8080";
+    for (int round = 0; round < 2; ++round) {
+        EXPECT_EQ(host_error(good), parse_error::none);
+        for (std::size_t i = 0; i < good.size(); ++i) {
+            for (const char bad : {' ', '/', '@', '"', '<'}) {
+                if (bad == ' ' && (i == 0 || i + 1 == good.size())) {
+                    continue;  // whitespace around a value is not part of it
+                }
+                std::string h = good;
+                h[i] = bad;
+                EXPECT_EQ(host_error(h), parse_error::bad_host) << h;
+                EXPECT_EQ(host_error(good), parse_error::none);  // kept after a refusal
+            }
+        }
+        EXPECT_EQ(host_error(good + "x"), parse_error::bad_host);  // a port of "8080x"
+        EXPECT_EQ(host_error(good.substr(0, 7)), parse_error::none);
+        EXPECT_EQ(host_error("a%zz"), parse_error::bad_host);
+        EXPECT_EQ(host_error(""), parse_error::none);  // empty is allowed (RFC 9110 7.2)
+        EXPECT_EQ(host_error("a b"), parse_error::bad_host);
+    }
+    // 8 to 62 bytes (the word-compare lengths) and beyond what is remembered (63, 100).
+    for (const std::size_t n : {8U, 9U, 15U, 16U, 17U, 62U, 63U, 100U}) {
+        const std::string h(n, 'h');
+        EXPECT_EQ(host_error(h), parse_error::none) << n;
+        std::string b = h;
+        b[n - 1] = '#';
+        EXPECT_EQ(host_error(b), parse_error::bad_host) << n;
+        b = h;
+        b[0] = '{';
+        EXPECT_EQ(host_error(b), parse_error::bad_host) << n;
+    }
+}
+
+// The version read as one word when 8 bytes are there, byte by byte otherwise: the same
+// verdicts either way.
+TEST_P(request_parser_test, version_word_and_bytes_agree) {
+    for (const std::string v : {"HTTP/1.1", "HTTP/1.0", "HTTP/1.9", "HTTP/2.0", "HTTP/1.x",
+                                "http/1.1", "HTTP/1,1", "HTTP/0.9", "HTTX/1.1"}) {
+        const std::string in = "GET / " + v + "\r\nHost: a\r\n\r\n";
+        request_parser whole;
+        const parse_status st = whole.parse(in);
+        request_parser split;  // the version arrives a byte at a time
+        parse_status st2 = parse_status::incomplete;
+        for (std::size_t n = 1; n <= in.size() && st2 == parse_status::incomplete; ++n) {
+            st2 = split.parse(std::string_view{in}.substr(0, n));
+        }
+        EXPECT_EQ(st, st2) << v;
+        EXPECT_EQ(whole.error(), split.error()) << v;
+        if (st == parse_status::complete) {
+            EXPECT_EQ(whole.head().version_minor(), split.head().version_minor()) << v;
+        }
+    }
+}
+
 TEST(parse_error, statuses_and_error_codes) {
     EXPECT_EQ(status_of(parse_error::none), 0);
     EXPECT_EQ(status_of(parse_error::bare_lf), 400);

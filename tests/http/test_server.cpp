@@ -20,6 +20,7 @@
 #include "http/rejection_table.hpp"
 #include "multishot.hpp"  // src/io: multishot_arms
 #include "weft/core/scope.hpp"
+#include "weft/core/sync_wait.hpp"
 #include "weft/http.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/reactor.hpp"
@@ -846,6 +847,54 @@ TEST(router, static_beats_parameter_beats_catch_all) {
     EXPECT_EQ(r.find("HEAD", "/users/1", req).status, 200);
 }
 
+// Whole static paths are found without a walk; when that route lacks the method, the walk
+// still finds a parameter's or catch-all's route for it, or answers 405 with every method.
+TEST(router, static_path_without_the_method_falls_back_to_the_walk) {
+    router r;
+    int hit = 0;
+    const auto h = [&hit](int n) {
+        return [&hit, n](request&) -> task<response> {
+            hit = n;
+            co_return response{};
+        };
+    };
+    r.add("GET", "/a/b", h(1));
+    r.add("POST", "/a/{x}", h(2));
+    r.add("PUT", "/a/{*rest}", h(3));
+    r.add("DELETE", "/a/b", h(4));
+    r.add("GET", "/c", h(5));
+    request_head head;
+    socket_address peer;
+    request req{head, peer};
+    const auto run = [&](const router::match& m) {
+        if (m.h != nullptr) {
+            (void)sync_wait((*m.h)(req));
+        }
+        return m.status;
+    };
+    EXPECT_EQ(run(r.find("GET", "/a/b", req)), 200);
+    EXPECT_EQ(hit, 1);
+    EXPECT_EQ(run(r.find("DELETE", "/a/b", req)), 200);
+    EXPECT_EQ(hit, 4);
+    EXPECT_EQ(run(r.find("HEAD", "/a/b", req)), 200);  // the GET route
+    EXPECT_EQ(hit, 1);
+    EXPECT_EQ(run(r.find("POST", "/a/b", req)), 200);
+    EXPECT_EQ(hit, 2);
+    EXPECT_EQ(req.param("x"), "b"sv);
+    EXPECT_EQ(run(r.find("PUT", "/a/b", req)), 200);
+    EXPECT_EQ(hit, 3);
+    EXPECT_EQ(req.param("rest"), "b"sv);
+    EXPECT_EQ(run(r.find("GET", "/c", req)), 200);
+    EXPECT_EQ(hit, 5);
+    EXPECT_EQ(req.param("x"), ""sv);  // no parameters left from an earlier match
+    const auto m = r.find("POST", "/c", req);
+    EXPECT_EQ(m.status, 405);
+    EXPECT_EQ(m.allow, "GET, HEAD"sv);
+    EXPECT_EQ(r.find("GET", "/a/bb", req).status, 405);  // the parameter's path, not GET
+    EXPECT_EQ(r.find("GET", "/c/", req).status, 404);
+    EXPECT_EQ(r.find("GET", "/C", req).status, 404);
+}
+
 TEST(router, malformed_patterns_are_refused) {
     router r;
     const handler h = [](request&) -> task<response> { co_return response{}; };
@@ -867,6 +916,46 @@ TEST(response, header_injection_is_refused) {
     r.set_header("x-a", "2");
     EXPECT_EQ(r.headers().size(), 1U);
     EXPECT_EQ(r.header("X-A"), "2"sv);
+}
+
+// The inline part (status, Content-Type, string body) and the rest (fields, other bodies)
+// move together, and a moved-from response is empty; a file body's descriptor is closed exactly
+// once, when the response that holds it last is destroyed or given another body.
+TEST(response, moves_keep_every_part_and_close_a_file_once) {
+    response a = response::text("hello", 201, "application/json");
+    a.add_header("X-A", "1");
+    response b{std::move(a)};
+    EXPECT_EQ(b.status(), 201);
+    EXPECT_EQ(b.form(), body_form::text);
+    EXPECT_EQ(b.body_text(), "hello"sv);
+    EXPECT_EQ(b.content_type(), "application/json"sv);
+    EXPECT_EQ(b.header("x-a"), "1"sv);
+    EXPECT_EQ(a.form(), body_form::none);  // NOLINT(bugprone-use-after-move): the contract
+    EXPECT_TRUE(a.headers().empty());      // NOLINT(bugprone-use-after-move)
+
+    const std::string long_type(80, 't');
+    response c = response::text("x", 200, long_type);
+    EXPECT_EQ(c.content_type(), long_type);
+    c.set_content_type("text/html");
+    EXPECT_EQ(c.content_type(), "text/html"sv);
+    EXPECT_EQ(response::text("y").content_type(), "text/plain; charset=utf-8"sv);
+    EXPECT_THROW((void)response::text("y", 200, "a\nb"), std::invalid_argument);
+
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    {
+        response f = response::file(fds[0], 0, 10, "text/plain");
+        EXPECT_EQ(f.form(), body_form::file);
+        EXPECT_EQ(f.body_file().fd, fds[0]);
+        response g = response::text("z");
+        g = std::move(f);
+        EXPECT_EQ(g.body_file().fd, fds[0]);
+        EXPECT_EQ(::fcntl(fds[0], F_GETFD), 0);  // still open
+        g.set_body("replaced");                  // the file is closed here
+        EXPECT_EQ(::fcntl(fds[0], F_GETFD), -1);
+        EXPECT_EQ(g.form(), body_form::text);
+    }
+    ::close(fds[1]);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "weft/bus/ack.hpp"
 #include "weft/bus/delivery.hpp"
 #include "weft/bus/envelope.hpp"
+#include "weft/bus/envelope_codec.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
 
@@ -50,6 +51,13 @@ public:
     /// reported through the sink with `slot`, possibly before start returns. `slot` <
     /// max_pending, and no two messages in flight share one.
     virtual void start(envelope env, std::uint32_t slot) = 0;
+    /// As start, for an envelope already encoded (its views valid during the call only), for a
+    /// producer that sends the encoding as it is (Kafka): true when it took it; false, without
+    /// any other effect, where it only takes envelopes (the publisher then decodes and calls
+    /// start).
+    virtual auto start_encoded(const encoded_envelope& /*e*/, std::uint32_t /*slot*/) -> bool {
+        return false;
+    }
     /// No start() follows. Outcomes still in flight are reported as they arrive.
     virtual void close() noexcept = 0;
 };

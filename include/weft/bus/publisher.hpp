@@ -7,11 +7,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/bus/ack.hpp"
 #include "weft/bus/backend.hpp"
 #include "weft/bus/envelope.hpp"
+#include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/message_id.hpp"
 #include "weft/core/detail/spin_lock.hpp"
 #include "weft/core/result.hpp"
@@ -115,6 +117,11 @@ public:
     auto publish(envelope env) -> task<result<ack>>;
     auto publish_async(envelope env) -> task<result<message_id>>;
     auto try_publish_async(envelope env) -> result<message_id>;
+    /// try_publish_async for an envelope already encoded (envelope_codec, e.g. as an outbox
+    /// stored it; `e` from decode_routing, its id set): a backend that sends the encoding as it
+    /// is (Kafka) takes the bytes without an envelope being decoded or copied; others get the
+    /// decoded envelope. The views need to live only during the call.
+    auto try_publish_encoded_async(const encoded_envelope& e) -> result<message_id>;
     auto results() noexcept -> result_channel& { return results_; }
     /// `co_await pub.flush()`: until nothing is in flight (results may still be unread).
     auto flush() -> task<result<void>>;
@@ -245,6 +252,12 @@ private:
     /// nothing was taken).
     auto begin(envelope& env, bool awaited, bool have_unit, std::uint32_t& index)
         -> std::error_code;
+    /// begin's second half: the unit, a slot for `id` (and `key`, publish_async only).
+    auto take_slot(const message_id& id,
+                   std::string_view key,
+                   bool awaited,
+                   bool have_unit,
+                   std::uint32_t& index) -> std::error_code;
     auto start_async(envelope&& env, bool have_unit) -> result<message_id>;
     /// An awaited publish ended (its outcome taken, or abandoned): slot, unit and in-flight
     /// count back under one lock.

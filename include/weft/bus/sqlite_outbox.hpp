@@ -79,7 +79,14 @@ public:
     /// Inserts `env` (a nil id and an epoch time are filled in first) in `txn`, which must be
     /// on a connection to this outbox's file. When `txn` commits, the relay is woken. Returns
     /// the event's id; a SQLite error (sqlite_category) leaves the transaction to the caller.
+    /// The INSERT is prepared once per connection and kept (for the 8 connections staged on
+    /// most recently): close a connection you staged on with sqlite3_close_v2, or call
+    /// release(db) before sqlite3_close (which fails with SQLITE_BUSY while a statement of the
+    /// connection exists).
     auto stage(sqlite_txn& txn, envelope env) -> result<message_id>;
+    /// Finalizes the statement stage() keeps for `db`, if any. Call it before closing `db` with
+    /// sqlite3_close; not while a stage() on `db` runs.
+    void release(sqlite3* db) noexcept;
     /// Wakes the relay now (for rows inserted by other means, or another process's commits).
     void notify() noexcept;
 

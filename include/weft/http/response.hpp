@@ -7,7 +7,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <variant>
 #include <vector>
 
 #include "weft/core/result.hpp"
@@ -47,6 +46,9 @@ struct stream_body {
     std::optional<std::uint64_t> length;  ///< Content-Length if known; chunked otherwise
 };
 
+/// What a response's body is (response::form()).
+enum class body_form : std::uint8_t { none, text, bytes, file, stream };
+
 /// An HTTP response: status, header fields and a body. The server adds Date, Content-Length (or
 /// Transfer-Encoding: chunked) and Connection; a handler sets any other field it needs
 /// (Content-Type is set by the text/html helpers). For HEAD the server sends the head of the
@@ -56,23 +58,40 @@ struct stream_body {
 ///     co_return weft::http::response{404};
 ///     auto r = weft::http::response::text(json, 201, "application/json");
 ///     r.set_header("Location", "/items/7");
+///
+/// Layout: what nearly every response has (status, a Content-Type of up to 50 bytes, a string
+/// body) is held inline; the rest (other fields, a longer Content-Type, a bytes, file or stream
+/// body) in one block allocated when first needed. A response is moved twice on its way from a
+/// handler to the connection (into the handler's promise, out of it), so a move copies a few
+/// words and a destruction checks two pointers.
 class response {
 public:
     using header_list = std::vector<std::pair<std::string, std::string>>;
-    using body_type = std::variant<std::monostate, std::string, bytes, file_body, stream_body>;
 
     response() = default;
-    explicit response(int status) noexcept : status_(status) {}
-    response(response&& o) noexcept;
-    auto operator=(response&& o) noexcept -> response&;
+    explicit response(int status) noexcept { in_.status = status; }
+    response(response&& o) noexcept
+        : in_(o.in_), text_(std::move(o.text_)), rest_(std::move(o.rest_)) {
+        o.in_.form = body_form::none;
+    }
+    auto operator=(response&& o) noexcept -> response& {
+        if (this != &o) {
+            in_ = o.in_;
+            text_ = std::move(o.text_);
+            rest_ = std::move(o.rest_);  // the old one's file (if any) closed
+            o.in_.form = body_form::none;
+        }
+        return *this;
+    }
     response(const response&) = delete;
     auto operator=(const response&) -> response& = delete;
-    ~response();
+    ~response() = default;
 
+    /// `body` with Content-Type text/plain; charset=utf-8 (not checked per response: a
+    /// constant).
+    [[nodiscard]] static auto text(std::string body, int status = 200) -> response;
     /// `body` with Content-Type `content_type`.
-    [[nodiscard]] static auto text(std::string body,
-                                   int status = 200,
-                                   std::string_view content_type = "text/plain; charset=utf-8")
+    [[nodiscard]] static auto text(std::string body, int status, std::string_view content_type)
         -> response;
     /// The received `bytes`, sent without a copy.
     [[nodiscard]] static auto of_bytes(bytes body,
@@ -91,8 +110,8 @@ public:
                                      std::string_view content_type = "application/octet-stream")
         -> response;
 
-    [[nodiscard]] auto status() const noexcept -> int { return status_; }
-    void set_status(int s) noexcept { status_ = s; }
+    [[nodiscard]] auto status() const noexcept -> int { return in_.status; }
+    void set_status(int s) noexcept { in_.status = s; }
 
     /// Adds a field (a name may repeat, as Set-Cookie does). Names and values must not hold CR,
     /// LF or NUL: such a field is refused with std::invalid_argument (header injection).
@@ -103,27 +122,48 @@ public:
     [[nodiscard]] auto header(std::string_view name) const noexcept
         -> std::optional<std::string_view>;
     /// Every field but Content-Type (content_type() has it).
-    [[nodiscard]] auto headers() const noexcept -> const header_list& { return headers_; }
-    /// Content-Type ("" when none). Kept apart from the other fields, inline up to 47 bytes,
-    /// so the usual response allocates nothing for its fields.
+    [[nodiscard]] auto headers() const noexcept -> const header_list&;
+    /// Content-Type ("" when none).
     [[nodiscard]] auto content_type() const noexcept -> std::string_view {
-        return type_len_ != 0 ? std::string_view{type_, type_len_} : std::string_view{long_type_};
+        return in_.type_len != 0 ? std::string_view{in_.type, in_.type_len} : long_type();
     }
     void set_content_type(std::string_view type);
 
-    [[nodiscard]] auto body() noexcept -> body_type& { return body_; }
-    [[nodiscard]] auto body() const noexcept -> const body_type& { return body_; }
-    void set_body(std::string b) { body_ = std::move(b); }
+    /// What the body is; the accessor of that form gives it (the others must not be called).
+    [[nodiscard]] auto form() const noexcept -> body_form { return in_.form; }
+    [[nodiscard]] auto body_text() noexcept -> std::string& { return text_; }
+    [[nodiscard]] auto body_bytes() noexcept -> bytes&;
+    [[nodiscard]] auto body_file() noexcept -> file_body&;
+    [[nodiscard]] auto body_stream() noexcept -> stream_body&;
+    /// Makes `b` the body (a string body).
+    void set_body(std::string b) noexcept {
+        text_ = std::move(b);
+        if (in_.form != body_form::text) {
+            drop_body();
+            in_.form = body_form::text;
+        }
+    }
 
 private:
-    void close_file() noexcept;
+    struct rest;  // the fields, a long Content-Type, a body other than a string
+    struct rest_deleter {
+        void operator()(rest* p) const noexcept;  // out of line: rest is complete there only
+    };
+    auto get_rest() -> rest&;
+    [[nodiscard]] auto long_type() const noexcept -> std::string_view;
+    void drop_body() noexcept;  // a bytes, file (closed) or stream body, if any
 
-    int status_ = 200;
-    std::uint8_t type_len_ = 0;
-    char type_[47];  // the first type_len_ bytes only are ever read (not zeroed per response)
-    std::string long_type_;  // a Content-Type longer than type_ holds
-    header_list headers_;
-    body_type body_;
+    // Copied whole by a move (a fixed-size copy of a few words, no call to memcpy with the
+    // length), so its bytes are all initialised, though only type[0, type_len) is meaningful.
+    struct inline_part {
+        int status = 200;
+        body_form form = body_form::none;
+        std::uint8_t type_len = 0;
+        char type[50] = {};
+    };
+    inline_part in_;
+    std::string text_;                          // the body when in_.form == text
+    std::unique_ptr<rest, rest_deleter> rest_;  // null until something needs it
 };
 
 }  // namespace weft::http

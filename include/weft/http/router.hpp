@@ -58,6 +58,10 @@ public:
 private:
     struct node;
     std::unique_ptr<node> root_;
+    // The nodes of patterns made of static segments only, by their whole path: a request for
+    // one of them is found by comparing its path with these (the tree walk tries the static
+    // child first at every level, so it would find the same route), without a walk.
+    std::vector<std::pair<std::string, const node*>> exact_;
 };
 
 }  // namespace weft::http

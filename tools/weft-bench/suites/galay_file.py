@@ -38,6 +38,7 @@ SUITE = Suite(
     # Buffered random writes go through io-wq and swing several-fold run to run (see notes):
     # 3 rounds of those rows decide nothing, 5 make the median usable.
     rounds={"quick": 5, "full": 10},
+    unplotted=("duration_s",),  # how long a run took: a fact of the run, not a result
     systems=(
         System("weft", "{bin}/bench_file_io",
                build="cmake --build build/release --target bench_file_io"),
@@ -63,7 +64,7 @@ SUITE = Suite(
         + [Scenario(rw, {"qd": qd, "bs": 4096, "size_mb": 256, "direct": direct, "ms": 3000,
                          "dir": "/tmp", "backend": "io_uring"},
                     ("iops", "mb_per_s", "errors"),
-                    quick={"ms": 500},
+                    quick={"ms": 250},
                     targets={"iops": Target(beats=("fio-io_uring",)),
                              "errors": Target(at_most=0)})
            for rw in ("randread", "randwrite") for direct in (0, 1) for qd in (1, 32)]),

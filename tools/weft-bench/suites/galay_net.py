@@ -26,6 +26,9 @@ SUITE = Suite(
           "try_read), as weft's io_uring receive does; Go has no idiomatic way to wait without "
           "a goroutine parked in Read with its buffer (and its 8 KiB stack), so its row is the "
           "usual echo.",
+    # 45 runs a round (5 servers, 9 rows), the idle rows 2-3 s each: 5 quick rounds took
+    # 241 s of the main job's 900 on a loaded 2-core machine; 3 give a median and 145 s.
+    rounds={"quick": 3, "full": 10},
     systems=(
         System("weft", CLIENT, extra=("port={port}",),
                server=server(("{bin}/bench_server", "-p", "{port}", "-m", "{scenario}")),

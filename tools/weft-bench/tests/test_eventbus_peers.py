@@ -135,10 +135,14 @@ class MarkedRunTest(unittest.TestCase):
     toolpeer = load("toolpeer")
 
     def test_reads_both_pipes_and_marks(self):
-        script = ("import sys\n"
+        # The marks come on two pipes read by two threads, so their order is only known when
+        # the end comes well after the start: 0.3 s of CPU between them (a few ms failed 1 in
+        # 3 on a loaded machine, the stderr reader not having run before RESULT was read).
+        script = ("import sys, time\n"
                   "print('setting up', flush=True)\n"
                   "print('START', file=sys.stderr, flush=True)\n"
-                  "sum(range(200000))\n"
+                  "t = time.process_time()\n"
+                  "while time.process_time() - t < 0.3: pass\n"
                   "print('RESULT 42', flush=True)\n"
                   "sys.exit(5)\n")
         status, out, cpu = self.toolpeer.run_marked(

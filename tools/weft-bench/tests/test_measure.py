@@ -17,6 +17,22 @@ class OtherCpuTest(unittest.TestCase):
         self.assertEqual(measure.other_cpu_percent(90, 1.0, 1.0, 2, hz=100), 0.0)
         self.assertEqual(measure.other_cpu_percent(10, 0.0, 0.0, 2, hz=100), 0.0)
 
+    def test_niced_ticks_are_the_second_field(self):
+        self.assertEqual(measure.nice_ticks("cpu  100 2 30 5000 70 4 5 6 0 0"), 2)
+
+    def test_niced_cpu_is_a_part_of_the_other_cpu(self):
+        # 2 CPUs for 1 s; 60 niced ticks at 100 Hz = 0.6 s = 30 % of the machine
+        self.assertAlmostEqual(measure.niced_cpu_percent(60, 0.0, 40.0, 1.0, 2, hz=100), 30.0)
+        # never more than all of the other CPU
+        self.assertAlmostEqual(measure.niced_cpu_percent(60, 0.0, 20.0, 1.0, 2, hz=100), 20.0)
+        # a niced harness: its own processes' CPU is in the nice column and comes off
+        self.assertAlmostEqual(measure.niced_cpu_percent(160, 1.0, 40.0, 1.0, 2, hz=100), 30.0)
+        self.assertEqual(measure.niced_cpu_percent(50, 1.0, 40.0, 1.0, 2, hz=100), 0.0)
+
+    def test_a_run_is_repeated_for_normal_priority_cpu_only(self):
+        busy = measure.Run("ok", other_cpu_percent=60.0, niced_cpu_percent=55.0)
+        self.assertAlmostEqual(measure.competing_percent(busy), 5.0)
+
     def test_noise_allows_one_tick_per_cpu(self):
         # 1 s at 100 Hz: allowance 1 %
         self.assertTrue(measure.is_noisy(11.5, 1.0, 10, hz=100))

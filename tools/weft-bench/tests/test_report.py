@@ -80,5 +80,51 @@ class ReportTest(unittest.TestCase):
         self.assertIn("/b/archs not built", page)
 
 
+
+class LoadLineTest(unittest.TestCase):
+    def test_other_cpu_is_weighted_by_wall_time_and_each_run_counted_once(self):
+        weft = {**measured("weft", 50), "wall_s": [1.0, 3.0], "other_cpu_percent": [80.0, 0.0],
+                "niced_cpu_percent": [40.0, 0.0], "noisy": True}
+        go = {**measured("go", 250), "wall_s": [0.02], "other_cpu_percent": [150.0],
+              "niced_cpu_percent": [0.0]}
+        # a second metric of weft's runs: the same runs, not counted again
+        weft2 = {**weft, "metric": "allocs"}
+        line = report.load_line({**RESULT, "rows": [weft, weft2, go]})
+        # (1 * 80 + 3 * 0 + 0.02 * 150) / 4.02 = 20.6 %; niced (1 * 40) / 4.02 = 10 %
+        self.assertIn("used 21% of the CPU during its 3 kept runs", line)
+        self.assertIn("niced 10%", line)
+        self.assertIn("1 of 2 scenario × system cells have a noisy run", line)
+
+
+class PlotLabelTest(unittest.TestCase):
+    def test_groups_are_labelled_by_what_differs(self):
+        common, labels = report.group_labels(
+            ["qd=1 bs=4096 direct=0 dir=/tmp", "qd=32 bs=4096 direct=0 dir=/tmp",
+             "qd=1 bs=4096 direct=1 dir=/tmp"])
+        self.assertEqual(common, "bs=4096 dir=/tmp")
+        self.assertEqual(labels, ["qd=1\ndirect=0", "qd=32\ndirect=0", "qd=1\ndirect=1"])
+
+    def test_a_value_with_spaces_stays_one_param(self):
+        self.assertEqual(report.split_params("C=8 D=20 vs 5"), ["C=8", "D=20 vs 5"])
+        self.assertEqual(report.group_labels(["arch=B / A"]), ("", ["arch=B / A"]))
+
+    def test_bar_labels_are_compact(self):
+        self.assertEqual(report.compact(130_529), "131k")
+        self.assertEqual(report.compact(1_670_000), "1.67M")
+        self.assertEqual(report.compact(55.4), "55.4")
+
+    def test_a_count_that_is_zero_everywhere_is_not_plotted(self):
+        suite = Suite("z", "z", None, systems=(System("weft", "w"), System("go", "g")),
+                      metrics={"errors": Metric("count"), "ns_per_task": Metric("ns")},
+                      scenarios=(Scenario("spawn", {"tasks": 10}, ("ns_per_task", "errors")),))
+        rows = [measured("weft", 50), measured("go", 250),
+                {**measured("weft", 0), "metric": "errors", "unit": "count"},
+                {**measured("go", 0), "metric": "errors", "unit": "count"}]
+        with tempfile.TemporaryDirectory() as d:
+            names = report.plot_suite(suite, {**RESULT, "rows": rows}, Path(d))
+        if names:  # matplotlib present
+            self.assertEqual(names, ["z-spawn-ns_per_task.png"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -24,6 +24,45 @@ if __name__ == "__main__":
     unittest.main()
 
 
+class BusyMachineTest(unittest.TestCase):
+    def test_retries_stop_after_a_streak_of_noisy_runs_and_resume_after_a_quiet_one(self):
+        import io
+        from weftbench import measure, runner
+        settings = runner.Settings(retries=3)
+        progress = runner.Progress(total=1, stream=io.StringIO())
+        busy = runner.BusyMachine(streak=3)
+        noisy, quiet = measure.Run("ok", noisy=True), measure.Run("ok")
+        given = []
+        for run in [noisy, noisy, measure.Run("failed"), noisy, noisy, quiet, noisy]:
+            given.append(busy.retries(settings))
+            busy.saw(run, progress, "s")
+        # a failed run neither extends nor breaks the streak
+        self.assertEqual(given, [3, 3, 3, 3, 0, 0, 3])
+        self.assertIn("not repeating noisy runs", progress.stream.getvalue())
+        self.assertIn("repeated again", progress.stream.getvalue())
+
+
+class ScenarioRetriesTest(unittest.TestCase):
+    def test_a_counting_row_is_never_repeated(self):
+        import io
+        from unittest import mock
+        from weftbench import measure, runner
+        from weftbench.suite import Metric, Scenario, Suite, System
+        suite = Suite("t", "t", None, (System("weft", "/bin/true"),), {"m": Metric("x")},
+                      (Scenario("timed", {}, ("m",)), Scenario("counted", {}, ("m",), retries=0)),
+                      rounds={"quick": 1, "full": 1})
+        given = {}
+
+        def fake(argv, timeout, threshold, retries, **server):
+            given[argv[1]] = retries
+            return measure.Run("ok", metrics=[{"metric": "m", "unit": "x", "value": 1.0}])
+
+        settings = runner.Settings(retries=3)
+        with mock.patch.object(runner.measure, "measure", fake):
+            runner.run_suite(suite, settings, runner.Progress(total=2, stream=io.StringIO()))
+        self.assertEqual(given, {"timed": 3, "counted": 0})
+
+
 class BuildFlagsTest(unittest.TestCase):
     def test_read_from_the_peers_dir_or_said_unknown(self):
         import json

@@ -31,6 +31,8 @@ def parse_args(argv: list[str], names: list[str]) -> argparse.Namespace:
                    help="directory of the peers' binaries")
     p.add_argument("--rounds", type=int, help="rounds per scenario (overrides the suite's)")
     p.add_argument("--list", action="store_true", help="list suites and scenarios, run nothing")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite DIR/index.html from the suites' JSON in DIR, run nothing")
     args = p.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         p.error("--rounds must be at least 1")
@@ -58,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         list_suites(chosen, settings)
         return 0
 
+    if args.report_only:
+        index = report.write_report(args.out, suites, load_results(suites, args.out))
+        print(f"report: {index}")
+        return 0
     args.out.mkdir(parents=True, exist_ok=True)
     raise_fd_limit()
     progress = runner.Progress(total=sum(runner.planned_runs(s, settings) for s in chosen))

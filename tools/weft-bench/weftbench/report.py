@@ -13,10 +13,13 @@ Systems are interleaved: in every round each scenario runs once on every system 
 (A B C, A B C, ...), so a slow drift of the machine hits all systems alike. Cells show the
 median over the rounds, with min–max and the number of runs n. During each run the harness
 reads the machine's busy time from /proc/stat and subtracts the measured processes' own CPU
-(rusage of the child, /proc/PID/stat of a server): when the rest of the machine used more than
-{threshold:g}% of the CPU (beyond the one-tick-per-CPU resolution of /proc/stat), the run is
-repeated up to {retries} times and, if it never gets quiet, the least disturbed run is kept and
-marked ⚠ noisy. weft / best peer compares medians; whether lower or higher is better is declared
+(rusage of the child, /proc/PID/stat of a server): when the rest of the machine at normal
+priority used more than {threshold:g}% of the CPU (beyond the one-tick-per-CPU resolution of
+/proc/stat), the run is repeated up to {retries} times and, if it never gets quiet, the least
+disturbed run is kept and marked ⚠ noisy; after 3 runs in a row stayed noisy through every
+retry, runs are not repeated until one is quiet. Niced processes (builds under nice -n 19) get
+the cores only when the measured ones leave them idle: their CPU is recorded and shown per
+suite, not counted as noise. weft / best peer compares medians; whether lower or higher is better is declared
 per metric. Seed figures are the ones printed in the seed report, measured on other hardware:
 they place the order of magnitude, the peers measured here are the real comparison."""
 
@@ -51,7 +54,10 @@ def table_keys(suite: Suite, result: dict) -> list[tuple]:
         p = stats.format_params(scn.params_for(result["mode"]))
         keys += [(scn.name, p, m) for m in scn.metrics]
         keys += [k for k in present if k[:2] == (scn.name, p) and k[2] not in scn.metrics]
-    keys += [(d.scenario, stats.format_params(d.params), d.metric) for d in suite.derived]
+    # a derived row whose inputs did not run in this mode (the full mode's sizes) is left out:
+    # it would only add a target that cannot be decided
+    keys += [k for k in ((d.scenario, stats.format_params(d.params), d.metric)
+                         for d in suite.derived) if k in present]
     keys += [k for k in present if k not in keys]
     return list(dict.fromkeys(keys))
 
@@ -111,6 +117,9 @@ def section_header(suite: Suite, result: dict) -> list[str]:
              f"<code>{esc(result.get('seed_file'))}</code> · mode {esc(result['mode'])}, "
              f"{result['rounds']} rounds · run {esc(result['machine']['date'])}"
              f" · took {result.get('elapsed_s', '?')} s</p>"]
+    load = load_line(result)
+    if load:
+        parts.append(f"<p><small>{load}</small></p>")
     if suite.notes:
         parts.append(f"<p>{esc(suite.notes)}</p>")
     if result.get("error"):
@@ -119,6 +128,28 @@ def section_header(suite: Suite, result: dict) -> list[str]:
         if s["status"] == "not run" and not (s["name"] == SUBJECT and result.get("error")):
             parts.append(f'<p class="warn">{esc(s["name"])} not run: {esc(s["reason"])}</p>')
     return parts
+
+
+def load_line(result: dict) -> str:
+    """What the rest of the machine used during the suite's kept runs: the other CPU and its
+    niced part, averaged over the runs weighted by their wall time (a run of a few ticks reads
+    0% or 150%: /proc/stat counts whole ticks), and how many cells have a noisy run."""
+    first = {}  # a run prints several metrics: count each run once, by its first metric's row
+    for r in result["rows"]:
+        if r["system"] != "seed" and r.get("other_cpu_percent") and r.get("wall_s"):
+            first.setdefault((r["scenario"], stats.format_params(r["params"]), r["system"]), r)
+    runs = [(w, o, n) for r in first.values()
+            for w, o, n in zip(r["wall_s"], r["other_cpu_percent"],
+                               r.get("niced_cpu_percent") or [None] * len(r["wall_s"]))]
+    wall = sum(w for w, _, _ in runs)
+    if not runs or wall <= 0:
+        return ""
+    text = (f"Other processes used {sum(w * o for w, o, _ in runs) / wall:.0f}% of the CPU "
+            f"during its {len(runs)} kept runs ({wall:.0f} s in all; mean weighted by wall time)")
+    if all(n is not None for _, _, n in runs):
+        text += f", niced {sum(w * n for w, _, n in runs) / wall:.0f}%"
+    noisy = sum(1 for r in first.values() if r.get("noisy"))
+    return esc(text + f"; {noisy} of {len(first)} scenario × system cells have a noisy run.")
 
 
 def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
@@ -230,6 +261,38 @@ def use_cjk_fallback(matplotlib) -> None:
     matplotlib.rcParams["font.family"] = ["DejaVu Sans", *cjk[:1], "sans-serif"]
 
 
+def split_params(text: str) -> list[str]:
+    """"a=1 b=x y c=2" -> ["a=1", "b=x y", "c=2"]: a value may hold spaces (derived rows'
+    "D=20 vs 5"), a new item starts at a word followed by "="."""
+    return [p for p in re.split(r" (?=[A-Za-z_][A-Za-z0-9_]*=)", text) if p]
+
+
+def compact(x: float) -> str:
+    """A bar's label, three significant digits: 131k, 1.67M (full figures are in the table;
+    "130,529" beside "133,505" overlapped)."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return stats.fmt(x)
+
+
+def shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def group_labels(params: list[str]) -> tuple[str, list[str]]:
+    """(the params every group shares, one label per group with only what differs), each
+    label one param a line: the whole params string of every group overlapped its
+    neighbours' under the bars."""
+    items = [split_params(p) for p in params]
+    common = [p for p in items[0] if all(p in i for i in items[1:])] if len(items) > 1 else []
+    labels = []
+    for i in items:
+        rest = [p for p in i if p not in common] or i
+        labels.append("\n".join(rest))
+    return " ".join(common), labels
+
+
 def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
     """One grouped bar chart per (scenario, metric): groups = params, bars = systems,
     whiskers = min-max, dashed line = weft's target."""
@@ -261,7 +324,9 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
         present = [s for s in systems if any(s in g for g in groups.values())]
         if not any(s != "seed" for s in present):
             continue
-        fig, ax = plt.subplots(figsize=(7, 3.6), dpi=100)
+        if all(r["value"] == 0 for g in groups.values() for r in g.values()):
+            continue  # a count that should be 0 and is (errors): the table says so
+        fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100)
         width = 0.8 / len(present)
         values = []
         for j, system in enumerate(present):
@@ -279,7 +344,8 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
             bars = ax.bar(xs, ys, width, label=system, color=colors[system],
                           hatch="//" if system == "seed" else None,
                           yerr=[lo, hi] if any(lo) or any(hi) else None, capsize=3)
-            ax.bar_label(bars, [stats.fmt(y) for y in ys], fontsize=7, padding=2)
+            ax.bar_label(bars, [compact(y) for y in ys], fontsize=7 if len(present) <= 4 else 6,
+                         padding=2)
         for x, params in enumerate(groups):
             target = targets.get((scenario, params, metric))
             for limit in (target.at_most, target.at_least) if target else ():
@@ -292,13 +358,17 @@ def plot_suite(suite: Suite, result: dict, out_dir: Path) -> list[str]:
         elif min(values) >= 0:
             ax.set_ylim(0, max(values) * 1.15 or 1)
         unit = suite.metric(metric).unit
-        ax.set_xticks(range(len(groups)), list(groups), fontsize=8)
+        common, labels = group_labels(list(groups))
+        ax.set_xticks(range(len(groups)), labels, fontsize=8)
         ax.set_ylabel(f"{metric} ({unit})" if unit else metric)
         better = "higher" if suite.metric(metric).better == HIGHER else "lower"
-        ax.set_title(f"{suite.name}: {scenario} — {metric} ({better} is better)", fontsize=10)
+        ax.set_title(f"{suite.name}: {scenario} — {metric} ({better} is better)"
+                     + (f"\n{shorten(common, 100)}" if common else ""), fontsize=9)
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles))
-        ax.legend(unique.values(), unique.keys(), fontsize=8)
+        # beside the axes: inside, it covered the bars of whichever group sat under it
+        ax.legend(unique.values(), unique.keys(), fontsize=8, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{suite.name}-{scenario}-{metric}") + ".png"
@@ -313,8 +383,17 @@ def headline_keys(suite: Suite, result: dict) -> list[tuple]:
     in a suite with neither, the first metric of every scenario that all systems run."""
     targets = targets_by_key(suite, result["mode"])
     seeded = {row_key(r) for r in result["rows"] if r["system"] == "seed"}
-    keys = [k for k in table_keys(suite, result)
-            if (k in targets or k in seeded) and k[2] != "errors"]
+    present = {row_key(r) for r in result["rows"]}
+    keys, first_seed = [], set()
+    for k in table_keys(suite, result):
+        if k[2] == "errors" or k not in present:
+            continue
+        # of a scenario's seeded metrics only the first (the seed's headline figure, e.g.
+        # msg/s; its latency and memory columns stay in the suite's table) unless targeted
+        if k in targets or (k in seeded and k[:2] not in first_seed):
+            keys.append(k)
+        if k in seeded:
+            first_seed.add(k[:2])
     if keys:
         return keys
     return [(scn.name, stats.format_params(scn.params_for(result["mode"])), scn.metrics[0])
@@ -355,7 +434,9 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
                      f"<td>{esc(key[2])}<br><small>{esc(unit)}</small></td>",
                      f'<td class="num">{stats.fmt(seed["value"]) if seed else "–"}</td>',
                      f'<td class="num"><b>{stats.fmt(weft["value"]) if weft else "–"}</b>'
-                     + (' <span class="warn">⚠</span>' if weft and weft.get("noisy") else "")
+                     + (' <span class="warn" title="a noisy run: other processes at normal '
+                        'priority used more than the threshold">⚠</span>'
+                        if weft and weft.get("noisy") else "")
                      + "</td>", best_cell, ratio_cell(weft, peer_figs, metric.better)]
             if key in targets:
                 html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)

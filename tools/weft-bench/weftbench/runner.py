@@ -104,7 +104,8 @@ def server_for(system: System, scenario, params: dict, settings: Settings,
 
 
 def run_system(system: System, scenario, params: dict, suite: Suite,
-               settings: Settings, background: dict | None = None) -> measure.Run:
+               settings: Settings, background: dict | None = None,
+               retries: int | None = None) -> measure.Run:
     timeout = scenario.timeout or suite.timeout
     server = {}
     port = None
@@ -118,7 +119,8 @@ def run_system(system: System, scenario, params: dict, suite: Suite,
         server["background"] = background
         server["charged"] = next((pid for name, pid in background.items()
                                   if scenario.name.startswith(name)), None)
-    return measure.measure(argv, timeout, settings.noise_threshold, settings.retries, **server)
+    retries = settings.retries if retries is None else retries
+    return measure.measure(argv, timeout, settings.noise_threshold, retries, **server)
 
 
 def describe(run: measure.Run) -> str:
@@ -131,8 +133,10 @@ def describe(run: measure.Run) -> str:
     figures = ", ".join(f"{m['metric']}={stats.fmt(m['value'])} {m['unit']}".rstrip()
                         for m in run.metrics)
     noise = f"other-CPU {run.other_cpu_percent:.1f}%"
+    if run.niced_cpu_percent >= 0.05:
+        noise += f" ({run.niced_cpu_percent:.1f}% niced)"
     if run.noisy:
-        noise = f"NOISY after {run.attempts} tries, {noise}"
+        noise = f"NOISY after {run.attempts} tr{'y' if run.attempts == 1 else 'ies'}, {noise}"
     elif run.attempts > 1:
         noise += f", {run.attempts} tries"
     return f"{figures}  ({run.wall_s:.2f} s, {noise})"
@@ -225,10 +229,35 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
     return result
 
 
+@dataclass
+class BusyMachine:
+    """Retries are for a passing disturbance. After `streak` runs in a row stayed noisy through
+    every retry, the machine is taken as busy throughout: runs are no longer repeated (each
+    repeat would cost a run's time and find the same load) until one comes out quiet."""
+    streak: int = 3
+    noisy_in_a_row: int = 0
+
+    def retries(self, settings: Settings) -> int:
+        return 0 if self.noisy_in_a_row >= self.streak else settings.retries
+
+    def saw(self, run: measure.Run, progress: Progress, suite: str) -> None:
+        if run.status != "ok":
+            return
+        before = self.noisy_in_a_row
+        self.noisy_in_a_row = self.noisy_in_a_row + 1 if run.noisy else 0
+        if before < self.streak <= self.noisy_in_a_row:
+            print(f"{suite}: {self.streak} runs in a row stayed noisy through every retry: "
+                  "not repeating noisy runs until one is quiet", file=progress.stream, flush=True)
+        elif before >= self.streak and not self.noisy_in_a_row:
+            print(f"{suite}: a quiet run; noisy runs are repeated again", file=progress.stream,
+                  flush=True)
+
+
 def run_rounds(suite: Suite, settings: Settings, progress: Progress, runnable: list, plan: list,
                rounds: int, result: dict, samples: dict, invalid: dict, stopped: set,
                background: dict) -> None:
     """The interleaved rounds of run_suite, with the suite's background processes running."""
+    busy = BusyMachine()
     for r in range(1, rounds + 1):
         for i, (scn, params) in enumerate(plan):
             label = f"{suite.name} round {r}/{rounds}  {scn.name} {stats.format_params(params)}"
@@ -238,8 +267,12 @@ def run_rounds(suite: Suite, settings: Settings, progress: Progress, runnable: l
                 if (i, system.name) in stopped:
                     progress.done += 1
                     continue
-                run = run_system(system, scn, params, suite, settings, background)
+                retries = busy.retries(settings)
+                if scn.retries is not None:
+                    retries = min(retries, scn.retries)
+                run = run_system(system, scn, params, suite, settings, background, retries)
                 progress.line(f"{label}  {system.name}: {describe(run)}")
+                busy.saw(run, progress, suite.name)
                 if run.status in ("unsupported", "failed"):
                     stopped.add((i, system.name))
                 if run.status == "failed":
@@ -258,10 +291,11 @@ def run_rounds(suite: Suite, settings: Settings, progress: Progress, runnable: l
 def record(samples: dict, i: int, system: str, run: measure.Run) -> None:
     for m in run.metrics:
         s = samples.setdefault((i, system, m["metric"]), {
-            "unit": m["unit"], "values": [], "other_cpu_percent": [], "cpu_s": [],
-            "wall_s": [], "attempts": [], "noisy": []})
+            "unit": m["unit"], "values": [], "other_cpu_percent": [], "niced_cpu_percent": [],
+            "cpu_s": [], "wall_s": [], "attempts": [], "noisy": []})
         s["values"].append(m["value"])
         s["other_cpu_percent"].append(round(run.other_cpu_percent, 2))
+        s["niced_cpu_percent"].append(round(run.niced_cpu_percent, 2))
         s["cpu_s"].append(round(run.cpu_s, 4))
         s["wall_s"].append(round(run.wall_s, 4))
         s["attempts"].append(run.attempts)
@@ -281,7 +315,8 @@ def measured_rows(suite: Suite, plan: list, samples: dict,
         rows.append({
             "scenario": scn.name, "params": params, "system": system, "metric": metric,
             "unit": declared.unit if declared else s["unit"], **stats.summarize(s["values"]),
-            "other_cpu_percent": s["other_cpu_percent"], "noisy": any(s["noisy"]),
+            "other_cpu_percent": s["other_cpu_percent"],
+            "niced_cpu_percent": s["niced_cpu_percent"], "noisy": any(s["noisy"]),
             "noisy_runs": sum(s["noisy"]), "values": s["values"], "cpu_s": s["cpu_s"],
             "wall_s": s["wall_s"], "attempts": s["attempts"],
             "invalid_runs": invalid.get((i, system), 0), **printed,

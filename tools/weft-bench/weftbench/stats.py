@@ -15,6 +15,10 @@ def summarize(values: list[float]) -> dict:
             "runs": len(values)}
 
 
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
 def better(a: float, b: float, direction: str) -> bool:
     """Whether figure a is strictly better than figure b."""
     return a > b if direction == HIGHER else a < b

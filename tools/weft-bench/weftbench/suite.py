@@ -75,6 +75,9 @@ class Scenario:
     server_args: tuple[str, ...] = ()
     server_env: Mapping[str, str] = field(default_factory=dict)
     server: tuple[str, ...] | None = None
+    # Repeats of a noisy run at most (None: the harness's): 0 for rows that count (calls,
+    # bytes, drift over a soak) rather than time, which a busy machine does not change.
+    retries: int | None = None
 
     def params_for(self, mode: str) -> dict:
         return {**self.params, **(self.quick if mode == "quick" else {})}
