@@ -11,9 +11,13 @@ namespace weft::bus {
 /// The Kafka backend's side of one publisher: its own idempotent librdkafka producer.
 ///
 /// The ack path, step by step:
-///   1. start(env, slot) (any weft task): encodes env and hands it to rd_kafka_producev with
-///      the slot as the message's opaque. Never blocks: queue.buffering.max.messages is above
-///      max_pending, so librdkafka never answers QUEUE_FULL.
+///   1. start(env, slot) (any weft task): encodes env and hands it to rd_kafka_produceva
+///      under `rk_mu` with the slot as the message's opaque. Never blocks:
+///      queue.buffering.max.messages is above max_pending, so librdkafka never answers
+///      QUEUE_FULL. With kafka_produce_path::drain_task, start only encodes env into the
+///      slot's staging buffer and queues the slot (writing the eventfd when the queue was
+///      empty); the drain task produces the queue in start order, under one hold of `rk_mu`
+///      per batch, before it polls the delivery reports (step 3).
 ///   2. librdkafka's threads batch, send and get the broker's acks; each batch's delivery
 ///      reports become one DR event on the producer's main queue. The queue's io event writes
 ///      the eventfd when the queue turns from empty to non-empty (and only then).
@@ -63,6 +67,12 @@ private:
                  std::string_view key,
                  std::string_view value,
                  std::uint32_t slot);
+    /// kafka_produce_path::drain_task: the slot's staging buffer already holds the value;
+    /// records the rest there and queues the slot for the drain task.
+    void stage(const message_id& msg_id,
+               std::string_view topic,
+               std::string_view key,
+               std::uint32_t slot);
 
     std::shared_ptr<state> st_;
 };

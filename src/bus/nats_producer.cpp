@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <chrono>
 #include <deque>
@@ -12,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "envelope_id_text.hpp"
 #include "stream_names.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
@@ -157,7 +159,7 @@ struct nats_producer::state {
     struct held_msg {
         natsMsg* msg;
         std::uint32_t slot;
-        std::string id;
+        std::array<char, id_text_size + 1> id;  // Nats-Msg-Id: the envelope id's text, NUL
         std::size_t wire;
         std::chrono::steady_clock::time_point deadline;  // publish_timeout after start
     };
@@ -224,7 +226,7 @@ struct nats_producer::state {
         }
         jsPubOptions po;
         jsPubOptions_Init(&po);
-        po.MsgId = h.id.c_str();
+        po.MsgId = h.id.data();
         po.MaxWait = conn->options.publish_timeout.count();
         const natsMsg* key = h.msg;
         {
@@ -321,7 +323,9 @@ auto pump(nats_producer::state& st, bool wait_for_lock) -> bool {
             st.arrived.clear();
             st.held_count.store(st.held.size());  // before in_cnats is looked at (see state)
             const bool connected = st.connected();
-            const auto now = std::chrono::steady_clock::now();
+            // Read only while disconnected (deadlines): one clock reading less per message.
+            const auto now = connected ? std::chrono::steady_clock::time_point{}
+                                       : std::chrono::steady_clock::now();
             waiting = false;
             while (!st.held.empty()) {
                 auto& h = st.held.front();
@@ -462,7 +466,9 @@ auto nats_producer::make(std::shared_ptr<nats_backend::connection> conn,
 void nats_producer::start(envelope env, std::uint32_t slot) {
     state& st = *st_;
     st.outstanding.fetch_add(1);
-    std::string bytes;
+    // natsMsg_Create copies the bytes: the encoding buffer is reused.
+    thread_local std::string bytes;
+    bytes.clear();
     encode(env, bytes);
     if (st.max_payload > 0 && bytes.size() > static_cast<std::size_t>(st.max_payload)) {
         st.fail_now(slot, make_error_code(bus_errc::message_too_large));
@@ -477,10 +483,10 @@ void nats_producer::start(envelope env, std::uint32_t slot) {
     }
     // What the message takes in the write buffer: HPUB line (subject, reply inbox, sizes),
     // the Nats-Msg-Id header, the payload; 128 covers all but subject, id and payload.
-    std::string id = env.id.to_string();
-    const std::size_t wire = bytes.size() + env.topic.size() + id.size() + 128;
-    state::held_msg h{m, slot, std::move(id), wire,
-                      std::chrono::steady_clock::now() + st.conn->options.publish_timeout};
+    const std::size_t wire = bytes.size() + env.topic.size() + id_text_size + 128;
+    state::held_msg h{
+        m, slot, {}, wire, std::chrono::steady_clock::now() + st.conn->options.publish_timeout};
+    id_text(env.id, h.id.data());  // the last byte stays NUL
     {
         std::lock_guard in(st.incoming_mu);
         st.incoming.push_back(std::move(h));  // never reallocates: <= max_pending outstanding

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "conformance.hpp"
+#include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/kafka_backend.hpp"
 #include "weft/io/reactor.hpp"
 
@@ -186,11 +187,13 @@ TEST(kafka_backend, the_weft_id_header_is_the_envelope_id) {
 // wake-ups than acks (the ratio depends on timing; the figure is printed, the bound is loose).
 // Both delivery-report paths (kafka_ack_path): every outcome arrives once, fewer wake-ups
 // than acks.
-void acks_complete_in_batches(kafka_ack_path path) {
+void acks_complete_in_batches(kafka_ack_path path,
+                              kafka_produce_path produce = kafka_produce_path::caller) {
     kafka_backend_options o;
     o.brokers = kafka_brokers();
     o.linger = 1ms;
     o.ack_path = path;
+    o.produce_path = produce;
     auto b = std::make_unique<kafka_backend>(std::move(o));
     const std::string t = "weft-test-batch-" + message_id::generate().to_string();
     const int n = weft::test::scaled(5000);
@@ -242,6 +245,10 @@ TEST(kafka_backend, acks_complete_in_batches_from_the_background_thread) {
     acks_complete_in_batches(kafka_ack_path::background_thread);
 }
 
+TEST(kafka_backend, acks_complete_in_batches_produced_by_the_drain_task) {
+    acks_complete_in_batches(kafka_ack_path::reactor_queue, kafka_produce_path::drain_task);
+}
+
 // batch_messages' default (a quarter of max_pending): a batch leaves once it is full, so a
 // window of max_pending messages is acknowledged without waiting out linger. The linger here
 // (10 min) is far beyond the watchdog: were the batches held for it, the test would fail there.
@@ -281,12 +288,14 @@ TEST(kafka_backend, full_batches_leave_without_waiting_for_linger) {
 // of 2 s holds the batch in the producer's queue when it strikes, so librdkafka fails those
 // messages: they are re-sent on a new producer, every publish reports success (those made
 // after the error too), and a consumer reads every message.
-void fatal_producer_error_recreates_it_and_resends(kafka_ack_path path) {
+void fatal_producer_error_recreates_it_and_resends(
+    kafka_ack_path path, kafka_produce_path produce = kafka_produce_path::caller) {
     kafka_backend_options o;
     o.brokers = kafka_brokers();
     o.linger = 2s;
     o.batch_messages = 1000;  // a batch leaves by its linger, not by being full
     o.ack_path = path;
+    o.produce_path = produce;
     kafka_backend b{o};
     const std::string t = "weft-test-fatal-" + message_id::generate().to_string();
     constexpr int before = 20;
@@ -357,18 +366,25 @@ TEST(kafka_backend, fatal_producer_error_on_the_background_thread_recreates_it_a
     fatal_producer_error_recreates_it_and_resends(kafka_ack_path::background_thread);
 }
 
+TEST(kafka_backend, fatal_producer_error_with_the_drain_task_producing_recreates_it_and_resends) {
+    fatal_producer_error_recreates_it_and_resends(kafka_ack_path::reactor_queue,
+                                                  kafka_produce_path::drain_task);
+}
+
 // Order per key across a fatal error: what the broken producer had not had acknowledged is
 // re-sent before any message published after the error. Publishes go on right after the
 // error, on the same worker (one worker: the drain task cannot take the broken producer's
 // reports in between), as an outbox relay keeping several events of a key unacknowledged
 // does; each key's messages must be stored in the order they were published. With the
 // re-send left to whenever the reports arrive, the later messages reach Kafka first.
-void fatal_error_resends_before_any_later_publish(kafka_ack_path path) {
+void fatal_error_resends_before_any_later_publish(
+    kafka_ack_path path, kafka_produce_path produce = kafka_produce_path::caller) {
     kafka_backend_options o;
     o.brokers = kafka_brokers();
     o.linger = 500ms;
     o.batch_messages = 1000;  // a batch leaves by its linger: the first ones are still queued
     o.ack_path = path;
+    o.produce_path = produce;
     kafka_backend b{o};
     const std::string t = "weft-test-fatal-order-" + message_id::generate().to_string();
     constexpr int before = 20;
@@ -435,6 +451,60 @@ TEST(kafka_backend, fatal_error_resends_before_any_later_publish) {
 
 TEST(kafka_backend, fatal_error_on_the_background_thread_resends_before_any_later_publish) {
     fatal_error_resends_before_any_later_publish(kafka_ack_path::background_thread);
+}
+
+// An envelope handed over already encoded (try_publish_encoded_async, as the outbox relay
+// does) goes through the drain task's staging buffer like any other: stored once, as encoded,
+// with its id, in publish order for its key.
+TEST(kafka_backend, encoded_publishes_produced_by_the_drain_task_are_stored_as_encoded) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 1ms;
+    o.produce_path = kafka_produce_path::drain_task;
+    kafka_backend b{o};
+    const std::string t = "weft-test-encoded-" + message_id::generate().to_string();
+    constexpr int n = 50;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b, {.max_pending = 16}};
+        std::vector<message_id> ids;
+        for (int i = 0; i < n; ++i) {
+            envelope e;
+            e.id = message_id::generate();
+            e.topic = t;
+            e.key = "k";
+            e.payload = std::to_string(i);
+            std::string bytes;
+            encode(e, bytes);
+            const encoded_envelope enc{e.id, e.topic, e.key, bytes};
+            auto r = pub.try_publish_encoded_async(enc);
+            while (!r && r.error() == std::errc::operation_would_block) {
+                auto done = (co_await pub.results().recv()).value();
+                EXPECT_TRUE(done.outcome);
+                r = pub.try_publish_encoded_async(enc);
+            }
+            EXPECT_TRUE(r) << r.error().message();
+            ids.push_back(e.id);
+        }
+        (co_await pub.flush()).value();
+        for (auto done = pub.results().try_recv(); done; done = pub.results().try_recv()) {
+            EXPECT_TRUE(done->outcome);
+        }
+        subscriber sub{b};
+        auto s = (co_await sub.subscribe(t, "check")).value();
+        for (int i = 0; i < n; ++i) {
+            auto d = (co_await s.next()).value();
+            EXPECT_EQ(d.message().payload, std::to_string(i));
+            EXPECT_EQ(d.message().id, ids[static_cast<std::size_t>(i)]);
+            EXPECT_TRUE(d.ack());
+        }
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST(kafka_backend, fatal_error_with_the_drain_task_producing_resends_before_any_later_publish) {
+    fatal_error_resends_before_any_later_publish(kafka_ack_path::reactor_queue,
+                                                 kafka_produce_path::drain_task);
 }
 
 }  // namespace
