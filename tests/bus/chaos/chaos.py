@@ -16,6 +16,12 @@ process: a relay restarted after a kill publishes again under a new producer id,
 inbox alone absorbs the repeats. The consumer is a group member whose offsets are committed
 after acks.
 
+Every relay writes a trace line per message handed to the broker's client and per outcome, with
+its partition and offset (relay.N.log), and on PostgreSQL a trigger logs each outbox row deleted
+(<prefix>_deleted): with --keep, a lost event can be followed from its deletion to the
+acknowledgement before it and to the broker's log. The producer holds while a broker restart
+outlasts --restart-cost, so slow restarts do not use up the staging the crash points need.
+
 Pass (no --control): the ids committed in the business table equal the ids the consumer
 processed, each exactly once; per key the processed sequence is 1, 2, ... n without a gap or a
 step back; the outbox is empty. Duplicates the inbox absorbed and deliveries that arrived
