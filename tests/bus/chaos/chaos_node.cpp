@@ -577,6 +577,14 @@ auto consume(const std::string& path,
     return rt.block_on([&]() -> weft::task<int> {
         subscriber sub{*broker, {.ack_wait = 1'000ms}};
         auto s = co_await sub.subscribe(topic, "chaos");
+        // The broker may be restarting, or slow to answer on a loaded machine (a JetStream
+        // consumer's creation once timed out 3 s into a CI-sized run): retried, as connect() is.
+        for (int attempt = 1; !s && attempt < 50; ++attempt) {
+            std::fprintf(stderr, "consume: subscribe: %s (retrying)\n",
+                         s.error().message().c_str());
+            (void)co_await weft::sleep_for(200ms);
+            s = co_await sub.subscribe(topic, "chaos");
+        }
         if (!s) {
             std::fprintf(stderr, "consume: subscribe: %s\n", s.error().message().c_str());
             co_return 3;
