@@ -30,6 +30,8 @@ public:
                 return "the broker refused the request";
             case bus_errc::relay_active:
                 return "another outbox relay is running on this outbox";
+            case bus_errc::unconfirmed:
+                return "the broker did not confirm this message (it may or may not be stored)";
         }
         return "unknown weft.bus error";
     }

@@ -125,8 +125,7 @@ void on_aux_event(rd_kafka_t* /*rk*/, rd_kafka_event_t* ev, void* /*opaque*/) {
                 continue;
             }
             if (auto s = op->sink.lock()) {
-                s->dead_letter_done(op->partition, op->offset,
-                                    m->err == RD_KAFKA_RESP_ERR_NO_ERROR);
+                s->dead_letter_done(op->partition, op->offset, kafka_confirmed(m));
             }
         }
     }

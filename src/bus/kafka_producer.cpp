@@ -412,10 +412,12 @@ struct kafka_producer::state final : kafka_fatal_target {
     auto settle(const client& from, const rd_kafka_message_t* m) -> std::optional<result<ack>> {
         // Never a result made of an empty error code (result<T> asserts against it).
         result<ack> outcome = ack{};
-        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (kafka_confirmed(m)) {
             outcome->stream = names.get(rd_kafka_topic_name(m->rkt));
             outcome->partition = m->partition;
             outcome->sequence = static_cast<std::uint64_t>(m->offset);
+        } else if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            outcome = make_error_code(bus_errc::unconfirmed);  // see kafka_confirmed
         } else {
             outcome = kafka_error(m->err);
         }

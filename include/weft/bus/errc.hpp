@@ -19,6 +19,7 @@ enum class bus_errc {
     no_stream,             ///< no stream (NATS) or topic (Kafka) takes this topic
     broker_error,          ///< the broker refused the request for another reason
     relay_active,          ///< another outbox relay holds this outbox (its file, its partitions)
+    unconfirmed,           ///< the broker never confirmed this message: it may or may not be stored
 };
 
 [[nodiscard]] auto bus_category() noexcept -> const std::error_category&;

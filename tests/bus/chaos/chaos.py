@@ -16,6 +16,12 @@ process: a relay restarted after a kill publishes again under a new producer id,
 inbox alone absorbs the repeats. The consumer is a group member whose offsets are committed
 after acks.
 
+Every relay writes a trace line per message handed to the broker's client and per outcome, with
+its partition and offset (relay.N.log), and on PostgreSQL a trigger logs each outbox row deleted
+(<prefix>_deleted): with --keep, a lost event can be followed from its deletion to the
+acknowledgement before it and to the broker's log. The producer holds while a broker restart
+outlasts --restart-cost, so slow restarts do not use up the staging the crash points need.
+
 Pass (no --control): the ids committed in the business table equal the ids the consumer
 processed, each exactly once; per key the processed sequence is 1, 2, ... n without a gap or a
 step back; the outbox is empty. Duplicates the inbox absorbed and deliveries that arrived
@@ -45,6 +51,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -200,7 +207,9 @@ class PgApp:
                          "WHERE application_name = 'weft_chaos_relay'", check=True)[0][0]
 
     def drop(self):
-        self.psql("DROP TABLE IF EXISTS %s, %s, %s_dead" % (self.orders, self.outbox, self.outbox))
+        self.psql("DROP TABLE IF EXISTS %s, %s, %s_dead, %s_deleted"
+                  % (self.orders, self.outbox, self.outbox, self.prefix))
+        self.psql("DROP FUNCTION IF EXISTS %s_deleted_log()" % self.prefix)
         self.psql("DELETE FROM weft_schema_versions WHERE name = '%s'" % self.outbox)
 
 
@@ -330,6 +339,9 @@ def main():
     consumer_flags = {"no-inbox": ["--no-inbox"], "unbounded-window": ["--no-order-guard"]}.get(args.control, [])
     relay_env = dict(os.environ)
     relay_env["WEFT_CHAOS_WINDOW"] = str(args.window)
+    # Every message the relay hands to the broker's client and every outcome, in relay.N.log
+    # (chaos_node's trace_sink): where a lost event was acknowledged, if it was.
+    relay_env["WEFT_CHAOS_TRACE"] = "1"
     if args.control == "mark-done-first":
         relay_env["WEFT_OUTBOX_FAULT"] = "mark_done_first"
     if args.control == "unbounded-window":
@@ -345,19 +357,22 @@ def main():
         elif args.control != "none":
             n_actions = args.crash_points * 2
         args.pause_ms = max(2, int(1000.0 * n_actions / (args.events / 2.5)))
+    # The producer holds (starts no transaction) while this file exists: see hold_producer.
+    hold_file = os.path.join(work, "hold")
+    producer_env = dict(os.environ, WEFT_CHAOS_HOLD=hold_file)
     if args.db == "pg":
         if args.control in ("mark-done-first", "unbounded-window"):
             raise SystemExit("the %s fault is run on the SQLite relay only" % args.control)
         app = PgApp(args.pg_conninfo, "chaos_%d" % os.getpid())
         app.drop()
         producer = Proc("producer", [args.node, "produce-pg", args.pg_conninfo, app.prefix, str(args.events),
-                                     str(args.keys), topic, str(args.pause_ms)], work)
+                                     str(args.keys), topic, str(args.pause_ms)], work, producer_env)
         relay = Proc("relay", [args.node, "relay-pg", args.pg_conninfo, app.prefix, url, topic, storage]
                      + relay_flags, work, relay_env)
     else:
         app = SqliteApp(app_db)
         producer = Proc("producer", [args.node, "produce", app_db, str(args.events), str(args.keys), topic,
-                                     str(args.pause_ms)], work)
+                                     str(args.pause_ms)], work, producer_env)
         relay = Proc("relay", [args.node, "relay", app_db, url, topic, storage] + relay_flags, work, relay_env)
     consumer = Proc("consumer", [args.node, "consume", consumer_db, url, topic, storage] + consumer_flags, work)
     stats = {"relay_sigkills": 0, "broker_restarts": 0, "broker_pauses": 0, "consumer_kills": 0,
@@ -378,6 +393,28 @@ def main():
             relay.start()
             return True
         raise RuntimeError("relay exited with %d at crash point %s (log in %s)" % (rc, point, work))
+
+    def restart_broker_holding_producer():
+        """A broker restart during which the producer stages as its pacing counted
+        (args.restart_cost seconds) and then holds until the broker is back: a slow restart
+        (the JVM's start on a loaded machine took 40 s here) must not use up the staging the
+        actions after it need."""
+        def hold():
+            open(hold_file, "w").close()
+            held_since[0] = time.monotonic()
+        held_since = [None]
+        timer = threading.Timer(args.restart_cost, hold)
+        timer.start()
+        try:
+            broker.restart()
+        finally:
+            timer.cancel()
+            timer.join()
+            if os.path.exists(hold_file):
+                os.unlink(hold_file)
+            if held_since[0] is not None:
+                stats["producer_held_s"] = "%.1f" % (float(stats.get("producer_held_s", 0)) +
+                                                     time.monotonic() - held_since[0])
 
     ok = False
     t_start = time.monotonic()
@@ -450,7 +487,7 @@ def main():
                     stats["relay_sigkills"] += 1
                     relay.start()
                 elif a == "broker_restart":
-                    broker.restart()
+                    restart_broker_holding_producer()
                     stats["broker_restarts"] += 1
                 elif a == "broker_pause":
                     broker.pause(rnd.uniform(0.5, 1.5))

@@ -27,6 +27,11 @@
 // (5 ms for NATS; 30 ms for Kafka, whose client holds it for linger.ms first), before its ack
 // is processed. --fresh-ids gives every publish a new envelope id (the positive control that
 // switches the broker's de-duplication and the inbox off).
+// WEFT_CHAOS_TRACE=1 makes the relay write a line per message handed to the broker's client and
+// per outcome (trace_sink, below); WEFT_CHAOS_HOLD=<file> makes the producer wait while that file
+// exists; on PostgreSQL a trigger records every outbox row deleted (`<prefix>_deleted`). With
+// them a lost event can be followed: was it acknowledged (and at which partition and offset)
+// before its row was deleted, and does the broker's log hold it there.
 // The consumer records every event it handles in `received` (in handling order) in the same
 // transaction as the inbox's id; per key it handles seq n only after n - 1 (a delivery that
 // arrives early is nacked and logged in `early`), and logs duplicates the inbox absorbed in
@@ -42,6 +47,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -120,6 +126,15 @@ struct stmt {
 
 // ---- producer ------------------------------------------------------------------------------
 
+/// The producer's hold (WEFT_CHAOS_HOLD=<path>, set by chaos.py): while that file exists, no
+/// new transaction starts. chaos.py creates it while a broker restart outlasts the time the
+/// producer's pacing counted for it, so that staging still outlasts the actions however slowly
+/// the broker comes back (the crash points need events to relay).
+auto held() -> bool {
+    static const char* const path = std::getenv("WEFT_CHAOS_HOLD");
+    return path != nullptr && ::access(path, F_OK) == 0;
+}
+
 auto produce(const std::string& path, int events, int keys, const std::string& topic, int pause_ms)
     -> int {
     sqlite_outbox outbox{path};  // creates the outbox schema; the relay runs elsewhere
@@ -157,6 +172,9 @@ auto produce(const std::string& path, int events, int keys, const std::string& t
         if (pause_ms > 0) {
             std::this_thread::sleep_for(std::chrono::milliseconds{pause_ms});
         }
+        while (held()) {
+            std::this_thread::sleep_for(20ms);
+        }
     }
     sqlite3_close(db);
     std::printf("produced %d\n", staged);
@@ -165,14 +183,67 @@ auto produce(const std::string& path, int events, int keys, const std::string& t
 
 // ---- relay ---------------------------------------------------------------------------------
 
+/// Milliseconds since the epoch, for the trace lines (comparable with librdkafka's own logs).
+auto trace_ms() -> long long {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+/// The relay's trace (WEFT_CHAOS_TRACE=1, which chaos.py sets): a line on stderr per message
+/// handed to the broker's client and per outcome it reported, so that a lost event can be
+/// followed to the partition and offset the broker acknowledged it at:
+///   S <ms> <slot> <payload>                      handed to the client
+///   A <ms> <slot> <payload> <partition> <offset> acknowledged
+///   E <ms> <slot> <payload> <error>              failed
+/// The outcome's payload is the one started on that slot (a slot is reused only after its
+/// outcome). Between the sink of the publisher and the backend's producer: what the relay
+/// learns is exactly what is written here.
+class trace_sink final : public publish_sink {
+public:
+    explicit trace_sink(publish_sink& inner, std::uint32_t max_pending)
+        : inner_(inner), payloads_(max_pending) {}
+    void started(std::uint32_t slot, const std::string& payload) {
+        {
+            std::lock_guard lock(mu_);
+            payloads_[slot] = payload;
+        }
+        std::fprintf(stderr, "S %lld %u %s\n", trace_ms(), slot, payload.c_str());
+    }
+    void complete(std::uint32_t slot, weft::result<ack> outcome) noexcept override {
+        std::string payload;
+        {
+            std::lock_guard lock(mu_);
+            payload = payloads_[slot];
+        }
+        if (outcome) {
+            std::fprintf(stderr, "A %lld %u %s %d %llu\n", trace_ms(), slot, payload.c_str(),
+                         outcome->partition, static_cast<unsigned long long>(outcome->sequence));
+        } else {
+            std::fprintf(stderr, "E %lld %u %s %s\n", trace_ms(), slot, payload.c_str(),
+                         outcome.error().message().c_str());
+        }
+        inner_.complete(slot, std::move(outcome));
+    }
+
+private:
+    publish_sink& inner_;
+    std::mutex mu_;
+    std::vector<std::string> payloads_;  // guarded by mu_: by slot
+};
+
 /// Wraps the relay's producer: the "after_publish" crash point and the fresh-ids control.
 /// `send_delay`: how long the broker's client takes to send a message handed to it.
 class chaos_producer final : public backend_producer {
 public:
     chaos_producer(std::unique_ptr<backend_producer> inner,
+                   std::unique_ptr<trace_sink> trace,
                    bool fresh_ids,
                    std::chrono::milliseconds send_delay)
-        : inner_(std::move(inner)), fresh_ids_(fresh_ids), send_delay_(send_delay) {
+        : trace_(std::move(trace)),
+          inner_(std::move(inner)),
+          fresh_ids_(fresh_ids),
+          send_delay_(send_delay) {
         const char* p = std::getenv("WEFT_OUTBOX_CRASH_POINT");
         const char* n = std::getenv("WEFT_OUTBOX_CRASH_AFTER");
         armed_ = p != nullptr && std::string_view{p} == "after_publish";
@@ -181,6 +252,9 @@ public:
     void start(envelope env, std::uint32_t slot) override {
         if (fresh_ids_) {
             env.id = message_id::generate();
+        }
+        if (trace_) {
+            trace_->started(slot, env.payload);
         }
         inner_->start(std::move(env), slot);
         if (armed_ && left_.fetch_sub(1) <= 1) {
@@ -191,6 +265,7 @@ public:
     void close() noexcept override { inner_->close(); }
 
 private:
+    std::unique_ptr<trace_sink> trace_;  // destroyed after inner_, as the publisher is
     std::unique_ptr<backend_producer> inner_;
     bool fresh_ids_;
     std::chrono::milliseconds send_delay_;
@@ -207,13 +282,17 @@ public:
     }
     auto make_producer(publish_sink& sink, std::uint32_t max_pending)
         -> weft::result<std::unique_ptr<backend_producer>> override {
-        auto p = inner_.make_producer(sink, max_pending);
+        std::unique_ptr<trace_sink> trace;
+        if (const char* t = std::getenv("WEFT_CHAOS_TRACE"); t != nullptr && *t == '1') {
+            trace = std::make_unique<trace_sink>(sink, max_pending);
+        }
+        auto p = inner_.make_producer(trace ? *trace : sink, max_pending);
         if (!p) {
             return p.error();
         }
         const auto send_delay = inner_.name() == "kafka" ? 30ms : 5ms;
-        return std::unique_ptr<backend_producer>(
-            std::make_unique<chaos_producer>(std::move(*p), fresh_ids_, send_delay));
+        return std::unique_ptr<backend_producer>(std::make_unique<chaos_producer>(
+            std::move(*p), std::move(trace), fresh_ids_, send_delay));
     }
     auto make_consumer(consumer_config config)
         -> weft::task<weft::result<std::shared_ptr<backend_consumer>>> override {
@@ -313,6 +392,23 @@ auto produce_pg(const std::string& conninfo,
         (co_await c->query("CREATE TABLE IF NOT EXISTS " + prefix +
                            "_orders (id bigint PRIMARY KEY, key text NOT NULL, seq int NOT NULL)"))
             .value();
+        // Every row the relays delete from the outbox, with when and by which session: a lost
+        // event's deletion can then be set beside the relay's trace (was it acknowledged
+        // before?). The outbox's seq is the business id here (one producer, one row per event,
+        // in id order, on a table made for this run).
+        const std::string deleted = prefix + "_deleted";
+        (co_await c->query("CREATE TABLE IF NOT EXISTS " + deleted +
+                           " (seq bigint NOT NULL, key text NOT NULL, at timestamptz NOT NULL "
+                           "DEFAULT clock_timestamp(), backend int NOT NULL DEFAULT "
+                           "pg_backend_pid())"))
+            .value();
+        (co_await c->query("CREATE OR REPLACE FUNCTION " + deleted +
+                           "_log() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO " +
+                           deleted + " (seq, key) VALUES (OLD.seq, OLD.key); RETURN OLD; END $$"))
+            .value();
+        (co_await c->query("CREATE OR REPLACE TRIGGER " + deleted + "_log AFTER DELETE ON " +
+                           prefix + "_outbox FOR EACH ROW EXECUTE FUNCTION " + deleted + "_log()"))
+            .value();
         std::vector<int> next_seq(static_cast<std::size_t>(keys), 1);
         std::mt19937 rng(static_cast<unsigned>(::getpid()));
         int staged = 0;
@@ -342,6 +438,9 @@ auto produce_pg(const std::string& conninfo,
             staged += in_txn;
             if (pause_ms > 0) {
                 (void)co_await weft::sleep_for(std::chrono::milliseconds{pause_ms});
+            }
+            while (held()) {
+                (void)co_await weft::sleep_for(20ms);
             }
         }
         std::printf("produced %d\n", staged);
@@ -478,6 +577,14 @@ auto consume(const std::string& path,
     return rt.block_on([&]() -> weft::task<int> {
         subscriber sub{*broker, {.ack_wait = 1'000ms}};
         auto s = co_await sub.subscribe(topic, "chaos");
+        // The broker may be restarting, or slow to answer on a loaded machine (a JetStream
+        // consumer's creation once timed out 3 s into a CI-sized run): retried, as connect() is.
+        for (int attempt = 1; !s && attempt < 50; ++attempt) {
+            std::fprintf(stderr, "consume: subscribe: %s (retrying)\n",
+                         s.error().message().c_str());
+            (void)co_await weft::sleep_for(200ms);
+            s = co_await sub.subscribe(topic, "chaos");
+        }
         if (!s) {
             std::fprintf(stderr, "consume: subscribe: %s\n", s.error().message().c_str());
             co_return 3;
