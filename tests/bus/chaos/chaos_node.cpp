@@ -176,7 +176,7 @@ auto produce(const std::string& path, int events, int keys, const std::string& t
             std::this_thread::sleep_for(20ms);
         }
     }
-    sqlite3_close(db);
+    sqlite3_close_v2(db);  // stage() keeps a statement on db (sqlite_outbox::release)
     std::printf("produced %d\n", staged);
     return 0;
 }
