@@ -398,26 +398,7 @@ auto claimed_rows(const pg_rows& claimed, bool encoded) -> std::vector<detail::r
         detail::relay_row row;
         row.seq = be_int64(claimed.text(i, 0));
         row.staged_ms = be_int64(claimed.text(i, 2));
-        const std::string_view blob = claimed.text(i, 1);
-        std::error_code bad;
-        if (encoded) {
-            if (auto e = decode_routing(blob)) {
-                row.env.id = e->id;
-                row.env.topic.assign(e->topic);
-                row.env.key.assign(e->key);
-                row.encoded.assign(blob);
-            } else {
-                bad = e.error();
-            }
-        } else if (auto env = decode(blob)) {
-            row.env = std::move(*env);
-        } else {
-            bad = env.error();
-        }
-        if (bad) {
-            row.outcome = detail::relay_row::fate::dead;
-            row.reason = "undecodable outbox row: " + bad.message();
-        }
+        row.load(claimed.text(i, 1), encoded);
         rows.push_back(std::move(row));
     }
     return rows;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "weft/bus/backend.hpp"
+#include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/message_id.hpp"
 #include "weft/core/stop.hpp"
@@ -18,6 +19,29 @@
 #include "weft/sched/timer.hpp"
 
 namespace weft::bus::detail {
+
+void relay_row::load(std::string_view stored, bool forward_encoded) {
+    std::error_code bad;
+    if (forward_encoded) {
+        if (auto e = decode_routing(stored)) {
+            env.id = e->id;
+            env.topic.assign(e->topic);
+            env.key.assign(e->key);
+            encoded.assign(stored);
+        } else {
+            bad = e.error();
+        }
+    } else if (auto whole = decode(stored)) {
+        env = std::move(*whole);
+    } else {
+        bad = whole.error();
+    }
+    if (bad) {
+        outcome = fate::dead;
+        reason = "undecodable outbox row: " + bad.message();
+    }
+}
+
 namespace {
 
 auto default_permanent(std::error_code ec) -> bool {
@@ -646,7 +670,8 @@ auto publish_batch(publisher& pub,
     std::vector<std::vector<std::size_t>> chains;
     for (std::size_t i = 0; i < rows.size(); ++i) {
         if (rows[i].outcome != relay_row::fate::pending) {
-            continue;  // dead already (undecodable)
+            counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
+            continue;  // dead already (undecodable): the caller moves it to the dead letters
         }
         if (deferred != nullptr) {
             auto d = find_retry(*deferred, rows[i]);

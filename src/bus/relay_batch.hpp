@@ -37,6 +37,12 @@ struct relay_row {
     std::string encoded;
     fate outcome = fate::pending;
     std::string reason;
+
+    /// Fills env (and `encoded`, for a relay that forwards the stored bytes: id, topic and key
+    /// read out of them, checked as decode checks) from a row's stored encoding. A row that does
+    /// not decode is marked dead with the reason: stage() wrote it, so only an edited table gets
+    /// here, and a dead letter beats stopping its key forever.
+    void load(std::string_view stored, bool forward_encoded);
 };
 
 /// The relay's counters (relaxed: statistics, read as a snapshot).

@@ -223,28 +223,7 @@ auto read_batch(sqlite_outbox::state& s, std::int64_t after, bool encoded)
         detail::relay_row row;
         row.seq = q.column_int(0);
         row.staged_ms = q.column_int(2);
-        const std::string_view blob = q.column_bytes(1);
-        std::error_code bad;
-        if (encoded) {
-            if (auto e = decode_routing(blob)) {
-                row.env.id = e->id;
-                row.env.topic.assign(e->topic);
-                row.env.key.assign(e->key);
-                row.encoded.assign(blob);
-            } else {
-                bad = e.error();
-            }
-        } else if (auto env = decode(blob)) {
-            row.env = std::move(*env);
-        } else {
-            bad = env.error();
-        }
-        if (bad) {
-            // Written by stage(), so never malformed unless the file was edited: dead-letter it
-            // rather than stop its key forever.
-            row.outcome = detail::relay_row::fate::dead;
-            row.reason = "undecodable outbox row: " + bad.message();
-        }
+        row.load(q.column_bytes(1), encoded);
         rows.push_back(std::move(row));
     }
     return rows;

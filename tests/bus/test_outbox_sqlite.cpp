@@ -636,6 +636,37 @@ TEST(sqlite_outbox, a_poison_event_goes_to_the_dead_letters_and_its_key_goes_on)
     EXPECT_EQ(outbox.pending_rows().value(), 0U);
 }
 
+// A row whose stored envelope was edited into something that does not decode is dead-lettered
+// with the reason (relay_row::load); its key goes on.
+TEST(sqlite_outbox, an_edited_row_that_does_not_decode_goes_to_the_dead_letters) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    sqlite_outbox outbox{path};
+    app_db app{path};
+    stage_many(app, outbox, 2, 3);
+    app.exec(
+        "UPDATE weft_outbox SET envelope = x'00' WHERE seq = "
+        "(SELECT min(seq) FROM weft_outbox WHERE key = 'k1')");
+    memory_broker broker;
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{broker};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        while (outbox.metrics().published < 5 || outbox.metrics().dead_lettered < 1) {
+            (void)co_await weft::sleep_for(1ms);
+        }
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        const auto got = co_await stored_by_key(broker, "orders");
+        EXPECT_EQ(got.at("k0"), (std::vector<int>{0, 1, 2}));
+        EXPECT_EQ(got.at("k1"), (std::vector<int>{1, 2}));
+    }());
+    EXPECT_EQ(outbox.metrics().dead_lettered, 1U);
+    EXPECT_EQ(app.count("weft_outbox_dead WHERE reason LIKE 'undecodable outbox row: %'"), 1);
+    EXPECT_EQ(outbox.pending_rows().value(), 0U);
+}
+
 TEST(sqlite_outbox, a_second_relay_on_the_same_file_is_refused) {
     temp_dir dir;
     const auto path = dir.file("app.db");
