@@ -86,24 +86,35 @@ class CpuTracker:
 def run_marked(argv: list[str], is_start: Callable[[str], bool], is_end: Callable[[str], bool],
                env: dict | None = None, quiet: Callable[[str], bool] = lambda line: False
                ) -> tuple[int, list[str], int | None]:
-    """Runs argv with its stderr joined to its stdout in one pipe, read line by line: the lines
-    arrive in the order the tool wrote them, so a start mark on one stream and an end mark on
-    the other are never read out of order (two pipes on two reader threads could be). The
-    lines not `quiet` are copied to stderr once it ends. Returns (exit status, its output
-    lines, CPU ns of the tool from the first line matching is_start to the first later line
-    matching is_end; None if either was not seen)."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    """Runs argv, reading its stdout and its stderr line by line (each pipe on a thread of its
+    own, so that neither fills up and a line written to one cannot split a line of the other);
+    the lines not `quiet` are copied to stderr once it ends. Returns (exit status, stdout
+    lines, CPU ns of the tool from the first line of either pipe matching is_start to the
+    first later line matching is_end; None if either was not seen)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, env=env, text=True, errors="replace")
     tracker = CpuTracker(proc.pid)
     out: list[str] = []
+    err: list[str] = []
     marks: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def read(pipe, into: list[str]) -> None:
+        for line in pipe:
+            with lock:
+                if "start" not in marks and is_start(line):
+                    marks["start"] = tracker.sample()
+                elif "start" in marks and "end" not in marks and is_end(line):
+                    marks["end"] = tracker.sample()
+            into.append(line.rstrip("\n"))
+
+    readers = [threading.Thread(target=read, args=(proc.stdout, out)),
+               threading.Thread(target=read, args=(proc.stderr, err))]
     try:
-        for line in proc.stdout:
-            if "start" not in marks and is_start(line):
-                marks["start"] = tracker.sample()
-            elif "start" in marks and "end" not in marks and is_end(line):
-                marks["end"] = tracker.sample()
-            out.append(line.rstrip("\n"))
+        for r in readers:
+            r.start()
+        for r in readers:
+            r.join()
         status = proc.wait()
     finally:
         tracker.close()
@@ -111,7 +122,8 @@ def run_marked(argv: list[str], is_start: Callable[[str], bool], is_end: Callabl
             proc.kill()
             proc.wait()
         proc.stdout.close()
-    print("\n".join(ln for ln in out if not quiet(ln)), file=sys.stderr, flush=True)
+        proc.stderr.close()
+    print("\n".join(ln for ln in err + out if not quiet(ln)), file=sys.stderr, flush=True)
     cpu = marks["end"] - marks["start"] if len(marks) == 2 else None
     return status, out, cpu
 
