@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <coroutine>
@@ -16,6 +17,7 @@
 
 #include "weft/core/detail/shuffle.hpp"
 #include "weft/core/detail/worker_base.hpp"
+#include "weft/core/scope.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
 #include "weft/sched/detail/io_home.hpp"
@@ -40,6 +42,24 @@ void force_io_home(Runtime& rt, int worker) {
         weft::detail::force_io_home_for_test(w);
         co_return;
     }(worker));
+}
+
+/// Two tasks that spin until both have started: they end only if two workers run them at
+/// once. A runtime that leaves one of them queued behind the other (no worker woken for it)
+/// hangs here, and the watchdog names the test.
+inline auto meeting_pair() -> weft::task<void> {
+    std::atomic<int> met{0};
+    co_await weft::with_scope([&](weft::scope& pair) -> weft::task<void> {
+        for (int i = 0; i < 2; ++i) {
+            pair.spawn([&]() -> weft::task<void> {
+                met.fetch_add(1);
+                while (met.load() < 2) {
+                }
+                co_return;
+            });
+        }
+        co_return;
+    });
 }
 
 /// Aborts the process when one test runs longer than WEFT_TEST_WATCHDOG_S (default 120 s;

@@ -233,18 +233,7 @@ TEST_P(tcp, work_spreads_to_the_other_worker_while_io_is_in_flight) {
             s.spawn([&]() -> weft::task<void> { (void)co_await l.accept(); });  // stays pending
             co_await weft::test::until([] { return weft::test::io_waits() >= 1; });
             for (int round = 0; round < 200; ++round) {
-                std::atomic<int> met{0};
-                co_await weft::with_scope([&](weft::scope& pair) -> weft::task<void> {
-                    for (int i = 0; i < 2; ++i) {
-                        pair.spawn([&]() -> weft::task<void> {
-                            met.fetch_add(1);
-                            while (met.load() < 2) {
-                            }
-                            co_return;
-                        });
-                    }
-                    co_return;
-                });
+                co_await weft::test::meeting_pair();
                 ++pairs;
             }
             s.request_stop();

@@ -24,18 +24,7 @@ TEST(parking, pairs_that_wait_for_each_other_run_on_both_workers) {
     int pairs = 0;
     rt.block_on([&]() -> weft::task<void> {
         for (int round = 0; round < rounds; ++round) {
-            std::atomic<int> met{0};
-            co_await weft::with_scope([&](weft::scope& pair) -> weft::task<void> {
-                for (int i = 0; i < 2; ++i) {
-                    pair.spawn([&]() -> weft::task<void> {
-                        met.fetch_add(1);
-                        while (met.load() < 2) {
-                        }
-                        co_return;
-                    });
-                }
-                co_return;
-            });
+            co_await weft::test::meeting_pair();
             ++pairs;
         }
     }());
@@ -145,18 +134,7 @@ TEST(parking, pairs_that_wait_for_each_other_on_the_io_home_run_on_both_workers)
     rt->block_on([&]() -> weft::task<void> {
         for (int round = 0; round < rounds; ++round) {
             co_await weft::switch_to_worker(0);
-            std::atomic<int> met{0};
-            co_await weft::with_scope([&](weft::scope& pair) -> weft::task<void> {
-                for (int i = 0; i < 2; ++i) {
-                    pair.spawn([&]() -> weft::task<void> {
-                        met.fetch_add(1);
-                        while (met.load() < 2) {
-                        }
-                        co_return;
-                    });
-                }
-                co_return;
-            });
+            co_await weft::test::meeting_pair();
             ++pairs;
         }
     }());
