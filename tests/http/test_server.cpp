@@ -809,15 +809,18 @@ INSTANTIATE_TEST_SUITE_P(modes,
 
 // ---- the router alone ------------------------------------------------------------------
 
+/// A route handler that sets `hit` to `n`: which route ran.
+auto handler_setting(int& hit, int n) {
+    return [&hit, n](request&) -> task<response> {
+        hit = n;
+        co_return response{};
+    };
+}
+
 TEST(router, static_beats_parameter_beats_catch_all) {
     router r;
     int hit = 0;
-    const auto h = [&hit](int n) {
-        return [&hit, n](request&) -> task<response> {
-            hit = n;
-            co_return response{};
-        };
-    };
+    const auto h = [&hit](int n) { return handler_setting(hit, n); };
     r.add("GET", "/users/{id}", h(1));
     r.add("GET", "/users/me", h(2));
     r.add("GET", "/files/{*path}", h(3));
@@ -852,12 +855,7 @@ TEST(router, static_beats_parameter_beats_catch_all) {
 TEST(router, static_path_without_the_method_falls_back_to_the_walk) {
     router r;
     int hit = 0;
-    const auto h = [&hit](int n) {
-        return [&hit, n](request&) -> task<response> {
-            hit = n;
-            co_return response{};
-        };
-    };
+    const auto h = [&hit](int n) { return handler_setting(hit, n); };
     r.add("GET", "/a/b", h(1));
     r.add("POST", "/a/{x}", h(2));
     r.add("PUT", "/a/{*rest}", h(3));
