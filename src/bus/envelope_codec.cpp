@@ -269,24 +269,37 @@ auto encode(const envelope& env) -> std::string {
     return out;
 }
 
-auto decode(std::string_view bytes) -> result<envelope> {
-    const std::error_code malformed = make_error_code(bus_errc::malformed_envelope);
-    reader r{bytes};
+namespace {
+
+/// The head every decoder reads first: the version byte, then the 16-byte id.
+auto read_version_and_id(reader& r, message_id& id) -> std::error_code {
     std::uint8_t version = 0;
     if (!r.byte(version)) {
-        return malformed;
+        return make_error_code(bus_errc::malformed_envelope);
     }
     if (version != envelope_codec_version) {
         return make_error_code(bus_errc::unsupported_version);
     }
-    envelope env;
     std::string_view raw;
     if (!r.bytes(16, raw)) {
-        return malformed;
+        return make_error_code(bus_errc::malformed_envelope);
     }
     for (std::size_t i = 0; i < 16; ++i) {
-        env.id.bytes[i] = static_cast<std::uint8_t>(raw[i]);
+        id.bytes[i] = static_cast<std::uint8_t>(raw[i]);
     }
+    return {};
+}
+
+}  // namespace
+
+auto decode(std::string_view bytes) -> result<envelope> {
+    const std::error_code malformed = make_error_code(bus_errc::malformed_envelope);
+    reader r{bytes};
+    envelope env;
+    if (const auto ec = read_version_and_id(r, env.id)) {
+        return ec;
+    }
+    std::string_view raw;
     if (!r.bytes(8, raw)) {
         return malformed;
     }
@@ -360,22 +373,12 @@ auto to_json(const envelope& env) -> std::string {
 auto decode_routing(std::string_view bytes) -> result<encoded_envelope> {
     const std::error_code malformed = make_error_code(bus_errc::malformed_envelope);
     reader r{bytes};
-    std::uint8_t version = 0;
-    if (!r.byte(version)) {
-        return malformed;
-    }
-    if (version != envelope_codec_version) {
-        return make_error_code(bus_errc::unsupported_version);
-    }
     encoded_envelope e;
     e.bytes = bytes;
+    if (const auto ec = read_version_and_id(r, e.id)) {
+        return ec;
+    }
     std::string_view raw;
-    if (!r.bytes(16, raw)) {
-        return malformed;
-    }
-    for (std::size_t i = 0; i < 16; ++i) {
-        e.id.bytes[i] = static_cast<std::uint8_t>(raw[i]);
-    }
     std::string_view skipped;
     if (!r.bytes(8, raw) || !r.str(e.topic) || !r.str(e.key) || !r.str(skipped)) {
         return malformed;
