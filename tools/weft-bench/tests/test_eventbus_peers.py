@@ -59,6 +59,24 @@ class ToolPeerRowsTest(unittest.TestCase):
             self.assertIn(("nats_file_async", 10_000), runs_of(system, "quick"))
 
 
+class QuickSizesTest(unittest.TestCase):
+    """Rows whose ratio depends on the run's size run their steady-state size in quick mode
+    too (tools/weft-bench/README.md, "Quick sizes")."""
+
+    def sizes(self, name: str, key: str, mode: str) -> set:
+        return {scn.params_for(mode)[key] for scn in runner.scenarios_for(EVENTBUS, mode)
+                if scn.name == name and scn.targets}
+
+    def test_memory_publish_rows_at_a_million_in_both_modes(self):
+        for name in ("memory_async", "memory_awaited"):
+            for mode in ("quick", "full"):
+                self.assertEqual(self.sizes(name, "messages", mode), {1_000_000}, (name, mode))
+
+    def test_postgresql_outbox_at_fifty_thousand_in_both_modes(self):
+        for mode in ("quick", "full"):
+            self.assertEqual(self.sizes("outbox_pg", "events", mode), {50_000}, mode)
+
+
 class BrokersNeededTest(unittest.TestCase):
     def test_all_three_for_the_whole_suite(self):
         needed = EVENTBUS.session.__wrapped__.__globals__["needed_brokers"]
