@@ -21,8 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from weftbench.suite import (HIGHER, Derived, Input, Metric, Ratio, Scenario, Seed, Suite,
-                             System, Target)
+from weftbench.suite import (HIGHER, Derived, Input, Limit, Metric, Ratio, Scenario, Seed,
+                             Suite, System, Target)
 
 ROOT = Path(__file__).resolve().parents[3]
 NATS_PORT = int(os.environ.get("WEFT_BENCH_NATS_PORT", "14290"))
@@ -414,4 +414,13 @@ SUITE = Suite(
                "paused_in_flight_max", "publishes_while_stopped", "paused_rss_growth_kb",
                "window_rss_mb"),
     session=brokers,
+    # the README's stated limits of targets missed in the last main jobs
+    limits=(
+        Limit("kafka_async", "msgs_per_s", "librdkafka, which weft::bus drives: weft is ahead "
+              "of the raw librdkafka client (139k against 116k msg/s) where franz-go makes 2.0x "
+              "(README, Measured here)"),
+        *(Limit(f"outbox_{db}_kafka", "relay_vs_publish", "the relay's CPU per event: about "
+                "10.3k instructions against publish_async's 3.2k, both CPU-bound on the same "
+                "2 cores (README, Relay throughput)") for db in ("sqlite", "pg")),
+    ),
 )

@@ -426,6 +426,13 @@ def headline_keys(suite: Suite, result: dict) -> list[tuple]:
             if result["mode"] in scn.modes and scn.only is None and scn.metrics]
 
 
+def bounded_by_cell(suite: Suite, result: dict, key: tuple) -> str:
+    """The README's stated limit of a missed target (Suite.limits), or empty."""
+    params = next((r["params"] for r in result["rows"] if row_key(r) == key), {})
+    texts = [lim.text for lim in suite.limits if lim.applies(key[0], params, key[2])]
+    return f"<td><small>{esc('; '.join(texts))}</small></td>"
+
+
 def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
     """One table of every suite's headline rows: weft, the seed, the best peer, the ratio and
     the target's verdict, each row linking to its suite's section."""
@@ -434,13 +441,15 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
              "Medians; the best peer in the metric's direction.</small></p>",
              '<div class="scroll"><table><tr><th>suite</th><th>scenario</th><th>params</th>'
              "<th>metric</th><th>seed</th><th>weft</th><th>best peer</th>"
-             "<th>weft / best peer</th><th>target</th><th>met</th></tr>"]
+             "<th>weft / best peer</th><th>target</th><th>met</th>"
+             '<th title="for a missed target: what the README says bounds it">bounded by'
+             "</th></tr>"]
     tally = {True: 0, False: 0, None: 0}
     for suite in shown:
         result = results[suite.name]
         if result.get("error"):
             lines.append(f'<tr><td><a href="#{esc(suite.name)}">{esc(suite.name)}</a></td>'
-                         f'<td colspan="9" class="no">not run: {esc(result["error"])}</td></tr>')
+                         f'<td colspan="10" class="no">not run: {esc(result["error"])}</td></tr>')
             continue
         rows = {(row_key(r), r["system"]): r for r in result["rows"]}
         peers = [s.name for s in suite.systems if s.name != SUBJECT]
@@ -467,8 +476,10 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
                 html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)
                 cells.append(html_)
                 tally[met] += 1
+                cells.append(bounded_by_cell(suite, result, key) if met is False
+                             else "<td></td>")
             else:
-                cells.append("<td><small>report only</small></td><td></td>")
+                cells.append("<td><small>report only</small></td><td></td><td></td>")
             lines.append("<tr>" + "".join(cells) + "</tr>")
     lines.append("</table></div>")
     lines.insert(1, f"<p><b>Targets met: {tally[True]} of {sum(tally.values())}</b> "
