@@ -161,6 +161,13 @@ class ServerCpuTest(unittest.TestCase):
         self.assertAlmostEqual(ticks, round(ticks), places=6)
 
     @unittest.skipUnless(cgroup_writable(), "no writable cgroup v2 directory (not root?)")
+    def test_a_server_that_cannot_enter_its_group_is_read_in_ticks(self):
+        with mock.patch.object(measure.CpuGroup, "enter_self", lambda self: None):
+            run = self.run_pair(1)
+        self.assertEqual(run.status, "ok", run.error)
+        self.assertEqual(metric(run, "server_cpu_ns_per_op")["method"], "ticks")
+
+    @unittest.skipUnless(cgroup_writable(), "no writable cgroup v2 directory (not root?)")
     def test_background_process_is_moved_in_and_back(self):
         proc = subprocess.Popen([sys.executable, "-c",
                                  "import time\nt = time.process_time()\n"

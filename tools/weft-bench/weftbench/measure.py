@@ -229,12 +229,17 @@ class CpuGroup:
 
     def enter_self(self) -> None:
         """Moves the calling process into the group: a Popen preexec_fn, so that the server
-        and all it starts run in it from its first instruction. Async-signal-safe calls only."""
-        fd = os.open(self.procs, os.O_WRONLY)
+        and all it starts run in it from its first instruction. Async-signal-safe calls only.
+        A refused move (no permission over the cgroup) leaves the process where it was: the
+        caller sees it missing from pids() and reads ticks instead."""
         try:
-            os.write(fd, b"0")
-        finally:
-            os.close(fd)
+            fd = os.open(self.procs, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
 
     def add(self, pid: int) -> None:
         """Moves a running process (all its threads) into the group."""
@@ -388,6 +393,9 @@ def run_once(argv: list[str], timeout: float, threshold: float,
             if server_argv:
                 server = start_server(server_argv, port, ready_timeout, server_err, server_env,
                                       group)
+                if group is not None and server.pid not in group.pids():
+                    group.remove()  # the server could not enter it: ticks instead
+                    group = None
             return measure_child(argv, timeout, threshold, out, err, server, background, charged,
                                  group, groups)
         except (ServerError, OSError) as e:
