@@ -9,9 +9,10 @@ prints its result. So start-up (a JVM's class loading, the connection and stream
 shutdown are not charged to the messages, as the C peers read getrusage around their timed
 loop only. The two lines may come on different streams (ProducerPerformance: a class-load log
 line on stderr, its summary on stdout); the two pipes are read by one thread in rounds that
-order them (read_both), and the CPU is sampled when a round holding a mark ends. A thread that exits between two readings keeps the last value read for it (the
-reader samples every 20 ms while the tool runs), so at most 20 ms of such a thread's time can
-be missed; the tools' worker threads live until after their result line.
+order them (read_both), and the CPU is sampled when a round holding a mark ends. A thread that
+exits between two readings keeps the last value read for it (the reader samples every 20 ms
+while the tool runs), so at most 20 ms of such a thread's time can be missed; the tools' worker
+threads live until after their result line.
 """
 from __future__ import annotations
 

@@ -10,10 +10,11 @@ that figure moves in steps of an eighth. Each such metric says which it used ("m
 
 Other-CPU: /proc/stat's aggregate busy ticks over the run, minus the CPU the measured
 processes used themselves (the child from wait4's rusage, a server from its cgroup or
-/proc/PID/stat), divided by wall time x CPUs. It tells whether something else competed for the cores. The part
-of it that niced processes spent in user mode (/proc/stat's `nice` column: builds run under
-`nice -n 19` on a shared machine) is recorded apart: such processes get the cores only when the
-measured ones leave them idle, so a run is repeated for the other CPU at normal priority only.
+/proc/PID/stat), divided by wall time x CPUs. It tells whether something else competed for the
+cores. The part of it that niced processes spent in user mode (/proc/stat's `nice` column:
+builds run under `nice -n 19` on a shared machine) is recorded apart: such processes get the
+cores only when the measured ones leave them idle, so a run is repeated for the other CPU at
+normal priority only.
 """
 from __future__ import annotations
 
