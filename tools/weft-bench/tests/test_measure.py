@@ -1,6 +1,13 @@
+import os
+import signal
+import subprocess
+import sys
+import time
 import unittest
+from pathlib import Path
+from unittest import mock
 
-from weftbench import measure
+from weftbench import measure, report, runner
 
 
 class OtherCpuTest(unittest.TestCase):
@@ -82,6 +89,123 @@ class ProtocolTest(unittest.TestCase):
         run = self.run_sh("sleep 5", timeout=0.2)
         self.assertEqual(run.status, "failed")
         self.assertIn("timed out", run.error)
+
+
+# A server that, for each connection, burns 3 ms of CPU on a thread of its own which then
+# exits, answers one line and closes: its CPU is all in threads gone before it is read.
+SERVER = """
+import socket, sys, threading, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
+def burn():
+    t = time.thread_time()
+    while time.thread_time() - t < 0.003:
+        pass
+while True:
+    c, _ = s.accept()
+    if c.recv(1) == b"w":
+        w = threading.Thread(target=burn); w.start(); w.join()
+    c.sendall(b"done\\n"); c.close()
+"""
+CLIENT = """
+import json, socket, sys
+for _ in range(int(sys.argv[2])):
+    with socket.create_connection(("127.0.0.1", int(sys.argv[1]))) as c:
+        c.sendall(b"w"); assert c.makefile().readline() == "done\\n"
+print(json.dumps({"metric": "ops", "unit": "", "value": int(sys.argv[2])}))
+"""
+
+
+def cgroup_writable() -> bool:
+    group = measure.CpuGroup.make("probe")
+    if group is None:
+        return False
+    group.close(kill=True)
+    return True
+
+
+def metric(run: measure.Run, name: str) -> dict:
+    return next(m for m in run.metrics if m["metric"] == name)
+
+
+class ServerCpuTest(unittest.TestCase):
+    """A server's CPU per op: from a cgroup of its own in microseconds, threads that exited
+    included; in /proc ticks where no cgroup v2 directory can be made."""
+
+    def run_pair(self, ops: int) -> measure.Run:
+        port = measure.free_port()
+        return measure.run_once([sys.executable, "-c", CLIENT, str(port), str(ops)], 30, 10,
+                                server_argv=[sys.executable, "-c", SERVER, str(port)],
+                                port=port)
+
+    @unittest.skipUnless(cgroup_writable(), "no writable cgroup v2 directory (not root?)")
+    def test_cgroup_counts_exited_threads_below_a_tick(self):
+        run = self.run_pair(2)
+        self.assertEqual(run.status, "ok", run.error)
+        cpu = metric(run, "server_cpu_ns_per_op")
+        self.assertEqual(cpu["method"], "cgroup")
+        # each op ran 3 ms on a thread that exited; ticks would read 0 or 10 ms steps
+        self.assertGreaterEqual(cpu["value"], 3e6)
+        self.assertNotEqual(cpu["value"] * 2 % 10e6, 0)
+        leftover = [d for d in measure.cgroup2_home().iterdir()
+                    if d.name.startswith(f"weft-bench-{os.getpid()}-")]
+        self.assertEqual(leftover, [])
+
+    def test_ticks_without_cgroup(self):
+        with mock.patch.object(measure, "cgroup2_home", return_value=None):
+            run = self.run_pair(1)
+        self.assertEqual(run.status, "ok", run.error)
+        cpu = metric(run, "server_cpu_ns_per_op")
+        self.assertEqual(cpu["method"], "ticks")
+        ticks = cpu["value"] / (1e9 / measure.HZ)  # whole ticks (one op)
+        self.assertAlmostEqual(ticks, round(ticks), places=6)
+
+    @unittest.skipUnless(cgroup_writable(), "no writable cgroup v2 directory (not root?)")
+    def test_a_server_that_cannot_enter_its_group_is_read_in_ticks(self):
+        with mock.patch.object(measure.CpuGroup, "enter_self", lambda self: None):
+            run = self.run_pair(1)
+        self.assertEqual(run.status, "ok", run.error)
+        self.assertEqual(metric(run, "server_cpu_ns_per_op")["method"], "ticks")
+
+    @unittest.skipUnless(cgroup_writable(), "no writable cgroup v2 directory (not root?)")
+    def test_background_process_is_moved_in_and_back(self):
+        proc = subprocess.Popen([sys.executable, "-c",
+                                 "import time\nt = time.process_time()\n"
+                                 "while time.process_time() - t < 0.05: pass\n"
+                                 "time.sleep(30)"], start_new_session=True)
+        try:
+            before = (Path(f"/proc/{proc.pid}/cgroup").read_text())
+            with measure.background_groups({"nats": proc.pid}) as groups:
+                group = groups[proc.pid]
+                self.assertEqual(group.pids(), [proc.pid])
+                os.kill(proc.pid, signal.SIGSTOP)  # no CPU while stopped
+                while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] \
+                        != "T":
+                    time.sleep(0.01)
+                reader = measure.CpuReader(group, lambda: 0)
+                self.assertEqual(reader.method, "cgroup")
+                time.sleep(0.05)
+                self.assertEqual(reader.elapsed(), 0)
+                os.kill(proc.pid, signal.SIGCONT)
+            self.assertIsNone(proc.poll())  # moved back, not killed
+            self.assertEqual(Path(f"/proc/{proc.pid}/cgroup").read_text(), before)
+            self.assertFalse(group.path.exists())
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+class CpuMethodRowTest(unittest.TestCase):
+    def test_rows_and_cells_say_how_cpu_was_read(self):
+        self.assertEqual(runner.cpu_method(set()), {})
+        self.assertEqual(runner.cpu_method({"cgroup"}), {"cpu_method": "cgroup"})
+        self.assertEqual(runner.cpu_method({"ticks", "cgroup"}),
+                         {"cpu_method": "cgroup + ticks"})
+        self.assertIn("CPU: cgroup µs", report.cpu_method_note("cgroup"))
+        self.assertIn('class="warn"', report.cpu_method_note("ticks"))
+        cell = report.figure_cell({"value": 1500.0, "min": 1400.0, "max": 1600.0, "runs": 3,
+                                   "cpu_method": "cgroup"})
+        self.assertIn("CPU: cgroup µs", cell)
 
 
 if __name__ == "__main__":

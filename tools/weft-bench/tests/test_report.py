@@ -1,10 +1,11 @@
 """The report reproduces the seed's rows, compares weft with the best peer, and marks gaps."""
+import dataclasses
 import tempfile
 import unittest
 from pathlib import Path
 
 from weftbench import report
-from weftbench.suite import Metric, Scenario, Seed, Suite, System, Target
+from weftbench.suite import Limit, Metric, Scenario, Seed, Suite, System, Target
 
 SUITE = Suite(
     "demo", "Demo suite", "001_x.txt",
@@ -61,6 +62,21 @@ class ReportTest(unittest.TestCase):
         self.assertIn("250<br><small>go</small>", summary)  # the best peer, named
         self.assertIn("0.2×", summary)
         self.assertIn('<div class="scroll"><table>', page)  # wide tables scroll
+
+    def test_a_missed_target_shows_the_stated_limit(self):
+        suite = dataclasses.replace(SUITE, limits=(
+            Limit("spawn", "ns_per_task", "the allocator (README, Spawn)", params={"tasks": 10}),
+            Limit("spawn", "ns_per_task", "never shown", params={"tasks": 99})))
+        missed = {**RESULT, "rows": [RESULT["rows"][0], measured("weft", 70),
+                                     measured("go", 250)]}
+        with tempfile.TemporaryDirectory() as d:
+            page = report.write_report(Path(d), [suite], {"demo": missed}).read_text()
+            met = report.write_report(Path(d), [suite], {"demo": RESULT}).read_text()
+        self.assertIn("bounded by", page)
+        self.assertIn("Targets met: 0 of 1", page)
+        self.assertIn("<small>the allocator (README, Spawn)</small>", page)
+        self.assertNotIn("never shown", page)
+        self.assertNotIn("the allocator", met)  # a target that holds shows no limit
 
     def test_invalid_runs_not_built_rows_and_the_seeds_other_figures(self):
         seed = {**measured("seed", 513), "runs": 0, "min": None, "max": None,

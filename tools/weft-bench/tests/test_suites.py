@@ -12,6 +12,13 @@ class SuiteFilesTest(unittest.TestCase):
     def test_coflux_is_shipped(self):
         self.assertIn("coflux", [s.name for s in SUITES])
 
+    def test_limits_name_a_targeted_row(self):
+        for suite in SUITES:
+            for lim in suite.limits:
+                self.assertTrue(any(lim.applies(scn.name, scn.params, lim.metric)
+                                    and lim.metric in scn.targets for scn in suite.scenarios),
+                                f"{suite.name}: {lim.scenario} {lim.metric}")
+
     def test_declarations_refer_to_known_names(self):
         for suite in SUITES:
             systems = {s.name for s in suite.systems}

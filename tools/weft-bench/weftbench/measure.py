@@ -1,14 +1,24 @@
 """One measurement: run a scenario program, read its figures, its CPU and everyone else's CPU.
 
+Server and broker CPU (server_cpu_ns_per_op, broker_cpu_s_per_m): each server runs in a cgroup
+v2 directory of its own, made for it (a broker is moved into one for the suite's session), and
+its CPU is that directory's cpu.stat usage_usec: the scheduler's run time in microseconds,
+every thread and child process that ever ran there, those that exited during the run too. Where
+no cgroup v2 directory can be made (not root, no cgroup2 mount) it falls back to /proc/PID/stat
+utime+stime, whole clock ticks (10 ms): a run of 5,000 requests at 16 us each is 8 ticks, so
+that figure moves in steps of an eighth. Each such metric says which it used ("method").
+
 Other-CPU: /proc/stat's aggregate busy ticks over the run, minus the CPU the measured
-processes used themselves (the child from wait4's rusage, a server from /proc/PID/stat),
-divided by wall time x CPUs. It tells whether something else competed for the cores. The part
-of it that niced processes spent in user mode (/proc/stat's `nice` column: builds run under
-`nice -n 19` on a shared machine) is recorded apart: such processes get the cores only when the
-measured ones leave them idle, so a run is repeated for the other CPU at normal priority only.
+processes used themselves (the child from wait4's rusage, a server from its cgroup or
+/proc/PID/stat), divided by wall time x CPUs. It tells whether something else competed for the
+cores. The part of it that niced processes spent in user mode (/proc/stat's `nice` column:
+builds run under `nice -n 19` on a shared machine) is recorded apart: such processes get the
+cores only when the measured ones leave them idle, so a run is repeated for the other CPU at
+normal priority only.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -21,6 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 HZ = os.sysconf("SC_CLK_TCK")
 UNSUPPORTED_EXIT = 2
@@ -152,6 +163,169 @@ def process_cpu_ticks(pid: int) -> int:
     return sum(int(x) for x in rest[11:15])
 
 
+CGROUP_METHOD = "cgroup"  # cgroup v2 cpu.stat usage_usec: microseconds, exited threads included
+TICKS_METHOD = "ticks"  # /proc/PID/stat utime+stime: whole clock ticks
+METHOD_TEXT = {CGROUP_METHOD: "cgroup v2 cpu.stat usage_usec (µs)",
+               TICKS_METHOD: "/proc/PID/stat utime+stime (10 ms ticks)"}
+
+
+def cgroup2_home() -> Path | None:
+    """This process's own cgroup v2 directory (where a child group is made), or None when the
+    unified hierarchy is not mounted (cgroup v1 only)."""
+    try:
+        mount = next(left.split()[4] for left, _, right in
+                     (ln.partition(" - ") for ln in
+                      Path("/proc/self/mountinfo").read_text().splitlines())
+                     if right.split()[:1] == ["cgroup2"])
+        own = next(ln[3:] for ln in Path("/proc/self/cgroup").read_text().splitlines()
+                   if ln.startswith("0::"))
+    except (OSError, StopIteration, IndexError):
+        return None
+    home = Path(mount) / own.lstrip("/")
+    return home if home.is_dir() else Path(mount)
+
+
+class CpuGroup:
+    """A cgroup v2 directory of the harness's own holding one measured process tree (a server
+    and whatever it forks, or a broker moved in), read for CPU through cpu.stat's usage_usec.
+    The cpu controller is not needed: cpu.stat's usage is kept for every cgroup v2 directory.
+
+    Lifetime: make() -> put processes in (enter_self in the child before exec, or add) ->
+    usage_ns() around each run -> close(): kill=True ends what is left in it (a server), kill=
+    False moves it back where the harness runs (a broker that outlives the suite); then the
+    directory is removed."""
+
+    counter = 0
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.procs = str(path / "cgroup.procs")  # made here: enter_self runs after fork
+
+    @classmethod
+    def make(cls, label: str) -> "CpuGroup | None":
+        """A new empty group, or None when none can be made (then CPU is read in ticks)."""
+        home = cgroup2_home()
+        if home is None:
+            return None
+        cls.counter += 1
+        path = home / f"weft-bench-{os.getpid()}-{label}-{cls.counter}"
+        try:
+            path.mkdir()
+        except OSError:
+            return None
+        group = cls(path)
+        try:
+            group.usage_ns()
+        except (OSError, ValueError):
+            group.remove()
+            return None
+        return group
+
+    def usage_ns(self) -> int:
+        for line in (self.path / "cpu.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) * 1000
+        raise ValueError(f"no usage_usec in {self.path}/cpu.stat")
+
+    def enter_self(self) -> None:
+        """Moves the calling process into the group: a Popen preexec_fn, so that the server
+        and all it starts run in it from its first instruction. Async-signal-safe calls only.
+        A refused move (no permission over the cgroup) leaves the process where it was: the
+        caller sees it missing from pids() and reads ticks instead."""
+        try:
+            fd = os.open(self.procs, os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+    def add(self, pid: int) -> None:
+        """Moves a running process (all its threads) into the group."""
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def pids(self) -> list[int]:
+        try:
+            return [int(x) for x in (self.path / "cgroup.procs").read_text().split()]
+        except OSError:
+            return []
+
+    def close(self, kill: bool) -> None:
+        """Kill (kill=True) or move back to the harness's own group (False) every process still
+        in the group, then remove the directory (a group left behind is only a name)."""
+        for _ in range(100):
+            pids = self.pids()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    if kill:
+                        os.kill(pid, signal.SIGKILL)
+                    else:
+                        (self.path.parent / "cgroup.procs").write_text(str(pid))
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        self.remove()
+
+    def remove(self) -> None:
+        for _ in range(50):  # a killed process leaves the group once it is reaped
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.02)
+
+
+def move_into_group(pid: int, group: CpuGroup) -> None:
+    """A background process into `group`: with its whole session when it leads one (a
+    postmaster and its backends; backends started later are forked inside the group)."""
+    members = [pid]
+    try:
+        if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[3]) == pid:
+            members = session_pids(pid)
+    except (OSError, IndexError, ValueError):
+        pass
+    for p in members:
+        try:
+            group.add(p)
+        except OSError:
+            pass
+
+
+def session_pids(sid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                out.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+@contextlib.contextmanager
+def background_groups(background: dict):
+    """{pid: CpuGroup | None} for a suite's background processes ({name: pid}), each moved
+    into a group of its own for the session's length and moved back after."""
+    groups = {}
+    try:
+        for name, pid in background.items():
+            group = CpuGroup.make(f"bg-{name}")
+            if group is not None:
+                move_into_group(pid, group)
+            groups[pid] = group
+        yield groups
+    finally:
+        for group in groups.values():
+            if group is not None:
+                group.close(kill=False)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -170,13 +344,16 @@ class ServerError(Exception):
 
 
 def start_server(argv: list[str], port: int, ready_timeout: float,
-                 err_file, env: dict | None = None) -> subprocess.Popen:
-    """Start argv in its own session and wait until 127.0.0.1:port accepts connections.
+                 err_file, env: dict | None = None,
+                 group: CpuGroup | None = None) -> subprocess.Popen:
+    """Start argv in its own session (and in `group`, if any) and wait until 127.0.0.1:port
+    accepts connections.
 
     `env`: variables added to the harness's environment for the server."""
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=err_file, start_new_session=True,
-                            env={**os.environ, **env} if env else None)
+                            env={**os.environ, **env} if env else None,
+                            preexec_fn=group.enter_self if group else None)
     deadline = time.monotonic() + ready_timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -202,18 +379,26 @@ def stop_server(proc: subprocess.Popen) -> None:
 def run_once(argv: list[str], timeout: float, threshold: float,
              server_argv: list[str] | None = None, port: int | None = None,
              ready_timeout: float = 10.0, server_env: dict | None = None,
-             background: dict | None = None, charged: int | None = None) -> Run:
+             background: dict | None = None, charged: int | None = None,
+             groups: dict | None = None) -> Run:
     """Run argv once (with its server around it, if any) and measure it.
 
     `background`: {name: pid} of processes that run across runs (a suite's brokers); their CPU
-    is not other CPU. `charged`: the one of them whose CPU per million ops is reported."""
+    is not other CPU. `charged`: the one of them whose CPU per million ops is reported.
+    `groups`: {pid: CpuGroup} of those background processes (background_groups)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.TemporaryFile() as server_err:
         server = None
+        group = CpuGroup.make("server") if server_argv else None
         try:
             if server_argv:
-                server = start_server(server_argv, port, ready_timeout, server_err, server_env)
-            return measure_child(argv, timeout, threshold, out, err, server, background, charged)
+                server = start_server(server_argv, port, ready_timeout, server_err, server_env,
+                                      group)
+                if group is not None and server.pid not in group.pids():
+                    group.remove()  # the server could not enter it: ticks instead
+                    group = None
+            return measure_child(argv, timeout, threshold, out, err, server, background, charged,
+                                 group, groups)
         except (ServerError, OSError) as e:
             server_err.seek(0)
             detail = tail(server_err.read().decode(errors="replace"))
@@ -221,6 +406,8 @@ def run_once(argv: list[str], timeout: float, threshold: float,
         finally:
             if server is not None:
                 stop_server(server)
+            if group is not None:
+                group.close(kill=True)
 
 
 def rss_kib(pid: int) -> int:
@@ -253,16 +440,42 @@ class RssSampler:
         return max(self.peak, rss_kib(self.pid))
 
 
+class CpuReader:
+    """CPU seconds of one measured server or broker: from its cgroup when it has one (method
+    "cgroup"), else from /proc in ticks (method "ticks"; `ticks` reads them)."""
+
+    def __init__(self, group: CpuGroup | None, ticks: Callable[[], int]):
+        self.group, self.ticks = group, ticks
+        self.method = CGROUP_METHOD if group is not None else TICKS_METHOD
+        self.last = 0.0
+        self.start = self.read()
+
+    def read(self) -> float:
+        if self.group is None:
+            return self.ticks() / HZ
+        try:
+            self.last = self.group.usage_ns() / 1e9
+        except (OSError, ValueError):
+            pass  # the group is gone: its CPU is what was read last
+        return self.last
+
+    def elapsed(self) -> float:
+        return self.read() - self.start
+
+
 def measure_child(argv, timeout, threshold, out, err, server, background=None,
-                  charged=None) -> Run:
+                  charged=None, group=None, groups=None) -> Run:
     timed_out = threading.Event()
 
     def on_timeout(pid: int) -> None:
         timed_out.set()
         kill_session(pid)
 
-    server_before = session_cpu_ticks(server.pid) if server else 0
-    bg_before = {pid: process_cpu_ticks(pid) for pid in (background or {}).values()}
+    server_cpu_reader = (CpuReader(group, lambda: session_cpu_ticks(server.pid))
+                         if server else None)
+    bg_readers = {pid: CpuReader((groups or {}).get(pid),
+                                 lambda pid=pid: process_cpu_ticks(pid))
+                  for pid in (background or {}).values()}
     sampler = RssSampler(server.pid) if server else None
     busy_before, nice_before, ncpu = read_cpu()
     start = time.monotonic()
@@ -281,8 +494,8 @@ def measure_child(argv, timeout, threshold, out, err, server, background=None,
     wall = time.monotonic() - start
     busy_after, nice_after, _ = read_cpu()
     proc.returncode = code = os.waitstatus_to_exitcode(status)
-    server_cpu = (session_cpu_ticks(server.pid) - server_before) / HZ if server else None
-    bg_cpu = {pid: (process_cpu_ticks(pid) - t) / HZ for pid, t in bg_before.items()}
+    server_cpu = server_cpu_reader.elapsed() if server_cpu_reader else None
+    bg_cpu = {pid: r.elapsed() for pid, r in bg_readers.items()}
     server_rss = sampler.finish() if sampler else None
 
     out.seek(0)
@@ -316,14 +529,16 @@ def measure_child(argv, timeout, threshold, out, err, server, background=None,
             ops = next((m["value"] for m in run.metrics if m["metric"] == "ops"), None)
             if ops:
                 run.metrics.append({"metric": "server_cpu_ns_per_op", "unit": "ns",
-                                    "value": server_cpu * 1e9 / ops})
+                                    "value": server_cpu * 1e9 / ops,
+                                    "method": server_cpu_reader.method})
             run.metrics.append({"metric": "server_rss_kib", "unit": "KiB",
                                 "value": float(server_rss or 0)})
         if charged in bg_cpu:
             ops = next((m["value"] for m in run.metrics if m["metric"] == "ops"), None)
             if ops:
                 run.metrics.append({"metric": "broker_cpu_s_per_m", "unit": "s",
-                                    "value": bg_cpu[charged] * 1e6 / ops})
+                                    "value": bg_cpu[charged] * 1e6 / ops,
+                                    "method": bg_readers[charged].method})
     return run
 
 

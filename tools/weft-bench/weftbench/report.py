@@ -13,7 +13,7 @@ Systems are interleaved: in every round each scenario runs once on every system 
 (A B C, A B C, ...), so a slow drift of the machine hits all systems alike. Cells show the
 median over the rounds, with min–max and the number of runs n. During each run the harness
 reads the machine's busy time from /proc/stat and subtracts the measured processes' own CPU
-(rusage of the child, /proc/PID/stat of a server): when the rest of the machine at normal
+(rusage of the child, a server's or broker's cgroup): when the rest of the machine at normal
 priority used more than {threshold:g}% of the CPU (beyond the one-tick-per-CPU resolution of
 /proc/stat), the run is repeated up to {retries} times and, if it never gets quiet, the least
 disturbed run is kept and marked ⚠ noisy; after 3 runs in a row stayed noisy through every
@@ -21,7 +21,11 @@ retry, runs are not repeated until one is quiet. Niced processes (builds under n
 the cores only when the measured ones leave them idle: their CPU is recorded and shown per
 suite, not counted as noise. weft / best peer compares medians; whether lower or higher is better is declared
 per metric. Seed figures are the ones printed in the seed report, measured on other hardware:
-they place the order of magnitude, the peers measured here are the real comparison."""
+they place the order of magnitude, the peers measured here are the real comparison. A server's
+CPU per request and a broker's CPU per message come from a cgroup v2 directory made for that
+process tree (cpu.stat usage_usec: microseconds, threads and processes that exited included);
+where none could be made, from /proc/PID/stat in whole 10 ms ticks. Each such cell says which
+("CPU: cgroup µs" or "CPU: ticks")."""
 
 # Fonts: the seed notes are Chinese; Noto Sans CJK (Debian's fonts-noto-cjk, installed by
 # scripts/setup.sh) renders them where the system font has no CJK glyphs.
@@ -90,7 +94,24 @@ def figure_cell(row: dict | None, status: str = "", why: str = "") -> str:
     if row.get("invalid_runs"):
         spread += (f'<br><small class="warn" title="runs with errors, left out">'
                    f'+{row["invalid_runs"]} invalid</small>')
+    if row.get("cpu_method"):
+        spread += "<br>" + cpu_method_note(row["cpu_method"])
     return f'<td class="num"><b>{stats.fmt(row["value"])}</b>{noisy}{spread}</td>'
+
+CPU_METHOD_SHORT = {"cgroup": ("CPU: cgroup µs", "cgroup v2 cpu.stat usage_usec: microseconds, "
+                               "threads and processes that exited during the run included"),
+                    "ticks": ("CPU: ticks", "/proc/PID/stat utime+stime: whole 10 ms clock "
+                              "ticks (no cgroup v2 directory could be made)")}
+
+
+def cpu_method_note(method: str) -> str:
+    """How a server's or broker's CPU was read, as the cell's last line (a row whose runs
+    differed names both: "cgroup + ticks")."""
+    parts = [CPU_METHOD_SHORT.get(m, (m, m)) for m in method.split(" + ")]
+    text = " + ".join(short.removeprefix("CPU: ") for short, _ in parts)
+    cls = ' class="warn"' if "ticks" in method else ""
+    return (f'<small{cls} title="{esc("; ".join(long for _, long in parts))}">'
+            f"CPU: {esc(text)}</small>")
 
 
 def seed_cell(row: dict | None) -> str:
@@ -120,6 +141,10 @@ def section_header(suite: Suite, result: dict) -> list[str]:
     load = load_line(result)
     if load:
         parts.append(f"<p><small>{load}</small></p>")
+    if result.get("background_cpu"):
+        parts.append("<p><small>Background processes' CPU (broker_cpu_s_per_m) read from: "
+                     + esc("; ".join(f"{name}: {how}" for name, how in
+                                     result["background_cpu"].items())) + "</small></p>")
     if suite.notes:
         parts.append(f"<p>{esc(suite.notes)}</p>")
     if result.get("error"):
@@ -401,6 +426,13 @@ def headline_keys(suite: Suite, result: dict) -> list[tuple]:
             if result["mode"] in scn.modes and scn.only is None and scn.metrics]
 
 
+def bounded_by_cell(suite: Suite, result: dict, key: tuple) -> str:
+    """The README's stated limit of a missed target (Suite.limits), or empty."""
+    params = next((r["params"] for r in result["rows"] if row_key(r) == key), {})
+    texts = [lim.text for lim in suite.limits if lim.applies(key[0], params, key[2])]
+    return f"<td><small>{esc('; '.join(texts))}</small></td>"
+
+
 def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
     """One table of every suite's headline rows: weft, the seed, the best peer, the ratio and
     the target's verdict, each row linking to its suite's section."""
@@ -409,13 +441,15 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
              "Medians; the best peer in the metric's direction.</small></p>",
              '<div class="scroll"><table><tr><th>suite</th><th>scenario</th><th>params</th>'
              "<th>metric</th><th>seed</th><th>weft</th><th>best peer</th>"
-             "<th>weft / best peer</th><th>target</th><th>met</th></tr>"]
+             "<th>weft / best peer</th><th>target</th><th>met</th>"
+             '<th title="for a missed target: what the README says bounds it">bounded by'
+             "</th></tr>"]
     tally = {True: 0, False: 0, None: 0}
     for suite in shown:
         result = results[suite.name]
         if result.get("error"):
             lines.append(f'<tr><td><a href="#{esc(suite.name)}">{esc(suite.name)}</a></td>'
-                         f'<td colspan="9" class="no">not run: {esc(result["error"])}</td></tr>')
+                         f'<td colspan="10" class="no">not run: {esc(result["error"])}</td></tr>')
             continue
         rows = {(row_key(r), r["system"]): r for r in result["rows"]}
         peers = [s.name for s in suite.systems if s.name != SUBJECT]
@@ -442,8 +476,10 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
                 html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)
                 cells.append(html_)
                 tally[met] += 1
+                cells.append(bounded_by_cell(suite, result, key) if met is False
+                             else "<td></td>")
             else:
-                cells.append("<td><small>report only</small></td><td></td>")
+                cells.append("<td><small>report only</small></td><td></td><td></td>")
             lines.append("<tr>" + "".join(cells) + "</tr>")
     lines.append("</table></div>")
     lines.insert(1, f"<p><b>Targets met: {tally[True]} of {sum(tally.values())}</b> "

@@ -105,7 +105,7 @@ def server_for(system: System, scenario, params: dict, settings: Settings,
 
 def run_system(system: System, scenario, params: dict, suite: Suite,
                settings: Settings, background: dict | None = None,
-               retries: int | None = None) -> measure.Run:
+               retries: int | None = None, groups: dict | None = None) -> measure.Run:
     timeout = scenario.timeout or suite.timeout
     server = {}
     port = None
@@ -119,6 +119,7 @@ def run_system(system: System, scenario, params: dict, suite: Suite,
         server["background"] = background
         server["charged"] = next((pid for name, pid in background.items()
                                   if scenario.name.startswith(name)), None)
+        server["groups"] = groups
     retries = settings.retries if retries is None else retries
     return measure.measure(argv, timeout, settings.noise_threshold, retries, **server)
 
@@ -210,11 +211,15 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
                   file=sys.stderr, flush=True)
     with_session = suite.session and runnable and not result.get("error")
     session = suite.session(settings.mode) if with_session else contextlib.nullcontext({})
-    with session as background:
+    with session as background, measure.background_groups(background) as groups:
         if with_session:
             result["background"] = dict(background)
+            result["background_cpu"] = {
+                name: measure.METHOD_TEXT[measure.CGROUP_METHOD if groups.get(pid)
+                                          else measure.TICKS_METHOD]
+                for name, pid in background.items()}
         run_rounds(suite, settings, progress, runnable, plan, rounds, result, samples, invalid,
-                   stopped, dict(background))
+                   stopped, dict(background), groups)
 
     rows = seed_rows(suite, plan) + measured_rows(suite, plan, samples, invalid)
     for d in suite.derived:
@@ -255,7 +260,7 @@ class BusyMachine:
 
 def run_rounds(suite: Suite, settings: Settings, progress: Progress, runnable: list, plan: list,
                rounds: int, result: dict, samples: dict, invalid: dict, stopped: set,
-               background: dict) -> None:
+               background: dict, groups: dict | None = None) -> None:
     """The interleaved rounds of run_suite, with the suite's background processes running."""
     busy = BusyMachine()
     for r in range(1, rounds + 1):
@@ -270,7 +275,8 @@ def run_rounds(suite: Suite, settings: Settings, progress: Progress, runnable: l
                 retries = busy.retries(settings)
                 if scn.retries is not None:
                     retries = min(retries, scn.retries)
-                run = run_system(system, scn, params, suite, settings, background, retries)
+                run = run_system(system, scn, params, suite, settings, background, retries,
+                                 groups)
                 progress.line(f"{label}  {system.name}: {describe(run)}")
                 busy.saw(run, progress, suite.name)
                 if run.status in ("unsupported", "failed"):
@@ -292,8 +298,10 @@ def record(samples: dict, i: int, system: str, run: measure.Run) -> None:
     for m in run.metrics:
         s = samples.setdefault((i, system, m["metric"]), {
             "unit": m["unit"], "values": [], "other_cpu_percent": [], "niced_cpu_percent": [],
-            "cpu_s": [], "wall_s": [], "attempts": [], "noisy": []})
+            "cpu_s": [], "wall_s": [], "attempts": [], "noisy": [], "methods": set()})
         s["values"].append(m["value"])
+        if "method" in m:
+            s["methods"].add(m["method"])
         s["other_cpu_percent"].append(round(run.other_cpu_percent, 2))
         s["niced_cpu_percent"].append(round(run.niced_cpu_percent, 2))
         s["cpu_s"].append(round(run.cpu_s, 4))
@@ -320,8 +328,17 @@ def measured_rows(suite: Suite, plan: list, samples: dict,
             "noisy_runs": sum(s["noisy"]), "values": s["values"], "cpu_s": s["cpu_s"],
             "wall_s": s["wall_s"], "attempts": s["attempts"],
             "invalid_runs": invalid.get((i, system), 0), **printed,
+            **cpu_method(s.get("methods")),
         })
     return rows
+
+
+def cpu_method(methods: set | None) -> dict:
+    """{"cpu_method": ...} for a row whose figure is a server's or broker's CPU: how it was
+    read (cgroup v2 in microseconds, or /proc in ticks; both when runs differed)."""
+    if not methods:
+        return {}
+    return {"cpu_method": " + ".join(sorted(methods))}
 
 
 def seed_row(suite: Suite, scenario: str, params: dict, metric: str, seed) -> dict:

@@ -132,6 +132,22 @@ class System:
 
 
 @dataclass(frozen=True)
+class Limit:
+    """What the README says bounds a target that is missed (shown in the report's summary as
+    "bounded by" when the target is missed): `text` quotes the README's stated limit and
+    names its section; never a figure made up here. `params`: a subset of the row's params it
+    applies to (e.g. {"k": 0}: the rows without keep-alive)."""
+    scenario: str
+    metric: str
+    text: str
+    params: Mapping[str, object] = field(default_factory=dict)
+
+    def applies(self, scenario: str, params: Mapping, metric: str) -> bool:
+        return (scenario == self.scenario and metric == self.metric
+                and all(params.get(k) == v for k, v in self.params.items()))
+
+
+@dataclass(frozen=True)
 class Suite:
     name: str
     title: str
@@ -150,6 +166,7 @@ class Suite:
     # name starts with one of the names gets the row `broker_cpu_s_per_m`: that process's CPU
     # seconds per million of the `ops` the program printed.
     session: Callable[[str], ContextManager[Mapping[str, int]]] | None = None
+    limits: tuple[Limit, ...] = ()  # the README's stated limits of targets (Limit)
 
     def metric(self, name: str) -> Metric:
         """Declared metric, or a lower-is-better one of unknown unit for anything undeclared."""
