@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Part of bench/http/profile (see README.md there). Run from the repository root.
 # sched_run.sh SYSTEM CONNS SECONDS [WRK ARGS]: one `wrk -t2` run against SYSTEM (as in
-# cpu_run.sh), then per thread of the server and of wrk, from /proc/PID/task/TID/schedstat over
-# the run: CPU time, time runnable but waiting for a CPU (run-queue delay), and times scheduled
-# in, each per 1,000 requests; with wrk's p99. Counts and kernel-accounted times, no sampling.
+# cpu_run.sh), then per thread of the server (threads that ran under 20 ms left out), from
+# /proc/PID/task/TID/schedstat over the run: CPU time, time runnable but waiting for a CPU
+# (run-queue delay) and times scheduled in, each per 1,000 requests, with wrk's p99.
 : "${WORK:=/tmp/weft-http-profile}" "${PEERS:=build/peers}"
 : "${BIN:=${WEFT_BIN:-build/release/examples}}"
 mkdir -p "$WORK"
@@ -25,19 +25,12 @@ snap() {  # TID run_ns wait_ns slices, for every thread of the given processes
     [ -r $t/schedstat ] && echo "${t##*/} $(cat $t/schedstat)"; done; done
 }
 snap $PIDS > $WORK/s0
-wrk -t2 -c$2 -d$3 --latency ${4:-} http://127.0.0.1:$P/ > $WORK/wrk.out 2>&1 &
-WP=$!
-sleep 0.3
-snap $WP > $WORK/w0
-wait $WP
+wrk -t2 -c$2 -d$3 --latency ${4:-} http://127.0.0.1:$P/ > $WORK/wrk.out 2>&1
 snap $PIDS > $WORK/s1
 case $1 in nginx*) kill -TERM -- -$SP;; *) kill -INT $SP;; esac
 wait $SP 2>/dev/null
 n=$(awk '/requests in/{print $1}' $WORK/wrk.out)
 p99=$(awk '$1=="99%"{print $2}' $WORK/wrk.out)
-# wrk's threads exit with it: their counters are read 0.3 s into the run and at its end via
-# the last sample wrk leaves in /proc before exiting is not available, so only the server's
-# deltas are exact; the wrk line gives the first 0.3 s as a rate check.
 python3 - "$WORK/s0" "$WORK/s1" "$n" "$1" "$2" "$p99" <<'PY'
 import sys
 def rd(f):
