@@ -65,11 +65,12 @@ namespace weft::detail {
 /// help (a batch of completions, the fairness tick); thieves still take its tasks, and a stolen
 /// reader leaves its receive at home. The state is one word, `io_home_word`:
 ///   (epoch << 32) | (home + 1), home = -1 (none) or a worker index; epoch counts the changes.
-/// Every worker measures its load over windows of load_window (window_load: the CPU its thread
-/// used, and how often it slept) and, at the end of each, reviews the home (review_io_home):
-/// - no home, and the workers together used at most one CPU and each slept at least once
+/// Every worker measures its load over windows of load_window (window_load: the time its
+/// thread wanted a CPU, i.e. ran or waited in the run queue, and how often it slept) and, at the
+/// end of each, reviews the home (review_io_home):
+/// - no home, and the workers together wanted at most one CPU and each slept at least once
 ///   (nobody saturated): home = the busiest worker;
-/// - a home that did not sleep once and used >= spread_busy_permille of the CPU in each of its
+/// - a home that did not sleep once and wanted a CPU for >= spread_busy_permille of each of its
 ///   last spread_windows windows (it never ran out of work: its queue stays long and others
 ///   steal from it): no home. One such window is not enough: a home that serves a client which
 ///   keeps it fed goes a window without sleeping now and then (echo, 100 connections).
@@ -140,7 +141,7 @@ public:
     static constexpr std::chrono::milliseconds hold_spread{1000};
     /// One window of a worker's load, as it published it.
     struct window_load {
-        unsigned busy_permille = 0;  // CPU time of its thread / wall time of the window
+        unsigned busy_permille = 0;  // time its thread ran or waited to run / wall time
         unsigned sleeps = 0;         // times it slept in its driver
         unsigned saturated = 0;      // windows in a row, this one included, without a sleep and
                                      // with busy_permille >= spread_busy_permille

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Part of bench/http/profile (see README.md there). Run from the repository root.
+# sched_run.sh SYSTEM CONNS SECONDS [WRK ARGS]: one `wrk -t2` run against SYSTEM (as in
+# cpu_run.sh), then per thread of the server (threads that ran under 20 ms left out), from
+# /proc/PID/task/TID/schedstat over the run: CPU time, time runnable but waiting for a CPU
+# (run-queue delay) and times scheduled in, each per 1,000 requests, with wrk's p99.
+: "${WORK:=/tmp/weft-http-profile}" "${PEERS:=build/peers}"
+: "${BIN:=${WEFT_BIN:-build/release/examples}}"
+mkdir -p "$WORK"
+set -u
+P=${PORT:-28917}
+for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$P) 2>/dev/null || break; sleep 0.05; done
+case $1 in
+  weft-hello) $BIN/hello_http --port $P --workers 2 ${HELLO_ARGS:-} > $WORK/srv.log 2>&1 & ;;
+  nginx-hello) setsid $PEERS/nginx-hello -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
+  asio) $PEERS/asio-http ${ASIO_ARGS:-} -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
+  hyper) $PEERS/tokio-hyper -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
+  *) echo "unknown system $1"; exit 2 ;;
+esac
+SP=$!
+for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$P) 2>/dev/null && break; sleep 0.05; done
+case $1 in nginx*) PIDS=$(pgrep -P $(pgrep -P $SP nginx) | tr '\n' ' ');; *) PIDS=$SP;; esac
+snap() {  # TID run_ns wait_ns slices, for every thread of the given processes
+  for p in "$@"; do for t in /proc/$p/task/*; do
+    [ -r $t/schedstat ] && echo "${t##*/} $(cat $t/schedstat)"; done; done
+}
+snap $PIDS > $WORK/s0
+wrk -t2 -c$2 -d$3 --latency ${4:-} http://127.0.0.1:$P/ > $WORK/wrk.out 2>&1
+snap $PIDS > $WORK/s1
+case $1 in nginx*) kill -TERM -- -$SP;; *) kill -INT $SP;; esac
+wait $SP 2>/dev/null
+n=$(awk '/requests in/{print $1}' $WORK/wrk.out)
+p99=$(awk '$1=="99%"{print $2}' $WORK/wrk.out)
+python3 - "$WORK/s0" "$WORK/s1" "$n" "$1" "$2" "$p99" <<'PY'
+import sys
+def rd(f):
+    d={}
+    for l in open(f):
+        t,a,b,c=l.split(); d[t]=(int(a),int(b),int(c))
+    return d
+a,b=rd(sys.argv[1]),rd(sys.argv[2]); n=int(sys.argv[3]); k=n/1000
+out=[]
+tot=[0,0,0]
+for t in b:
+    x=[b[t][i]-a.get(t,(0,0,0))[i] for i in range(3)]
+    if x[0] < 20_000_000: continue  # threads that hardly ran (the main thread, helpers)
+    tot=[tot[i]+x[i] for i in range(3)]
+    out.append(f"run={x[0]/1e6/k:.2f}ms wait={x[1]/1e6/k:.2f}ms in={x[2]/k:.1f}")
+print(f"{sys.argv[4]} c{sys.argv[5]} n={n} p99={sys.argv[6]} per 1000 req: all run={tot[0]/1e6/k:.2f}ms wait={tot[1]/1e6/k:.2f}ms in={tot[2]/k:.1f} | "+" | ".join(out))
+PY
