@@ -40,6 +40,9 @@
 // publishes one untimed message first (connection, metadata, producer id). Latency is
 // publish-to-ack: from the publish call to the moment the outcome is read (async) or the
 // awaited publish returns. Key = the message's index, so an outcome finds its send time.
+// Also printed: the scheduler's wake-ups, deferred wake-ups, parks and sleeps per 1,000
+// messages (runtime::worker_metrics, all workers), and for awaited runs how many of 1,000
+// publishes returned on another worker than they were called on (migrations).
 
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -219,6 +222,9 @@ struct figures {
     std::int64_t acks_while_stopped = 0;
     std::int64_t rss_stopped = 0;  // just before the broker was stopped
     double threads_settle_ms = 0;  // after close, until the threads were back to before
+    // awaited: publishes that returned on another worker than the one they were called on
+    // (the task was resumed or stolen across workers while it waited for its ack).
+    std::int64_t migrations = 0;
 };
 
 auto since_ns(clock_type::time_point t0) -> std::int64_t {
@@ -290,7 +296,11 @@ auto run_awaited(publisher& pub, const options& o, const std::string& topic, fig
                 auto& mine = per[static_cast<std::size_t>(t)];
                 for (std::int64_t i = t; i < n; i += tasks) {
                     const auto start = clock_type::now();
+                    const auto on = weft::this_runtime()->worker_index;
                     auto r = co_await pub.publish(make_envelope(topic, i, payload));
+                    if (weft::this_runtime()->worker_index != on) {
+                        ++mine.migrations;
+                    }
                     mine.latency_ns.push_back(since_ns(start));
                     record(mine, r);
                 }
@@ -303,6 +313,7 @@ auto run_awaited(publisher& pub, const options& o, const std::string& topic, fig
     for (auto& m : per) {
         f.ok += m.ok;
         f.failed += m.failed;
+        f.migrations += m.migrations;
         if (f.first_error.empty()) {
             f.first_error = m.first_error;
         }
@@ -548,7 +559,28 @@ void print(const options& o, const std::string& topic, figures& f) {
     sample.id = message_id::generate();
     sample.time = std::chrono::system_clock::now();
     emit("envelope_bytes", "B", static_cast<double>(encode(sample).size()));
+    if (o.mode == "awaited") {
+        emit("migrations_per_1000_msgs", "", 1000.0 * static_cast<double>(f.migrations) / n);
+    }
     emit("ops", "", n);
+}
+
+/// The scheduler's counters over the run (every worker summed), per 1,000 messages: how often
+/// a worker woke a parked one, deferred such a wake-up, went to park, and slept.
+void print_worker_metrics(const weft::runtime& rt, std::int64_t messages) {
+    weft::worker_metrics sum;
+    for (unsigned i = 0; i < rt.worker_count(); ++i) {
+        const auto m = rt.worker_metrics(i);
+        sum.park_attempts += m.park_attempts;
+        sum.sleeps += m.sleeps;
+        sum.wakes += m.wakes;
+        sum.deferred_wakes += m.deferred_wakes;
+    }
+    const double per = 1000.0 / static_cast<double>(messages);
+    emit("worker_wakes_per_1000_msgs", "", per * static_cast<double>(sum.wakes));
+    emit("deferred_wakes_per_1000_msgs", "", per * static_cast<double>(sum.deferred_wakes));
+    emit("parks_per_1000_msgs", "", per * static_cast<double>(sum.park_attempts));
+    emit("sleeps_per_1000_msgs", "", per * static_cast<double>(sum.sleeps));
 }
 
 /// The paused mode's readings and verdict. Exit 3 (invalid) when acks came while the broker
@@ -672,6 +704,7 @@ auto main(int argc, char** argv) -> int {
         {
             weft::runtime rt{weft::io_runtime_options(static_cast<unsigned>(o.workers))};
             rt.block_on(run(*b, o, topic, f));
+            print_worker_metrics(rt, o.messages);
         }
 #if WEFT_BENCH_BUS_NATS
         if (auto* nb = dynamic_cast<nats_backend*>(b.get()); nb != nullptr) {
