@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "envelope_id_text.hpp"
+#include "publisher_completion_run.hpp"
 #include "stream_names.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
@@ -32,6 +33,7 @@ struct kafka_producer::state final : kafka_fatal_target {
         : conn(std::move(c)),
           sink(&s),
           max_pending(pending),
+          run(pending),
           background(conn->options.ack_path == kafka_ack_path::background_thread),
           batched(conn->options.produce_path == kafka_produce_path::drain_task) {
         if (batched) {
@@ -91,6 +93,7 @@ struct kafka_producer::state final : kafka_fatal_target {
     publish_sink* sink;
     stream_names names;  // acks' topic names, one per topic
     const std::uint32_t max_pending;
+    completion_run run;     // the drain task's: the awaited publishes one pass completed
     const bool background;  // kafka_ack_path::background_thread
     const bool batched;     // kafka_produce_path::drain_task
     int efd = -1;  // eventfd: written by librdkafka (every client's queue), read by the drain task
@@ -599,11 +602,16 @@ auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
         if (st->batched) {
             st->produce_queued();
         }
+        // The awaited publishes this pass completes are resumed here, in order, once it is
+        // done (completion_run), rather than woken one by one onto the deques.
+        st->run.collect();
         const auto done = st->background ? st->complete_ready() : st->drain_queues();
         if (!st->background) {
             st->finish_recovery();
         }
+        st->run.stop_collecting();
         st->conn->acks.fetch_add(done, std::memory_order_relaxed);
+        st->run.resume_all();
         auto finished = st->take_finished();
         if (!finished.empty()) {  // destroying joins librdkafka's threads: not on a worker
             st->conn->close_later([finished = std::move(finished)]() mutable {
