@@ -5,10 +5,9 @@
 //   bench_bus SCENARIO messages=N [max_pending=1024] [tasks=1000] [payload=128] [workers=2]
 //             [nats_port=4222] [kafka_port=9092] [pause_ms=1500] [samples=6] [broker_pid=0]
 //             [rss_slack_kb=64] [linger_ms=5] [batch_messages=0] [ack_path=0]
-//             [ack_handlers=4] [produce_path=0]   (NATS: ack_path 0 =
-//             nats_ack_path::reactor_batch, 1 = handler_pool with ack_handlers tasks; Kafka:
-//             kafka_backend_options' linger, batch_messages, ack_path 0 = reactor_queue,
-//             1 = background_thread, produce_path 0 = caller, 1 = drain_task)
+//             [ack_handlers=4]   (NATS: ack_path 0 = nats_ack_path::reactor_batch, 1 =
+//             handler_pool with ack_handlers tasks; Kafka: kafka_backend_options' linger,
+//             batch_messages, ack_path 0 = reactor_queue, 1 = background_thread)
 //
 // SCENARIO is <backend>_<mode>:
 //   memory_async  memory_awaited  memory_deliver
@@ -116,7 +115,6 @@ struct options {
     std::int64_t batch_messages = 0;
     std::int64_t ack_path = 0;
     std::int64_t ack_handlers = 4;
-    std::int64_t produce_path = 0;
     // Passed by the suite to every program, used by others: the raw clients' body size, the
     // outbox's PostgreSQL port.
     std::int64_t body = 0;
@@ -163,7 +161,6 @@ auto parse(int argc, char** argv) -> options {
     keys.insert({{"linger_ms", &o.linger_ms},  // Kafka producer settings (as rdkafka-pub's)
                  {"batch_messages", &o.batch_messages},
                  {"ack_path", &o.ack_path},
-                 {"produce_path", &o.produce_path},
                  {"ack_handlers", &o.ack_handlers}});
     weft::bench::bus::read_options(argc, argv, keys, weft::bench::bus::unknown_key::reject);
     if (o.messages < 1 || o.max_pending < 1 || o.tasks < 1 || o.payload < 0 || o.workers < 1) {
@@ -694,8 +691,6 @@ auto main(int argc, char** argv) -> int {
             ko.batch_messages = static_cast<std::uint32_t>(o.batch_messages);
             ko.ack_path =
                 o.ack_path == 1 ? kafka_ack_path::background_thread : kafka_ack_path::reactor_queue;
-            ko.produce_path =
-                o.produce_path == 1 ? kafka_produce_path::drain_task : kafka_produce_path::caller;
             b = std::make_unique<kafka_backend>(std::move(ko));
 #else
             fail("built without weft::bus_kafka (librdkafka missing)", 2);

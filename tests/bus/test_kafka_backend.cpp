@@ -189,13 +189,11 @@ TEST(kafka_backend, the_weft_id_header_is_the_envelope_id) {
 // wake-ups than acks (the ratio depends on timing; the figure is printed, the bound is loose).
 // Both delivery-report paths (kafka_ack_path): every outcome arrives once, fewer wake-ups
 // than acks.
-void acks_complete_in_batches(kafka_ack_path path,
-                              kafka_produce_path produce = kafka_produce_path::caller) {
+void acks_complete_in_batches(kafka_ack_path path) {
     kafka_backend_options o;
     o.brokers = kafka_brokers();
     o.linger = 1ms;
     o.ack_path = path;
-    o.produce_path = produce;
     auto b = std::make_unique<kafka_backend>(std::move(o));
     const std::string t = "weft-test-batch-" + message_id::generate().to_string();
     const int n = weft::test::scaled(5000);
@@ -245,10 +243,6 @@ TEST(kafka_backend, acks_complete_in_batches) {
 
 TEST(kafka_backend, acks_complete_in_batches_from_the_background_thread) {
     acks_complete_in_batches(kafka_ack_path::background_thread);
-}
-
-TEST(kafka_backend, acks_complete_in_batches_produced_by_the_drain_task) {
-    acks_complete_in_batches(kafka_ack_path::reactor_queue, kafka_produce_path::drain_task);
 }
 
 // The awaited publishes one pass of the drain task completes are resumed by it, on its
@@ -435,14 +429,12 @@ TEST(kafka_backend, full_batches_leave_without_waiting_for_linger) {
 // of 2 s holds the batch in the producer's queue when it strikes, so librdkafka fails those
 // messages: they are re-sent on a new producer, every publish reports success (those made
 // after the error too), and a consumer reads every message.
-void fatal_producer_error_recreates_it_and_resends(
-    kafka_ack_path path, kafka_produce_path produce = kafka_produce_path::caller) {
+void fatal_producer_error_recreates_it_and_resends(kafka_ack_path path) {
     kafka_backend_options o;
     o.brokers = kafka_brokers();
     o.linger = 2s;
     o.batch_messages = 1000;  // a batch leaves by its linger, not by being full
     o.ack_path = path;
-    o.produce_path = produce;
     kafka_backend b{o};
     const std::string t = "weft-test-fatal-" + message_id::generate().to_string();
     constexpr int before = 20;
@@ -513,25 +505,18 @@ TEST(kafka_backend, fatal_producer_error_on_the_background_thread_recreates_it_a
     fatal_producer_error_recreates_it_and_resends(kafka_ack_path::background_thread);
 }
 
-TEST(kafka_backend, fatal_producer_error_with_the_drain_task_producing_recreates_it_and_resends) {
-    fatal_producer_error_recreates_it_and_resends(kafka_ack_path::reactor_queue,
-                                                  kafka_produce_path::drain_task);
-}
-
 // Order per key across a fatal error: what the broken producer had not had acknowledged is
 // re-sent before any message published after the error. Publishes go on right after the
 // error, on the same worker (one worker: the drain task cannot take the broken producer's
 // reports in between), as an outbox relay keeping several events of a key unacknowledged
 // does; each key's messages must be stored in the order they were published. With the
 // re-send left to whenever the reports arrive, the later messages reach Kafka first.
-void fatal_error_resends_before_any_later_publish(
-    kafka_ack_path path, kafka_produce_path produce = kafka_produce_path::caller) {
+void fatal_error_resends_before_any_later_publish(kafka_ack_path path) {
     kafka_backend_options o;
     o.brokers = kafka_brokers();
     o.linger = 500ms;
     o.batch_messages = 1000;  // a batch leaves by its linger: the first ones are still queued
     o.ack_path = path;
-    o.produce_path = produce;
     kafka_backend b{o};
     const std::string t = "weft-test-fatal-order-" + message_id::generate().to_string();
     constexpr int before = 20;
@@ -601,13 +586,12 @@ TEST(kafka_backend, fatal_error_on_the_background_thread_resends_before_any_late
 }
 
 // An envelope handed over already encoded (try_publish_encoded_async, as the outbox relay
-// does) goes through the drain task's staging buffer like any other: stored once, as encoded,
-// with its id, in publish order for its key.
-TEST(kafka_backend, encoded_publishes_produced_by_the_drain_task_are_stored_as_encoded) {
+// does) is produced as it is: stored once, as encoded, with its id, in publish order for its
+// key.
+TEST(kafka_backend, encoded_publishes_are_stored_as_encoded) {
     kafka_backend_options o;
     o.brokers = kafka_brokers();
     o.linger = 1ms;
-    o.produce_path = kafka_produce_path::drain_task;
     kafka_backend b{o};
     const std::string t = "weft-test-encoded-" + message_id::generate().to_string();
     constexpr int n = 50;
@@ -647,11 +631,6 @@ TEST(kafka_backend, encoded_publishes_produced_by_the_drain_task_are_stored_as_e
         }
         (co_await pub.close()).value();
     }());
-}
-
-TEST(kafka_backend, fatal_error_with_the_drain_task_producing_resends_before_any_later_publish) {
-    fatal_error_resends_before_any_later_publish(kafka_ack_path::reactor_queue,
-                                                 kafka_produce_path::drain_task);
 }
 
 }  // namespace
