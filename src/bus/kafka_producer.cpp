@@ -532,12 +532,14 @@ auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
         st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
         // The awaited publishes this pass completes are resumed here, in order, once it is
         // done (completion_run), rather than woken one by one onto the deques.
-        st->run.collect();
-        const auto done = st->background ? st->complete_ready() : st->drain_queues();
-        if (!st->background) {
-            st->finish_recovery();
+        std::uint64_t done = 0;
+        {
+            const completion_run::collecting_scope collecting{st->run};
+            done = st->background ? st->complete_ready() : st->drain_queues();
+            if (!st->background) {
+                st->finish_recovery();
+            }
         }
-        st->run.stop_collecting();
         st->conn->acks.fetch_add(done, std::memory_order_relaxed);
         st->run.resume_all();
         auto finished = st->take_finished();

@@ -18,8 +18,9 @@ namespace weft::bus {
 /// (kafka_awaited, 1,000 tasks) at 1.3x its CPU per message, ~450 of every 1,000 publishes
 /// returning on another worker than they started on (README, bus section).
 ///
-/// Protocol (one thread, no atomics): the drain task calls collect() (out of line), completes
-/// its reports through publish_sink::complete, calls stop_collecting(), then resume_all().
+/// Protocol (one thread, no atomics): the drain task calls collect() (out of line; or holds a
+/// collecting_scope), completes its reports through publish_sink::complete, calls
+/// stop_collecting(), then resume_all().
 /// Between collect() and stop_collecting(), publisher::complete on this thread appends a task
 /// it would have woken to the run (add) instead of waking it, when the task belongs to the
 /// executor of this thread's worker and the run has room (capacity: the producer's
@@ -42,6 +43,19 @@ public:
     [[gnu::noinline]] void stop_collecting() noexcept;
     /// Resumes every task added, in the order added; the number resumed.
     [[gnu::noinline]] auto resume_all() -> std::size_t;
+
+    /// collect() now and stop_collecting() at the end of the scope, also when the pass throws
+    /// (the thread is never left collecting into a run nobody resumes).
+    class [[nodiscard]] collecting_scope {
+    public:
+        explicit collecting_scope(completion_run& r) noexcept : run_(r) { run_.collect(); }
+        collecting_scope(const collecting_scope&) = delete;
+        auto operator=(const collecting_scope&) -> collecting_scope& = delete;
+        ~collecting_scope() { run_.stop_collecting(); }
+
+    private:
+        completion_run& run_;
+    };
 
     /// The run collecting on this thread now, or nullptr.
     [[nodiscard]] static auto collecting() noexcept -> completion_run*;
