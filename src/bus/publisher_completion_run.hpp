@@ -13,10 +13,10 @@ namespace weft::bus {
 ///
 /// Why: through the usual wake-up (resume_waiter: the LIFO slot, each newly woken task pushing
 /// the one before into the deque, where a parked worker is called to steal it), a pass that
-/// completes 1,000 awaited publishes spread them over both workers, and each then produced its
-/// next message from there: 2 workers made ~0.85x the messages per second of 1 worker on Kafka
-/// (kafka_awaited, 1,000 tasks) at 1.3x its CPU per message, ~450 of every 1,000 publishes
-/// returning on another worker than they started on (README, bus section).
+/// completes many awaited publishes spread them over the workers, and each produced its next
+/// message from there: the workers then contended for the producer's and librdkafka's locks
+/// and freed each other's allocations, and 2 workers made fewer messages per second than 1 at
+/// more CPU per message (README, bus section, "Where awaited publishes resume").
 ///
 /// Protocol (one thread, no atomics): the drain task calls collect() (out of line; or holds a
 /// collecting_scope), completes its reports through publish_sink::complete, calls
