@@ -5,10 +5,9 @@
 //   bench_bus SCENARIO messages=N [max_pending=1024] [tasks=1000] [payload=128] [workers=2]
 //             [nats_port=4222] [kafka_port=9092] [pause_ms=1500] [samples=6] [broker_pid=0]
 //             [rss_slack_kb=64] [linger_ms=5] [batch_messages=0] [ack_path=0]
-//             [ack_handlers=4] [produce_path=0]   (NATS: ack_path 0 =
-//             nats_ack_path::reactor_batch, 1 = handler_pool with ack_handlers tasks; Kafka:
-//             kafka_backend_options' linger, batch_messages, ack_path 0 = reactor_queue,
-//             1 = background_thread, produce_path 0 = caller, 1 = drain_task)
+//             [ack_handlers=4]   (NATS: ack_path 0 = nats_ack_path::reactor_batch, 1 =
+//             handler_pool with ack_handlers tasks; Kafka: kafka_backend_options' linger,
+//             batch_messages, ack_path 0 = reactor_queue, 1 = background_thread)
 //
 // SCENARIO is <backend>_<mode>:
 //   memory_async  memory_awaited  memory_deliver
@@ -40,6 +39,9 @@
 // publishes one untimed message first (connection, metadata, producer id). Latency is
 // publish-to-ack: from the publish call to the moment the outcome is read (async) or the
 // awaited publish returns. Key = the message's index, so an outcome finds its send time.
+// Also printed: the scheduler's wake-ups, deferred wake-ups, parks and sleeps per 1,000
+// messages (runtime::worker_metrics, all workers), and for awaited runs how many of 1,000
+// publishes returned on another worker than they were called on (migrations).
 
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -113,7 +115,6 @@ struct options {
     std::int64_t batch_messages = 0;
     std::int64_t ack_path = 0;
     std::int64_t ack_handlers = 4;
-    std::int64_t produce_path = 0;
     // Passed by the suite to every program, used by others: the raw clients' body size, the
     // outbox's PostgreSQL port.
     std::int64_t body = 0;
@@ -160,7 +161,6 @@ auto parse(int argc, char** argv) -> options {
     keys.insert({{"linger_ms", &o.linger_ms},  // Kafka producer settings (as rdkafka-pub's)
                  {"batch_messages", &o.batch_messages},
                  {"ack_path", &o.ack_path},
-                 {"produce_path", &o.produce_path},
                  {"ack_handlers", &o.ack_handlers}});
     weft::bench::bus::read_options(argc, argv, keys, weft::bench::bus::unknown_key::reject);
     if (o.messages < 1 || o.max_pending < 1 || o.tasks < 1 || o.payload < 0 || o.workers < 1) {
@@ -219,6 +219,9 @@ struct figures {
     std::int64_t acks_while_stopped = 0;
     std::int64_t rss_stopped = 0;  // just before the broker was stopped
     double threads_settle_ms = 0;  // after close, until the threads were back to before
+    // awaited: publishes that returned on another worker than the one they were called on
+    // (the task was resumed or stolen across workers while it waited for its ack).
+    std::int64_t migrations = 0;
 };
 
 auto since_ns(clock_type::time_point t0) -> std::int64_t {
@@ -290,7 +293,11 @@ auto run_awaited(publisher& pub, const options& o, const std::string& topic, fig
                 auto& mine = per[static_cast<std::size_t>(t)];
                 for (std::int64_t i = t; i < n; i += tasks) {
                     const auto start = clock_type::now();
+                    const auto on = weft::this_runtime()->worker_index;
                     auto r = co_await pub.publish(make_envelope(topic, i, payload));
+                    if (weft::this_runtime()->worker_index != on) {
+                        ++mine.migrations;
+                    }
                     mine.latency_ns.push_back(since_ns(start));
                     record(mine, r);
                 }
@@ -303,6 +310,7 @@ auto run_awaited(publisher& pub, const options& o, const std::string& topic, fig
     for (auto& m : per) {
         f.ok += m.ok;
         f.failed += m.failed;
+        f.migrations += m.migrations;
         if (f.first_error.empty()) {
             f.first_error = m.first_error;
         }
@@ -548,7 +556,28 @@ void print(const options& o, const std::string& topic, figures& f) {
     sample.id = message_id::generate();
     sample.time = std::chrono::system_clock::now();
     emit("envelope_bytes", "B", static_cast<double>(encode(sample).size()));
+    if (o.mode == "awaited") {
+        emit("migrations_per_1000_msgs", "", 1000.0 * static_cast<double>(f.migrations) / n);
+    }
     emit("ops", "", n);
+}
+
+/// The scheduler's counters over the run (every worker summed), per 1,000 messages: how often
+/// a worker woke a parked one, deferred such a wake-up, went to park, and slept.
+void print_worker_metrics(const weft::runtime& rt, std::int64_t messages) {
+    weft::worker_metrics sum;
+    for (unsigned i = 0; i < rt.worker_count(); ++i) {
+        const auto m = rt.worker_metrics(i);
+        sum.park_attempts += m.park_attempts;
+        sum.sleeps += m.sleeps;
+        sum.wakes += m.wakes;
+        sum.deferred_wakes += m.deferred_wakes;
+    }
+    const double per = 1000.0 / static_cast<double>(messages);
+    emit("worker_wakes_per_1000_msgs", "", per * static_cast<double>(sum.wakes));
+    emit("deferred_wakes_per_1000_msgs", "", per * static_cast<double>(sum.deferred_wakes));
+    emit("parks_per_1000_msgs", "", per * static_cast<double>(sum.park_attempts));
+    emit("sleeps_per_1000_msgs", "", per * static_cast<double>(sum.sleeps));
 }
 
 /// The paused mode's readings and verdict. Exit 3 (invalid) when acks came while the broker
@@ -662,8 +691,6 @@ auto main(int argc, char** argv) -> int {
             ko.batch_messages = static_cast<std::uint32_t>(o.batch_messages);
             ko.ack_path =
                 o.ack_path == 1 ? kafka_ack_path::background_thread : kafka_ack_path::reactor_queue;
-            ko.produce_path =
-                o.produce_path == 1 ? kafka_produce_path::drain_task : kafka_produce_path::caller;
             b = std::make_unique<kafka_backend>(std::move(ko));
 #else
             fail("built without weft::bus_kafka (librdkafka missing)", 2);
@@ -672,6 +699,7 @@ auto main(int argc, char** argv) -> int {
         {
             weft::runtime rt{weft::io_runtime_options(static_cast<unsigned>(o.workers))};
             rt.block_on(run(*b, o, topic, f));
+            print_worker_metrics(rt, o.messages);
         }
 #if WEFT_BENCH_BUS_NATS
         if (auto* nb = dynamic_cast<nats_backend*>(b.get()); nb != nullptr) {

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "envelope_id_text.hpp"
+#include "publisher_completion_run.hpp"
 #include "stream_names.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
-#include "weft/core/detail/spin_lock.hpp"
 #include "weft/core/join_handle.hpp"
 #include "weft/io/fd_wait.hpp"
 #include "weft/io/reactor.hpp"
@@ -32,13 +32,8 @@ struct kafka_producer::state final : kafka_fatal_target {
         : conn(std::move(c)),
           sink(&s),
           max_pending(pending),
-          background(conn->options.ack_path == kafka_ack_path::background_thread),
-          batched(conn->options.produce_path == kafka_produce_path::drain_task) {
-        if (batched) {
-            staged = std::make_unique<staged_message[]>(max_pending);
-            queued.reserve(max_pending);
-            producing.reserve(max_pending);
-        }
+          run(pending),
+          background(conn->options.ack_path == kafka_ack_path::background_thread) {
         if (background) {
             outcomes = std::make_unique<std::optional<result<ack>>[]>(max_pending);
             ready.reserve(max_pending);
@@ -91,8 +86,8 @@ struct kafka_producer::state final : kafka_fatal_target {
     publish_sink* sink;
     stream_names names;  // acks' topic names, one per topic
     const std::uint32_t max_pending;
+    completion_run run;     // the drain task's: the awaited publishes one pass completed
     const bool background;  // kafka_ack_path::background_thread
-    const bool batched;     // kafka_produce_path::drain_task
     int efd = -1;  // eventfd: written by librdkafka (every client's queue), read by the drain task
 
     // background_thread only. librdkafka's background thread (one per client) writes a
@@ -145,25 +140,6 @@ struct kafka_producer::state final : kafka_fatal_target {
     std::atomic<bool> closed{false};
     std::string last_topic;  // guarded by rk_mu: the topic of the previous produce
 
-    // drain_task only. start() writes the message into staged[slot] (the strings keep their
-    // capacity from one use of the slot to the next: no allocation once warm) and appends
-    // the slot to `queued` under queue_mu, writing `efd` when `queued` was empty; the drain
-    // task swaps `queued` with `producing` under queue_mu and produces them in that order,
-    // which is start order. queue_mu orders start's writes to a slot before the drain task's
-    // reads. A slot is in at most one of the two lists, and is reused only after the sink had
-    // its outcome.
-    // Invariant: |queued| + |producing| <= outstanding <= max_pending.
-    struct staged_message {
-        std::string topic;
-        std::string key;
-        std::string value;  // the encoded envelope
-        std::array<char, id_text_size> id{};
-    };
-    std::unique_ptr<staged_message[]> staged;
-    detail::spin_lock queue_mu;
-    std::vector<std::uint32_t> queued;     // guarded by queue_mu
-    std::vector<std::uint32_t> producing;  // guarded by rk_mu (taken before the swap)
-
     /// The message's headers: `weft-id` = the envelope id's text.
     static auto id_headers(const std::array<char, id_text_size>& id) -> rd_kafka_headers_t* {
         rd_kafka_headers_t* headers = rd_kafka_headers_new(1);
@@ -171,7 +147,7 @@ struct kafka_producer::state final : kafka_fatal_target {
         return headers;
     }
 
-    /// Under rk_mu: produces one started message (either path), taking `headers`. Its failure,
+    /// Under rk_mu: produces one started message, taking `headers`. Its failure,
     /// if any, goes to `failed` (the caller completes it after the unlock).
     void produce_started_locked(
         std::string_view topic,
@@ -190,36 +166,6 @@ struct kafka_producer::state final : kafka_fatal_target {
                                       reinterpret_cast<void*>(order | slot));
         if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
             failed.emplace_back(slot, e);
-        }
-    }
-
-    /// drain_task, under rk_mu: produces every queued message, in queue order. rk_mu is taken
-    /// before the queue is swapped out, so whoever produces a batch has produced every earlier
-    /// one (the drain task, or raise_fatal).
-    void produce_queued_locked(std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>>& failed) {
-        {
-            std::lock_guard lock(queue_mu);
-            producing.swap(queued);
-        }
-        for (const std::uint32_t slot : producing) {
-            const staged_message& m = staged[slot];
-            produce_started_locked(m.topic, m.key, m.value, id_headers(m.id), slot, failed);
-        }
-        producing.clear();
-        if (recovering) {  // the broken client may have had nothing left to report
-            finish_recovery_locked(failed);
-        }
-    }
-
-    /// drain_task: produces every queued message under one hold of rk_mu.
-    void produce_queued() {
-        std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>> failed;
-        {
-            std::lock_guard lock(rk_mu);
-            produce_queued_locked(failed);
-        }
-        for (const auto& [slot, e] : failed) {
-            fail_now(slot, kafka_error(e));
         }
     }
 
@@ -388,22 +334,10 @@ struct kafka_producer::state final : kafka_fatal_target {
     }
 
     void raise_fatal(const std::string& reason) override {
-        std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>> failed;
-        {
-            std::lock_guard lock(rk_mu);
-            // drain_task: what was started reaches the client first, as it would have on the
-            // caller path (the error then strikes messages librdkafka holds, the case the
-            // re-send exists for).
-            if (batched) {
-                produce_queued_locked(failed);
-            }
-            if (current.rk != nullptr) {
-                rd_kafka_test_fatal_error(
-                    current.rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER, reason.c_str());
-            }
-        }
-        for (const auto& [slot, e] : failed) {
-            fail_now(slot, kafka_error(e));
+        std::lock_guard lock(rk_mu);
+        if (current.rk != nullptr) {
+            rd_kafka_test_fatal_error(current.rk, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                      reason.c_str());
         }
     }
 
@@ -596,14 +530,18 @@ auto drain(std::shared_ptr<kafka_producer::state> st) -> task<void> {
         std::uint64_t count = 0;
         [[maybe_unused]] const auto n = ::read(st->efd, &count, sizeof(count));
         st->conn->wakes.fetch_add(1, std::memory_order_relaxed);
-        if (st->batched) {
-            st->produce_queued();
-        }
-        const auto done = st->background ? st->complete_ready() : st->drain_queues();
-        if (!st->background) {
-            st->finish_recovery();
+        // The awaited publishes this pass completes are resumed here, in order, once it is
+        // done (completion_run), rather than woken one by one onto the deques.
+        std::uint64_t done = 0;
+        {
+            const completion_run::collecting_scope collecting{st->run};
+            done = st->background ? st->complete_ready() : st->drain_queues();
+            if (!st->background) {
+                st->finish_recovery();
+            }
         }
         st->conn->acks.fetch_add(done, std::memory_order_relaxed);
+        st->run.resume_all();
         auto finished = st->take_finished();
         if (!finished.empty()) {  // destroying joins librdkafka's threads: not on a worker
             st->conn->close_later([finished = std::move(finished)]() mutable {
@@ -655,13 +593,6 @@ auto kafka_producer::make(std::shared_ptr<kafka_backend::connection> conn,
 }
 
 void kafka_producer::start(envelope env, std::uint32_t slot) {
-    if (st_->batched) {
-        auto& m = st_->staged[slot];
-        m.value.clear();
-        encode(env, m.value);
-        stage(env.id, env.topic, env.key, slot);
-        return;
-    }
     // librdkafka copies key and value (RD_KAFKA_MSG_F_COPY): the encoding buffer is reused.
     thread_local std::string bytes;
     bytes.clear();
@@ -670,34 +601,8 @@ void kafka_producer::start(envelope env, std::uint32_t slot) {
 }
 
 auto kafka_producer::start_encoded(const encoded_envelope& e, std::uint32_t slot) -> bool {
-    if (st_->batched) {
-        st_->staged[slot].value.assign(e.bytes);  // the message's value is the encoding
-        stage(e.id, e.topic, e.key, slot);
-        return true;
-    }
     produce(e.id, e.topic, e.key, e.bytes, slot);
     return true;
-}
-
-void kafka_producer::stage(const message_id& msg_id,
-                           std::string_view topic,
-                           std::string_view key,
-                           std::uint32_t slot) {
-    state& st = *st_;
-    st.outstanding.fetch_add(1);
-    auto& m = st.staged[slot];
-    m.topic.assign(topic);
-    m.key.assign(key);
-    id_text(msg_id, m.id.data());
-    bool first = false;
-    {
-        std::lock_guard lock(st.queue_mu);
-        first = st.queued.empty();
-        st.queued.push_back(slot);  // never reallocates: <= max_pending outstanding
-    }
-    if (first) {
-        st.wake();  // the drain task produces the queue
-    }
 }
 
 void kafka_producer::produce(const message_id& msg_id,

@@ -14,10 +14,7 @@ namespace weft::bus {
 ///   1. start(env, slot) (any weft task): encodes env and hands it to rd_kafka_produceva
 ///      under `rk_mu` with the slot as the message's opaque. Never blocks:
 ///      queue.buffering.max.messages is above max_pending, so librdkafka never answers
-///      QUEUE_FULL. With kafka_produce_path::drain_task, start only encodes env into the
-///      slot's staging buffer and queues the slot (writing the eventfd when the queue was
-///      empty); the drain task produces the queue in start order, under one hold of `rk_mu`
-///      per batch, before it polls the delivery reports (step 3).
+///      QUEUE_FULL.
 ///   2. librdkafka's threads batch, send and get the broker's acks; each batch's delivery
 ///      reports become one DR event on the producer's main queue. The queue's io event writes
 ///      the eventfd when the queue turns from empty to non-empty (and only then).
@@ -25,6 +22,8 @@ namespace weft::bus {
 ///      eventfd, and polls the queue without waiting until it is empty, handing every message
 ///      of every DR event to the publisher's sink by its slot. Draining to empty is what makes
 ///      the edge-only signal safe: an event queued after the last poll signals again.
+///   4. The awaited publishes that pass completed are resumed by the drain task, in order, on
+///      its worker, before it waits again (completion_run): not spread over the workers.
 /// With kafka_ack_path::background_thread, step 3 is librdkafka's background thread instead:
 /// it writes each report's outcome into a completion slot allocated up front (indexed by the
 /// publisher's slot), appends the batch's slots to a list under one lock and writes the eventfd
@@ -67,12 +66,6 @@ private:
                  std::string_view key,
                  std::string_view value,
                  std::uint32_t slot);
-    /// kafka_produce_path::drain_task: the slot's staging buffer already holds the value;
-    /// records the rest there and queues the slot for the drain task.
-    void stage(const message_id& msg_id,
-               std::string_view topic,
-               std::string_view key,
-               std::uint32_t slot);
 
     std::shared_ptr<state> st_;
 };

@@ -4,9 +4,31 @@
 #include <system_error>
 #include <utility>
 
+#include "publisher_completion_run.hpp"
 #include "weft/bus/errc.hpp"
 
 namespace weft::bus {
+
+namespace {
+// The run collecting on this thread (completion_run::collect), or nullptr. Read and written only
+// by the out-of-line functions below and publisher::complete, never inside a coroutine body.
+constinit thread_local completion_run* tl_collecting = nullptr;
+}  // namespace
+
+void completion_run::collect() noexcept { tl_collecting = this; }
+
+void completion_run::stop_collecting() noexcept { tl_collecting = nullptr; }
+
+auto completion_run::resume_all() -> std::size_t {
+    const std::size_t n = handles_.size();
+    for (std::size_t i = 0; i < n; ++i) {
+        handles_[i].resume();  // adds nothing: nobody collects into this run now
+    }
+    handles_.clear();
+    return n;
+}
+
+auto completion_run::collecting() noexcept -> completion_run* { return tl_collecting; }
 
 publisher::publisher(backend& b, publisher_options options)
     : max_pending_(options.max_pending == 0 ? 1 : options.max_pending),
@@ -150,6 +172,16 @@ void publisher::complete(std::uint32_t index, result<ack> outcome) noexcept {
             const ack_awaiter* w = s.waiter;
             const std::coroutine_handle<> h = w->handle;
             const weft::detail::waiter_home home = w->home;
+            // A drain task collecting a run (see completion_run) resumes it itself, later in
+            // this pass, on this worker: only a task of this worker's own executor.
+            if (completion_run* run = completion_run::collecting()) {
+                const weft::detail::worker_base* here =
+                    weft::detail::tl_worker_unsafe_in_coroutines;
+                if (here != nullptr &&
+                    (here == home.worker || here->root_stop() == home.executor) && run->add(h)) {
+                    return;
+                }
+            }
             weft::detail::resume_waiter(h, home);
         }
         return;

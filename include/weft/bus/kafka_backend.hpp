@@ -23,20 +23,6 @@ enum class kafka_ack_path {
     background_thread,
 };
 
-/// Where a publish's message is handed to librdkafka (README, "Where Kafka's produce runs",
-/// has the figures).
-enum class kafka_produce_path {
-    /// In the publishing task, under the producer's lock: tasks publishing on two workers at
-    /// once wait for each other on that lock and on librdkafka's own.
-    caller,
-    /// By the producer's drain task: a publish encodes its message into its slot's buffer
-    /// (allocated once, reused) and queues the slot, waking the drain task when the queue was
-    /// empty; the drain task produces every queued message, in the order they were queued,
-    /// under one lock per batch, on the thread that also destroys their delivery reports (so
-    /// librdkafka's per-message memory is freed by the thread that allocated it).
-    drain_task,
-};
-
 struct kafka_backend_options {
     /// bootstrap.servers: "host:port[,host:port...]".
     std::string brokers = "127.0.0.1:9092";
@@ -61,8 +47,6 @@ struct kafka_backend_options {
     std::uint32_t batch_messages = 0;
     /// How delivery reports reach the publisher (see kafka_ack_path).
     kafka_ack_path ack_path = kafka_ack_path::reactor_queue;
-    /// Where messages are produced (see kafka_produce_path).
-    kafka_produce_path produce_path = kafka_produce_path::caller;
     /// message.timeout.ms: an unacknowledged publish fails with `timed_out` after this.
     std::chrono::milliseconds publish_timeout{30'000};
     /// heartbeat.interval.ms: how soon a member learns that its group rebalances (a member
