@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "envelope_id_text.hpp"
+#include "publisher_completion_run.hpp"
 #include "stream_names.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
@@ -88,7 +89,8 @@ struct nats_producer::state {
           pool(conn->options.ack_path == nats_ack_path::handler_pool),
           outcomes(std::make_unique<std::optional<result<ack>>[]>(max)),
           in_flight(max),
-          acks(max) {
+          acks(max),
+          run(max) {
         completed.reserve(max);
         draining.reserve(max);
         incoming.reserve(max);
@@ -141,6 +143,7 @@ struct nats_producer::state {
         result<ack> outcome;
     };
     channel<ack_item> acks;
+    completion_run run;  // the drain task's: the awaited publishes one batch completed
     // |held| as of the last change, for the ack handlers, which pump only when it is not 0.
     // seq_cst, stored after the held messages are in `held` and before pump looks at
     // in_cnats (under mu); on_ack lowers in_cnats under mu before its handler loads this. So
@@ -384,15 +387,23 @@ auto drain(std::shared_ptr<nats_producer::state> st) -> task<void> {
             std::lock_guard lock(st->mu);
             st->draining.swap(st->completed);
         }
-        for (const std::uint32_t slot : st->draining) {
-            result<ack> outcome = std::move(*st->outcomes[slot]);
-            st->outcomes[slot].reset();
-            st->outstanding.fetch_sub(1);
-            st->sink->complete(slot, std::move(outcome));
+        {
+            // The awaited publishes this batch completes are resumed below, in order, on this
+            // worker (completion_run), rather than woken one by one onto the deques, where the
+            // other worker steals about half of them (README, bus section: Kafka's awaited
+            // publishes, the same hand-off).
+            const completion_run::collecting_scope collecting{st->run};
+            for (const std::uint32_t slot : st->draining) {
+                result<ack> outcome = std::move(*st->outcomes[slot]);
+                st->outcomes[slot].reset();
+                st->outstanding.fetch_sub(1);
+                st->sink->complete(slot, std::move(outcome));
+            }
         }
         st->conn->acks.fetch_add(st->draining.size(), std::memory_order_relaxed);
         st->draining.clear();
-        waiting = pump(*st, /*wait_for_lock=*/true);
+        waiting = pump(*st, /*wait_for_lock=*/true);  // held messages go before new ones
+        st->run.resume_all();
         if (st->closed.load() && st->outstanding.load() == 0) {
             // An on_ack that handed over the last outcome may still be inside its lock (in
             // the channel, with the pool): wait it out before the state can go.
