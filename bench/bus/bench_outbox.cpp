@@ -286,8 +286,9 @@ void run_sqlite(const options& o, figures& f) {
 #endif
 
 #if WEFT_BENCH_OUTBOX_PG
-/// Fields 4 (ppid), 14 and 15 (utime, stime) of /proc/<pid>/stat.
-auto proc_stat(long pid, long& ppid, double& cpu_s) -> bool {
+/// Fields 4 (ppid), 14 and 15 (utime, stime) of /proc/<pid>/stat; with `reaped`, 16 and 17
+/// (cutime, cstime: the children it has waited for) added.
+auto proc_stat(long pid, long& ppid, double& cpu_s, bool reaped = false) -> bool {
     std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     if (!std::getline(in, line)) {
@@ -302,12 +303,18 @@ auto proc_stat(long pid, long& ppid, double& cpu_s) -> bool {
     long long skip = 0;
     long long utime = 0;
     long long stime = 0;
+    long long cutime = 0;
+    long long cstime = 0;
     rest >> state >> ppid;
     for (int i = 0; i < 9; ++i) {
         rest >> skip;
     }
-    rest >> utime >> stime;
-    cpu_s = static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    rest >> utime >> stime >> cutime >> cstime;
+    if (!reaped) {
+        cutime = cstime = 0;
+    }
+    cpu_s = static_cast<double>(utime + stime + cutime + cstime) /
+            static_cast<double>(::sysconf(_SC_CLK_TCK));
     return static_cast<bool>(rest);
 }
 
@@ -318,7 +325,9 @@ auto parent_pid(long pid) -> long {
 }
 
 /// CPU time of a PostgreSQL server: its postmaster and every child (backends, WAL writer,
-/// checkpointer...); -1 when /proc does not show them (another machine, other user).
+/// checkpointer...), living or ended (the postmaster's reaped children: the relay's backend
+/// ends with its connection, before the second reading); -1 when /proc does not show them
+/// (another machine, other user).
 auto server_cpu_seconds(long postmaster) -> double {
     if (postmaster <= 0) {
         return -1;
@@ -332,7 +341,8 @@ auto server_cpu_seconds(long postmaster) -> double {
         const long pid = std::stol(name);
         long ppid = -1;
         double cpu = 0;
-        if (proc_stat(pid, ppid, cpu) && (pid == postmaster || ppid == postmaster)) {
+        if (proc_stat(pid, ppid, cpu, pid == postmaster) &&
+            (pid == postmaster || ppid == postmaster)) {
             total += cpu;
         }
     }
