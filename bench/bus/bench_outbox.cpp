@@ -379,6 +379,10 @@ auto pg_session(const options& o, backend& b, figures& f) -> task<void> {
             backend ? parent_pid(std::stol(std::string(backend->text(0, 0)))) : -1;
         const double server0 = server_cpu_seconds(postmaster);
         co_await relay(outbox, b, o, f);
+        // The relay's backend ends with its connection: let the postmaster reap it, so that its
+        // CPU is read in the postmaster's cutime and not missed between the two (a backend read
+        // neither alive nor reaped).
+        (void)co_await weft::sleep_for(std::chrono::milliseconds(50));
         f.server_cpu_s = server_cpu_seconds(postmaster) - server0;
         auto left = co_await conn.query("SELECT count(*) FROM " + table);
         f.left = left ? std::stoull(std::string(left->text(0, 0))) : ~0ULL;

@@ -32,6 +32,15 @@ struct pg_outbox_options {
     /// commit order), which serialises every such commit; with adaptive polling the relay
     /// finds work within min_poll..max_poll anyway.
     bool listen_notify = false;
+    /// Whether the relay's transactions (its deletes and claims) wait for their WAL to reach
+    /// the disk at COMMIT. Off by default (`SET synchronous_commit = off` on the relay's own
+    /// connection; the business transactions that stage keep the server's setting): a delete
+    /// the server loses in a crash of its own only brings rows back that were published
+    /// already, and the relay publishes them again under the same envelope id (as after a
+    /// relay crash between ack and delete). The WAL is replayed in order, so what comes back
+    /// is a suffix of what was deleted: per key, a prefix is never lost. On: each batch
+    /// waits for an fsync.
+    bool durable_deletes = false;
     relay_options relay{};
 };
 
