@@ -6,7 +6,7 @@
 //
 //   bench_outbox SCENARIO events=N [keys=100] [per_txn=100] [payload=128] [batch=512]
 //                [max_pending=1024] [workers=2] [pg_port=5432] [nats_port=4222]
-//                [kafka_port=9092] [window=1]
+//                [kafka_port=9092] [window=1] [broker_pid=PID]
 //
 // SCENARIO: outbox_<db>[_<broker>], db = sqlite | pg, broker = nats_file | kafka (none: the
 // memory broker).
@@ -26,7 +26,11 @@
 // 100 x window are in flight (and at most max_pending; with a window the relay holds up to 4
 // batches, claiming the next while earlier acks arrive), against max_pending for the publisher;
 // `relay_window` reports the window used and `relay_peak_unacked_per_key` the most seen. The memory
-// broker acknowledges inline. NATS streams made here are deleted at the end (Kafka topics stay).
+// broker acknowledges inline. `publish_cpu_ns_per_msg`: this process's CPU during the
+// publish_async run, per message (as cpu_ns_per_event is the relay's). With broker_pid (the
+// broker's process on this machine, e.g. Kafka's JVM), its CPU (all threads, /proc) per message
+// during each run: `broker_cpu_ns_per_msg` (publish_async) and `broker_cpu_ns_per_event` (relay).
+// NATS streams made here are deleted at the end (Kafka topics stay).
 
 #include <unistd.h>
 
@@ -91,9 +95,10 @@ struct options {
     std::int64_t pg_port = 5432;
     std::int64_t nats_port = 4222;
     std::int64_t kafka_port = 9092;
-    std::int64_t window = 1;    // relay_options::max_unacked_per_key (honoured on Kafka only)
-    std::string relay_topic;    // the relay publishes here
-    std::string publish_topic;  // the bus's own rate is measured here
+    std::int64_t window = 1;      // relay_options::max_unacked_per_key (honoured on Kafka only)
+    std::int64_t broker_pid = 0;  // 0: the broker's CPU is not read
+    std::string relay_topic;      // the relay publishes here
+    std::string publish_topic;    // the bus's own rate is measured here
 };
 
 auto parse(int argc, char** argv) -> options {
@@ -117,7 +122,7 @@ auto parse(int argc, char** argv) -> options {
         {"events", &o.events},         {"keys", &o.keys},       {"per_txn", &o.per_txn},
         {"payload", &o.payload},       {"batch", &o.batch},     {"max_pending", &o.max_pending},
         {"workers", &o.workers},       {"pg_port", &o.pg_port}, {"nats_port", &o.nats_port},
-        {"kafka_port", &o.kafka_port}, {"window", &o.window}};
+        {"kafka_port", &o.kafka_port}, {"window", &o.window},   {"broker_pid", &o.broker_pid}};
     // The suite's parameters for other programs (body size) are skipped.
     weft::bench::bus::read_options(argc, argv, keys, weft::bench::bus::unknown_key::skip);
     if (o.events < 1 || o.keys < 1 || o.per_txn < 1 || o.batch < 1 || o.max_pending < 1 ||
@@ -165,6 +170,45 @@ auto make_backend(const options& o) -> std::unique_ptr<backend> {
 #endif
 }
 
+/// Fields 4 (ppid), 14 and 15 (utime, stime) of /proc/<pid>/stat; with `reaped`, 16 and 17
+/// (cutime, cstime: the children it has waited for) added.
+auto proc_stat(long pid, long& ppid, double& cpu_s, bool reaped = false) -> bool {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) {
+        return false;
+    }
+    const auto close = line.rfind(')');
+    if (close == std::string::npos) {
+        return false;
+    }
+    std::istringstream rest(line.substr(close + 2));
+    std::string state;
+    long long skip = 0;
+    long long utime = 0;
+    long long stime = 0;
+    long long cutime = 0;
+    long long cstime = 0;
+    rest >> state >> ppid;
+    for (int i = 0; i < 9; ++i) {
+        rest >> skip;
+    }
+    rest >> utime >> stime >> cutime >> cstime;
+    if (!reaped) {
+        cutime = cstime = 0;
+    }
+    cpu_s = static_cast<double>(utime + stime + cutime + cstime) /
+            static_cast<double>(::sysconf(_SC_CLK_TCK));
+    return static_cast<bool>(rest);
+}
+
+/// CPU seconds of process `pid` (all its threads); -1 when unreadable or pid is 0.
+auto process_cpu(long pid) -> double {
+    long ppid = -1;
+    double cpu = 0;
+    return pid > 0 && proc_stat(pid, ppid, cpu) ? cpu : -1;
+}
+
 struct figures {
     double elapsed_s = 0;
     double cpu_s = 0;
@@ -172,6 +216,9 @@ struct figures {
     std::uint64_t peak_unacked = 0;  // the most of one key unacknowledged at once
     double server_cpu_s = -1;        // PostgreSQL's, during the relay's drain (pg only)
     double publish_s = 0;
+    double publish_cpu_s = 0;
+    double broker_publish_s = -1;  // the broker's CPU during publish_async's run (broker_pid)
+    double broker_relay_s = -1;    // ... and during the relay's
     std::uint64_t published = 0;
     std::uint64_t left = 0;
     std::uint64_t stored = 0;
@@ -184,6 +231,7 @@ auto publish_rate(backend& b, const options& o, figures& f) -> task<void> {
     auto warm = co_await pub.publish(event(o, o.publish_topic, 0));
     expect_ok(warm, "warm-up publish");
     const auto n = o.events;
+    const double broker0 = process_cpu(o.broker_pid);
     const stopwatch run_clock;
     co_await weft::with_scope([&](weft::scope& s) -> task<void> {
         s.spawn([&]() -> task<void> {
@@ -201,6 +249,10 @@ auto publish_rate(backend& b, const options& o, figures& f) -> task<void> {
         co_return;
     });
     f.publish_s = run_clock.elapsed_s();
+    f.publish_cpu_s = run_clock.cpu_s();
+    if (broker0 >= 0) {
+        f.broker_publish_s = process_cpu(o.broker_pid) - broker0;
+    }
     auto closed = co_await pub.close();
     expect_ok(closed, "close");
 }
@@ -220,6 +272,7 @@ auto relay(Outbox& outbox, backend& b, const options& o, figures& f) -> task<voi
     warm_env.key = "warm-up";
     auto warm = co_await pub.publish(std::move(warm_env));
     expect_ok(warm, "warm-up publish");
+    const double broker0 = process_cpu(o.broker_pid);
     const stopwatch run_clock;
     auto running = weft::spawn(outbox.run_relay(pub));
     while (outbox.metrics().published < n) {
@@ -229,6 +282,9 @@ auto relay(Outbox& outbox, backend& b, const options& o, figures& f) -> task<voi
     auto r = co_await std::move(running);
     f.elapsed_s = run_clock.elapsed_s();
     f.cpu_s = run_clock.cpu_s();
+    if (broker0 >= 0) {
+        f.broker_relay_s = process_cpu(o.broker_pid) - broker0;
+    }
     expect_ok(r, "relay");
     f.published = outbox.metrics().published;
     f.window = outbox.metrics().unacked_per_key_limit;
@@ -286,31 +342,6 @@ void run_sqlite(const options& o, figures& f) {
 #endif
 
 #if WEFT_BENCH_OUTBOX_PG
-/// Fields 4 (ppid), 14 and 15 (utime, stime) of /proc/<pid>/stat.
-auto proc_stat(long pid, long& ppid, double& cpu_s) -> bool {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    if (!std::getline(in, line)) {
-        return false;
-    }
-    const auto close = line.rfind(')');
-    if (close == std::string::npos) {
-        return false;
-    }
-    std::istringstream rest(line.substr(close + 2));
-    std::string state;
-    long long skip = 0;
-    long long utime = 0;
-    long long stime = 0;
-    rest >> state >> ppid;
-    for (int i = 0; i < 9; ++i) {
-        rest >> skip;
-    }
-    rest >> utime >> stime;
-    cpu_s = static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-    return static_cast<bool>(rest);
-}
-
 auto parent_pid(long pid) -> long {
     long ppid = -1;
     double cpu = 0;
@@ -318,7 +349,9 @@ auto parent_pid(long pid) -> long {
 }
 
 /// CPU time of a PostgreSQL server: its postmaster and every child (backends, WAL writer,
-/// checkpointer...); -1 when /proc does not show them (another machine, other user).
+/// checkpointer...), living or ended (the postmaster's reaped children: the relay's backend
+/// ends with its connection, before the second reading); -1 when /proc does not show them
+/// (another machine, other user).
 auto server_cpu_seconds(long postmaster) -> double {
     if (postmaster <= 0) {
         return -1;
@@ -332,7 +365,8 @@ auto server_cpu_seconds(long postmaster) -> double {
         const long pid = std::stol(name);
         long ppid = -1;
         double cpu = 0;
-        if (proc_stat(pid, ppid, cpu) && (pid == postmaster || ppid == postmaster)) {
+        if (proc_stat(pid, ppid, cpu, pid == postmaster) &&
+            (pid == postmaster || ppid == postmaster)) {
             total += cpu;
         }
     }
@@ -369,6 +403,10 @@ auto pg_session(const options& o, backend& b, figures& f) -> task<void> {
             backend ? parent_pid(std::stol(std::string(backend->text(0, 0)))) : -1;
         const double server0 = server_cpu_seconds(postmaster);
         co_await relay(outbox, b, o, f);
+        // The relay's backend ends with its connection: let the postmaster reap it, so that its
+        // CPU is read in the postmaster's cutime and not missed between the two (a backend read
+        // neither alive nor reaped).
+        (void)co_await weft::sleep_for(std::chrono::milliseconds(50));
         f.server_cpu_s = server_cpu_seconds(postmaster) - server0;
         auto left = co_await conn.query("SELECT count(*) FROM " + table);
         f.left = left ? std::stoull(std::string(left->text(0, 0))) : ~0ULL;
@@ -414,6 +452,11 @@ auto main(int argc, char** argv) -> int {
     emit("publish_msgs_per_s", "msg/s", n / f.publish_s);
     emit("relay_vs_publish", "x", f.publish_s / f.elapsed_s);
     emit("cpu_ns_per_event", "ns", f.cpu_s * 1e9 / n);
+    emit("publish_cpu_ns_per_msg", "ns", f.publish_cpu_s * 1e9 / n);
+    if (f.broker_publish_s >= 0 && f.broker_relay_s >= 0) {
+        emit("broker_cpu_ns_per_msg", "ns", f.broker_publish_s * 1e9 / n);
+        emit("broker_cpu_ns_per_event", "ns", f.broker_relay_s * 1e9 / n);
+    }
     emit("relay_window", "events", static_cast<double>(f.window));
     emit("relay_peak_unacked_per_key", "events", static_cast<double>(f.peak_unacked));
     if (f.server_cpu_s >= 0) {

@@ -272,15 +272,10 @@ auto wait_idle(pg_outbox::state& s, pg_connection* conn, std::chrono::millisecon
 /// that end with the connection), and the keys waiting out a transient failure: their rows are
 /// left out of the claim until their back-off is over (all of a key's rows or none, so its
 /// order holds), so a retrying key does not hold up the others.
-/// `in_txn`: a transaction is open on the connection holding `next` (claimed FOR UPDATE, not
-/// yet published): the previous batch's finishing statements and the next claim go to the
-/// server together (relay_once), so a busy relay makes one round trip per batch.
 struct relay_session {
     std::unique_ptr<pg_connection> conn;
     std::vector<std::int64_t> owned;
     detail::retry_map deferred;
-    bool in_txn = false;
-    std::vector<detail::relay_row> next;
 };
 
 /// The keys still in back-off; forgets entries long past (a key that moved to another relay).
@@ -298,6 +293,28 @@ auto keys_in_backoff(relay_session& rs, std::chrono::milliseconds max_backoff)
         ++it;
     }
     return keys;
+}
+
+/// The relay's own connection: connected, `synchronous_commit` off unless durable_deletes,
+/// listening with listen_notify.
+auto open_session(const pg_outbox::state& s) -> task<result<std::unique_ptr<pg_connection>>> {
+    auto c = co_await pg_connection::connect(s.options.conninfo);
+    if (!c) {
+        co_return c.error();
+    }
+    if (!s.options.durable_deletes) {
+        auto a = co_await (*c)->query("SET synchronous_commit = off");
+        if (!a) {
+            co_return a.error();
+        }
+    }
+    if (s.options.listen_notify) {
+        auto l = co_await (*c)->query("LISTEN \"" + s.options.table + "_wake\"");
+        if (!l) {
+            co_return l.error();
+        }
+    }
+    co_return std::move(*c);
 }
 
 /// Tries to take free partitions, up to the target, all in one round trip (a pipeline of
@@ -376,10 +393,6 @@ auto claim_statement(pg_outbox::state& s,
             std::move(args), true};
 }
 
-auto claim_statement(pg_outbox::state& s, relay_session& rs) -> pg_statement {
-    return claim_statement(s, rs, keys_in_backoff(rs, s.options.relay.max_backoff));
-}
-
 auto be_int64(std::string_view b) -> std::int64_t {
     std::uint64_t v = 0;
     for (const char c : b.substr(0, 8)) {
@@ -443,62 +456,145 @@ auto finish_statements(const std::string& t, const std::vector<detail::relay_row
     return finish;
 }
 
-/// Publishes and finishes one claimed batch and claims the next (both in one round trip: the
-/// dead-letter moves, the DELETE of the finished rows, COMMIT, BEGIN and the next claim in
-/// one pipeline). Returns how many rows it published or dead-lettered; 0 when nothing was
-/// claimed (then no transaction stays open).
-auto relay_once(pg_outbox::state& s, relay_session& rs, publisher& pub)
-    -> task<result<std::size_t>> {
-    const std::string& t = s.options.table;
+/// The batch-at-a-time relay's (window 1) rows between round trips. A busy relay keeps two
+/// batches: `rows` (claimed, being published) and `done` (published before it, its fates
+/// known, not yet deleted). Each step sends one round trip, the deletes of `done` and the
+/// claim of the next batch, while `rows` is published, so the client's publishing and the
+/// server's work overlap instead of each waiting for the other.
+///
+/// The claims commit at once (the rows' FOR UPDATE lock ends with the round trip): what keeps
+/// other relays away from the claimed rows is the partitions' advisory locks, which live as
+/// long as the session (a lost session drops both batches: their rows stay staged). So a claim
+/// names the rows the relay holds (`rows`) and leaves them out.
+///
+/// Order per key, the rule: a key is `blocked` while `done` holds a pending row of it (its
+/// publish failed, or it was blocked itself). A blocked key's rows in `rows` are not published
+/// (they stay pending), and the claim sent with `done`'s deletes leaves the key out (as it
+/// leaves out keys in back-off). So a key's rows are published only when every earlier row of
+/// it was published or dead-lettered: the claim that can bring a key's rows back comes two
+/// steps after the last batch that held a pending row of it, when no batch the relay holds has
+/// a row of the key, and then it brings them all in seq order from the oldest.
+struct relay_batches {
+    std::vector<detail::relay_row> rows;
+    std::vector<detail::relay_row> done;
+};
+
+/// Keys with a pending row in `done`.
+auto blocked_keys(const std::vector<detail::relay_row>& done) -> std::vector<std::string> {
+    std::vector<std::string> keys;
+    for (const auto& row : done) {
+        if (row.outcome == detail::relay_row::fate::pending &&
+            std::find(keys.begin(), keys.end(), row.env.key) == keys.end()) {
+            keys.push_back(row.env.key);
+        }
+    }
+    return keys;
+}
+
+/// The round trip of one step: in one transaction, `done`'s dead-letter moves and DELETE and,
+/// with `claim`, the claim of the next batch (leaving out `held`, the keys in `skip`); COMMIT.
+auto batch_round(pg_outbox::state& s,
+                 relay_session& rs,
+                 const std::vector<detail::relay_row>& done,
+                 bool claim,
+                 std::vector<std::string> skip,
+                 std::vector<std::int64_t> held) -> task<result<std::vector<detail::relay_row>>> {
     pg_connection& c = *rs.conn;
-    if (!rs.in_txn) {
-        std::vector<pg_statement> first;
-        first.push_back({"BEGIN"});
-        first.push_back(claim_statement(s, rs));
-        auto r = co_await c.pipeline(std::move(first));
-        if (!r) {
-            co_return r.error();
-        }
-        rs.in_txn = true;
-        rs.next = claimed_rows(r->back(), /*encoded=*/false);
+    std::vector<pg_statement> round;
+    round.push_back({"BEGIN"});
+    for (auto& st : finish_statements(s.options.table, done)) {
+        round.push_back(std::move(st));
     }
-    std::vector<detail::relay_row> rows = std::move(rs.next);
-    rs.next.clear();
-    if (rows.empty()) {
-        auto e = co_await c.query("COMMIT");
-        if (!e) {
-            co_return e.error();
-        }
-        rs.in_txn = false;
-        co_return std::size_t{0};
-    }
-    s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms, std::memory_order_relaxed);
-    co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop, &rs.deferred);
-    detail::crash_point("after_ack");
-    std::vector<pg_statement> finish = finish_statements(t, rows);
-    if (split_mid_commit()) {
-        auto d = co_await c.pipeline(std::move(finish));
+    if (split_mid_commit() && round.size() > 1) {
+        auto d = co_await c.pipeline(std::move(round));
         if (!d) {
             co_return d.error();
         }
-        finish.clear();
+        round.clear();
         detail::crash_point("mid_commit");  // deleted inside the transaction, not committed
     }
-    finish.push_back({"COMMIT"});
-    const bool more = !s.stop.requested();
-    if (more) {
-        finish.push_back({"BEGIN"});
-        finish.push_back(claim_statement(s, rs));
+    std::size_t claimed_at = 0;
+    if (claim) {
+        claimed_at = round.size();
+        round.push_back(claim_statement(s, rs, skip, &held));
     }
-    auto f = co_await c.pipeline(std::move(finish));
+    round.push_back({"COMMIT"});
+    auto f = co_await c.pipeline(std::move(round));
     if (!f) {
         co_return f.error();
     }
-    rs.in_txn = more;
-    if (more) {
-        rs.next = claimed_rows(f->back(), /*encoded=*/false);
+    if (!claim) {
+        co_return std::vector<detail::relay_row>{};
     }
-    co_return rows.size();
+    co_return claimed_rows((*f)[claimed_at], /*encoded=*/false);
+}
+
+/// Publishes `rows` but those of `blocked` keys (left pending).
+auto publish_unblocked(pg_outbox::state& s,
+                       relay_session& rs,
+                       publisher& pub,
+                       std::vector<detail::relay_row>& rows,
+                       const std::vector<std::string>& blocked) -> task<void> {
+    if (rows.empty()) {
+        co_return;
+    }
+    if (blocked.empty()) {
+        co_await detail::publish_batch(pub, rows, s.options.relay, s.counters, s.stop,
+                                       &rs.deferred);
+        co_return;
+    }
+    std::vector<detail::relay_row> open;
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        if (std::find(blocked.begin(), blocked.end(), rows[i].env.key) == blocked.end()) {
+            at.push_back(i);
+            open.push_back(std::move(rows[i]));
+        }
+    }
+    co_await detail::publish_batch(pub, open, s.options.relay, s.counters, s.stop, &rs.deferred);
+    for (std::size_t j = 0; j < at.size(); ++j) {
+        rows[at[j]] = std::move(open[j]);
+    }
+}
+
+/// One step of the batch-at-a-time relay (see relay_batches): publishes `b.rows` while one
+/// round trip deletes `b.done` and (unless stopping) claims the next batch; then `rows` becomes
+/// `done` and the claimed batch `rows`. Returns how many rows the step finished or claimed (0:
+/// the relay is idle). On an error the session is lost and both batches are dropped (their
+/// rows stay staged and are claimed again: published at least once).
+auto relay_step(pg_outbox::state& s, relay_session& rs, relay_batches& b, publisher& pub)
+    -> task<result<std::size_t>> {
+    const bool claim = !s.stop.requested();
+    std::vector<std::string> blocked = blocked_keys(b.done);
+    std::vector<std::string> skip = keys_in_backoff(rs, s.options.relay.max_backoff);
+    skip.insert(skip.end(), blocked.begin(), blocked.end());
+    std::vector<std::int64_t> held;
+    held.reserve(b.rows.size());
+    for (const auto& row : b.rows) {
+        held.push_back(row.seq);
+    }
+    if (!b.rows.empty()) {
+        s.counters.oldest_pending_staged_ms.store(b.rows.front().staged_ms,
+                                                  std::memory_order_relaxed);
+    }
+    // The round trip first: it is sent before the publishing starts (when_all runs its first
+    // task at once), and the server works on it while this side publishes.
+    auto [claimed, published] =
+        co_await when_all(batch_round(s, rs, b.done, claim, std::move(skip), std::move(held)),
+                          publish_unblocked(s, rs, pub, b.rows, blocked));
+    (void)published;
+    if (!claimed) {
+        b.rows.clear();
+        b.done.clear();
+        co_return claimed.error();
+    }
+    if (!b.rows.empty()) {
+        detail::crash_point("after_ack");
+    }
+    const std::size_t work = b.done.size() + b.rows.size() + claimed->size();
+    b.done = std::move(b.rows);
+    b.rows = std::move(*claimed);
+    co_return work;
 }
 
 /// One round trip of the windowed relay's database side: in one transaction, the rows the
@@ -568,22 +664,13 @@ auto feed_pipeline(pg_outbox::state& s, detail::relay_pipeline& pipe) -> task<vo
             if (stopping) {
                 break;
             }
-            auto c = co_await pg_connection::connect(s.options.conninfo);
+            auto c = co_await open_session(s);
             if (!c) {
                 co_await detail::wait_for_event(s.stop.wake, backoff);
                 backoff = std::min(backoff * 2, o.max_backoff);
                 continue;
             }
             rs.conn = std::move(*c);
-            if (s.options.listen_notify) {
-                auto l = co_await rs.conn->query("LISTEN \"" + s.options.table + "_wake\"");
-                if (!l) {
-                    lose_session();
-                    co_await detail::wait_for_event(s.stop.wake, backoff);
-                    backoff = std::min(backoff * 2, o.max_backoff);
-                    continue;
-                }
-            }
         }
         if (!stopping) {
             auto taken = co_await take_partitions(s, rs);
@@ -659,42 +746,48 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
         co_await when_all(feed_pipeline(s, pipe), pipe.pump());
         co_return result<void>{};
     }
-    while (!s.stop.requested() && !token.stop_requested()) {
+    relay_batches b;
+    auto lose_session = [&] {
+        rs.conn.reset();  // the server drops its advisory locks with the session
+        rs.owned.clear();
+        s.owned.store(0, std::memory_order_relaxed);
+        b.rows.clear();  // not deleted: claimed and published again (at least once)
+        b.done.clear();
+    };
+    for (;;) {
+        if (token.stop_requested()) {
+            break;
+        }
+        if (s.stop.requested() && b.rows.empty() &&
+            std::none_of(b.done.begin(), b.done.end(), [](const detail::relay_row& r) {
+                return r.outcome != detail::relay_row::fate::pending;
+            })) {
+            break;  // nothing published is left undeleted
+        }
         if (!rs.conn) {
-            auto c = co_await pg_connection::connect(s.options.conninfo);
+            if (s.stop.requested()) {
+                break;
+            }
+            auto c = co_await open_session(s);
             if (!c) {
                 co_await detail::wait_for_event(s.stop.wake, backoff);
                 backoff = std::min(backoff * 2, o.max_backoff);
                 continue;
             }
             rs.conn = std::move(*c);
-            rs.owned.clear();
-            rs.in_txn = false;  // a lost connection's transaction was rolled back with it
-            rs.next.clear();
-            if (s.options.listen_notify) {
-                auto l = co_await rs.conn->query("LISTEN \"" + s.options.table + "_wake\"");
-                if (!l) {
-                    rs.conn.reset();
-                    co_await detail::wait_for_event(s.stop.wake, backoff);
-                    backoff = std::min(backoff * 2, o.max_backoff);
-                    continue;
-                }
-            }
         }
         auto taken = co_await take_partitions(s, rs);
         if (!taken) {
-            rs.conn.reset();  // the server drops its advisory locks with the session
-            s.owned.store(0, std::memory_order_relaxed);
+            lose_session();
             continue;
         }
         if (rs.owned.empty()) {
             co_await detail::wait_for_event(s.notified, o.max_poll);
             continue;
         }
-        auto n = co_await relay_once(s, rs, pub);
+        auto n = co_await relay_step(s, rs, b, pub);
         if (!n) {
-            rs.conn.reset();
-            s.owned.store(0, std::memory_order_relaxed);
+            lose_session();
             co_await detail::wait_for_event(s.stop.wake, backoff);
             backoff = std::min(backoff * 2, o.max_backoff);
             continue;

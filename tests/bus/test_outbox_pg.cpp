@@ -269,6 +269,55 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
     EXPECT_EQ(broker.stored("orders"), 30U);
 }
 
+// The batch-at-a-time relay claims batch k+1 while batch k is published, so k+1 may hold later
+// rows of a key whose row in k then fails: those must wait (the key is blocked while the
+// relay holds a pending row of it) even when its back-off is over by the time k+1 is
+// published, and come back in order. All staged before the relay starts, small batches over
+// few keys (a key's rows in every batch), a broker that refuses every third publish: each key
+// stored exactly in staging order, each event once.
+TEST(pg_outbox, overlapped_batches_keep_order_when_a_key_fails) {
+    memory_broker broker;
+    std::atomic<int> calls{0};
+    broker.set_publish_fault([&](const envelope&) -> std::error_code {
+        return calls.fetch_add(1) % 3 == 2 ? make_error_code(bus_errc::broker_unreachable)
+                                           : std::error_code{};
+    });
+    constexpr int keys = 4;
+    constexpr int per_key = 60;
+    const std::string t = "outbox_overlapped";
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox_options o{.conninfo = conninfo(),
+                            .table = t,
+                            .partitions = 2,
+                            .relay = {.batch_size = 6, .min_backoff = 1ms, .max_backoff = 1ms}};
+        pg_outbox outbox{o};
+        co_await fresh_table(*c, t);
+        (co_await outbox.migrate(*c)).value();
+        co_await stage_many(outbox, *c, keys, per_key);
+        publisher pub{broker};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        while (outbox.metrics().published < static_cast<std::uint64_t>(keys * per_key)) {
+            (void)co_await weft::sleep_for(1ms);
+        }
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        EXPECT_EQ(co_await rows_in(*c, t), 0);
+        EXPECT_GT(outbox.metrics().retries, 0U);
+        EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
+        const auto got = co_await stored_by_key(broker);
+        EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
+        for (const auto& [key, seq] : got) {
+            EXPECT_EQ(seq.size(), static_cast<std::size_t>(per_key)) << key;
+            for (int i = 0; i < per_key && static_cast<std::size_t>(i) < seq.size(); ++i) {
+                EXPECT_EQ(seq[static_cast<std::size_t>(i)], i) << key;
+            }
+        }
+    }());
+}
+
 // A key whose publish keeps failing does not hold up the others: its rows are left out of the
 // claim while it waits (the broker refuses "stuck" until the 20 other events staged after it
 // are stored, or for its first 2,000 attempts at most, after which a relay that retried in

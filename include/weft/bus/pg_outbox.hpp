@@ -32,6 +32,15 @@ struct pg_outbox_options {
     /// commit order), which serialises every such commit; with adaptive polling the relay
     /// finds work within min_poll..max_poll anyway.
     bool listen_notify = false;
+    /// Whether the relay's transactions (its deletes and claims) wait for their WAL to reach
+    /// the disk at COMMIT. Off by default (`SET synchronous_commit = off` on the relay's own
+    /// connection; the business transactions that stage keep the server's setting): a delete
+    /// the server loses in a crash of its own only brings rows back that were published
+    /// already, and the relay publishes them again under the same envelope id (as after a
+    /// relay crash between ack and delete). The WAL is replayed in order, so what comes back
+    /// is a suffix of what was deleted: per key, a prefix is never lost. On: each batch
+    /// waits for an fsync.
+    bool durable_deletes = false;
     relay_options relay{};
 };
 
@@ -45,9 +54,13 @@ struct pg_outbox_options {
 /// - Relays: each owns partitions through session advisory locks
 ///   (pg_try_advisory_lock(class, partition)) on its own connection, which the server releases
 ///   when that connection ends (a killed relay's partitions are free at once). Within its
-///   partitions a relay claims the oldest rows with `FOR UPDATE SKIP LOCKED` in a transaction,
-///   publishes them (order per key, as relay_options says), deletes the published ones, moves
-///   the dead ones, and commits. A relay that owns no partition keeps trying to take some.
+///   partitions a relay claims the oldest rows with `FOR UPDATE SKIP LOCKED`, publishes them
+///   (order per key, as relay_options says), then deletes the published ones and moves the
+///   dead ones. With a window of one, each round trip deletes the batch published before and
+///   claims the next while the current one is published (one transaction per round trip);
+///   a key with an unpublished row in a batch is left out of the next claim and its rows of
+///   the current batch wait (src/bus/pg_outbox.cpp, relay_batches). A relay that owns no
+///   partition keeps trying to take some.
 /// - Order per key is `seq` order (bigserial, assigned at insert) among committed rows: two
 ///   transactions staging the same key must serialise on the business row (they normally do:
 ///   both update the aggregate), or a later insert can commit first.

@@ -11,10 +11,12 @@ class backend;
 
 /// How an outbox relay reads, publishes and waits (SQLite and PostgreSQL alike).
 /// - `batch_size`: staged events read (claimed) at once. With one unacknowledged event per key
-///   the batch is finished (its events acknowledged or dead-lettered, then deleted in one
-///   transaction) before the next is read. With a window above one the batches overlap: the
-///   next is read while fewer than a batch of events waits to be sent (at most 4 batches held),
-///   and acknowledged events are deleted in the background, each after its key's earlier ones.
+///   SQLite finishes the batch (its events acknowledged or dead-lettered, then deleted in one
+///   transaction) before reading the next; PostgreSQL claims the next while the batch is
+///   published, and deletes it in the round trip of the claim after (pg_outbox). With a
+///   window above one the batches overlap: the next is read while fewer than a batch of events
+///   waits to be sent (at most 4 batches held), and acknowledged events are deleted in the
+///   background, each after its key's earlier ones.
 /// - `min_poll` / `max_poll`: when a read finds nothing the relay waits for a notification
 ///   (`notify()`, or a commit through sqlite_txn) or this long, doubling from min to max while
 ///   the table stays empty, back to min once it finds work.

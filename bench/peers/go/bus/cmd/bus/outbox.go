@@ -112,31 +112,38 @@ func outboxPg(args map[string]int) {
 	emit("ops", "", float64(n))
 }
 
-// procStat reads the parent pid and the CPU seconds (utime + stime) of a process.
-func procStat(pid int) (ppid int, cpu float64, ok bool) {
+// procStat reads the parent pid and the CPU seconds (utime + stime) of a process; with
+// reaped, those of the children it has waited for too (cutime + cstime).
+func procStat(pid int, reaped bool) (ppid int, cpu float64, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, 0, false
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(f) < 13 {
+	if len(f) < 15 {
 		return 0, 0, false
 	}
 	ppid, _ = strconv.Atoi(f[1])
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
+	if reaped {
+		cut, _ := strconv.ParseFloat(f[13], 64)
+		cst, _ := strconv.ParseFloat(f[14], 64)
+		ut, st = ut+cut, st+cst
+	}
 	return ppid, (ut + st) / 100, true // USER_HZ is 100 on Linux
 }
 
 func parentPid(pid int) int {
-	if ppid, _, ok := procStat(pid); ok {
+	if ppid, _, ok := procStat(pid, false); ok {
 		return ppid
 	}
 	return -1
 }
 
-// serverCPU: CPU seconds of a PostgreSQL postmaster and all its children.
+// serverCPU: CPU seconds of a PostgreSQL postmaster and all its children, living or ended
+// (the postmaster's reaped children).
 func serverCPU(postmaster int) float64 {
 	if postmaster <= 0 {
 		return 0
@@ -148,7 +155,7 @@ func serverCPU(postmaster int) float64 {
 		if err != nil {
 			continue
 		}
-		if ppid, cpu, ok := procStat(pid); ok && (pid == postmaster || ppid == postmaster) {
+		if ppid, cpu, ok := procStat(pid, pid == postmaster); ok && (pid == postmaster || ppid == postmaster) {
 			total += cpu
 		}
 	}
