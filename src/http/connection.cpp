@@ -244,6 +244,7 @@ auto connection::run() -> task<void> {
 }
 
 auto connection::fill() -> task<result<void>> {
+    receive_armed_ = true;
     auto got = co_await s_.receive();
     if (!got) {
         co_return got.error();
@@ -866,6 +867,7 @@ auto connection::serve() -> task<void> {
                 got = receive_first();
             }
             if (!got) {  // (no co_await in a conditional expression: g++ 12 loses its value)
+                receive_armed_ = true;
                 got = co_await s_.receive();
             }
             phase expected = phase::idle;
@@ -993,11 +995,15 @@ auto connection::serve() -> task<void> {
         // of two (and the client acknowledges both at once). Not when the server chose the
         // close (an unread body, a drain): the client may still be sending, and a close with
         // bytes unread resets, which would discard a held response. The hold is short: the
-        // socket is closed as soon as this returns (and TCP's probe timer would send held data
-        // after its minimum RTO, 200 ms, in any case).
+        // socket is closed as soon as this returns, or shut down for writing first where a
+        // close would wait for the ring (and TCP's probe timer would send held data after its
+        // minimum RTO, 200 ms, in any case).
         const bool fin_with_it = client_closes && rs_->body.done() && pos_ == storage().size();
         send_now(fin_with_it ? MSG_MORE : 0);
         (void)co_await flush();
+        if (fin_with_it && receive_armed_ && current_io_backend() == io_backend::io_uring) {
+            (void)s_.shutdown_write();  // the FIN, and the held response, now: see receive_armed_
+        }
         co_return false;
     }
     // ---- pipelining: answer what is already here before writing -------------------
