@@ -244,6 +244,7 @@ auto connection::run() -> task<void> {
 }
 
 auto connection::fill() -> task<result<void>> {
+    receive_armed_ = true;
     auto got = co_await s_.receive();
     if (!got) {
         co_return got.error();
@@ -866,6 +867,7 @@ auto connection::serve() -> task<void> {
                 got = receive_first();
             }
             if (!got) {  // (no co_await in a conditional expression: g++ 12 loses its value)
+                receive_armed_ = true;
                 got = co_await s_.receive();
             }
             phase expected = phase::idle;
@@ -940,6 +942,7 @@ auto connection::serve() -> task<void> {
         framing.kind == body_kind::none ? body_decoder{} : body_decoder{framing, rs_->body_limits};
     continue_pending_ = head.expect_continue() && framing.kind != body_kind::none;
     close_ = !head.keep_alive();
+    const bool client_closes = close_;  // HTTP/1.0 without keep-alive, or Connection: close
 
     clear_deadline();
     response r;
@@ -986,9 +989,21 @@ auto connection::serve() -> task<void> {
     if (!ok8) {
         // The last response: sent at once (a fresh socket takes a few hundred bytes whole),
         // and closed without a shutdown first: with nothing left unread, close sends the FIN
-        // (and with bytes unread it resets, shutdown or not).
-        send_now(0);
+        // (and with bytes unread it resets, shutdown or not). When the client asked for the
+        // close and sent nothing past this request, the response goes with MSG_MORE: TCP holds
+        // it until the close sets FIN on it, so response and FIN leave as one segment instead
+        // of two (and the client acknowledges both at once). Not when the server chose the
+        // close (an unread body, a drain): the client may still be sending, and a close with
+        // bytes unread resets, which would discard a held response. The hold is short: the
+        // socket is closed as soon as this returns, or shut down for writing first where a
+        // close would wait for the ring (and TCP's probe timer would send held data after its
+        // minimum RTO, 200 ms, in any case).
+        const bool fin_with_it = client_closes && rs_->body.done() && pos_ == storage().size();
+        send_now(fin_with_it ? MSG_MORE : 0);
         (void)co_await flush();
+        if (fin_with_it && receive_armed_ && current_io_backend() == io_backend::io_uring) {
+            (void)s_.shutdown_write();  // the FIN, and the held response, now: see receive_armed_
+        }
         co_return false;
     }
     // ---- pipelining: answer what is already here before writing -------------------

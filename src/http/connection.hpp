@@ -165,6 +165,9 @@ private:
 
     bool in_carry_ = false;
     bool fresh_ = true;  // nothing received yet
+    // s_.receive() called: on io_uring the ring then holds the socket until its cancelled
+    // multishot receive is reaped, so close() alone does not send the FIN at once
+    bool receive_armed_ = false;
     bool peer_known_ = false;
     bool continue_pending_ = false;  // 100 Continue owed before the first body read
     bool head_request_ = false;

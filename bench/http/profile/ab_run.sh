@@ -3,7 +3,7 @@
 : "${WORK:=/tmp/weft-http-profile}" "${PEERS:=build/peers}"
 : "${BIN:=${WEFT_BIN:-build/release/examples}}"
 mkdir -p "$WORK"
-# $1 = weft|weft-epoll|weft-percore|weft-percore-epoll|nginx|asio|go, $2 = conns, $3 = requests:
+# $1 = weft|weft-epoll|weft-percore|weft-percore-epoll|nginx|asio|hyper|go, $2 = conns, $3 = requests:
 # one `ab -r -n N -c C` run (HTTP/1.0, a connection per request) against GET /. Prints
 # requests/s, the server's CPU per request from /proc (user and system from the tick counters
 # of /proc/PID/stat, the total also from the nanosecond run times of /proc/PID/task/*/schedstat)
@@ -18,6 +18,7 @@ case $1 in
   weft-percore-epoll) WEFT_IO_BACKEND=epoll $BIN/hello_http --port $P --workers 2 --per-core > $WORK/srv.log 2>&1 & ;;
   nginx) setsid $PEERS/nginx-hello -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
   asio) $PEERS/asio-http ${ASIO_ARGS:-} -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
+  hyper) $PEERS/tokio-hyper -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
   go) $PEERS/go-httphello -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
   *) echo "unknown system $1" >&2; exit 2 ;;
 esac
