@@ -28,7 +28,7 @@ snap $PIDS > $WORK/s0
 wrk -t2 -c$2 -d$3 --latency ${4:-} http://127.0.0.1:$P/ > $WORK/wrk.out 2>&1 &
 WP=$!
 # wrk's own threads, over the middle of the run (from 0.3 s to 0.2 s before its end: its
-# schedstat is gone once it exits), per second of that window
+# schedstat is gone once it exits), per 1,000 requests at the run's mean rate
 sleep 0.3; snap $WP > $WORK/w0; t0=$(date +%s.%N)
 sleep $(echo "$3 - 0.5" | bc -l); snap $WP > $WORK/w1; t1=$(date +%s.%N)
 wait $WP
