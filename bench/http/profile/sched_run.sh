@@ -25,13 +25,19 @@ snap() {  # TID run_ns wait_ns slices, for every thread of the given processes
     [ -r $t/schedstat ] && echo "${t##*/} $(cat $t/schedstat)"; done; done
 }
 snap $PIDS > $WORK/s0
-wrk -t2 -c$2 -d$3 --latency ${4:-} http://127.0.0.1:$P/ > $WORK/wrk.out 2>&1
+wrk -t2 -c$2 -d$3 --latency ${4:-} http://127.0.0.1:$P/ > $WORK/wrk.out 2>&1 &
+WP=$!
+# wrk's own threads, over the middle of the run (from 0.3 s to 0.2 s before its end: its
+# schedstat is gone once it exits), per 1,000 requests at the run's mean rate
+sleep 0.3; snap $WP > $WORK/w0; t0=$(date +%s.%N)
+sleep $(echo "$3 - 0.5" | bc -l); snap $WP > $WORK/w1; t1=$(date +%s.%N)
+wait $WP
 snap $PIDS > $WORK/s1
 case $1 in nginx*) kill -TERM -- -$SP;; *) kill -INT $SP;; esac
 wait $SP 2>/dev/null
 n=$(awk '/requests in/{print $1}' $WORK/wrk.out)
 p99=$(awk '$1=="99%"{print $2}' $WORK/wrk.out)
-python3 - "$WORK/s0" "$WORK/s1" "$n" "$1" "$2" "$p99" <<'PY'
+python3 - "$WORK/s0" "$WORK/s1" "$n" "$1" "$2" "$p99" "$WORK/w0" "$WORK/w1" "$(echo "$t1 - $t0" | bc -l)" "$3" <<'PY'
 import sys
 def rd(f):
     d={}
@@ -46,5 +52,7 @@ for t in b:
     if x[0] < 20_000_000: continue  # threads that hardly ran (the main thread, helpers)
     tot=[tot[i]+x[i] for i in range(3)]
     out.append(f"run={x[0]/1e6/k:.2f}ms wait={x[1]/1e6/k:.2f}ms in={x[2]/k:.1f}")
-print(f"{sys.argv[4]} c{sys.argv[5]} n={n} p99={sys.argv[6]} per 1000 req: all run={tot[0]/1e6/k:.2f}ms wait={tot[1]/1e6/k:.2f}ms in={tot[2]/k:.1f} | "+" | ".join(out))
+wa,wb=rd(sys.argv[7]),rd(sys.argv[8]); win=float(sys.argv[9]); kw=k*win/float(sys.argv[10])  # requests in the window, at the run's mean rate
+w=[sum(wb[t][i]-wa.get(t,(0,0,0))[i] for t in wb) for i in range(3)]
+print(f"{sys.argv[4]} c{sys.argv[5]} n={n} p99={sys.argv[6]} per 1000 req: all run={tot[0]/1e6/k:.2f}ms wait={tot[1]/1e6/k:.2f}ms in={tot[2]/k:.1f} | "+" | ".join(out)+f" || wrk run={w[0]/1e6/kw:.2f}ms wait={w[1]/1e6/kw:.2f}ms in={w[2]/kw:.1f}")
 PY
