@@ -278,8 +278,10 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
 
 // Rebalancing. A first relay owns all 16 partitions; a second starts: within a bounded number
 // of polls each owns 8 (the first gave up 8, each only once it held no row of it, and the
-// second took them). The second stops: the first gets back to 16. A producer stages events of
-// 24 keys all along (one transaction per round, every key once), and the broker refuses some
+// second took them). The second stops: the first gets back to 16. Three times, each after a
+// backlog. A producer stages events of
+// 24 keys all along (one transaction per round, every key once; a backlog of 150 rounds before
+// the first relay starts), and the broker refuses some
 // publishes (so keys are blocked and retried while partitions change hands). Every event is
 // stored exactly once and in staging order per key, and the table ends empty. `windowed`: the
 // same with a window of 8 per key (each relay with a publisher of its own, a broker keeping a
@@ -298,6 +300,8 @@ void rebalance_case(bool windowed) {
     }
     constexpr int keys = 24;
     constexpr std::uint32_t partitions = 16;
+    constexpr int backlog = 150;     // rounds staged before the first relay starts
+    constexpr int cycles = 3;        // the second relay joins and leaves this many times
     constexpr int max_polls = 4000;  // 5 ms apart: a rebalance takes a few 20 ms counts
     const std::string t = windowed ? "outbox_rebalance_window" : "outbox_rebalance";
     weft::runtime rt{weft::io_runtime_options(2)};
@@ -311,7 +315,7 @@ void rebalance_case(bool windowed) {
         pg_outbox_options o{.conninfo = conninfo(),
                             .table = t,
                             .partitions = partitions,
-                            .rebalance_interval = 20ms,
+                            .rebalance_interval = 1ms,
                             .relay = ro};
         pg_outbox a{o};
         pg_outbox b{o};
@@ -322,6 +326,7 @@ void rebalance_case(bool windowed) {
 
         std::atomic<bool> enough{false};
         std::atomic<int> rounds{0};
+        std::atomic<int> burst_until{backlog};  // the producer does not pause before
         auto producer = weft::spawn([&]() -> weft::task<void> {
             auto pc = co_await connect();
             while (!enough.load() || rounds.load() < 40) {
@@ -334,10 +339,17 @@ void rebalance_case(bool windowed) {
                 rounds.store(n + 1);
                 a.notify();
                 b.notify();
-                (void)co_await weft::sleep_for(2ms);
+                if (n >= burst_until.load()) {
+                    (void)co_await weft::sleep_for(2ms);
+                }
             }
         });
 
+        // A backlog first, so that the first relay has rows of every partition in flight when
+        // it gives some up.
+        while (rounds.load() < backlog) {
+            (void)co_await weft::sleep_for(5ms);
+        }
         auto ra = weft::spawn(a.run_relay(pa));
         int polls = 0;
         while (a.owned_partitions() != partitions && polls < max_polls) {
@@ -345,29 +357,38 @@ void rebalance_case(bool windowed) {
             ++polls;
         }
         EXPECT_EQ(a.owned_partitions(), partitions);
-        auto rb = weft::spawn(b.run_relay(pb));
-        polls = 0;
-        while ((a.owned_partitions() != 8 || b.owned_partitions() != 8) && polls < max_polls) {
-            (void)co_await weft::sleep_for(5ms);
-            ++polls;
+        for (int cycle = 0; cycle < cycles; ++cycle) {
+            if (cycle != 0) {
+                // A backlog again, so that rows of every partition are in flight at the join.
+                burst_until.store(rounds.load() + backlog);
+                while (rounds.load() < burst_until.load()) {
+                    (void)co_await weft::sleep_for(5ms);
+                }
+            }
+            auto rb = weft::spawn(b.run_relay(pb));
+            polls = 0;
+            while ((a.owned_partitions() != 8 || b.owned_partitions() != 8) && polls < max_polls) {
+                (void)co_await weft::sleep_for(5ms);
+                ++polls;
+            }
+            EXPECT_EQ(a.owned_partitions(), 8U) << "cycle " << cycle;
+            EXPECT_EQ(b.owned_partitions(), 8U) << "cycle " << cycle;
+            const int rounds_at_join = rounds.load();
+            // Both relay a while (the second publishes what is staged in its partitions).
+            polls = 0;
+            while (rounds.load() < rounds_at_join + 20 && polls < max_polls) {
+                (void)co_await weft::sleep_for(5ms);
+                ++polls;
+            }
+            b.stop_relay();
+            (co_await std::move(rb)).value();
+            polls = 0;
+            while (a.owned_partitions() != partitions && polls < max_polls) {
+                (void)co_await weft::sleep_for(5ms);
+                ++polls;
+            }
+            EXPECT_EQ(a.owned_partitions(), partitions) << "cycle " << cycle;
         }
-        EXPECT_EQ(a.owned_partitions(), 8U);
-        EXPECT_EQ(b.owned_partitions(), 8U);
-        const int rounds_at_join = rounds.load();
-        // Both relay a while (the second publishes what is staged in its partitions).
-        polls = 0;
-        while (rounds.load() < rounds_at_join + 20 && polls < max_polls) {
-            (void)co_await weft::sleep_for(5ms);
-            ++polls;
-        }
-        b.stop_relay();
-        (co_await std::move(rb)).value();
-        polls = 0;
-        while (a.owned_partitions() != partitions && polls < max_polls) {
-            (void)co_await weft::sleep_for(5ms);
-            ++polls;
-        }
-        EXPECT_EQ(a.owned_partitions(), partitions);
         enough.store(true);
         co_await std::move(producer);
         for (;;) {
