@@ -72,8 +72,8 @@ struct pg_outbox_options {
 ///   dead ones. With a window of one, each round trip deletes the batch published before and
 ///   claims the next while the current one is published (one transaction per round trip);
 ///   a key with an unpublished row in a batch is left out of the next claim and its rows of
-///   the current batch wait (src/bus/pg_outbox.cpp, relay_batches). A relay that owns no
-///   partition keeps trying to take some.
+///   the current batch wait (src/bus/pg_outbox.cpp, relay_batches). A relay below its share
+///   (one that owns no partition too) tries the free ones once per rebalance_interval.
 /// - Order per key is `seq` order (bigserial, assigned at insert) among committed rows: two
 ///   transactions staging the same key must serialise on the business row (they normally do:
 ///   both update the aggregate), or a later insert can commit first.
