@@ -434,11 +434,14 @@ auto release_due(const pg_outbox::state& s, const relay_session& rs) -> bool {
     return !rs.releasing.empty() || rs.parts.size() > 16 * batch;
 }
 
-/// Tries to take free partitions, up to the fair share, all in one round trip (a pipeline of
-/// pg_try_advisory_lock calls, one per partition neither owned nor being released; more are
-/// taken than the share only when the share is below the partition count, and those are given
-/// back at once). Only when a take is due (once per count: a relay under its share does not
-/// try on every round trip). Errors are the connection's.
+/// Tries to take free partitions, up to the fair share, in one statement: the partitions
+/// neither owned nor being released that pg_locks shows free (a MATERIALIZED list, computed
+/// before any lock is tried, so a partition this session holds is never locked twice: a session
+/// lock taken twice needs two unlocks), then pg_try_advisory_lock on them in order until the
+/// LIMIT has enough. So a relay never holds more than its share, not even for a moment (a lock
+/// taken and given back could make another relay's one try miss it). Only when a take is due
+/// (once per count: a relay under its share does not try on every round trip). Errors are the
+/// connection's.
 auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void>> {
     const std::uint32_t n = s.options.partitions;
     const std::uint32_t target = rs.share;
@@ -446,40 +449,25 @@ auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void
         co_return result<void>{};
     }
     rs.take_due = false;
-    std::vector<std::int64_t> tried;
-    std::vector<pg_statement> locks;
-    for (std::uint32_t p = 0; p < n; ++p) {
-        if (std::find(rs.owned.begin(), rs.owned.end(), p) != rs.owned.end() ||
-            std::find(rs.releasing.begin(), rs.releasing.end(), p) != rs.releasing.end()) {
-            continue;  // a session lock taken twice would need two unlocks
-        }
-        tried.push_back(p);
-        locks.push_back(
-            {"SELECT pg_try_advisory_lock($1::int, $2::int)",
-             {text_param(std::to_string(s.lock_class)), text_param(std::to_string(p))}});
-    }
-    auto r = co_await rs.conn->pipeline(std::move(locks));
+    std::vector<std::int64_t> mine = rs.owned;
+    mine.insert(mine.end(), rs.releasing.begin(), rs.releasing.end());
+    std::vector<pg_param> args;
+    args.push_back(text_param(std::to_string(s.lock_class)));
+    args.push_back(text_param(std::to_string(n)));
+    args.push_back(text_param(join_ints(mine)));
+    args.push_back(text_param(std::to_string(target - rs.owned.size())));
+    auto r = co_await rs.conn->query(
+        "WITH free AS MATERIALIZED (SELECT p FROM generate_series(0, $2::int - 1) p WHERE p <> "
+        "ALL($3::int[]) AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
+        "AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = "
+        "current_database()) AND l.classid = $1::int::oid AND l.objid = p::oid AND l.objsubid = "
+        "2) ORDER BY p) SELECT p FROM free WHERE pg_try_advisory_lock($1::int, p) LIMIT $4::int",
+        std::move(args));
     if (!r) {
         co_return r.error();
     }
-    std::vector<pg_statement> unlocks;
-    for (std::size_t i = 0; i < tried.size(); ++i) {
-        if ((*r)[i].text(0, 0) != "t") {
-            continue;
-        }
-        if (rs.owned.size() < target) {
-            rs.owned.push_back(tried[i]);
-        } else {
-            unlocks.push_back(
-                {"SELECT pg_advisory_unlock($1::int, $2::int)",
-                 {text_param(std::to_string(s.lock_class)), text_param(std::to_string(tried[i]))}});
-        }
-    }
-    if (!unlocks.empty()) {
-        auto u = co_await rs.conn->pipeline(std::move(unlocks));
-        if (!u) {
-            co_return u.error();
-        }
+    for (int i = 0; i < r->size(); ++i) {
+        rs.owned.push_back(std::strtol(std::string(r->text(i, 0)).c_str(), nullptr, 10));
     }
     s.owned.store(static_cast<std::uint32_t>(rs.owned.size()), std::memory_order_relaxed);
     co_return result<void>{};
