@@ -278,7 +278,7 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
 
 // Rebalancing. A first relay owns all 16 partitions; a second starts: within a bounded number
 // of polls each owns 8 (the first gave up 8, each only once it held no row of it, and the
-// second took them). The second stops: the first gets back to 16. Three times, each after a
+// second took them). The second stops: the first gets back to 16. Five times, each after a
 // backlog. A producer stages events of
 // 24 keys all along (one transaction per round, every key once; a backlog of 150 rounds before
 // the first relay starts), and the broker refuses some
@@ -301,7 +301,7 @@ void rebalance_case(bool windowed) {
     constexpr int keys = 24;
     constexpr std::uint32_t partitions = 16;
     constexpr int backlog = 150;     // rounds staged before the first relay starts
-    constexpr int cycles = 3;        // the second relay joins and leaves this many times
+    constexpr int cycles = 5;        // the second relay joins and leaves this many times
     constexpr int max_polls = 4000;  // 5 ms apart: a rebalance takes a few 20 ms counts
     const std::string t = windowed ? "outbox_rebalance_window" : "outbox_rebalance";
     weft::runtime rt{weft::io_runtime_options(2)};
