@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -272,11 +273,25 @@ auto wait_idle(pg_outbox::state& s, pg_connection* conn, std::chrono::millisecon
 /// that end with the connection), and the keys waiting out a transient failure: their rows are
 /// left out of the claim until their back-off is over (all of a key's rows or none, so its
 /// order holds), so a retrying key does not hold up the others.
+///
+/// Rebalancing: `share` is the fair share from the last count of live relays (0: not counted
+/// yet in this session); `releasing` the partitions given up but still locked, until the relay
+/// holds no row of them (release_drained); `parts` the partition of each row claimed and
+/// perhaps still held (pruned as rows leave).
 struct relay_session {
     std::unique_ptr<pg_connection> conn;
     std::vector<std::int64_t> owned;
     detail::retry_map deferred;
+    std::vector<std::int64_t> releasing;
+    std::uint32_t share = 0;
+    std::chrono::steady_clock::time_point next_count{};
+    bool take_due = true;
+    std::unordered_map<std::int64_t, std::int64_t> parts;
 };
+
+/// The presence key's second half: (lock_class, presence_objid) is held shared by every live
+/// relay of the table; partitions are 0 .. partitions-1, never this.
+constexpr std::int32_t presence_objid = 2147483647;
 
 /// The keys still in back-off; forgets entries long past (a key that moved to another relay).
 auto keys_in_backoff(relay_session& rs, std::chrono::milliseconds max_backoff)
@@ -308,6 +323,16 @@ auto open_session(const pg_outbox::state& s) -> task<result<std::unique_ptr<pg_c
             co_return a.error();
         }
     }
+    // Presence: held as long as the session (a killed relay's goes with its connection);
+    // shared, so every relay holds it at once and pg_locks counts them.
+    std::vector<pg_param> key;
+    key.push_back(text_param(std::to_string(s.lock_class)));
+    key.push_back(text_param(std::to_string(presence_objid)));
+    auto p =
+        co_await (*c)->query("SELECT pg_advisory_lock_shared($1::int, $2::int)", std::move(key));
+    if (!p) {
+        co_return p.error();
+    }
     if (s.options.listen_notify) {
         auto l = co_await (*c)->query("LISTEN \"" + s.options.table + "_wake\"");
         if (!l) {
@@ -317,50 +342,132 @@ auto open_session(const pg_outbox::state& s) -> task<result<std::unique_ptr<pg_c
     co_return std::move(*c);
 }
 
-/// Tries to take free partitions, up to the target, all in one round trip (a pipeline of
-/// pg_try_advisory_lock calls, one per partition not owned; more are taken than the target
-/// only when the target is below the partition count, and those are given back at once).
-/// Errors are the connection's.
-auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void>> {
-    const std::uint32_t n = s.options.partitions;
-    const std::uint32_t target =
-        s.options.max_owned_partitions == 0 ? n : std::min(n, s.options.max_owned_partitions);
-    if (rs.owned.size() >= target) {
+/// Counts the live relays (the presence lock's holders in this database) at most once per
+/// rebalance_interval, sets the fair share, and moves the owned partitions above it to
+/// `releasing` (the highest numbered first): from then on no claim reads them. Each count
+/// also makes a take due (take_partitions). Errors are the connection's.
+auto count_relays(pg_outbox::state& s, relay_session& rs) -> task<result<void>> {
+    const auto now = std::chrono::steady_clock::now();
+    if (rs.share != 0 && now < rs.next_count) {
         co_return result<void>{};
     }
-    std::vector<std::int64_t> tried;
-    std::vector<pg_statement> locks;
-    for (std::uint32_t p = 0; p < n; ++p) {
-        if (std::find(rs.owned.begin(), rs.owned.end(), p) != rs.owned.end()) {
-            continue;
-        }
-        tried.push_back(p);
-        locks.push_back(
-            {"SELECT pg_try_advisory_lock($1::int, $2::int)",
-             {text_param(std::to_string(s.lock_class)), text_param(std::to_string(p))}});
-    }
-    auto r = co_await rs.conn->pipeline(std::move(locks));
+    rs.next_count = now + s.options.rebalance_interval;
+    std::vector<pg_param> key;
+    key.push_back(text_param(std::to_string(s.lock_class)));
+    key.push_back(text_param(std::to_string(presence_objid)));
+    auto r = co_await rs.conn->query(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = "
+        "(SELECT oid FROM pg_database WHERE datname = current_database()) AND classid = "
+        "$1::int::oid AND objid = $2::int::oid AND objsubid = 2",
+        std::move(key));
     if (!r) {
         co_return r.error();
     }
+    const std::uint32_t n = s.options.partitions;
+    const auto live = std::max<std::uint32_t>(
+        1,
+        static_cast<std::uint32_t>(std::strtoul(std::string(r->text(0, 0)).c_str(), nullptr, 10)));
+    std::uint32_t share = (n + live - 1) / live;
+    if (s.options.max_owned_partitions != 0) {
+        share = std::min(share, s.options.max_owned_partitions);
+    }
+    rs.share = std::max<std::uint32_t>(1, share);
+    rs.take_due = true;
+    if (rs.owned.size() > rs.share) {
+        std::sort(rs.owned.begin(), rs.owned.end());
+        while (rs.owned.size() > rs.share) {
+            rs.releasing.push_back(rs.owned.back());
+            rs.owned.pop_back();
+        }
+        s.owned.store(static_cast<std::uint32_t>(rs.owned.size()), std::memory_order_relaxed);
+    }
+    co_return result<void>{};
+}
+
+/// Unlocks the partitions in `releasing` of which the relay holds no row: `held` are the seqs
+/// of every row it holds (claimed and not yet deleted, dead-lettered or dropped), looked up in
+/// rs.parts (which is pruned to them). Called between round trips, so a deletion sent is
+/// committed. Errors are the connection's.
+auto release_drained(pg_outbox::state& s, relay_session& rs, const std::vector<std::int64_t>& held)
+    -> task<result<void>> {
+    std::unordered_map<std::int64_t, std::int64_t> kept;
+    kept.reserve(held.size());
+    std::vector<std::int64_t> busy;
+    for (const std::int64_t seq : held) {
+        auto it = rs.parts.find(seq);
+        if (it == rs.parts.end()) {
+            continue;  // not claimed in this session (cannot happen): nothing to wait for
+        }
+        kept.emplace(seq, it->second);
+        busy.push_back(it->second);
+    }
+    rs.parts = std::move(kept);
+    if (rs.releasing.empty()) {
+        co_return result<void>{};
+    }
+    std::vector<std::int64_t> still;
     std::vector<pg_statement> unlocks;
-    for (std::size_t i = 0; i < tried.size(); ++i) {
-        if ((*r)[i].text(0, 0) != "t") {
+    for (const std::int64_t p : rs.releasing) {
+        if (std::find(busy.begin(), busy.end(), p) != busy.end()) {
+            still.push_back(p);
             continue;
         }
-        if (rs.owned.size() < target) {
-            rs.owned.push_back(tried[i]);
-        } else {
-            unlocks.push_back(
-                {"SELECT pg_advisory_unlock($1::int, $2::int)",
-                 {text_param(std::to_string(s.lock_class)), text_param(std::to_string(tried[i]))}});
-        }
+        unlocks.push_back(
+            {"SELECT pg_advisory_unlock($1::int, $2::int)",
+             {text_param(std::to_string(s.lock_class)), text_param(std::to_string(p))}});
     }
-    if (!unlocks.empty()) {
-        auto u = co_await rs.conn->pipeline(std::move(unlocks));
-        if (!u) {
-            co_return u.error();
-        }
+    if (unlocks.empty()) {
+        co_return result<void>{};
+    }
+    auto u = co_await rs.conn->pipeline(std::move(unlocks));
+    if (!u) {
+        co_return u.error();
+    }
+    rs.releasing = std::move(still);
+    co_return result<void>{};
+}
+
+/// Whether release_drained has work: partitions to give up, or `parts` grown well past what a
+/// relay holds (pruned then, so its cost per row stays constant).
+auto release_due(const pg_outbox::state& s, const relay_session& rs) -> bool {
+    const std::size_t batch = std::max<std::uint32_t>(1, s.options.relay.batch_size);
+    return !rs.releasing.empty() || rs.parts.size() > 16 * batch;
+}
+
+/// Tries to take free partitions, up to the fair share, in one statement: the partitions
+/// neither owned nor being released that pg_locks shows free (a MATERIALIZED list, computed
+/// before any lock is tried, so a partition this session holds is never locked twice: a session
+/// lock taken twice needs two unlocks), then pg_try_advisory_lock on them in order until the
+/// LIMIT has enough. So a relay never holds more than its share, not even for a moment (a lock
+/// taken and given back could make another relay's one try miss it). Only when a take is due
+/// (once per count: a relay under its share does not try on every round trip). Errors are the
+/// connection's.
+auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void>> {
+    const std::uint32_t n = s.options.partitions;
+    const std::uint32_t target = rs.share;
+    if (!rs.take_due || rs.owned.size() >= target) {
+        co_return result<void>{};
+    }
+    rs.take_due = false;
+    std::vector<std::int64_t> mine = rs.owned;
+    mine.insert(mine.end(), rs.releasing.begin(), rs.releasing.end());
+    std::vector<pg_param> args;
+    args.push_back(text_param(std::to_string(s.lock_class)));
+    args.push_back(text_param(std::to_string(n)));
+    args.push_back(text_param(join_ints(mine)));
+    args.push_back(text_param(std::to_string(target - rs.owned.size())));
+    auto r = co_await rs.conn->query(
+        "WITH free AS MATERIALIZED (SELECT p FROM generate_series(0, $2::int - 1) p WHERE p <> "
+        "ALL($3::int[]) AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
+        "AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = "
+        "current_database()) AND l.classid = $1::int::oid AND l.objid = p::oid AND l.objsubid = "
+        "2) ORDER BY p) SELECT p FROM free WHERE pg_try_advisory_lock($1::int, p) LIMIT $4::int",
+        std::move(args));
+    if (!r) {
+        co_return r.error();
+    }
+    for (int i = 0; i < r->size(); ++i) {
+        rs.owned.push_back(std::strtol(std::string(r->text(i, 0)).c_str(), nullptr, 10));
     }
     s.owned.store(static_cast<std::uint32_t>(rs.owned.size()), std::memory_order_relaxed);
     co_return result<void>{};
@@ -387,7 +494,7 @@ auto claim_statement(pg_outbox::state& s,
         args.push_back(text_param(seq_ranges(*held)));
         held_clause = " AND NOT ($4::int8multirange @> seq)";
     }
-    return {"SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint FROM " +
+    return {"SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint, part FROM " +
                 s.options.table + " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[])" +
                 held_clause + " ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
             std::move(args), true};
@@ -404,13 +511,18 @@ auto be_int64(std::string_view b) -> std::int64_t {
 /// The claimed rows. `encoded` (the windowed relay): each keeps the stored encoding, to be
 /// forwarded as it is (relay_row::encoded; id, topic and key read out of it, checked as decode
 /// checks); else the envelope is decoded whole.
-auto claimed_rows(const pg_rows& claimed, bool encoded) -> std::vector<detail::relay_row> {
+/// Each row's partition goes to `parts` (release_drained waits for the rows of a partition).
+auto claimed_rows(const pg_rows& claimed,
+                  bool encoded,
+                  std::unordered_map<std::int64_t, std::int64_t>& parts)
+    -> std::vector<detail::relay_row> {
     std::vector<detail::relay_row> rows;
     rows.reserve(static_cast<std::size_t>(claimed.size()));
     for (int i = 0; i < claimed.size(); ++i) {
         detail::relay_row row;
         row.seq = be_int64(claimed.text(i, 0));
         row.staged_ms = be_int64(claimed.text(i, 2));
+        parts[row.seq] = be_int64(claimed.text(i, 3));  // int4: 4 bytes big-endian
         row.load(claimed.text(i, 1), encoded);
         rows.push_back(std::move(row));
     }
@@ -526,7 +638,7 @@ auto batch_round(pg_outbox::state& s,
     if (!claim) {
         co_return std::vector<detail::relay_row>{};
     }
-    co_return claimed_rows((*f)[claimed_at], /*encoded=*/false);
+    co_return claimed_rows((*f)[claimed_at], /*encoded=*/false, rs.parts);
 }
 
 /// Publishes `rows` but those of `blocked` keys (left pending).
@@ -634,7 +746,7 @@ auto feed_round(pg_outbox::state& s,
     if (!claim) {
         co_return std::vector<detail::relay_row>{};
     }
-    co_return claimed_rows((*f)[claimed_at], /*encoded=*/true);
+    co_return claimed_rows((*f)[claimed_at], /*encoded=*/true, rs.parts);
 }
 
 /// The database side of the relay with a window above one (detail::relay_pipeline, which
@@ -654,6 +766,10 @@ auto feed_pipeline(pg_outbox::state& s, detail::relay_pipeline& pipe) -> task<vo
     auto lose_session = [&] {
         rs.conn.reset();  // the server drops its advisory locks with the session
         rs.owned.clear();
+        rs.releasing.clear();
+        rs.parts.clear();
+        rs.share = 0;
+        rs.take_due = true;
         s.owned.store(0, std::memory_order_relaxed);
         pipe.reset();
         unfinished.clear();  // not deleted: claimed and published again (at least once)
@@ -673,6 +789,11 @@ auto feed_pipeline(pg_outbox::state& s, detail::relay_pipeline& pipe) -> task<vo
             rs.conn = std::move(*c);
         }
         if (!stopping) {
+            auto counted = co_await count_relays(s, rs);
+            if (!counted) {
+                lose_session();
+                continue;
+            }
             auto taken = co_await take_partitions(s, rs);
             if (!taken) {
                 lose_session();
@@ -681,6 +802,18 @@ auto feed_pipeline(pg_outbox::state& s, detail::relay_pipeline& pipe) -> task<vo
         }
         if (pipe.take_finished(unfinished) != 0) {
             detail::crash_point("after_ack");
+        }
+        if (release_due(s, rs)) {
+            // Held: in the pipeline, or finished by it and not yet deleted (`unfinished`).
+            std::vector<std::int64_t> held = pipe.held_seqs();
+            for (const auto& row : unfinished) {
+                held.push_back(row.seq);
+            }
+            auto released = co_await release_drained(s, rs, held);
+            if (!released) {
+                lose_session();
+                continue;
+            }
         }
         const bool claim = !stopping && !dry && !rs.owned.empty() && pipe.wants_rows();
         if (unfinished.empty() && !claim) {
@@ -750,6 +883,10 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
     auto lose_session = [&] {
         rs.conn.reset();  // the server drops its advisory locks with the session
         rs.owned.clear();
+        rs.releasing.clear();
+        rs.parts.clear();
+        rs.share = 0;
+        rs.take_due = true;
         s.owned.store(0, std::memory_order_relaxed);
         b.rows.clear();  // not deleted: claimed and published again (at least once)
         b.done.clear();
@@ -776,13 +913,35 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
             }
             rs.conn = std::move(*c);
         }
+        auto counted = co_await count_relays(s, rs);
+        if (!counted) {
+            lose_session();
+            continue;
+        }
         auto taken = co_await take_partitions(s, rs);
         if (!taken) {
             lose_session();
             continue;
         }
-        if (rs.owned.empty()) {
-            co_await detail::wait_for_event(s.notified, o.max_poll);
+        if (release_due(s, rs)) {
+            // Held: `rows` (claimed, being published) and `done` (published before, its
+            // deletion not yet sent); what an earlier step deleted is committed.
+            std::vector<std::int64_t> held;
+            for (const auto& row : b.rows) {
+                held.push_back(row.seq);
+            }
+            for (const auto& row : b.done) {
+                held.push_back(row.seq);
+            }
+            auto released = co_await release_drained(s, rs, held);
+            if (!released) {
+                lose_session();
+                continue;
+            }
+        }
+        if (rs.owned.empty() && b.rows.empty() && b.done.empty()) {
+            co_await detail::wait_for_event(s.notified,
+                                            std::min(o.max_poll, s.options.rebalance_interval));
             continue;
         }
         auto n = co_await relay_step(s, rs, b, pub);

@@ -239,7 +239,14 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
     rt.block_on([&]() -> weft::task<void> {
         auto c = co_await connect();
         pg_outbox_options o{.conninfo = conninfo(), .table = t, .partitions = 4};
-        pg_outbox first{o};
+        // The first never recounts the relays (so it keeps all four while it runs, as a relay
+        // does between two counts); the second counts and tries often.
+        pg_outbox first{[&] {
+            auto f = o;
+            f.rebalance_interval = 3600s;
+            return f;
+        }()};
+        o.rebalance_interval = 5ms;
         pg_outbox second{o};
         co_await fresh_table(*c, t);
         (co_await first.migrate(*c)).value();
@@ -267,6 +274,159 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
         (co_await pub.close()).value();
     }());
     EXPECT_EQ(broker.stored("orders"), 30U);
+}
+
+// Rebalancing. A first relay owns all 16 partitions; a second starts: within a bounded number
+// of polls each owns 8 (the first gave up 8, each only once it held no row of it, and the
+// second took them). The second stops: the first gets back to 16. Five times, each after a
+// backlog. A producer stages events of
+// 24 keys all along (one transaction per round, every key once; a backlog of 150 rounds before
+// the first relay starts), and the broker refuses some
+// publishes (so keys are blocked and retried while partitions change hands). Every event is
+// stored exactly once and in staging order per key, and the table ends empty. `windowed`: the
+// same with a window of 8 per key (each relay with a publisher of its own, a broker keeping a
+// per-key prefix).
+void rebalance_case(bool windowed) {
+    memory_broker broker;
+    weft::bus::testing::prefix_broker prefix{broker};
+    std::atomic<int> calls{0};
+    if (windowed) {
+        broker.set_publish_fault(weft::bus::testing::prefix_fault{7});
+    } else {
+        broker.set_publish_fault([&](const envelope&) -> std::error_code {
+            return calls.fetch_add(1) % 5 == 2 ? make_error_code(bus_errc::broker_unreachable)
+                                               : std::error_code{};
+        });
+    }
+    constexpr int keys = 24;
+    constexpr std::uint32_t partitions = 16;
+    constexpr int backlog = 150;     // rounds staged before the first relay starts
+    constexpr int cycles = 5;        // the second relay joins and leaves this many times
+    constexpr int max_polls = 4000;  // 5 ms apart: a rebalance takes a few 20 ms counts
+    const std::string t = windowed ? "outbox_rebalance_window" : "outbox_rebalance";
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        relay_options ro{.batch_size = 32, .min_backoff = 1ms, .max_backoff = 4ms};
+        if (windowed) {
+            ro.max_unacked_per_key = 8;
+            ro.broker = &prefix;
+        }
+        pg_outbox_options o{.conninfo = conninfo(),
+                            .table = t,
+                            .partitions = partitions,
+                            .rebalance_interval = 1ms,
+                            .relay = ro};
+        pg_outbox a{o};
+        pg_outbox b{o};
+        co_await fresh_table(*c, t);
+        (co_await a.migrate(*c)).value();
+        publisher pa{prefix, {.max_pending = 256}};
+        publisher pb{prefix, {.max_pending = 256}};
+
+        std::atomic<bool> enough{false};
+        std::atomic<int> rounds{0};
+        std::atomic<int> burst_until{backlog};  // the producer does not pause before
+        auto producer = weft::spawn([&]() -> weft::task<void> {
+            auto pc = co_await connect();
+            while (!enough.load() || rounds.load() < 40) {
+                const int n = rounds.load();
+                (co_await pc->query("BEGIN")).value();
+                for (int k = 0; k < keys; ++k) {
+                    (co_await a.stage(*pc, event_for("k" + std::to_string(k), n))).value();
+                }
+                (co_await pc->query("COMMIT")).value();
+                rounds.store(n + 1);
+                a.notify();
+                b.notify();
+                if (n >= burst_until.load()) {
+                    (void)co_await weft::sleep_for(2ms);
+                }
+            }
+        });
+
+        // A backlog first, so that the first relay has rows of every partition in flight when
+        // it gives some up.
+        while (rounds.load() < backlog) {
+            (void)co_await weft::sleep_for(5ms);
+        }
+        auto ra = weft::spawn(a.run_relay(pa));
+        int polls = 0;
+        while (a.owned_partitions() != partitions && polls < max_polls) {
+            (void)co_await weft::sleep_for(5ms);
+            ++polls;
+        }
+        EXPECT_EQ(a.owned_partitions(), partitions);
+        for (int cycle = 0; cycle < cycles; ++cycle) {
+            if (cycle != 0) {
+                // A backlog again, so that rows of every partition are in flight at the join.
+                burst_until.store(rounds.load() + backlog);
+                while (rounds.load() < burst_until.load()) {
+                    (void)co_await weft::sleep_for(5ms);
+                }
+            }
+            auto rb = weft::spawn(b.run_relay(pb));
+            polls = 0;
+            while ((a.owned_partitions() != 8 || b.owned_partitions() != 8) && polls < max_polls) {
+                (void)co_await weft::sleep_for(5ms);
+                ++polls;
+            }
+            EXPECT_EQ(a.owned_partitions(), 8U) << "cycle " << cycle;
+            EXPECT_EQ(b.owned_partitions(), 8U) << "cycle " << cycle;
+            const int rounds_at_join = rounds.load();
+            // Both relay a while (the second publishes what is staged in its partitions).
+            polls = 0;
+            while (rounds.load() < rounds_at_join + 20 && polls < max_polls) {
+                (void)co_await weft::sleep_for(5ms);
+                ++polls;
+            }
+            b.stop_relay();
+            (co_await std::move(rb)).value();
+            polls = 0;
+            while (a.owned_partitions() != partitions && polls < max_polls) {
+                (void)co_await weft::sleep_for(5ms);
+                ++polls;
+            }
+            EXPECT_EQ(a.owned_partitions(), partitions) << "cycle " << cycle;
+        }
+        enough.store(true);
+        co_await std::move(producer);
+        for (;;) {
+            const int left = co_await rows_in(*c, t);
+            if (left == 0) {
+                break;
+            }
+            (void)co_await weft::sleep_for(5ms);
+        }
+        a.stop_relay();
+        (co_await std::move(ra)).value();
+        (co_await pa.close()).value();
+        (co_await pb.close()).value();
+        const int per_key = rounds.load();
+        const auto ma = a.metrics();
+        const auto mb = b.metrics();
+        EXPECT_GT(mb.published, 0U);
+        EXPECT_GT(ma.retries + mb.retries, 0U);
+        EXPECT_EQ(ma.window_gaps + mb.window_gaps, 0U);
+        EXPECT_EQ(ma.published + mb.published, static_cast<std::uint64_t>(keys * per_key));
+        EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
+        const auto got = co_await stored_by_key(broker);
+        EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
+        for (const auto& [key, seq] : got) {
+            EXPECT_EQ(seq.size(), static_cast<std::size_t>(per_key)) << key;
+            for (int i = 0; i < per_key && static_cast<std::size_t>(i) < seq.size(); ++i) {
+                EXPECT_EQ(seq[static_cast<std::size_t>(i)], i) << key;
+            }
+        }
+    }());
+}
+
+TEST(pg_outbox, a_joining_relay_gets_its_share_and_a_leaving_ones_come_back) {
+    rebalance_case(/*windowed=*/false);
+}
+
+TEST(pg_outbox, a_joining_windowed_relay_gets_its_share_in_order) {
+    rebalance_case(/*windowed=*/true);
 }
 
 // The batch-at-a-time relay claims batch k+1 while batch k is published, so k+1 may hold later

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,9 +23,12 @@ struct pg_outbox_options {
     /// Keys are hashed (FNV-1a) into this many partitions; each is published by one relay at a
     /// time. Fixed for the life of the table: rows staged under another count are never read.
     std::uint32_t partitions = 16;
-    /// At most this many partitions per relay (0: as many as are free), so that relays started
-    /// together share the work.
+    /// At most this many partitions per relay (0: no cap beyond the fair share).
     std::uint32_t max_owned_partitions = 0;
+    /// How often a relay counts the live relays (the holders of the presence lock) and, when
+    /// under its fair share, tries to take free partitions. A relay joining is seen by the
+    /// others within about this long; a relay leaving, too.
+    std::chrono::milliseconds rebalance_interval{1000};
     /// Opt-in wake-up across processes: stage() adds `pg_notify('<table>_wake', '')` to the
     /// caller's transaction and the relay LISTENs on its connection, so a commit anywhere wakes
     /// an idle relay at once rather than at its next poll. Off by default: a transaction that
@@ -53,14 +57,23 @@ struct pg_outbox_options {
 ///   commit, serialising every commit).
 /// - Relays: each owns partitions through session advisory locks
 ///   (pg_try_advisory_lock(class, partition)) on its own connection, which the server releases
-///   when that connection ends (a killed relay's partitions are free at once). Within its
+///   when that connection ends (a killed relay's partitions are free at once).
+/// - Rebalancing: every relay also holds a shared advisory lock on a presence key (class,
+///   2147483647) for as long as its session, and counts its holders in pg_locks once per
+///   rebalance_interval: the live relays. Its fair share is ceil(partitions / live) (capped by
+///   max_owned_partitions). A relay above its share stops claiming from the excess partitions
+///   (the highest numbered) and unlocks each only once it holds no row of it: every row it
+///   claimed from it published and deleted (or dead-lettered), or dropped unpublished and left
+///   staged, and that deletion committed. So a partition changes hands only while no relay has
+///   a row of it in flight, and per-key order holds across relays. A relay under its share
+///   tries the free partitions. Within its
 ///   partitions a relay claims the oldest rows with `FOR UPDATE SKIP LOCKED`, publishes them
 ///   (order per key, as relay_options says), then deletes the published ones and moves the
 ///   dead ones. With a window of one, each round trip deletes the batch published before and
 ///   claims the next while the current one is published (one transaction per round trip);
 ///   a key with an unpublished row in a batch is left out of the next claim and its rows of
-///   the current batch wait (src/bus/pg_outbox.cpp, relay_batches). A relay that owns no
-///   partition keeps trying to take some.
+///   the current batch wait (src/bus/pg_outbox.cpp, relay_batches). A relay below its share
+///   (one that owns no partition too) tries the free ones once per rebalance_interval.
 /// - Order per key is `seq` order (bigserial, assigned at insert) among committed rows: two
 ///   transactions staging the same key must serialise on the business row (they normally do:
 ///   both update the aggregate), or a later insert can commit first.
