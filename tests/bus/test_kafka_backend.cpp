@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "awaited_on_worker.hpp"
 #include "conformance.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/kafka_backend.hpp"
@@ -257,58 +258,8 @@ void awaited_publishes_return_on_their_worker(kafka_ack_path path) {
     o.linger = 1ms;
     o.ack_path = path;
     kafka_backend b{o};
-    const std::string t = "weft-test-awaited-" + message_id::generate().to_string();
-    constexpr int tasks = 200;
-    const int per_task = weft::test::scaled(50);
-    weft::runtime rt{weft::io_runtime_options(2)};
-    rt.block_on([&]() -> weft::task<void> {
-        publisher pub{b, {.max_pending = 256}};
-        envelope first;  // the topic made before the measured run
-        first.topic = t;
-        first.payload = "p";
-        (co_await pub.publish(std::move(first))).value();
-        std::atomic<int> ok{0};
-        std::atomic<int> moved{0};
-        std::atomic<int> out_of_order{0};
-        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
-            for (int k = 0; k < tasks; ++k) {
-                s.spawn([&]() -> weft::task<void> {
-                    std::uint64_t last = 0;
-                    for (int i = 0; i < per_task; ++i) {
-                        envelope e;
-                        e.topic = t;
-                        e.key = "k";
-                        e.payload = "p";
-                        const auto on = weft::this_runtime()->worker_index;
-                        auto r = co_await pub.publish(std::move(e));
-                        if (weft::this_runtime()->worker_index != on) {
-                            moved.fetch_add(1, std::memory_order_relaxed);
-                        }
-                        if (!r) {
-                            ADD_FAILURE() << r.error().message();
-                            continue;
-                        }
-                        ok.fetch_add(1, std::memory_order_relaxed);
-                        if (i > 0 && r->sequence <= last) {
-                            out_of_order.fetch_add(1, std::memory_order_relaxed);
-                        }
-                        last = r->sequence;
-                    }
-                });
-            }
-            co_return;
-        });
-        const int n = tasks * per_task;
-        EXPECT_EQ(ok.load(), n);
-        EXPECT_EQ(out_of_order.load(), 0);
-        // A pass resumes its tasks wherever the drain task itself runs: a drain task moved to
-        // the other worker (stolen after a wake-up) moves one pass's tasks, at most 200 of the
-        // 10,000.
-        EXPECT_LT(moved.load() * 100, n * 15);
-        std::printf("awaited publishes returning on another worker: %d of %d (%.1f per 1000)\n",
-                    moved.load(), n, 1000.0 * moved.load() / n);
-        (co_await pub.close()).value();
-    }());
+    weft::bus::test::expect_awaited_publishes_stay_on_their_worker(
+        b, "weft-test-awaited-" + message_id::generate().to_string(), "kafka");
 }
 
 TEST(kafka_backend, awaited_publishes_return_on_the_worker_that_drains_their_acks) {

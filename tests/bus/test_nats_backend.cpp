@@ -4,15 +4,13 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "awaited_on_worker.hpp"
 #include "conformance.hpp"
 #include "weft/bus/nats_backend.hpp"
 #include "weft/io/reactor.hpp"
-#include "weft/sched/runtime.hpp"
 
 namespace {
 
@@ -181,52 +179,8 @@ TEST(nats_backend, acks_complete_once_through_the_handler_pool) {
 // batches moves one batch of tasks, so a few do move.
 TEST(nats_backend, awaited_publishes_return_on_the_worker_that_drains_their_acks) {
     auto b = make_nats();
-    const std::string t = "weft.test.awaited-" + message_id::generate().to_string();
-    constexpr int tasks = 200;
-    const int per_task = weft::test::scaled(50);
-    weft::runtime rt{weft::io_runtime_options(2)};
-    rt.block_on([&]() -> weft::task<void> {
-        publisher pub{*b, {.max_pending = 256}};
-        std::atomic<int> ok{0};
-        std::atomic<int> moved{0};
-        std::atomic<int> out_of_order{0};
-        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
-            for (int k = 0; k < tasks; ++k) {
-                s.spawn([&]() -> weft::task<void> {
-                    std::uint64_t last = 0;
-                    for (int i = 0; i < per_task; ++i) {
-                        envelope e;
-                        e.topic = t;
-                        e.key = "k";
-                        e.payload = "p";
-                        const auto on = weft::this_runtime()->worker_index;
-                        auto r = co_await pub.publish(std::move(e));
-                        if (weft::this_runtime()->worker_index != on) {
-                            moved.fetch_add(1, std::memory_order_relaxed);
-                        }
-                        if (!r) {
-                            ADD_FAILURE() << r.error().message();
-                            continue;
-                        }
-                        ok.fetch_add(1, std::memory_order_relaxed);
-                        if (i > 0 && r->sequence <= last) {
-                            out_of_order.fetch_add(1, std::memory_order_relaxed);
-                        }
-                        last = r->sequence;
-                    }
-                });
-            }
-            co_return;
-        });
-        const int n = tasks * per_task;
-        EXPECT_EQ(ok.load(), n);
-        EXPECT_EQ(out_of_order.load(), 0);
-        EXPECT_LT(moved.load() * 100, n * 15);
-        std::printf(
-            "nats: awaited publishes returning on another worker: %d of %d (%.1f per 1000)\n",
-            moved.load(), n, 1000.0 * moved.load() / n);
-        (co_await pub.close()).value();
-    }());
+    weft::bus::test::expect_awaited_publishes_stay_on_their_worker(
+        *b, "weft.test.awaited-" + message_id::generate().to_string(), "nats");
 }
 
 // cnats blocks its caller in two places: at its own MaxPending of async publishes (StallWait)
