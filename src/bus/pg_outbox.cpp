@@ -287,6 +287,18 @@ struct relay_session {
     std::chrono::steady_clock::time_point next_count{};
     bool take_due = true;
     std::unordered_map<std::int64_t, std::int64_t> parts;
+
+    /// The connection is gone: so are its advisory locks (the server drops them with the
+    /// session), hence every partition owned or being given up.
+    void lose(std::atomic<std::uint32_t>& owned_count) {
+        conn.reset();
+        owned.clear();
+        releasing.clear();
+        parts.clear();
+        share = 0;
+        take_due = true;
+        owned_count.store(0, std::memory_order_relaxed);
+    }
 };
 
 /// The presence key's second half: (lock_class, presence_objid) is held shared by every live
@@ -764,13 +776,7 @@ auto feed_pipeline(pg_outbox::state& s, detail::relay_pipeline& pipe) -> task<vo
     auto poll = o.min_poll;
     auto backoff = o.min_backoff;
     auto lose_session = [&] {
-        rs.conn.reset();  // the server drops its advisory locks with the session
-        rs.owned.clear();
-        rs.releasing.clear();
-        rs.parts.clear();
-        rs.share = 0;
-        rs.take_due = true;
-        s.owned.store(0, std::memory_order_relaxed);
+        rs.lose(s.owned);
         pipe.reset();
         unfinished.clear();  // not deleted: claimed and published again (at least once)
     };
@@ -881,13 +887,7 @@ auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
     }
     relay_batches b;
     auto lose_session = [&] {
-        rs.conn.reset();  // the server drops its advisory locks with the session
-        rs.owned.clear();
-        rs.releasing.clear();
-        rs.parts.clear();
-        rs.share = 0;
-        rs.take_due = true;
-        s.owned.store(0, std::memory_order_relaxed);
+        rs.lose(s.owned);
         b.rows.clear();  // not deleted: claimed and published again (at least once)
         b.done.clear();
     };
