@@ -7,9 +7,7 @@
 # such as the loopback receive of what it sent, is charged to it as the kernel charges it).
 P=${PORT:-28917}
 . "$(dirname "$0")/server.sh"
-ASIO_ARGS=--per-core
-start_server $1 /dev/null
-server_pids $1
+start_profiled $1
 PIDS=$(echo $PIDS | tr ' ' ',')
 perf record -q -a -g -e cpu-clock -F 2999 -o $WORK/floor.$1.c$2.data -- sleep 2.2 > /dev/null 2>&1 &
 PP=$!

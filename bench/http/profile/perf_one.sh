@@ -5,9 +5,7 @@
 # `ab -r -n N -c CONNS` (a connection per request; the data file is then perf.NAME.abCONNS.data)
 P=${PORT:-28917}
 . "$(dirname "$0")/server.sh"
-ASIO_ARGS=--per-core
-start_server $1 /dev/null
-server_pids $1
+start_profiled $1
 PIDS=$(echo $PIDS | tr ' ' ',')
 if [ -n "${AB_N:-}" ]; then
   perf record -q -o $WORK/perf.$1.ab$2.data -e cpu-clock -F 2999 ${PERF_ARGS:--g} -p $PIDS > /dev/null 2>&1 &

@@ -43,6 +43,14 @@ server_pids() {
   case $1 in nginx*) PIDS=$(pgrep -P $(pgrep -P $SP nginx) | tr '\n' ' ');; *) PIDS=$SP;; esac
 }
 
+# start_profiled SYSTEM: start_server for the profilers (perf, strace): the server's output
+# dropped, asio-http per core (as weft-bench runs it), PIDS set at once.
+start_profiled() {
+  ASIO_ARGS=--per-core
+  start_server $1 /dev/null
+  server_pids $1
+}
+
 # stop_server SYSTEM: ends the server started last and waits for it.
 stop_server() {
   case $1 in nginx*) kill -TERM -- -$SP;; minihttp) kill -KILL $SP;; *) kill -INT $SP;; esac

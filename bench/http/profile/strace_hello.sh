@@ -4,9 +4,7 @@
 # during 2 s of wrk, or with AB_N=N during `ab -r -n N -c CONNS` (a connection per request)
 P=${PORT:-28917}
 . "$(dirname "$0")/server.sh"
-ASIO_ARGS=--per-core
-start_server $1 /dev/null
-server_pids $1
+start_profiled $1
 PIDS=$(for p in $PIDS; do echo -n "-p $p "; done)
 strace -f -c -o $WORK/strace-hello.$1.txt $PIDS &
 ST=$!
