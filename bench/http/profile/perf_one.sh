@@ -1,22 +1,12 @@
 #!/usr/bin/env bash
 # Part of bench/http/profile (see README.md there). Run from the repository root.
-: "${WORK:=/tmp/weft-http-profile}" "${PEERS:=build/peers}" "${ROOT:=$WORK/root}"
-: "${BIN:=${WEFT_BIN:-build/release/examples}}"
-mkdir -p "$WORK"
 # $1 name (weft-hello|weft-epoll|asio|nginx-hello), $2 conns: perf record (cpu-clock, call
 # graphs: PERF_ARGS) of the server's processes during 2 s of wrk, or with AB_N=N during
 # `ab -r -n N -c CONNS` (a connection per request; the data file is then perf.NAME.abCONNS.data)
-set -u
 P=${PORT:-28917}
-case $1 in
-  weft-hello) $BIN/hello_http --port $P --workers 2 > /dev/null 2>&1 & ;;
-  weft-epoll) WEFT_IO_BACKEND=epoll $BIN/hello_http --port $P --workers 2 > /dev/null 2>&1 & ;;
-  asio) $PEERS/asio-http --per-core -p $P -t 2 > /dev/null 2>&1 & ;;
-  nginx-hello) setsid $PEERS/nginx-hello -p $P -t 2 > /dev/null 2>&1 & ;;
-esac
-SP=$!
-for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$P) 2>/dev/null && break; sleep 0.05; done
-case $1 in nginx*) PIDS=$(pgrep -P $(pgrep -P $SP nginx) | tr '\n' ',' | sed 's/,$//');; *) PIDS=$SP;; esac
+. "$(dirname "$0")/server.sh"
+start_profiled $1
+PIDS=$(echo $PIDS | tr ' ' ',')
 if [ -n "${AB_N:-}" ]; then
   perf record -q -o $WORK/perf.$1.ab$2.data -e cpu-clock -F 2999 ${PERF_ARGS:--g} -p $PIDS > /dev/null 2>&1 &
   PP=$!
@@ -30,5 +20,4 @@ else
   wrk -t2 -c$2 -d2s http://127.0.0.1:$P/ | awk '/requests in/{print "'$1' c'$2' requests", $1}'
 fi
 wait $PP
-case $1 in nginx*) kill -TERM -- -$SP;; *) kill -INT $SP;; esac
-wait $SP 2>/dev/null
+stop_server $1

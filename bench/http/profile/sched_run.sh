@@ -4,22 +4,10 @@
 # cpu_run.sh), then per thread of the server (threads that ran under 20 ms left out), from
 # /proc/PID/task/TID/schedstat over the run: CPU time, time runnable but waiting for a CPU
 # (run-queue delay) and times scheduled in, each per 1,000 requests, with wrk's p99.
-: "${WORK:=/tmp/weft-http-profile}" "${PEERS:=build/peers}"
-: "${BIN:=${WEFT_BIN:-build/release/examples}}"
-mkdir -p "$WORK"
-set -u
 P=${PORT:-28917}
-for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$P) 2>/dev/null || break; sleep 0.05; done
-case $1 in
-  weft-hello) $BIN/hello_http --port $P --workers 2 ${HELLO_ARGS:-} > $WORK/srv.log 2>&1 & ;;
-  nginx-hello) setsid $PEERS/nginx-hello -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
-  asio) $PEERS/asio-http ${ASIO_ARGS:-} -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
-  hyper) $PEERS/tokio-hyper -p $P -t 2 > $WORK/srv.log 2>&1 & ;;
-  *) echo "unknown system $1"; exit 2 ;;
-esac
-SP=$!
-for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$P) 2>/dev/null && break; sleep 0.05; done
-case $1 in nginx*) PIDS=$(pgrep -P $(pgrep -P $SP nginx) | tr '\n' ' ');; *) PIDS=$SP;; esac
+. "$(dirname "$0")/server.sh"
+start_server $1 $WORK/srv.log
+server_pids $1
 snap() {  # TID run_ns wait_ns slices, for every thread of the given processes
   for p in "$@"; do for t in /proc/$p/task/*; do
     [ -r $t/schedstat ] && echo "${t##*/} $(cat $t/schedstat)"; done; done
@@ -33,8 +21,7 @@ sleep 0.3; snap $WP > $WORK/w0; t0=$(date +%s.%N)
 sleep $(echo "$3 - 0.5" | bc -l); snap $WP > $WORK/w1; t1=$(date +%s.%N)
 wait $WP
 snap $PIDS > $WORK/s1
-case $1 in nginx*) kill -TERM -- -$SP;; *) kill -INT $SP;; esac
-wait $SP 2>/dev/null
+stop_server $1
 n=$(awk '/requests in/{print $1}' $WORK/wrk.out)
 p99=$(awk '$1=="99%"{print $2}' $WORK/wrk.out)
 python3 - "$WORK/s0" "$WORK/s1" "$n" "$1" "$2" "$p99" "$WORK/w0" "$WORK/w1" "$(echo "$t1 - $t0" | bc -l)" "$3" <<'PY'
