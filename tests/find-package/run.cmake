@@ -45,7 +45,7 @@ foreach(ask IN LISTS not_built ITEMS no_such_component)
     if(ask STREQUAL "no_such_component")
         set(expect "weft has no component \"no_such_component\"")
     else()
-        set(expect "weft component \"${ask}\" was not built")
+        set(expect "weft component \"${ask}\" was not built in the weft installed at")
     endif()
     set(dir ${CONSUMER_BUILD}-missing-${ask})
     file(REMOVE_RECURSE ${dir})
@@ -57,7 +57,17 @@ foreach(ask IN LISTS not_built ITEMS no_such_component)
         message(FATAL_ERROR "find_package(weft COMPONENTS ${ask}): expected a failure saying "
             "'${expect}', got (${rc}):\n${out}\n${err}")
     endif()
-    message(STATUS "COMPONENTS ${ask}: refused as expected")
+    file(REMOVE_RECURSE ${dir})
+    execute_process(COMMAND ${CMAKE_COMMAND} -S ${MISSING_SRC} -B ${dir} -G Ninja
+            -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_CXX_COMPILER=${CXX} -DWEFT_ASK=${ask}
+            -DWEFT_OPTIONAL=ON
+        RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    string(FIND "${out}${err}" "weft: optional ${expect}" at)
+    if(NOT rc EQUAL 0 OR at EQUAL -1)
+        message(FATAL_ERROR "find_package(weft OPTIONAL_COMPONENTS ${ask}): expected success "
+            "saying 'weft: optional ${expect}', got (${rc}):\n${out}\n${err}")
+    endif()
+    message(STATUS "COMPONENTS ${ask}: refused as expected, optional: reported missing")
 endforeach()
 
 # pkg-config

@@ -1,16 +1,15 @@
 // A user's program on weft::bus_kafka, built against the installed tree. Given no broker, it
 // points librdkafka at a port where nothing listens and expects weft's start-up error naming
 // it; given "host:port", it publishes one message there and waits for the ack.
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <system_error>
 #include <weft/bus/errc.hpp>
 #include <weft/bus/kafka_backend.hpp>
 #include <weft/bus/publisher.hpp>
 #include <weft/io/reactor.hpp>
 #include <weft/sched/runtime.hpp>
-
-#include <chrono>
-#include <cstdio>
-#include <string>
-#include <system_error>
 
 auto main(int argc, char** argv) -> int {
     const std::string brokers = argc > 1 ? argv[1] : "127.0.0.1:1";

@@ -1,12 +1,11 @@
 // A user's bus program on the memory backend (weft::bus alone): publish, consume, ack.
+#include <chrono>
+#include <cstdio>
+#include <string_view>
 #include <weft/bus/memory_broker.hpp>
 #include <weft/bus/publisher.hpp>
 #include <weft/bus/subscriber.hpp>
 #include <weft/sched/runtime.hpp>
-
-#include <chrono>
-#include <cstdio>
-#include <string_view>
 
 using namespace std::chrono_literals;
 using namespace std::string_view_literals;
@@ -35,7 +34,7 @@ auto run(weft::bus::memory_broker& broker) -> weft::task<int> {
     const bool same = d->message().key == "order-42"sv && d->message().type == "order.placed"sv;
     auto settled = d->ack();
     auto closed = co_await pub.close();
-    co_return same && settled && closed ? 0 : 4;
+    co_return same&& settled&& closed ? 0 : 4;
 }
 
 auto main() -> int {

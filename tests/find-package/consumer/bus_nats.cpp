@@ -1,14 +1,13 @@
 // A user's program on weft::bus_nats, built against the installed tree. Given no server, it
 // asks cnats to connect to a port where nothing listens and expects weft's start-up error
 // naming that address; given a URL, it publishes one message there and waits for the ack.
+#include <cstdio>
+#include <string>
+#include <system_error>
 #include <weft/bus/nats_backend.hpp>
 #include <weft/bus/publisher.hpp>
 #include <weft/io/reactor.hpp>
 #include <weft/sched/runtime.hpp>
-
-#include <cstdio>
-#include <string>
-#include <system_error>
 
 auto main(int argc, char** argv) -> int {
     const std::string url = argc > 1 ? argv[1] : "nats://127.0.0.1:1";
@@ -32,7 +31,6 @@ auto main(int argc, char** argv) -> int {
     } catch (const std::system_error& e) {
         std::printf("bus_nats: %s\n", e.what());
         // Without a server, the only right outcome is the start-up error naming the address.
-        return argc == 1 && std::string(e.what()).find("127.0.0.1:1") != std::string::npos ? 0
-                                                                                           : 1;
+        return argc == 1 && std::string(e.what()).find("127.0.0.1:1") != std::string::npos ? 0 : 1;
     }
 }

@@ -1,12 +1,11 @@
 // A user's program on weft::bus_pg, built against the installed tree. Given no server, it asks
 // libpq (driven by weft's reactor) to connect to a port where nothing listens and expects
 // `connection_failed`; given a conninfo string, it expects `SELECT 1` to answer.
+#include <cstdio>
+#include <string>
 #include <weft/bus/pg_connection.hpp>
 #include <weft/io/reactor.hpp>
 #include <weft/sched/runtime.hpp>
-
-#include <cstdio>
-#include <string>
 
 auto main(int argc, char** argv) -> int {
     const std::string conninfo =

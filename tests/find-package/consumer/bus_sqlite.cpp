@@ -2,12 +2,12 @@
 // the caller's own SQLite transaction is in the outbox once that transaction commits, and not
 // when it rolls back.
 #include <sqlite3.h>
-#include <weft/bus/sqlite_outbox.hpp>
-#include <weft/bus/sqlite_txn.hpp>
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <weft/bus/sqlite_outbox.hpp>
+#include <weft/bus/sqlite_txn.hpp>
 
 auto main(int argc, char** argv) -> int {
     const std::filesystem::path path =
