@@ -421,6 +421,13 @@ SUITE = Suite(
               "per message; where its first 10,000 wait is not located); at 1,000,000 on a "
               "quiet machine weft made 1.17x franz-go and 1.11x raw (README, bus section: "
               "\"The limit, measured\")"),
+        Limit("nats_memory_async", "msgs_per_s", "bounded by cnats at 1,000,000 messages: "
+              "cnats's own work is about 5,540 ns of CPU a message (weft's about 1,360), more "
+              "than the whole Go client's 4,590, mostly glibc malloc under cnats's "
+              "allocate-here, free-on-its-GC-thread pattern; weft made 1.07x raw cnats and "
+              "0.88x Go, with jemalloc preloaded 0.96x Go (README, bus section: \"Async "
+              "1,000,000 against the Go seed shape is bounded by cnats\")",
+              params={"messages": 1_000_000}),
         *(Limit(f"outbox_{db}_kafka", "relay_vs_publish", "the database on the same 2 cores: "
                 "the least SQLite work a relay must do is 3,954 instructions an event "
                 "(bench/bus/sqlite_floor.c) beside publish_async's 3.2k, so with the client, "
