@@ -25,7 +25,10 @@
 // max_unacked_per_key; above 1 honoured on Kafka only, else 1), so with 100 keys at most
 // 100 x window are in flight (and at most max_pending; with a window the relay holds up to 4
 // batches, claiming the next while earlier acks arrive), against max_pending for the publisher;
-// `relay_window` reports the window used and `relay_peak_unacked_per_key` the most seen. The memory
+// `relay_window` reports the window used and `relay_peak_unacked_per_key` the most seen;
+// `relay_first_ack_ms` / `relay_all_acked_ms`: the relay's clock when its first / last event was
+// seen acknowledged (polled every ms; the rest of relay_events_per_s's time is stop_relay's
+// return: the last deletes). The memory
 // broker acknowledges inline. `publish_cpu_ns_per_msg`: this process's CPU during the
 // publish_async run, per message (as cpu_ns_per_event is the relay's). With broker_pid (the
 // broker's process on this machine, e.g. Kafka's JVM), its CPU (all threads, /proc) per message
@@ -212,7 +215,9 @@ auto process_cpu(long pid) -> double {
 struct figures {
     double elapsed_s = 0;
     double cpu_s = 0;
-    std::uint32_t window = 0;        // the relay's window as it used it
+    double first_ack_s = -1;   // the relay's start to its first acknowledged event (1 ms polls)
+    double all_acked_s = 0;    // ... to its last (then stop_relay, until it returned: elapsed_s)
+    std::uint32_t window = 0;  // the relay's window as it used it
     std::uint64_t peak_unacked = 0;  // the most of one key unacknowledged at once
     double server_cpu_s = -1;        // PostgreSQL's, during the relay's drain (pg only)
     double publish_s = 0;
@@ -275,9 +280,15 @@ auto relay(Outbox& outbox, backend& b, const options& o, figures& f) -> task<voi
     const double broker0 = process_cpu(o.broker_pid);
     const stopwatch run_clock;
     auto running = weft::spawn(outbox.run_relay(pub));
-    while (outbox.metrics().published < n) {
+    std::uint64_t seen = 0;
+    while (seen < n) {
         (void)co_await weft::sleep_for(std::chrono::milliseconds(1));
+        seen = outbox.metrics().published;
+        if (seen != 0 && f.first_ack_s < 0) {
+            f.first_ack_s = run_clock.elapsed_s();
+        }
     }
+    f.all_acked_s = run_clock.elapsed_s();
     outbox.stop_relay();
     auto r = co_await std::move(running);
     f.elapsed_s = run_clock.elapsed_s();
@@ -457,6 +468,8 @@ auto main(int argc, char** argv) -> int {
         emit("broker_cpu_ns_per_msg", "ns", f.broker_publish_s * 1e9 / n);
         emit("broker_cpu_ns_per_event", "ns", f.broker_relay_s * 1e9 / n);
     }
+    emit("relay_first_ack_ms", "ms", f.first_ack_s * 1e3);
+    emit("relay_all_acked_ms", "ms", f.all_acked_s * 1e3);
     emit("relay_window", "events", static_cast<double>(f.window));
     emit("relay_peak_unacked_per_key", "events", static_cast<double>(f.peak_unacked));
     if (f.server_cpu_s >= 0) {

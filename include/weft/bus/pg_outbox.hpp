@@ -77,6 +77,9 @@ struct pg_outbox_options {
 /// - Order per key is `seq` order (bigserial, assigned at insert) among committed rows: two
 ///   transactions staging the same key must serialise on the business row (they normally do:
 ///   both update the aggregate), or a later insert can commit first.
+/// - The relay's own session sets `enable_sort = off` and `jit = off`: its claim walks the seq
+///   index and stops after a batch whatever the table's statistics (a table never analyzed got
+///   a scan and sort of the whole backlog per claim), and no plan is JIT-compiled.
 /// - Everything goes through libpq in non-blocking mode on the reactor (pg_connection).
 /// Any task may call stage/notify/stop_relay/metrics; run_relay once at a time per object.
 class pg_outbox {
