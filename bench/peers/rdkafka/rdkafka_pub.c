@@ -17,7 +17,12 @@
  * at max_pending unacknowledged messages the program serves delivery reports
  * (rd_kafka_poll) before producing more; reports arrive through the classic dr_msg_cb on the
  * producing thread. Latency: produce call to delivery report. Body: `body` bytes, the size of
- * weft's encoded envelope for the same payload. One untimed warm-up message first. */
+ * weft's encoded envelope for the same payload. One untimed warm-up message first; the clock
+ * starts after its report, as in weft's bench_bus. The warm-up takes about a second here
+ * (librdkafka asked for the new topic's metadata 0.95 s after the first produce to it; weft's
+ * backend reads it when it creates the topic), so this program's timed run starts about a
+ * second after the topic was made, weft's some 15 ms after: giving weft a 1 s pause there
+ * made no difference (README, bus section, Kafka at 10,000 messages). */
 #define _GNU_SOURCE
 #include <librdkafka/rdkafka.h>
 #include <stdint.h>
