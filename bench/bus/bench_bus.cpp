@@ -41,7 +41,8 @@
 // awaited publish returns. Key = the message's index, so an outcome finds its send time.
 // Also printed: the scheduler's wake-ups, deferred wake-ups, parks and sleeps per 1,000
 // messages (runtime::worker_metrics, all workers), and for awaited runs how many of 1,000
-// publishes returned on another worker than they were called on (migrations).
+// publishes returned on another worker than they were called on (migrations). Kafka runs also
+// say on stderr how much CPU librdkafka's broker threads took in the timed run.
 
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -183,6 +184,28 @@ auto parse(int argc, char** argv) -> options {
     return o;
 }
 
+/// CPU time (ns, /proc/self/task/*/schedstat) of this process's threads whose name starts with
+/// `prefix`. librdkafka names its broker threads "rdk:broker<id>": in the slow 10,000-message
+/// Kafka runs (either client) they spin while a full batch waits behind the one produce request
+/// in flight (README, bus section), so the run prints theirs beside its figures.
+auto threads_cpu_ns(std::string_view prefix) -> std::int64_t {
+    std::int64_t sum = 0;
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+        std::ifstream comm(t.path() / "comm");
+        std::string name;
+        std::getline(comm, name);
+        if (!name.starts_with(prefix)) {
+            continue;
+        }
+        std::ifstream stat(t.path() / "schedstat");
+        std::int64_t run = 0;
+        stat >> run;
+        sum += run;
+    }
+    return sum;
+}
+
 auto threads_now() -> std::int64_t {
     std::ifstream in("/proc/self/status");
     std::string key;
@@ -222,6 +245,7 @@ struct figures {
     // awaited: publishes that returned on another worker than the one they were called on
     // (the task was resumed or stolen across workers while it waited for its ack).
     std::int64_t migrations = 0;
+    std::int64_t rdk_broker_cpu_ns = 0;  // librdkafka's broker threads over the timed run
 };
 
 auto since_ns(clock_type::time_point t0) -> std::int64_t {
@@ -254,6 +278,7 @@ auto run_async(publisher& pub, const options& o, const std::string& topic, figur
     const auto n = o.messages;
     const std::string payload(static_cast<std::size_t>(o.payload), 'x');
     std::vector<clock_type::time_point> sent(static_cast<std::size_t>(n));
+    const std::int64_t rdk_before = threads_cpu_ns("rdk:broker");
     const stopwatch run_clock;
     co_await weft::with_scope([&](weft::scope& s) -> task<void> {
         s.spawn([&]() -> task<void> {
@@ -276,6 +301,7 @@ auto run_async(publisher& pub, const options& o, const std::string& topic, figur
     });
     f.elapsed_s = run_clock.elapsed_s();
     f.cpu_s = run_clock.cpu_s();
+    f.rdk_broker_cpu_ns = threads_cpu_ns("rdk:broker") - rdk_before;
 }
 
 // `tasks` tasks share the messages; each awaits one publish at a time.
@@ -286,6 +312,7 @@ auto run_awaited(publisher& pub, const options& o, const std::string& topic, fig
     const std::string payload(static_cast<std::size_t>(o.payload), 'x');
     std::vector<std::vector<std::int64_t>> lat(static_cast<std::size_t>(tasks));
     std::vector<figures> per(static_cast<std::size_t>(tasks));
+    const std::int64_t rdk_before = threads_cpu_ns("rdk:broker");
     const stopwatch run_clock;
     co_await weft::with_scope([&](weft::scope& s) -> task<void> {
         for (std::int64_t t = 0; t < tasks; ++t) {
@@ -307,6 +334,7 @@ auto run_awaited(publisher& pub, const options& o, const std::string& topic, fig
     });
     f.elapsed_s = run_clock.elapsed_s();
     f.cpu_s = run_clock.cpu_s();
+    f.rdk_broker_cpu_ns = threads_cpu_ns("rdk:broker") - rdk_before;
     for (auto& m : per) {
         f.ok += m.ok;
         f.failed += m.failed;
@@ -712,6 +740,9 @@ auto main(int argc, char** argv) -> int {
 #endif
 #if WEFT_BENCH_BUS_KAFKA
         if (auto* kb = dynamic_cast<kafka_backend*>(b.get()); kb != nullptr) {
+            // On stderr, not a suite metric: a diagnostic of the run's mode (see threads_cpu_ns).
+            std::fprintf(stderr, "librdkafka broker threads: %.2f ms CPU in the timed run\n",
+                         static_cast<double>(f.rdk_broker_cpu_ns) / 1e6);
             const auto st = kb->stats();  // the warm-up message included
             if (st.acks > 0) {
                 emit("wakes_per_1000_acks", "",

@@ -17,8 +17,14 @@
  * at max_pending unacknowledged messages the program serves delivery reports
  * (rd_kafka_poll) before producing more; reports arrive through the classic dr_msg_cb on the
  * producing thread. Latency: produce call to delivery report. Body: `body` bytes, the size of
- * weft's encoded envelope for the same payload. One untimed warm-up message first. */
+ * weft's encoded envelope for the same payload. One untimed warm-up message first; the clock
+ * starts after its report, as in weft's bench_bus. The warm-up takes about a second here
+ * (librdkafka asked for the new topic's metadata 0.95 s after the first produce to it; weft's
+ * backend reads it when it creates the topic), so this program's timed run starts about a
+ * second after the topic was made, weft's some 15 ms after: giving weft a 1 s pause there
+ * made no difference (README, bus section, Kafka at 10,000 messages). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <librdkafka/rdkafka.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +52,44 @@ static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaqu
     } else if (failed++ == 0) {
         fprintf(stderr, "first failure: %s\n", rd_kafka_err2str(m->err));
     }
+}
+
+/* CPU time (ns, schedstat) of librdkafka's broker threads ("rdk:broker<id>"), printed on stderr
+ * for the timed run as bench_bus does: they spin in the slow runs (README, bus section). */
+static int64_t rdk_broker_cpu_ns(void) {
+    int64_t sum = 0;
+    DIR* d = opendir("/proc/self/task");
+    struct dirent* e;
+    while (d && (e = readdir(d))) {
+        char path[300], name[64] = {0};
+        long long run = 0;
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE* f = fopen(path, "r");
+        if (f) {
+            if (!fgets(name, sizeof name, f)) {
+                name[0] = 0;
+            }
+            fclose(f);
+        }
+        if (strncmp(name, "rdk:broker", 10) != 0) {
+            continue;
+        }
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+        f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%lld", &run) == 1) {
+                sum += run;
+            }
+            fclose(f);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return sum;
 }
 
 static void set(rd_kafka_conf_t* conf, const char* k, const char* v) {
@@ -156,6 +200,7 @@ int main(int argc, char** argv) {
         return 1;
     }
 
+    const int64_t rdk_before = rdk_broker_cpu_ns();
     const struct pub_mark start = pub_mark_now();
     for (long long i = 0; i < n; ++i) {
         while (i - (acked + failed) >= max_pending) {
@@ -170,7 +215,9 @@ int main(int argc, char** argv) {
     while (acked + failed < n) {
         rd_kafka_poll(rk, 1000);
     }
+    const int64_t rdk_ns = rdk_broker_cpu_ns() - rdk_before;
     pub_report(&start, n, lat, acked);
+    fprintf(stderr, "librdkafka broker threads: %.2f ms CPU in the timed run\n", rdk_ns / 1e6);
 
     rd_kafka_destroy(rk);
     free(data);

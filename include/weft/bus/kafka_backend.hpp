@@ -43,7 +43,8 @@ struct kafka_backend_options {
     /// default). A publisher never has more than max_pending messages out, so with
     /// librdkafka's own 10,000 a batch could only ever leave by linger: every window waited
     /// out `linger` (5 ms for 1,024 messages capped a producer near 160k msg/s here). A
-    /// quarter keeps four batches in flight (idempotence allows five requests).
+    /// quarter keeps batches ready behind the one in flight (librdkafka 2.0's idempotent
+    /// producer sends one produce request per partition at a time).
     std::uint32_t batch_messages = 0;
     /// How delivery reports reach the publisher (see kafka_ack_path).
     kafka_ack_path ack_path = kafka_ack_path::reactor_queue;
