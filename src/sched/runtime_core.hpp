@@ -66,8 +66,9 @@ namespace weft::detail {
 /// reader leaves its receive at home. The state is one word, `io_home_word`:
 ///   (epoch << 32) | (home + 1), home = -1 (none) or a worker index; epoch counts the changes.
 /// Every worker measures its load over windows of load_window (window_load: the time its
-/// thread wanted a CPU, i.e. ran or waited in the run queue, and how often it slept) and, at the
-/// end of each, reviews the home (review_io_home):
+/// thread wanted a CPU, i.e. ran or waited in the run queue, and how often it slept, i.e.
+/// blocked: a park whose wait returns at once because completions were already there is no
+/// sleep) and, at the end of each, reviews the home (review_io_home):
 /// - no home, and the workers together wanted at most one CPU and each slept at least once
 ///   (nobody saturated): home = the busiest worker;
 /// - a home that did not sleep once and wanted a CPU for >= spread_busy_permille of each of its
@@ -142,10 +143,19 @@ public:
     /// One window of a worker's load, as it published it.
     struct window_load {
         unsigned busy_permille = 0;  // time its thread ran or waited to run / wall time
-        unsigned sleeps = 0;         // times it slept in its driver
+        unsigned sleeps = 0;         // times its thread blocked (voluntary context switches)
         unsigned saturated = 0;      // windows in a row, this one included, without a sleep and
                                      // with busy_permille >= spread_busy_permille
     };
+    /// The load of a window that ended with `busy_permille` and `sleeps`, after `streak`
+    /// saturated windows in a row.
+    [[nodiscard]] static auto close_window(unsigned streak, unsigned busy_permille,
+                                           unsigned sleeps) noexcept -> window_load {
+        const bool saturated = sleeps == 0 && busy_permille >= spread_busy_permille;
+        return {.busy_permille = busy_permille,
+                .sleeps = sleeps,
+                .saturated = saturated ? streak + 1 : 0};
+    }
     /// window_load packed in one word (sched_worker::last_window): busy_permille in bits 48-63,
     /// saturated in 32-47, sleeps in 0-31.
     [[nodiscard]] static auto pack(window_load w) noexcept -> std::uint64_t {

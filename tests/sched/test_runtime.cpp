@@ -282,6 +282,47 @@ TEST(runtime, io_home_rules_gather_on_the_busiest_and_spread_only_after_saturate
     EXPECT_EQ(y.saturated, x.saturated);
 }
 
+// A window's sleeps are the times the worker blocked, not its parks (a park that returns at once
+// with completions waiting is none): the home spreads once its windows are saturated
+// spread_windows times in a row, counted window by window as the workers close them.
+TEST(runtime, io_home_spreads_after_saturated_windows_and_not_under_light_load) {
+    using core = weft::detail::runtime_core;
+    using w = core::window_load;
+    // Closes `n` windows of the home (worker 0) with `busy` and `sleeps` each, the other worker
+    // asleep (one sleep, no work), reviewing after each; returns the windows it took to spread
+    // (0: it never did).
+    const auto windows_to_spread = [](unsigned n, unsigned busy, unsigned sleeps_every,
+                                      unsigned start_streak) {
+        unsigned streak = start_streak;
+        for (unsigned i = 1; i <= n; ++i) {
+            const unsigned sleeps = sleeps_every != 0 && i % sleeps_every == 0 ? 1 : 0;
+            const w home = core::close_window(streak, busy, sleeps);
+            streak = home.saturated;
+            if (core::next_io_home(0, {home, w{0, 1, 0}}) == -1) {
+                return i;
+            }
+        }
+        return 0U;
+    };
+    // Busy throughout and never blocked (1,000 keep-alive connections: its parks return at
+    // once): spreads at the spread_windows-th window.
+    EXPECT_EQ(windows_to_spread(1000, 1000, 0, 0), core::spread_windows);
+    EXPECT_EQ(windows_to_spread(1000, core::spread_busy_permille, 0, 0), core::spread_windows);
+    // A sleep in every window, however busy (100 connections: it blocks now and then), or
+    // under spread_busy_permille: it stays, over 1,000 windows.
+    EXPECT_EQ(windows_to_spread(1000, 1000, 1, 0), 0U);
+    EXPECT_EQ(windows_to_spread(1000, core::spread_busy_permille - 1, 0, 0), 0U);
+    // A sleep in one window of spread_windows ends each streak before it is long enough.
+    EXPECT_EQ(windows_to_spread(1000, 1000, core::spread_windows, 0), 0U);
+    // One in spread_windows + 1 does not: the streak between two sleeps spreads it.
+    EXPECT_EQ(windows_to_spread(1000, 1000, core::spread_windows + 1, 0), core::spread_windows);
+    // A window with a sleep restarts the count from zero.
+    const w slept = core::close_window(core::spread_windows - 1, 1000, 1);
+    EXPECT_EQ(slept.saturated, 0U);
+    EXPECT_EQ(slept.sleeps, 1U);
+    EXPECT_EQ(core::close_window(slept.saturated, 1000, 0).saturated, 1U);
+}
+
 // Two workers that wake for a little work and sleep again (light load) choose a home; without
 // the option nobody reads one.
 TEST(runtime, light_load_chooses_an_io_home_when_enabled) {
