@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "blocking_pool.hpp"
+#include "io_home_load.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/sched/detail/context.hpp"
 #include "weft/sched/detail/io_home.hpp"
@@ -71,12 +72,14 @@ namespace weft::detail {
 /// sleep) and, at the end of each, reviews the home (review_io_home):
 /// - no home, and the workers together wanted at most one CPU and each slept at least once
 ///   (nobody saturated): home = the busiest worker;
-/// - a home that did not sleep once and wanted a CPU for >= spread_busy_permille of each of its
-///   last spread_windows windows (it never ran out of work: its queue stays long and others
-///   steal from it): no home. One such window is not enough: a home that serves a client which
-///   keeps it fed goes a window without sleeping now and then (echo, 100 connections).
+/// - a home that wanted a CPU for >= spread_busy_permille of each of its last spread_windows
+///   windows and slept at most spread_sleeps times in them (it hardly ever ran out of work: its
+///   queue stays long and others steal from it): no home. Windows without a sleep are not
+///   enough: a home that serves a client which keeps it fed goes a few windows without
+///   sleeping now and then (echo, or hello at 100 connections, which sleeps 4 times a window).
 /// Hysteresis, so that a stream moves once per change of load, never per sleep: the two rules
-/// do not overlap (a home that sleeps stays; spreading needs a full window without a sleep),
+/// do not overlap (a home that sleeps often stays; spreading needs spread_windows windows with
+/// at most spread_sleeps sleeps in all),
 /// a home is kept for at least hold_home, and after spreading none is chosen for hold_spread.
 /// A receive moves at its reader's next wait with nothing queued (src/io/recv_queue.cpp): with a
 /// home, to the home's ring; with none, one gathered under an earlier epoch moves once to the
@@ -136,26 +139,13 @@ public:
     /// runtime's own (a reactor: a futex-parked runtime has no IO to gather).
     const bool gathers_io;
     static constexpr std::chrono::milliseconds load_window{10};
-    static constexpr unsigned spread_busy_permille = 950;
-    static constexpr unsigned spread_windows = 5;
+    static constexpr unsigned spread_busy_permille = io_home_spread_busy_permille;
+    static constexpr unsigned spread_windows = io_home_spread_windows;
+    static constexpr unsigned spread_sleeps = io_home_spread_sleeps;
     static constexpr std::chrono::milliseconds hold_home{200};
     static constexpr std::chrono::milliseconds hold_spread{1000};
-    /// One window of a worker's load, as it published it.
-    struct window_load {
-        unsigned busy_permille = 0;  // time its thread ran or waited to run / wall time
-        unsigned sleeps = 0;         // times its thread blocked (voluntary context switches)
-        unsigned saturated = 0;      // windows in a row, this one included, without a sleep and
-                                     // with busy_permille >= spread_busy_permille
-    };
-    /// The load of a window that ended with `busy_permille` and `sleeps`, after `streak`
-    /// saturated windows in a row.
-    [[nodiscard]] static auto close_window(unsigned streak, unsigned busy_permille,
-                                           unsigned sleeps) noexcept -> window_load {
-        const bool saturated = sleeps == 0 && busy_permille >= spread_busy_permille;
-        return {.busy_permille = busy_permille,
-                .sleeps = sleeps,
-                .saturated = saturated ? streak + 1 : 0};
-    }
+    using window_load = io_home_window;
+    using load_streak = io_home_streak;
     /// window_load packed in one word (sched_worker::last_window): busy_permille in bits 48-63,
     /// saturated in 32-47, sleeps in 0-31.
     [[nodiscard]] static auto pack(window_load w) noexcept -> std::uint64_t {

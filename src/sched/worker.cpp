@@ -538,11 +538,10 @@ void sched_worker::note_load() noexcept {
             std::chrono::duration_cast<std::chrono::nanoseconds>(now - window_start_).count();
         const std::int64_t busy =
             std::clamp<std::int64_t>((cpu - window_cpu_start_ns_) * 1000 / wall, 0, 1000);
-        const runtime_core::window_load w = runtime_core::close_window(
-            saturated_windows_, static_cast<unsigned>(busy),
+        const runtime_core::window_load w = streak_.close(
+            static_cast<unsigned>(busy),
             static_cast<unsigned>(std::min<std::uint64_t>(blocks - window_blocks_start_,
                                                           0xffffffffU)));
-        saturated_windows_ = w.saturated;
         last_window.store(runtime_core::pack(w), std::memory_order_relaxed);
         rt_.review_io_home();
     }

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "io_home_load.hpp"
 #include "timer_wheel.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/sched/detail/context.hpp"
@@ -157,7 +158,7 @@ private:
     int schedstat_fd_ =
         -2;  // this thread's schedstat; -2: not opened yet, -1: none (closed at exit)
     std::uint64_t window_blocks_start_ = 0;  // voluntary_switches() then
-    unsigned saturated_windows_ = 0;         // windows in a row without a sleep, nearly all busy
+    io_home_streak streak_;
     // Pushes since the last pick whose wake-up on_push deferred (IO home), and the newest of
     // them (untagged).
     unsigned deferred_ = 0;

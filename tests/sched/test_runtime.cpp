@@ -283,44 +283,52 @@ TEST(runtime, io_home_rules_gather_on_the_busiest_and_spread_only_after_saturate
 }
 
 // A window's sleeps are the times the worker blocked, not its parks (a park that returns at once
-// with completions waiting is none): the home spreads once its windows are saturated
-// spread_windows times in a row, counted window by window as the workers close them.
-TEST(runtime, io_home_spreads_after_saturated_windows_and_not_under_light_load) {
+// with completions waiting is none). The home spreads once spread_windows windows in a row were
+// busy and together held at most spread_sleeps sleeps; counted window by window as the workers
+// close them and review.
+TEST(runtime, io_home_spreads_when_busy_and_hardly_sleeping_not_when_sleeping_every_window) {
     using core = weft::detail::runtime_core;
     using w = core::window_load;
-    // Closes `n` windows of the home (worker 0) with `busy` and `sleeps` each, the other worker
-    // asleep (one sleep, no work), reviewing after each; returns the windows it took to spread
-    // (0: it never did).
+    // Closes up to `n` windows of the home (worker 0), each `busy`, with a sleep in every
+    // `sleeps_every`-th (0: none) and `burst` sleeps at a time, the other worker asleep (no
+    // work, one sleep), reviewing after each; returns the windows it took to spread (0: never).
     const auto windows_to_spread = [](unsigned n, unsigned busy, unsigned sleeps_every,
-                                      unsigned start_streak) {
-        unsigned streak = start_streak;
+                                      unsigned burst) {
+        core::load_streak streak;
         for (unsigned i = 1; i <= n; ++i) {
-            const unsigned sleeps = sleeps_every != 0 && i % sleeps_every == 0 ? 1 : 0;
-            const w home = core::close_window(streak, busy, sleeps);
-            streak = home.saturated;
+            const unsigned sleeps = sleeps_every != 0 && i % sleeps_every == 0 ? burst : 0;
+            const w home = streak.close(busy, sleeps);
             if (core::next_io_home(0, {home, w{0, 1, 0}}) == -1) {
                 return i;
             }
         }
         return 0U;
     };
-    // Busy throughout and never blocked (1,000 keep-alive connections: its parks return at
-    // once): spreads at the spread_windows-th window.
+    // Busy throughout and never blocked: spreads at the spread_windows-th window.
     EXPECT_EQ(windows_to_spread(1000, 1000, 0, 0), core::spread_windows);
     EXPECT_EQ(windows_to_spread(1000, core::spread_busy_permille, 0, 0), core::spread_windows);
-    // A sleep in every window, however busy (100 connections: it blocks now and then), or
-    // under spread_busy_permille: it stays, over 1,000 windows.
-    EXPECT_EQ(windows_to_spread(1000, 1000, 1, 0), 0U);
+    // Under spread_busy_permille: never.
     EXPECT_EQ(windows_to_spread(1000, core::spread_busy_permille - 1, 0, 0), 0U);
-    // A sleep in one window of spread_windows ends each streak before it is long enough.
-    EXPECT_EQ(windows_to_spread(1000, 1000, core::spread_windows, 0), 0U);
-    // One in spread_windows + 1 does not: the streak between two sleeps spreads it.
-    EXPECT_EQ(windows_to_spread(1000, 1000, core::spread_windows + 1, 0), core::spread_windows);
-    // A window with a sleep restarts the count from zero.
-    const w slept = core::close_window(core::spread_windows - 1, 1000, 1);
-    EXPECT_EQ(slept.saturated, 0U);
-    EXPECT_EQ(slept.sleeps, 1U);
-    EXPECT_EQ(core::close_window(slept.saturated, 1000, 0).saturated, 1U);
+    // 1,000 keep-alive connections: a block about once in 5 windows, busy throughout. Spreads
+    // as soon as the first spread_windows windows are in (2 sleeps in 10).
+    EXPECT_EQ(windows_to_spread(1000, 1000, 5, 1), core::spread_windows);
+    // 100 connections: 4 blocks a window, busy throughout: stays over 1,000 windows. So does a
+    // home that sleeps once every 3 windows, or in bursts of 3 every 10.
+    EXPECT_EQ(windows_to_spread(1000, 1000, 1, 4), 0U);
+    EXPECT_EQ(windows_to_spread(1000, 1000, 3, 1), 0U);
+    EXPECT_EQ(windows_to_spread(1000, 1000, core::spread_windows, core::spread_sleeps + 1), 0U);
+    // A burst of sleeps holds the home for spread_windows windows after it, then it spreads.
+    core::load_streak streak;
+    EXPECT_EQ(streak.close(1000, 1000).saturated, 0U);
+    for (unsigned i = 1; i < core::spread_windows; ++i) {
+        EXPECT_EQ(streak.close(1000, 0).saturated, 0U);
+    }
+    unsigned saturated = 0;
+    for (unsigned i = 0; i < core::spread_windows; ++i) {
+        saturated = streak.close(1000, 0).saturated;
+    }
+    EXPECT_EQ(saturated, core::spread_windows);
+    EXPECT_EQ(core::next_io_home(0, {w{1000, 0, saturated}, w{0, 1, 0}}), -1);
 }
 
 // Two workers that wake for a little work and sleep again (light load) choose a home; without
