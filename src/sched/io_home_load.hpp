@@ -10,7 +10,7 @@ namespace weft::detail {
 
 inline constexpr unsigned io_home_spread_busy_permille = 950;
 inline constexpr unsigned io_home_spread_windows = 10;
-inline constexpr unsigned io_home_spread_sleeps = 2;  // in io_home_spread_windows windows
+inline constexpr unsigned io_home_spread_sleeps = 10;  // in io_home_spread_windows windows
 
 /// One window of a worker's load, as it published it.
 struct io_home_window {
@@ -28,9 +28,9 @@ struct io_home_window {
 /// 1,000 keep-alive connections blocked 19-21 times a second (once in 5 windows) and one
 /// holding 100 about 400 (4 a window), and both wanted a CPU for 96-100% of the time.
 struct io_home_streak {
-    unsigned windows = 0;                                     // saturated windows in a row
+    unsigned windows = 0;                                   // saturated windows in a row
     std::array<unsigned, io_home_spread_windows> sleeps{};  // the last windows' sleeps (ring)
-    unsigned next = 0;                                        // the oldest entry of `sleeps`
+    unsigned next = 0;                                      // the oldest entry of `sleeps`
 
     auto close(unsigned busy_permille, unsigned window_sleeps) noexcept -> io_home_window {
         sleeps[next] = window_sleeps;

@@ -487,9 +487,16 @@ void sched_worker::park() {
 }
 
 auto sched_worker::wanted_cpu_ns() noexcept -> std::int64_t {
-    // /proc/thread-self/schedstat: "run_ns wait_ns timeslices". The wait is the time the thread
-    // was runnable but not running (another thread had its CPU). Opened once, on this thread
-    // (thread-self names the reader), and read with pread each window.
+    // The CPU time this thread ran (CLOCK_THREAD_CPUTIME_ID, exact to now) plus the time it was
+    // runnable but waited while another thread had its CPU: the second field of
+    // /proc/thread-self/schedstat ("run_ns wait_ns timeslices"), opened once on this thread
+    // (thread-self names the opener) and read with pread each window. Not schedstat's run
+    // field: it moves only at ticks and switches (0 in a thread's first slice, which read as
+    // "no schedstat" and left that worker with the CPU time alone for good), too coarse for a
+    // 10 ms window. A kernel without schedstats reports "0 0 0".
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    const std::int64_t run = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
     if (schedstat_fd_ == -2) {
         schedstat_fd_ = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
     }
@@ -499,18 +506,17 @@ auto sched_worker::wanted_cpu_ns() noexcept -> std::int64_t {
         if (n > 0) {
             buf[n] = '\0';
             char* end = nullptr;
-            const unsigned long long run = std::strtoull(buf, &end, 10);
-            const unsigned long long wait = std::strtoull(end, nullptr, 10);
-            if (run != 0) {  // a kernel without schedstats reports zeros
-                return static_cast<std::int64_t>(run + wait);
+            const unsigned long long sched_run = std::strtoull(buf, &end, 10);
+            const unsigned long long wait = std::strtoull(end, &end, 10);
+            const unsigned long long slices = std::strtoull(end, nullptr, 10);
+            if (sched_run != 0 || wait != 0 || slices != 0) {
+                return run + static_cast<std::int64_t>(wait);
             }
         }
         ::close(schedstat_fd_);
         schedstat_fd_ = -1;
     }
-    timespec ts{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    return run;
 }
 
 void sched_worker::note_load() noexcept {
@@ -539,9 +545,8 @@ void sched_worker::note_load() noexcept {
         const std::int64_t busy =
             std::clamp<std::int64_t>((cpu - window_cpu_start_ns_) * 1000 / wall, 0, 1000);
         const runtime_core::window_load w = streak_.close(
-            static_cast<unsigned>(busy),
-            static_cast<unsigned>(std::min<std::uint64_t>(blocks - window_blocks_start_,
-                                                          0xffffffffU)));
+            static_cast<unsigned>(busy), static_cast<unsigned>(std::min<std::uint64_t>(
+                                             blocks - window_blocks_start_, 0xffffffffU)));
         last_window.store(runtime_core::pack(w), std::memory_order_relaxed);
         rt_.review_io_home();
     }
