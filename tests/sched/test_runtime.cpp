@@ -309,13 +309,16 @@ TEST(runtime, io_home_spreads_when_busy_and_hardly_sleeping_not_when_sleeping_ev
     EXPECT_EQ(windows_to_spread(1000, core::spread_busy_permille, 0, 0), core::spread_windows);
     // Under spread_busy_permille: never.
     EXPECT_EQ(windows_to_spread(1000, core::spread_busy_permille - 1, 0, 0), 0U);
-    // 1,000 keep-alive connections: a block about once in 5 windows, busy throughout. Spreads
-    // as soon as the first spread_windows windows are in (2 sleeps in 10).
+    // 1,000 keep-alive connections: a block in one window of 5, or one in each, busy
+    // throughout. Spreads as soon as the first spread_windows windows are in.
     EXPECT_EQ(windows_to_spread(1000, 1000, 5, 1), core::spread_windows);
+    EXPECT_EQ(windows_to_spread(1000, 1000, 1, core::spread_sleeps / core::spread_windows),
+              core::spread_windows);
     // 100 connections: 4 blocks a window, busy throughout: stays over 1,000 windows. So does a
-    // home that sleeps once every 3 windows, or in bursts of 3 every 10.
+    // home that sleeps a little more than spread_sleeps times in any spread_windows windows,
+    // spread evenly or in one burst.
     EXPECT_EQ(windows_to_spread(1000, 1000, 1, 4), 0U);
-    EXPECT_EQ(windows_to_spread(1000, 1000, 3, 1), 0U);
+    EXPECT_EQ(windows_to_spread(1000, 1000, 1, core::spread_sleeps / core::spread_windows + 1), 0U);
     EXPECT_EQ(windows_to_spread(1000, 1000, core::spread_windows, core::spread_sleeps + 1), 0U);
     // A burst of sleeps holds the home for spread_windows windows after it, then it spreads.
     core::load_streak streak;
