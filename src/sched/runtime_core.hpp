@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "blocking_pool.hpp"
+#include "io_home_load.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/sched/detail/context.hpp"
 #include "weft/sched/detail/io_home.hpp"
@@ -66,16 +67,19 @@ namespace weft::detail {
 /// reader leaves its receive at home. The state is one word, `io_home_word`:
 ///   (epoch << 32) | (home + 1), home = -1 (none) or a worker index; epoch counts the changes.
 /// Every worker measures its load over windows of load_window (window_load: the time its
-/// thread wanted a CPU, i.e. ran or waited in the run queue, and how often it slept) and, at the
-/// end of each, reviews the home (review_io_home):
+/// thread wanted a CPU, i.e. ran or waited in the run queue, and how often it slept, i.e.
+/// blocked: a park whose wait returns at once because completions were already there is no
+/// sleep) and, at the end of each, reviews the home (review_io_home):
 /// - no home, and the workers together wanted at most one CPU and each slept at least once
 ///   (nobody saturated): home = the busiest worker;
-/// - a home that did not sleep once and wanted a CPU for >= spread_busy_permille of each of its
-///   last spread_windows windows (it never ran out of work: its queue stays long and others
-///   steal from it): no home. One such window is not enough: a home that serves a client which
-///   keeps it fed goes a window without sleeping now and then (echo, 100 connections).
+/// - a home that wanted a CPU for >= spread_busy_permille of each of its last spread_windows
+///   windows and slept at most spread_sleeps times in them (it hardly ever ran out of work: its
+///   queue stays long and others steal from it): no home. Windows without a sleep are not
+///   enough: a home that serves a client which keeps it fed goes a few windows without
+///   sleeping now and then (echo, or hello at 100 connections, which sleeps 4 times a window).
 /// Hysteresis, so that a stream moves once per change of load, never per sleep: the two rules
-/// do not overlap (a home that sleeps stays; spreading needs a full window without a sleep),
+/// do not overlap (a home that sleeps often stays; spreading needs spread_windows windows with
+/// at most spread_sleeps sleeps in all),
 /// a home is kept for at least hold_home, and after spreading none is chosen for hold_spread.
 /// A receive moves at its reader's next wait with nothing queued (src/io/recv_queue.cpp): with a
 /// home, to the home's ring; with none, one gathered under an earlier epoch moves once to the
@@ -135,17 +139,13 @@ public:
     /// runtime's own (a reactor: a futex-parked runtime has no IO to gather).
     const bool gathers_io;
     static constexpr std::chrono::milliseconds load_window{10};
-    static constexpr unsigned spread_busy_permille = 950;
-    static constexpr unsigned spread_windows = 5;
+    static constexpr unsigned spread_busy_permille = io_home_spread_busy_permille;
+    static constexpr unsigned spread_windows = io_home_spread_windows;
+    static constexpr unsigned spread_sleeps = io_home_spread_sleeps;
     static constexpr std::chrono::milliseconds hold_home{200};
     static constexpr std::chrono::milliseconds hold_spread{1000};
-    /// One window of a worker's load, as it published it.
-    struct window_load {
-        unsigned busy_permille = 0;  // time its thread ran or waited to run / wall time
-        unsigned sleeps = 0;         // times it slept in its driver
-        unsigned saturated = 0;      // windows in a row, this one included, without a sleep and
-                                     // with busy_permille >= spread_busy_permille
-    };
+    using window_load = io_home_window;
+    using load_streak = io_home_streak;
     /// window_load packed in one word (sched_worker::last_window): busy_permille in bits 48-63,
     /// saturated in 32-47, sleeps in 0-31.
     [[nodiscard]] static auto pack(window_load w) noexcept -> std::uint64_t {

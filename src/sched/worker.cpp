@@ -1,6 +1,7 @@
 #include "worker.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -453,11 +454,12 @@ void sched_worker::park() {
     if (!timeout || *timeout > 0) {
         bump(sleeps);
         if (rt_.gathers_io) {
-            ++window_sleeps_;
-            saturated_windows_ = 0;
+            // The window's streak is not ended here: this park may return at once (completions
+            // already wait), and only a park that blocks is a sleep (note_load).
             note_load();
             // A worker that sleeps through whole windows publishes none meanwhile: say now that
-            // it sleeps (reviews count it as not saturated), if its last window said otherwise.
+            // it may sleep (reviews count it as not saturated), if its last window said
+            // otherwise. Its next window end publishes what it did.
             const auto w = runtime_core::unpack(last_window.load(std::memory_order_relaxed));
             if (w.sleeps == 0 || w.saturated != 0) {
                 last_window.store(runtime_core::pack({.busy_permille = w.busy_permille,
@@ -485,9 +487,16 @@ void sched_worker::park() {
 }
 
 auto sched_worker::wanted_cpu_ns() noexcept -> std::int64_t {
-    // /proc/thread-self/schedstat: "run_ns wait_ns timeslices". The wait is the time the thread
-    // was runnable but not running (another thread had its CPU). Opened once, on this thread
-    // (thread-self names the reader), and read with pread each window.
+    // The CPU time this thread ran (CLOCK_THREAD_CPUTIME_ID, exact to now) plus the time it was
+    // runnable but waited while another thread had its CPU: the second field of
+    // /proc/thread-self/schedstat ("run_ns wait_ns timeslices"), opened once on this thread
+    // (thread-self names the opener) and read with pread each window. Not schedstat's run
+    // field: it moves only at ticks and switches (0 in a thread's first slice, which read as
+    // "no schedstat" and left that worker with the CPU time alone for good), too coarse for a
+    // 10 ms window. A kernel without schedstats reports "0 0 0".
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    const std::int64_t run = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
     if (schedstat_fd_ == -2) {
         schedstat_fd_ = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
     }
@@ -497,18 +506,17 @@ auto sched_worker::wanted_cpu_ns() noexcept -> std::int64_t {
         if (n > 0) {
             buf[n] = '\0';
             char* end = nullptr;
-            const unsigned long long run = std::strtoull(buf, &end, 10);
-            const unsigned long long wait = std::strtoull(end, nullptr, 10);
-            if (run != 0) {  // a kernel without schedstats reports zeros
-                return static_cast<std::int64_t>(run + wait);
+            const unsigned long long sched_run = std::strtoull(buf, &end, 10);
+            const unsigned long long wait = std::strtoull(end, &end, 10);
+            const unsigned long long slices = std::strtoull(end, nullptr, 10);
+            if (sched_run != 0 || wait != 0 || slices != 0) {
+                return run + static_cast<std::int64_t>(wait);
             }
         }
         ::close(schedstat_fd_);
         schedstat_fd_ = -1;
     }
-    timespec ts{};
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+    return run;
 }
 
 void sched_worker::note_load() noexcept {
@@ -524,22 +532,35 @@ void sched_worker::note_load() noexcept {
     // about a quarter of its time in the run queue, never read as saturated, never spread, and
     // served every connection alone while the other worker slept (README, HTTP: keep-alive).
     const std::int64_t cpu = wanted_cpu_ns();
+    // Its sleeps: the times it blocked (voluntary context switches), not its parks. A park
+    // whose wait returns at once, because completions or deferred completion work were already
+    // there, is no sleep: a home with 1,000 keep-alive connections parked that way in nearly
+    // every window while it wanted a CPU for all of them (no time asleep in schedstat), was
+    // never read as saturated and served every connection alone while the other worker slept
+    // (README, HTTP: keep-alive p99).
+    const std::uint64_t blocks = voluntary_switches();
     if (window_start_ != std::chrono::steady_clock::time_point{}) {  // else: the first window
         const std::int64_t wall =
             std::chrono::duration_cast<std::chrono::nanoseconds>(now - window_start_).count();
         const std::int64_t busy =
             std::clamp<std::int64_t>((cpu - window_cpu_start_ns_) * 1000 / wall, 0, 1000);
-        const bool saturated = window_sleeps_ == 0 && busy >= runtime_core::spread_busy_permille;
-        saturated_windows_ = saturated ? saturated_windows_ + 1 : 0;
-        last_window.store(runtime_core::pack({.busy_permille = static_cast<unsigned>(busy),
-                                              .sleeps = window_sleeps_,
-                                              .saturated = saturated_windows_}),
-                          std::memory_order_relaxed);
+        const runtime_core::window_load w = streak_.close(
+            static_cast<unsigned>(busy), static_cast<unsigned>(std::min<std::uint64_t>(
+                                             blocks - window_blocks_start_, 0xffffffffU)));
+        last_window.store(runtime_core::pack(w), std::memory_order_relaxed);
         rt_.review_io_home();
     }
     window_start_ = now;
     window_cpu_start_ns_ = cpu;
-    window_sleeps_ = 0;
+    window_blocks_start_ = blocks;
+}
+
+auto sched_worker::voluntary_switches() noexcept -> std::uint64_t {
+    rusage ru{};
+    if (::getrusage(RUSAGE_THREAD, &ru) != 0) {
+        return 0;
+    }
+    return static_cast<std::uint64_t>(ru.ru_nvcsw);
 }
 
 void sched_worker::run() {

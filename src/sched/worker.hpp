@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "io_home_load.hpp"
 #include "timer_wheel.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/sched/detail/context.hpp"
@@ -129,6 +130,8 @@ private:
     /// This thread's CPU time plus its run-queue wait so far, in ns (CPU time alone where
     /// schedstat cannot be read). Owner only.
     auto wanted_cpu_ns() noexcept -> std::int64_t;
+    /// The times this thread blocked so far (its voluntary context switches). Owner only.
+    static auto voluntary_switches() noexcept -> std::uint64_t;
 
     runtime_core& rt_;
     unsigned index_;
@@ -148,14 +151,14 @@ private:
         std::chrono::steady_clock::time_point since{};
     };
     std::vector<sighting> seen_;
-    // The current load window (note_load): when it started, the time this thread wanted a CPU
-    // then, and how often it slept since.
+    // The current load window (note_load): when it started, and the time this thread wanted a
+    // CPU and the times it had blocked then.
     std::chrono::steady_clock::time_point window_start_{};
     std::int64_t window_cpu_start_ns_ = 0;  // wanted_cpu_ns() then
     int schedstat_fd_ =
         -2;  // this thread's schedstat; -2: not opened yet, -1: none (closed at exit)
-    unsigned window_sleeps_ = 0;
-    unsigned saturated_windows_ = 0;  // windows in a row without a sleep, nearly all busy
+    std::uint64_t window_blocks_start_ = 0;  // voluntary_switches() then
+    io_home_streak streak_;
     // Pushes since the last pick whose wake-up on_push deferred (IO home), and the newest of
     // them (untagged).
     unsigned deferred_ = 0;

@@ -282,6 +282,58 @@ TEST(runtime, io_home_rules_gather_on_the_busiest_and_spread_only_after_saturate
     EXPECT_EQ(y.saturated, x.saturated);
 }
 
+// A window's sleeps are the times the worker blocked, not its parks (a park that returns at once
+// with completions waiting is none). The home spreads once spread_windows windows in a row were
+// busy and together held at most spread_sleeps sleeps; counted window by window as the workers
+// close them and review.
+TEST(runtime, io_home_spreads_when_busy_and_hardly_sleeping_not_when_sleeping_every_window) {
+    using core = weft::detail::runtime_core;
+    using w = core::window_load;
+    // Closes up to `n` windows of the home (worker 0), each `busy`, with a sleep in every
+    // `sleeps_every`-th (0: none) and `burst` sleeps at a time, the other worker asleep (no
+    // work, one sleep), reviewing after each; returns the windows it took to spread (0: never).
+    const auto windows_to_spread = [](unsigned n, unsigned busy, unsigned sleeps_every,
+                                      unsigned burst) {
+        core::load_streak streak;
+        for (unsigned i = 1; i <= n; ++i) {
+            const unsigned sleeps = sleeps_every != 0 && i % sleeps_every == 0 ? burst : 0;
+            const w home = streak.close(busy, sleeps);
+            if (core::next_io_home(0, {home, w{0, 1, 0}}) == -1) {
+                return i;
+            }
+        }
+        return 0U;
+    };
+    // Busy throughout and never blocked: spreads at the spread_windows-th window.
+    EXPECT_EQ(windows_to_spread(1000, 1000, 0, 0), core::spread_windows);
+    EXPECT_EQ(windows_to_spread(1000, core::spread_busy_permille, 0, 0), core::spread_windows);
+    // Under spread_busy_permille: never.
+    EXPECT_EQ(windows_to_spread(1000, core::spread_busy_permille - 1, 0, 0), 0U);
+    // 1,000 keep-alive connections: a block in one window of 5, or one in each, busy
+    // throughout. Spreads as soon as the first spread_windows windows are in.
+    EXPECT_EQ(windows_to_spread(1000, 1000, 5, 1), core::spread_windows);
+    EXPECT_EQ(windows_to_spread(1000, 1000, 1, core::spread_sleeps / core::spread_windows),
+              core::spread_windows);
+    // 100 connections: 4 blocks a window, busy throughout: stays over 1,000 windows. So does a
+    // home that sleeps a little more than spread_sleeps times in any spread_windows windows,
+    // spread evenly or in one burst.
+    EXPECT_EQ(windows_to_spread(1000, 1000, 1, 4), 0U);
+    EXPECT_EQ(windows_to_spread(1000, 1000, 1, core::spread_sleeps / core::spread_windows + 1), 0U);
+    EXPECT_EQ(windows_to_spread(1000, 1000, core::spread_windows, core::spread_sleeps + 1), 0U);
+    // A burst of sleeps holds the home for spread_windows windows after it, then it spreads.
+    core::load_streak streak;
+    EXPECT_EQ(streak.close(1000, 1000).saturated, 0U);
+    for (unsigned i = 1; i < core::spread_windows; ++i) {
+        EXPECT_EQ(streak.close(1000, 0).saturated, 0U);
+    }
+    unsigned saturated = 0;
+    for (unsigned i = 0; i < core::spread_windows; ++i) {
+        saturated = streak.close(1000, 0).saturated;
+    }
+    EXPECT_EQ(saturated, core::spread_windows);
+    EXPECT_EQ(core::next_io_home(0, {w{1000, 0, saturated}, w{0, 1, 0}}), -1);
+}
+
 // Two workers that wake for a little work and sleep again (light load) choose a home; without
 // the option nobody reads one.
 TEST(runtime, light_load_chooses_an_io_home_when_enabled) {
