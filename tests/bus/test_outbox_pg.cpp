@@ -41,13 +41,19 @@ auto connect() -> weft::task<std::unique_ptr<pg_connection>> {
     co_return std::move(c).value();
 }
 
-/// A fresh table per test.
+/// A fresh table per test. Its version row is reset under the advisory lock that
+/// pg_outbox::migrate holds while it creates weft_schema_versions: tests run as processes side
+/// by side (ctest -j2), and two `CREATE TABLE IF NOT EXISTS` of one name at once make one of
+/// them fail (a unique violation in pg_type) on a database that does not have it yet.
 auto fresh_table(pg_connection& c, const std::string& t) -> weft::task<void> {
     (co_await c.query("DROP TABLE IF EXISTS " + t + ", " + t + "_dead")).value();
+    (co_await c.query("BEGIN")).value();
+    (co_await c.query("SELECT pg_advisory_xact_lock(hashtext('weft_schema_versions'))")).value();
     (co_await c.query("CREATE TABLE IF NOT EXISTS weft_schema_versions (name text PRIMARY KEY, "
                       "version integer NOT NULL)"))
         .value();
     (co_await c.query("DELETE FROM weft_schema_versions WHERE name = '" + t + "'")).value();
+    (co_await c.query("COMMIT")).value();
 }
 
 auto event_for(const std::string& key, int n) -> envelope {
