@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,13 +41,19 @@ auto connect() -> weft::task<std::unique_ptr<pg_connection>> {
     co_return std::move(c).value();
 }
 
-/// A fresh table per test.
+/// A fresh table per test. Its version row is reset under the advisory lock that
+/// pg_outbox::migrate holds while it creates weft_schema_versions: tests run as processes side
+/// by side (ctest -j2), and two `CREATE TABLE IF NOT EXISTS` of one name at once make one of
+/// them fail (a unique violation in pg_type) on a database that does not have it yet.
 auto fresh_table(pg_connection& c, const std::string& t) -> weft::task<void> {
     (co_await c.query("DROP TABLE IF EXISTS " + t + ", " + t + "_dead")).value();
+    (co_await c.query("BEGIN")).value();
+    (co_await c.query("SELECT pg_advisory_xact_lock(hashtext('weft_schema_versions'))")).value();
     (co_await c.query("CREATE TABLE IF NOT EXISTS weft_schema_versions (name text PRIMARY KEY, "
                       "version integer NOT NULL)"))
         .value();
     (co_await c.query("DELETE FROM weft_schema_versions WHERE name = '" + t + "'")).value();
+    (co_await c.query("COMMIT")).value();
 }
 
 auto event_for(const std::string& key, int n) -> envelope {
@@ -84,13 +93,119 @@ auto stored_by_key(memory_broker& b) -> weft::task<std::map<std::string, std::ve
     co_return got;
 }
 
+/// A memory_broker publish fault: of each `every` publishes in a row (counted across the
+/// copies set_publish_fault makes), the one at `which` (from 0) is refused, broker_unreachable.
+class refuse_every {
+public:
+    refuse_every(int every, int which)
+        : calls_(std::make_shared<std::atomic<int>>(0)), every_(every), which_(which) {}
+    auto operator()(const envelope&) const -> std::error_code {
+        return calls_->fetch_add(1) % every_ == which_
+                   ? make_error_code(bus_errc::broker_unreachable)
+                   : std::error_code{};
+    }
+
+private:
+    std::shared_ptr<std::atomic<int>> calls_;
+    int every_;
+    int which_;
+};
+
+/// The broker stored `keys * per_key` events of "orders": `keys` keys, each with its events
+/// once and in staging order (payloads 0, 1, ..., per_key - 1).
+auto expect_stored_once_in_order(memory_broker& broker, int keys, int per_key) -> weft::task<void> {
+    EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
+    const auto got = co_await stored_by_key(broker);
+    EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
+    for (const auto& [key, seq] : got) {
+        EXPECT_EQ(seq.size(), static_cast<std::size_t>(per_key)) << key;
+        for (int i = 0; i < per_key && static_cast<std::size_t>(i) < seq.size(); ++i) {
+            EXPECT_EQ(seq[static_cast<std::size_t>(i)], i) << key;
+        }
+    }
+}
+
+/// Until the relays have published and deleted every row of `t`.
+auto wait_until_empty(pg_connection& c, const std::string& t) -> weft::task<void> {
+    for (;;) {
+        const int left = co_await rows_in(c, t);
+        if (left == 0) {
+            co_return;
+        }
+        (void)co_await weft::sleep_for(5ms);
+    }
+}
+
+/// Polls `done` every 5 ms until it holds or `max_polls` polls have gone by (the caller's
+/// EXPECT then says which state was not reached).
+template <typename Pred>
+auto poll_until(Pred done, int max_polls) -> weft::task<void> {
+    for (int polls = 0; !done() && polls < max_polls; ++polls) {
+        (void)co_await weft::sleep_for(5ms);
+    }
+}
+
+/// Two relays of one table with the same options, `a` and `b`, each with a publisher of its own
+/// on `target` (a windowed relay reads its own publisher's results): the fixture of the tests
+/// that run relays side by side. Lives in the runtime's task; stop() before it goes.
+struct relay_pair {
+    relay_pair(const pg_outbox_options& o, backend& target)
+        : a{o}, b{o}, pa{target, {.max_pending = 256}}, pb{target, {.max_pending = 256}} {}
+
+    /// A fresh table `t`, migrated by `a` and again by `b` (a no-op that must succeed).
+    auto prepare(pg_connection& c, const std::string& t) -> weft::task<void> {
+        co_await fresh_table(c, t);
+        auto m = co_await a.migrate(c);
+        EXPECT_TRUE(m) << c.last_error();
+        (co_await b.migrate(c)).value();  // idempotent
+    }
+
+    void start_a() { ra.emplace(weft::spawn(a.run_relay(pa))); }
+    void start_b() { rb.emplace(weft::spawn(b.run_relay(pb))); }
+
+    auto stop_b() -> weft::task<void> {
+        b.stop_relay();
+        (co_await std::move(*rb)).value();
+        rb.reset();
+    }
+
+    /// Stops the relays that run and closes both publishers.
+    auto stop() -> weft::task<void> {
+        a.stop_relay();
+        b.stop_relay();
+        if (ra) {
+            (co_await std::move(*ra)).value();
+            ra.reset();
+        }
+        if (rb) {
+            (co_await std::move(*rb)).value();
+            rb.reset();
+        }
+        (co_await pa.close()).value();
+        (co_await pb.close()).value();
+    }
+
+    /// The broker refused some publishes and the relays retried them; together they published
+    /// each of the `events` staged events once, with no gap in a window.
+    void expect_published_once_after_retries(int events) const {
+        const auto ma = a.metrics();
+        const auto mb = b.metrics();
+        EXPECT_GT(ma.retries + mb.retries, 0U);
+        EXPECT_EQ(ma.window_gaps + mb.window_gaps, 0U);
+        EXPECT_EQ(ma.published + mb.published, static_cast<std::uint64_t>(events));
+    }
+
+    pg_outbox a;
+    pg_outbox b;
+    publisher pa;
+    publisher pb;
+    std::optional<weft::join_handle<weft::result<void>>> ra;
+    std::optional<weft::join_handle<weft::result<void>>> rb;
+};
+
 TEST(pg_outbox, two_relays_share_partitions_and_keep_order_per_key) {
     memory_broker broker;
-    std::atomic<int> calls{0};
-    broker.set_publish_fault([&](const envelope&) -> std::error_code {
-        return calls.fetch_add(1) % 4 == 1 ? make_error_code(bus_errc::broker_unreachable)
-                                           : std::error_code{};
-    });
+    broker.set_publish_fault(refuse_every{4, 1});
     constexpr int keys = 12;
     constexpr int per_key = 25;
     const std::string t = "outbox_two_relays";
@@ -102,50 +217,31 @@ TEST(pg_outbox, two_relays_share_partitions_and_keep_order_per_key) {
                             .partitions = 8,
                             .max_owned_partitions = 4,
                             .relay = {.batch_size = 32, .min_backoff = 1ms, .max_backoff = 4ms}};
-        pg_outbox a{o};
-        pg_outbox b{o};
-        co_await fresh_table(*c, t);
-        auto m = co_await a.migrate(*c);
-        EXPECT_TRUE(m) << c->last_error();
-        (co_await b.migrate(*c)).value();  // idempotent
-        publisher pub{broker};
-        auto ra = weft::spawn(a.run_relay(pub));
-        auto rb = weft::spawn(b.run_relay(pub));
-        co_await stage_many(a, *c, keys, per_key);
-        b.notify();
-        for (;;) {
-            const int left = co_await rows_in(*c, t);
-            if (left == 0) {
-                break;
-            }
-            (void)co_await weft::sleep_for(5ms);
-        }
-        EXPECT_EQ(a.owned_partitions(), 4U);
-        EXPECT_EQ(b.owned_partitions(), 4U);
-        EXPECT_GT(a.metrics().published, 0U);
-        EXPECT_GT(b.metrics().published, 0U);
-        EXPECT_GT(a.metrics().retries + b.metrics().retries, 0U);
-        a.stop_relay();
-        b.stop_relay();
-        (co_await std::move(ra)).value();
-        (co_await std::move(rb)).value();
-        (co_await pub.close()).value();
-        const auto got = co_await stored_by_key(broker);
-        EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
-        for (const auto& [key, seq] : got) {
-            EXPECT_EQ(seq.size(), static_cast<std::size_t>(per_key)) << key;
-            for (int i = 0; i < per_key && static_cast<std::size_t>(i) < seq.size(); ++i) {
-                EXPECT_EQ(seq[static_cast<std::size_t>(i)], i) << key;
-            }
-        }
+        relay_pair r{o, broker};
+        co_await r.prepare(*c, t);
+        r.start_a();
+        r.start_b();
+        co_await stage_many(r.a, *c, keys, per_key);
+        r.b.notify();
+        co_await wait_until_empty(*c, t);
+        EXPECT_EQ(r.a.owned_partitions(), 4U);
+        EXPECT_EQ(r.b.owned_partitions(), 4U);
+        EXPECT_GT(r.a.metrics().published, 0U);
+        EXPECT_GT(r.b.metrics().published, 0U);
+        co_await r.stop();
+        r.expect_published_once_after_retries(keys * per_key);
+        co_await expect_stored_once_in_order(broker, keys, per_key);
     }());
 }
 
 // Two relays with a window of 8 (each with a publisher of its own: a windowed relay reads its
 // publisher's results) under a broker that fails every 7th publish and keeps a per-key prefix:
 // batches of 32 over 12 keys (a key's window may span batches), failed keys parked while
-// the others go on. Every key is stored once and in order, the windows held more than one event
-// of a key, retries happened, no gap, and the table is empty.
+// the others go on. All staged before the relays start: a claim then holds several events of a
+// key whatever the machine's speed (claims that kept up with the staging's commits held one
+// event of each key, and the peak stayed at 1 in an ASan run). Every key is stored once and in
+// order, the windows held more than one event of a key, retries happened, no gap, and the
+// table is empty.
 TEST(pg_outbox, a_windowed_relay_keeps_order_per_key_under_failures) {
     memory_broker broker;
     weft::bus::testing::prefix_broker prefix{broker};
@@ -165,46 +261,20 @@ TEST(pg_outbox, a_windowed_relay_keeps_order_per_key_under_failures) {
                                       .max_backoff = 8ms,
                                       .max_unacked_per_key = 8,
                                       .broker = &prefix}};
-        pg_outbox a{o};
-        pg_outbox b{o};
-        co_await fresh_table(*c, t);
-        (co_await a.migrate(*c)).value();
-        publisher pa{prefix, {.max_pending = 256}};
-        publisher pb{prefix, {.max_pending = 256}};
-        auto ra = weft::spawn(a.run_relay(pa));
-        auto rb = weft::spawn(b.run_relay(pb));
-        co_await stage_many(a, *c, keys, per_key);
-        b.notify();
-        for (;;) {
-            const int left = co_await rows_in(*c, t);
-            if (left == 0) {
-                break;
-            }
-            (void)co_await weft::sleep_for(5ms);
-        }
-        a.stop_relay();
-        b.stop_relay();
-        (co_await std::move(ra)).value();
-        (co_await std::move(rb)).value();
-        (co_await pa.close()).value();
-        (co_await pb.close()).value();
-        const auto ma = a.metrics();
-        const auto mb = b.metrics();
+        relay_pair r{o, prefix};
+        co_await r.prepare(*c, t);
+        co_await stage_many(r.a, *c, keys, per_key);
+        r.start_a();
+        r.start_b();
+        co_await wait_until_empty(*c, t);
+        co_await r.stop();
+        const auto ma = r.a.metrics();
+        const auto mb = r.b.metrics();
         EXPECT_EQ(ma.unacked_per_key_limit, 8U);
         EXPECT_GT(std::max(ma.peak_unacked_per_key, mb.peak_unacked_per_key), 1U);
         EXPECT_LE(std::max(ma.peak_unacked_per_key, mb.peak_unacked_per_key), 8U);
-        EXPECT_GT(ma.retries + mb.retries, 0U);
-        EXPECT_EQ(ma.window_gaps + mb.window_gaps, 0U);
-        EXPECT_EQ(ma.published + mb.published, static_cast<std::uint64_t>(keys * per_key));
-        EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
-        const auto got = co_await stored_by_key(broker);
-        EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
-        for (const auto& [key, seq] : got) {
-            EXPECT_EQ(seq.size(), static_cast<std::size_t>(per_key)) << key;
-            for (int i = 0; i < per_key && static_cast<std::size_t>(i) < seq.size(); ++i) {
-                EXPECT_EQ(seq[static_cast<std::size_t>(i)], i) << key;
-            }
-        }
+        r.expect_published_once_after_retries(keys * per_key);
+        co_await expect_stored_once_in_order(broker, keys, per_key);
     }());
 }
 
@@ -261,13 +331,7 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
         first.stop_relay();
         (co_await std::move(r1)).value();  // its connection closes: the locks are free
         co_await stage_many(second, *c, 3, 10);
-        for (;;) {
-            const int left = co_await rows_in(*c, t);
-            if (left == 0) {
-                break;
-            }
-            (void)co_await weft::sleep_for(5ms);
-        }
+        co_await wait_until_empty(*c, t);
         EXPECT_EQ(second.owned_partitions(), 4U);
         second.stop_relay();
         (co_await std::move(r2)).value();
@@ -285,24 +349,21 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
 // publishes (so keys are blocked and retried while partitions change hands). Every event is
 // stored exactly once and in staging order per key, and the table ends empty. `windowed`: the
 // same with a window of 8 per key (each relay with a publisher of its own, a broker keeping a
-// per-key prefix).
+// per-key prefix); the second relay leaves once the table is drained (see the cycle).
 void rebalance_case(bool windowed) {
     memory_broker broker;
     weft::bus::testing::prefix_broker prefix{broker};
-    std::atomic<int> calls{0};
     if (windowed) {
         broker.set_publish_fault(weft::bus::testing::prefix_fault{7});
     } else {
-        broker.set_publish_fault([&](const envelope&) -> std::error_code {
-            return calls.fetch_add(1) % 5 == 2 ? make_error_code(bus_errc::broker_unreachable)
-                                               : std::error_code{};
-        });
+        broker.set_publish_fault(refuse_every{5, 2});
     }
     constexpr int keys = 24;
     constexpr std::uint32_t partitions = 16;
     constexpr int backlog = 150;     // rounds staged before the first relay starts
     constexpr int cycles = 5;        // the second relay joins and leaves this many times
     constexpr int max_polls = 4000;  // 5 ms apart: a rebalance takes a few 20 ms counts
+    constexpr int unbounded = std::numeric_limits<int>::max();  // the watchdog bounds these
     const std::string t = windowed ? "outbox_rebalance_window" : "outbox_rebalance";
     weft::runtime rt{weft::io_runtime_options(2)};
     rt.block_on([&]() -> weft::task<void> {
@@ -317,28 +378,32 @@ void rebalance_case(bool windowed) {
                             .partitions = partitions,
                             .rebalance_interval = 1ms,
                             .relay = ro};
-        pg_outbox a{o};
-        pg_outbox b{o};
-        co_await fresh_table(*c, t);
-        (co_await a.migrate(*c)).value();
-        publisher pa{prefix, {.max_pending = 256}};
-        publisher pb{prefix, {.max_pending = 256}};
+        relay_pair r{o, prefix};
+        co_await r.prepare(*c, t);
 
         std::atomic<bool> enough{false};
         std::atomic<int> rounds{0};
         std::atomic<int> burst_until{backlog};  // the producer does not pause before
+        std::atomic<bool> hold{false};          // the producer stages nothing while set
+        std::atomic<bool> holding{false};       // ... and has committed its last round
         auto producer = weft::spawn([&]() -> weft::task<void> {
             auto pc = co_await connect();
             while (!enough.load() || rounds.load() < 40) {
+                if (hold.load()) {
+                    holding.store(true);
+                    (void)co_await weft::sleep_for(2ms);
+                    continue;
+                }
+                holding.store(false);
                 const int n = rounds.load();
                 (co_await pc->query("BEGIN")).value();
                 for (int k = 0; k < keys; ++k) {
-                    (co_await a.stage(*pc, event_for("k" + std::to_string(k), n))).value();
+                    (co_await r.a.stage(*pc, event_for("k" + std::to_string(k), n))).value();
                 }
                 (co_await pc->query("COMMIT")).value();
                 rounds.store(n + 1);
-                a.notify();
-                b.notify();
+                r.a.notify();
+                r.b.notify();
                 if (n >= burst_until.load()) {
                     (void)co_await weft::sleep_for(2ms);
                 }
@@ -347,77 +412,49 @@ void rebalance_case(bool windowed) {
 
         // A backlog first, so that the first relay has rows of every partition in flight when
         // it gives some up.
-        while (rounds.load() < backlog) {
-            (void)co_await weft::sleep_for(5ms);
-        }
-        auto ra = weft::spawn(a.run_relay(pa));
-        int polls = 0;
-        while (a.owned_partitions() != partitions && polls < max_polls) {
-            (void)co_await weft::sleep_for(5ms);
-            ++polls;
-        }
-        EXPECT_EQ(a.owned_partitions(), partitions);
+        co_await poll_until([&] { return rounds.load() >= backlog; }, unbounded);
+        r.start_a();
+        auto a_owns_all = [&] { return r.a.owned_partitions() == partitions; };
+        co_await poll_until(a_owns_all, max_polls);
+        EXPECT_EQ(r.a.owned_partitions(), partitions);
         for (int cycle = 0; cycle < cycles; ++cycle) {
             if (cycle != 0) {
                 // A backlog again, so that rows of every partition are in flight at the join.
                 burst_until.store(rounds.load() + backlog);
-                while (rounds.load() < burst_until.load()) {
-                    (void)co_await weft::sleep_for(5ms);
-                }
+                co_await poll_until([&] { return rounds.load() >= burst_until.load(); }, unbounded);
             }
-            auto rb = weft::spawn(b.run_relay(pb));
-            polls = 0;
-            while ((a.owned_partitions() != 8 || b.owned_partitions() != 8) && polls < max_polls) {
-                (void)co_await weft::sleep_for(5ms);
-                ++polls;
-            }
-            EXPECT_EQ(a.owned_partitions(), 8U) << "cycle " << cycle;
-            EXPECT_EQ(b.owned_partitions(), 8U) << "cycle " << cycle;
+            r.start_b();
+            co_await poll_until(
+                [&] { return r.a.owned_partitions() == 8 && r.b.owned_partitions() == 8; },
+                max_polls);
+            EXPECT_EQ(r.a.owned_partitions(), 8U) << "cycle " << cycle;
+            EXPECT_EQ(r.b.owned_partitions(), 8U) << "cycle " << cycle;
             const int rounds_at_join = rounds.load();
             // Both relay a while (the second publishes what is staged in its partitions).
-            polls = 0;
-            while (rounds.load() < rounds_at_join + 20 && polls < max_polls) {
-                (void)co_await weft::sleep_for(5ms);
-                ++polls;
+            co_await poll_until([&] { return rounds.load() >= rounds_at_join + 20; }, max_polls);
+            if (windowed) {
+                // A windowed relay stopped with events in flight leaves them staged and the next
+                // relay publishes them again (stop_relay's contract; the broker drops the
+                // repeats by id): counted published twice, and a failure of the second in its
+                // window could be taken for a gap. So the second leaves with nothing in flight:
+                // the producer holds and the table drains first.
+                hold.store(true);
+                co_await poll_until([&] { return holding.load(); }, unbounded);
+                co_await wait_until_empty(*c, t);
             }
-            b.stop_relay();
-            (co_await std::move(rb)).value();
-            polls = 0;
-            while (a.owned_partitions() != partitions && polls < max_polls) {
-                (void)co_await weft::sleep_for(5ms);
-                ++polls;
-            }
-            EXPECT_EQ(a.owned_partitions(), partitions) << "cycle " << cycle;
+            co_await r.stop_b();
+            hold.store(false);
+            co_await poll_until(a_owns_all, max_polls);
+            EXPECT_EQ(r.a.owned_partitions(), partitions) << "cycle " << cycle;
         }
         enough.store(true);
         co_await std::move(producer);
-        for (;;) {
-            const int left = co_await rows_in(*c, t);
-            if (left == 0) {
-                break;
-            }
-            (void)co_await weft::sleep_for(5ms);
-        }
-        a.stop_relay();
-        (co_await std::move(ra)).value();
-        (co_await pa.close()).value();
-        (co_await pb.close()).value();
+        co_await wait_until_empty(*c, t);
+        co_await r.stop();
         const int per_key = rounds.load();
-        const auto ma = a.metrics();
-        const auto mb = b.metrics();
-        EXPECT_GT(mb.published, 0U);
-        EXPECT_GT(ma.retries + mb.retries, 0U);
-        EXPECT_EQ(ma.window_gaps + mb.window_gaps, 0U);
-        EXPECT_EQ(ma.published + mb.published, static_cast<std::uint64_t>(keys * per_key));
-        EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
-        const auto got = co_await stored_by_key(broker);
-        EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
-        for (const auto& [key, seq] : got) {
-            EXPECT_EQ(seq.size(), static_cast<std::size_t>(per_key)) << key;
-            for (int i = 0; i < per_key && static_cast<std::size_t>(i) < seq.size(); ++i) {
-                EXPECT_EQ(seq[static_cast<std::size_t>(i)], i) << key;
-            }
-        }
+        EXPECT_GT(r.b.metrics().published, 0U);
+        r.expect_published_once_after_retries(keys * per_key);
+        co_await expect_stored_once_in_order(broker, keys, per_key);
     }());
 }
 
@@ -437,11 +474,7 @@ TEST(pg_outbox, a_joining_windowed_relay_gets_its_share_in_order) {
 // stored exactly in staging order, each event once.
 TEST(pg_outbox, overlapped_batches_keep_order_when_a_key_fails) {
     memory_broker broker;
-    std::atomic<int> calls{0};
-    broker.set_publish_fault([&](const envelope&) -> std::error_code {
-        return calls.fetch_add(1) % 3 == 2 ? make_error_code(bus_errc::broker_unreachable)
-                                           : std::error_code{};
-    });
+    broker.set_publish_fault(refuse_every{3, 2});
     constexpr int keys = 4;
     constexpr int per_key = 60;
     const std::string t = "outbox_overlapped";
@@ -466,15 +499,7 @@ TEST(pg_outbox, overlapped_batches_keep_order_when_a_key_fails) {
         (co_await pub.close()).value();
         EXPECT_EQ(co_await rows_in(*c, t), 0);
         EXPECT_GT(outbox.metrics().retries, 0U);
-        EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
-        const auto got = co_await stored_by_key(broker);
-        EXPECT_EQ(got.size(), static_cast<std::size_t>(keys));
-        for (const auto& [key, seq] : got) {
-            EXPECT_EQ(seq.size(), static_cast<std::size_t>(per_key)) << key;
-            for (int i = 0; i < per_key && static_cast<std::size_t>(i) < seq.size(); ++i) {
-                EXPECT_EQ(seq[static_cast<std::size_t>(i)], i) << key;
-            }
-        }
+        co_await expect_stored_once_in_order(broker, keys, per_key);
     }());
 }
 
