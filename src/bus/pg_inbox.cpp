@@ -16,11 +16,18 @@ pg_inbox::pg_inbox(pg_inbox_options options) : options_(std::move(options)) {
 
 auto pg_inbox::migrate(pg_connection& conn) -> task<result<void>> {
     const std::string& t = options_.table;
-    auto r = co_await conn.query("CREATE TABLE IF NOT EXISTS " + t +
-                                 " (id bytea PRIMARY KEY, received_at timestamptz NOT NULL "
-                                 "DEFAULT now());"
-                                 "CREATE INDEX IF NOT EXISTS " +
-                                 t + "_received ON " + t + " (received_at)");
+    // One simple query is one transaction: the lock (pg_outbox::migrate's) is held until its
+    // end, so consumers starting together on a new database create the table one at a time
+    // (two `CREATE TABLE IF NOT EXISTS` of one name at once make one fail: a unique violation
+    // in pg_type).
+    auto r = co_await conn.query(
+        "SELECT pg_advisory_xact_lock(hashtext('weft_schema_versions'));"
+        "CREATE TABLE IF NOT EXISTS " +
+        t +
+        " (id bytea PRIMARY KEY, received_at timestamptz NOT NULL "
+        "DEFAULT now());"
+        "CREATE INDEX IF NOT EXISTS " +
+        t + "_received ON " + t + " (received_at)");
     if (!r) {
         co_return r.error();
     }

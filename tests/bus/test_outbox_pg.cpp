@@ -19,6 +19,7 @@
 #include "weft/bus/publisher.hpp"
 #include "weft/bus/subscriber.hpp"
 #include "weft/core/join_handle.hpp"
+#include "weft/core/scope.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
@@ -732,6 +733,42 @@ TEST(pg_inbox, ids_expire_after_the_window) {
         EXPECT_TRUE((co_await inbox.record(*c, id)).value());  // forgotten: new again
         (co_await c->query("COMMIT")).value();
     }());
+}
+
+// Consumers started together on a database without the inbox table each migrate it: every one
+// succeeds (two `CREATE TABLE IF NOT EXISTS` of one name at once make one of them fail with a
+// unique violation in pg_type unless something serialises them).
+TEST(pg_inbox, consumers_migrating_a_new_inbox_at_once_all_succeed) {
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_inbox_race";
+    constexpr int consumers = 8;
+    constexpr int rounds = 5;
+    std::atomic<int> failed{0};
+    rt.block_on([&]() -> weft::task<void> {
+        auto admin = co_await connect();
+        std::vector<std::unique_ptr<pg_connection>> conns;
+        for (int i = 0; i < consumers; ++i) {
+            conns.push_back(co_await connect());
+        }
+        for (int round = 0; round < rounds; ++round) {
+            (co_await admin->query("DROP TABLE IF EXISTS " + t)).value();
+            co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+                for (auto& c : conns) {
+                    s.spawn([&]() -> weft::task<void> {
+                        pg_inbox inbox{{.table = t}};
+                        auto r = co_await inbox.migrate(*c);
+                        if (!r) {
+                            failed.fetch_add(1, std::memory_order_relaxed);
+                            ADD_FAILURE() << r.error().message();
+                        }
+                    });
+                }
+                co_return;
+            });
+            EXPECT_EQ(co_await count_rows(*admin, t), 0);
+        }
+    }());
+    EXPECT_EQ(failed.load(), 0);
 }
 
 }  // namespace
