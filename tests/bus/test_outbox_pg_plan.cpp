@@ -47,10 +47,15 @@ auto connect() -> weft::task<std::unique_ptr<pg_connection>> {
 /// keys x per_key staged rows (one business transaction per round of keys).
 auto staged_outbox(pg_connection& c, pg_outbox& outbox, const std::string& t) -> weft::task<void> {
     (co_await c.query("DROP TABLE IF EXISTS " + t + ", " + t + "_dead")).value();
+    // Under the lock migrate takes to create weft_schema_versions: test processes run side by
+    // side, and two concurrent CREATE TABLE IF NOT EXISTS of one name make one fail.
+    (co_await c.query("BEGIN")).value();
+    (co_await c.query("SELECT pg_advisory_xact_lock(hashtext('weft_schema_versions'))")).value();
     (co_await c.query("CREATE TABLE IF NOT EXISTS weft_schema_versions (name text PRIMARY KEY, "
                       "version integer NOT NULL)"))
         .value();
     (co_await c.query("DELETE FROM weft_schema_versions WHERE name = '" + t + "'")).value();
+    (co_await c.query("COMMIT")).value();
     auto m = co_await outbox.migrate(c);
     EXPECT_TRUE(m) << c.last_error();
     (co_await c.query("ALTER TABLE " + t + " SET (autovacuum_enabled = off)")).value();
