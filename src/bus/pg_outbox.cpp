@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "pg_outbox_claim.hpp"
 #include "relay_batch.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/core/stop.hpp"
@@ -112,6 +113,26 @@ auto seq_ranges(std::vector<std::int64_t> seqs) -> std::string {
 auto text_param(std::string v) -> pg_param { return pg_param{std::move(v), false}; }
 
 }  // namespace
+
+auto detail::pg_claim(const std::string& table,
+                      const std::vector<std::int64_t>& owned,
+                      std::uint32_t batch_size,
+                      const std::vector<std::string>& skip_keys,
+                      const std::vector<std::int64_t>* held) -> pg_statement {
+    std::vector<pg_param> args;
+    args.push_back(text_param(join_ints(owned)));
+    args.push_back(text_param(std::to_string(std::max<std::uint32_t>(1, batch_size))));
+    args.push_back(text_param(text_array(skip_keys)));
+    std::string held_clause;
+    if (held != nullptr && !held->empty()) {
+        args.push_back(text_param(seq_ranges(*held)));
+        held_clause = " AND NOT ($4::int8multirange @> seq)";
+    }
+    return {"SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint, part FROM " +
+                table + " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[])" + held_clause +
+                " ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+            std::move(args), true};
+}
 
 pg_outbox::pg_outbox(pg_outbox_options options) : s_(std::make_unique<state>()) {
     s_->options = std::move(options);
@@ -343,10 +364,11 @@ auto open_session(const pg_outbox::state& s) -> task<result<std::unique_ptr<pg_c
     if (!c) {
         co_return c.error();
     }
-    auto a = co_await (*c)->query(
-        s.options.durable_deletes
-            ? "SET enable_sort = off; SET jit = off"
-            : "SET enable_sort = off; SET jit = off; SET synchronous_commit = off");
+    std::string settings(detail::pg_relay_planner_settings);
+    if (!s.options.durable_deletes) {
+        settings += "; SET synchronous_commit = off";
+    }
+    auto a = co_await (*c)->query(std::move(settings));
     if (!a) {
         co_return a.error();
     }
@@ -512,20 +534,7 @@ auto claim_statement(pg_outbox::state& s,
                      relay_session& rs,
                      const std::vector<std::string>& skip_keys,
                      const std::vector<std::int64_t>* held = nullptr) -> pg_statement {
-    std::vector<pg_param> args;
-    args.push_back(text_param(join_ints(rs.owned)));
-    args.push_back(
-        text_param(std::to_string(std::max<std::uint32_t>(1, s.options.relay.batch_size))));
-    args.push_back(text_param(text_array(skip_keys)));
-    std::string held_clause;
-    if (held != nullptr && !held->empty()) {
-        args.push_back(text_param(seq_ranges(*held)));
-        held_clause = " AND NOT ($4::int8multirange @> seq)";
-    }
-    return {"SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint, part FROM " +
-                s.options.table + " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[])" +
-                held_clause + " ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
-            std::move(args), true};
+    return detail::pg_claim(s.options.table, rs.owned, s.options.relay.batch_size, skip_keys, held);
 }
 
 auto be_int64(std::string_view b) -> std::int64_t {
