@@ -10,10 +10,11 @@
 namespace weft::bus::detail {
 
 /// The planner settings of the relay's own session (pg_outbox.cpp, open_session, says why):
-/// the claim walks the seq index and stops after a batch, and no plan is JIT-compiled.
+/// the claim walks the seq index and stops after a batch, the batch delete goes by the primary
+/// key, and no plan is JIT-compiled.
 /// tests/bus/test_outbox_pg_plan.cpp explains the claim under exactly these.
 inline constexpr std::string_view pg_relay_planner_settings =
-    "SET enable_sort = off; SET jit = off";
+    "SET enable_sort = off; SET enable_seqscan = off; SET jit = off";
 
 /// The relay's claim on `table`, with its parameters bound as the relay binds them: the oldest
 /// rows of the `owned` partitions, at most `batch_size` (0 counts as 1), keys in `skip_keys`

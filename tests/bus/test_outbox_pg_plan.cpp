@@ -236,12 +236,13 @@ auto reads_of(pg_connection& c, const std::string& t) -> weft::task<table_reads>
 }
 
 // Black box: a real relay (memory broker) drains the never-analyzed outbox; the server's own
-// counters say how many rows its statements fetched through the index per row published. A
-// claim that sorted again would fetch every remaining row of its partitions per batch (a
-// bitmap scan's rows count in idx_tup_fetch too): about 10 per row here.
-// NOTE: the relay's batch delete (`seq = ANY($1)`) is planned as a sequential scan on this
-// table, which reads the remaining rows once per batch; those reads are reported
-// (seq_tup_read), not bounded here.
+// counters say how many rows its statements read per row published. A claim that sorted again
+// would fetch every remaining row of its partitions per batch (a bitmap scan's rows count in
+// idx_tup_fetch too): about 10 per row here; a batch delete (`seq = ANY($1)`) planned as a
+// sequential scan (the server's choice on this table with seqscans on) reads the remaining rows
+// once per batch, about 10 per row too (seq_tup_read). With the relay's settings: 2 fetched
+// through the index per row claimed (each claim walks past the batch still in flight) and 1 per
+// row deleted, none read sequentially.
 TEST(pg_outbox_plan, a_relay_draining_a_never_analyzed_outbox_fetches_few_rows_per_row) {
     const std::string t = "outbox_plan_drain";
     constexpr long total = static_cast<long>(keys) * per_key;
@@ -280,8 +281,9 @@ TEST(pg_outbox_plan, a_relay_draining_a_never_analyzed_outbox_fetches_few_rows_p
         EXPECT_EQ(after.deleted, total);
         const long fetched = after.fetched - before.fetched;
         EXPECT_GE(fetched, total);  // every row claimed once through the seq index
-        EXPECT_LE(fetched, 3 * total) << "rows fetched for " << total << " published";
+        EXPECT_LE(fetched, 4 * total) << "rows fetched for " << total << " published";
         const long sequential = after.sequential - before.sequential - polls;
+        EXPECT_LE(sequential, total / 10) << "rows read sequentially for " << total << " published";
         RecordProperty("rows_fetched", static_cast<int>(fetched));
         RecordProperty("rows_read_sequentially", static_cast<int>(sequential));
         (co_await c->query("DROP TABLE " + t + ", " + t + "_dead")).value();
