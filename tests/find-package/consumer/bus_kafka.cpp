@@ -7,9 +7,8 @@
 #include <system_error>
 #include <weft/bus/errc.hpp>
 #include <weft/bus/kafka_backend.hpp>
-#include <weft/bus/publisher.hpp>
-#include <weft/io/reactor.hpp>
-#include <weft/sched/runtime.hpp>
+
+#include "publish_one.hpp"
 
 auto main(int argc, char** argv) -> int {
     const std::string brokers = argc > 1 ? argv[1] : "127.0.0.1:1";
@@ -17,16 +16,7 @@ auto main(int argc, char** argv) -> int {
         weft::bus::kafka_backend kafka{{.brokers = brokers,
                                         .topics = {"consumer_orders"},
                                         .admin_timeout = std::chrono::milliseconds{1'000}}};
-        weft::runtime rt{weft::io_runtime_options(2)};
-        const bool ok = rt.block_on([&]() -> weft::task<bool> {
-            weft::bus::publisher pub{kafka};
-            weft::bus::envelope env;
-            env.topic = "consumer_orders";
-            env.payload = "hello";
-            auto a = co_await pub.publish(std::move(env));
-            auto closed = co_await pub.close();
-            co_return a.has_value() && closed.has_value();
-        }());
+        const bool ok = publish_one(kafka, "consumer_orders");
         std::printf("bus_kafka: publish to %s %s\n", brokers.c_str(), ok ? "acked" : "failed");
         return ok ? 0 : 1;
     } catch (const std::system_error& e) {

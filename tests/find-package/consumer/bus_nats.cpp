@@ -1,13 +1,13 @@
 // A user's program on weft::bus_nats, built against the installed tree. Given no server, it
 // asks cnats to connect to a port where nothing listens and expects weft's start-up error
 // naming that address; given a URL, it publishes one message there and waits for the ack.
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <system_error>
 #include <weft/bus/nats_backend.hpp>
-#include <weft/bus/publisher.hpp>
-#include <weft/io/reactor.hpp>
-#include <weft/sched/runtime.hpp>
+
+#include "publish_one.hpp"
 
 auto main(int argc, char** argv) -> int {
     const std::string url = argc > 1 ? argv[1] : "nats://127.0.0.1:1";
@@ -16,16 +16,7 @@ auto main(int argc, char** argv) -> int {
                                       .topics = {"consumer_orders"},
                                       .storage = weft::bus::nats_storage::memory,
                                       .connect_timeout = std::chrono::milliseconds{500}}};
-        weft::runtime rt{weft::io_runtime_options(2)};
-        const bool ok = rt.block_on([&]() -> weft::task<bool> {
-            weft::bus::publisher pub{nats};
-            weft::bus::envelope env;
-            env.topic = "consumer_orders";
-            env.payload = "hello";
-            auto a = co_await pub.publish(std::move(env));
-            auto closed = co_await pub.close();
-            co_return a.has_value() && closed.has_value();
-        }());
+        const bool ok = publish_one(nats, "consumer_orders");
         std::printf("bus_nats: publish to %s %s\n", url.c_str(), ok ? "acked" : "failed");
         return ok ? 0 : 1;
     } catch (const std::system_error& e) {
