@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "pg_test_support.hpp"
 #include "test_outbox_prefix_broker.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/memory_broker.hpp"
@@ -29,32 +30,13 @@ namespace {
 using namespace weft::bus;
 using namespace std::chrono_literals;
 
-auto conninfo() -> std::string {
-    const char* s = std::getenv("WEFT_PG_CONNINFO");
-    return s != nullptr ? s : "host=127.0.0.1 port=15432 user=postgres dbname=postgres";
-}
+using test::connect;
+using test::conninfo;
 
-auto connect() -> weft::task<std::unique_ptr<pg_connection>> {
-    auto c = co_await pg_connection::connect(conninfo());
-    if (!c) {
-        ADD_FAILURE() << "cannot connect to PostgreSQL (" << conninfo() << ")";
-    }
-    co_return std::move(c).value();
-}
-
-/// A fresh table per test. Its version row is reset under the advisory lock that
-/// pg_outbox::migrate holds while it creates weft_schema_versions: tests run as processes side
-/// by side (ctest -j2), and two `CREATE TABLE IF NOT EXISTS` of one name at once make one of
-/// them fail (a unique violation in pg_type) on a database that does not have it yet.
+/// A fresh table per test (its version row reset: the next migrate creates it again).
 auto fresh_table(pg_connection& c, const std::string& t) -> weft::task<void> {
     (co_await c.query("DROP TABLE IF EXISTS " + t + ", " + t + "_dead")).value();
-    (co_await c.query("BEGIN")).value();
-    (co_await c.query("SELECT pg_advisory_xact_lock(hashtext('weft_schema_versions'))")).value();
-    (co_await c.query("CREATE TABLE IF NOT EXISTS weft_schema_versions (name text PRIMARY KEY, "
-                      "version integer NOT NULL)"))
-        .value();
-    (co_await c.query("DELETE FROM weft_schema_versions WHERE name = '" + t + "'")).value();
-    (co_await c.query("COMMIT")).value();
+    co_await test::reset_schema_version(c, t);
 }
 
 auto event_for(const std::string& key, int n) -> envelope {

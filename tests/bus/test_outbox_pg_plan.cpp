@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pg_outbox_claim.hpp"
+#include "pg_test_support.hpp"
 #include "weft/bus/memory_broker.hpp"
 #include "weft/bus/pg_outbox.hpp"
 #include "weft/bus/publisher.hpp"
@@ -29,33 +30,15 @@ using namespace std::chrono_literals;
 constexpr int keys = 100;
 constexpr int per_key = 100;  // 10,000 rows: the size at which relay18c saw the sort plan
 
-auto conninfo() -> std::string {
-    const char* s = std::getenv("WEFT_PG_CONNINFO");
-    return s != nullptr ? s : "host=127.0.0.1 port=15432 user=postgres dbname=postgres";
-}
-
-auto connect() -> weft::task<std::unique_ptr<pg_connection>> {
-    auto c = co_await pg_connection::connect(conninfo());
-    if (!c) {
-        ADD_FAILURE() << "cannot connect to PostgreSQL (" << conninfo() << ")";
-    }
-    co_return std::move(c).value();
-}
+using test::connect;
+using test::conninfo;
 
 /// A fresh outbox table with the schema pg_outbox creates, autovacuum off on it (so it stays
 /// never analyzed for the test's life, as a new outbox is until autovacuum reaches it), and
 /// keys x per_key staged rows (one business transaction per round of keys).
 auto staged_outbox(pg_connection& c, pg_outbox& outbox, const std::string& t) -> weft::task<void> {
     (co_await c.query("DROP TABLE IF EXISTS " + t + ", " + t + "_dead")).value();
-    // Under the lock migrate takes to create weft_schema_versions: test processes run side by
-    // side, and two concurrent CREATE TABLE IF NOT EXISTS of one name make one fail.
-    (co_await c.query("BEGIN")).value();
-    (co_await c.query("SELECT pg_advisory_xact_lock(hashtext('weft_schema_versions'))")).value();
-    (co_await c.query("CREATE TABLE IF NOT EXISTS weft_schema_versions (name text PRIMARY KEY, "
-                      "version integer NOT NULL)"))
-        .value();
-    (co_await c.query("DELETE FROM weft_schema_versions WHERE name = '" + t + "'")).value();
-    (co_await c.query("COMMIT")).value();
+    co_await test::reset_schema_version(c, t);
     auto m = co_await outbox.migrate(c);
     EXPECT_TRUE(m) << c.last_error();
     (co_await c.query("ALTER TABLE " + t + " SET (autovacuum_enabled = off)")).value();
