@@ -838,6 +838,19 @@ auto feed_pipeline(pg_outbox::state& s, detail::relay_pipeline& pipe) -> task<vo
             detail::crash_point("after_ack");
         }
         if (release_due(s, rs)) {
+            if (!rs.releasing.empty()) {
+                // A parked key (in back-off, nothing of it in flight) of a partition being
+                // given up is dropped, not waited for: it could fail for longer than any
+                // rebalance (claims no longer read the partition, so only the pipeline's own
+                // re-sends could drain it). Its rows stay staged, this relay never sends them
+                // again, and the next owner claims them from the oldest, in order.
+                pipe.drop_parked([&](const detail::relay_row& row) {
+                    const auto it = rs.parts.find(row.seq);
+                    return it != rs.parts.end() &&
+                           std::find(rs.releasing.begin(), rs.releasing.end(), it->second) !=
+                               rs.releasing.end();
+                });
+            }
             // Held: in the pipeline, or finished by it and not yet deleted (`unfinished`).
             std::vector<std::int64_t> held = pipe.held_seqs();
             for (const auto& row : unfinished) {

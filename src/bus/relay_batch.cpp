@@ -528,6 +528,25 @@ auto relay_pipeline::parked_keys() const -> std::vector<std::string> {
     return keys;
 }
 
+auto relay_pipeline::drop_parked(const std::function<bool(const relay_row&)>& gone) -> std::size_t {
+    std::lock_guard lock(s_->mu);
+    state& s = *s_;
+    std::size_t dropped = 0;
+    for (auto it = s.keys.begin(); it != s.keys.end();) {
+        state::key_state& k = it->second;
+        // Parked: failed cleared, nothing unacknowledged, its rows left out of `unsent`.
+        if (!k.parked || k.unacked != 0 || k.rows.empty() || !gone(k.rows.front())) {
+            ++it;
+            continue;
+        }
+        dropped += k.rows.size();
+        s.held -= k.rows.size();
+        --s.parked;
+        it = s.keys.erase(it);
+    }
+    return dropped;
+}
+
 auto relay_pipeline::size() const -> std::size_t {
     std::lock_guard lock(s_->mu);
     return s_->held;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -169,6 +170,10 @@ public:
     [[nodiscard]] auto held_seqs() const -> std::vector<std::int64_t>;
     /// Keys in back-off: a claim may leave their newer rows out.
     [[nodiscard]] auto parked_keys() const -> std::vector<std::string>;
+    /// Forgets the rows of the parked keys (back-off, nothing of them in flight) whose oldest
+    /// row `gone` selects: they are never sent by this pipeline again and stay staged (the
+    /// database side gives their partition up). Returns how many rows were dropped.
+    auto drop_parked(const std::function<bool(const relay_row&)>& gone) -> std::size_t;
     /// Rows held, finished ones not yet taken included.
     [[nodiscard]] auto size() const -> std::size_t;
     /// staged_ms of the oldest row held (0: none).

@@ -449,6 +449,72 @@ TEST(pg_outbox, a_joining_windowed_relay_gets_its_share_in_order) {
     rebalance_case(/*windowed=*/true);
 }
 
+// A windowed relay gives up a partition one of whose keys the broker refuses, again and again
+// (the key parked, in back-off between its re-sends): the partition must still go to the
+// relay that joins, within a bounded number of polls, rather than wait for the key to succeed
+// (claims no longer read a partition being given up). All staged first (24 keys, 20 events
+// each, 16 partitions); the refused key is one of a partition above the first eight, which the
+// first relay gives up when the second joins; both relays windowed (8 per key). Once both own
+// 8, the broker stops refusing: every event is stored once and in order, and the table drains.
+TEST(pg_outbox, a_windowed_relay_gives_up_a_partition_whose_key_keeps_failing) {
+    const std::string t = "outbox_release_parked";
+    memory_broker broker;
+    weft::bus::testing::prefix_broker prefix{broker};
+    constexpr int keys = 24;
+    constexpr int per_key = 20;
+    constexpr std::uint32_t partitions = 16;
+    constexpr int max_polls = 2000;  // 5 ms apart: a rebalance takes a few 1 ms counts
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox_options o{.conninfo = conninfo(),
+                            .table = t,
+                            .partitions = partitions,
+                            .rebalance_interval = 1ms,
+                            .relay = {.batch_size = 32,
+                                      .min_backoff = 1ms,
+                                      .max_backoff = 4ms,
+                                      .max_unacked_per_key = 8,
+                                      .broker = &prefix}};
+        relay_pair r{o, prefix};
+        co_await r.prepare(*c, t);
+        co_await stage_many(r.a, *c, keys, per_key);
+        auto q = (co_await c->query("SELECT key, part FROM " + t +
+                                    " WHERE part >= 8 ORDER BY seq LIMIT 1"))
+                     .value();
+        EXPECT_EQ(q.size(), 1);
+        const std::string refused{q.text(0, 0)};
+        const std::string refused_part{q.text(0, 1)};
+        auto refusals = std::make_shared<std::atomic<int>>(0);
+        broker.set_publish_fault([refused, refusals](const envelope& e) -> std::error_code {
+            if (e.key != refused) {
+                return {};
+            }
+            refusals->fetch_add(1);
+            return make_error_code(bus_errc::broker_unreachable);
+        });
+        r.start_a();
+        // The first relay owns every partition and has tried the refused key a few times.
+        co_await poll_until(
+            [&] { return r.a.owned_partitions() == partitions && refusals->load() >= 3; },
+            max_polls);
+        EXPECT_EQ(r.a.owned_partitions(), partitions);
+        EXPECT_GE(refusals->load(), 3);
+        r.start_b();
+        co_await poll_until(
+            [&] { return r.a.owned_partitions() == 8 && r.b.owned_partitions() == 8; }, max_polls);
+        EXPECT_EQ(r.a.owned_partitions(), 8U)
+            << "refused key " << refused << " of partition " << refused_part;
+        EXPECT_EQ(r.b.owned_partitions(), 8U)
+            << "refused key " << refused << " of partition " << refused_part;
+        broker.set_publish_fault({});
+        co_await wait_until_empty(*c, t);
+        co_await r.stop();
+        EXPECT_GT(r.a.metrics().retries + r.b.metrics().retries, 0U);
+        co_await expect_stored_once_in_order(broker, keys, per_key);
+    }());
+}
+
 // The batch-at-a-time relay claims batch k+1 while batch k is published, so k+1 may hold later
 // rows of a key whose row in k then fails: those must wait (the key is blocked while the
 // relay holds a pending row of it) even when its back-off is over by the time k+1 is
