@@ -25,7 +25,7 @@ namespace weft::bus::testing {
 /// uses its window. A fault hook such as prefix_fault makes that true: once an event of a key
 /// fails, every later event of the key fails too until the failed one is sent again, as Kafka's
 /// idempotent producer does within a partition.
-class prefix_broker final : public backend {
+class prefix_broker : public backend {
 public:
     explicit prefix_broker(memory_broker& inner) : inner_(inner) {}
     [[nodiscard]] auto name() const noexcept -> std::string_view override { return "prefix"; }
@@ -43,7 +43,7 @@ public:
         return inner_.make_consumer(std::move(config));
     }
 
-private:
+protected:
     memory_broker& inner_;
 };
 
@@ -90,16 +90,10 @@ private:
 /// restarted) starts with no cut. `every` 0: no fault. A publish let through is stored by the
 /// memory broker at once (or dropped as a repeat of a stored id), so "let through" is
 /// "stored".
-class producer_prefix_broker final : public backend {
+class producer_prefix_broker final : public prefix_broker {
 public:
     producer_prefix_broker(memory_broker& inner, std::uint64_t every)
-        : inner_(inner), shared_(std::make_shared<shared>()), every_(every) {}
-    [[nodiscard]] auto name() const noexcept -> std::string_view override { return "prefix"; }
-    [[nodiscard]] auto features() const noexcept -> backend_features override {
-        auto f = inner_.features();
-        f.keeps_partition_prefix = true;
-        return f;
-    }
+        : prefix_broker(inner), shared_(std::make_shared<shared>()), every_(every) {}
     auto make_producer(publish_sink& sink, std::uint32_t max_pending)
         -> weft::result<std::unique_ptr<backend_producer>> override {
         auto p = inner_.make_producer(sink, max_pending);
@@ -109,10 +103,6 @@ public:
         std::unique_ptr<backend_producer> w =
             std::make_unique<producer>(std::move(*p), sink, shared_, every_);
         return w;
-    }
-    auto make_consumer(consumer_config config)
-        -> weft::task<weft::result<std::shared_ptr<backend_consumer>>> override {
-        return inner_.make_consumer(std::move(config));
     }
 
     /// Publishes refused so far, by all producers.
@@ -185,7 +175,6 @@ private:
         std::uint64_t calls_ = 0;
     };
 
-    memory_broker& inner_;
     std::shared_ptr<shared> shared_;
     std::uint64_t every_;
 };
