@@ -326,6 +326,15 @@ struct relay_session {
 /// relay of the table; partitions are 0 .. partitions-1, never this.
 constexpr std::int32_t presence_objid = 2147483647;
 
+/// The condition on pg_locks for the granted advisory lock (lock_class $1, `objid`) in this
+/// database (two-int keys: objsubid 2): what the relay count and the partition take both read.
+auto advisory_lock_held(std::string_view objid) -> std::string {
+    return "locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE "
+           "datname = current_database()) AND classid = $1::int::oid AND objsubid = 2 AND objid "
+           "= " +
+           std::string(objid);
+}
+
 /// The keys still in back-off; forgets entries long past (a key that moved to another relay).
 auto keys_in_backoff(relay_session& rs, std::chrono::milliseconds max_backoff)
     -> std::vector<std::string> {
@@ -408,9 +417,7 @@ auto count_relays(pg_outbox::state& s, relay_session& rs) -> task<result<void>> 
     key.push_back(text_param(std::to_string(s.lock_class)));
     key.push_back(text_param(std::to_string(presence_objid)));
     auto r = co_await rs.conn->query(
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = "
-        "(SELECT oid FROM pg_database WHERE datname = current_database()) AND classid = "
-        "$1::int::oid AND objid = $2::int::oid AND objsubid = 2",
+        "SELECT count(*) FROM pg_locks WHERE " + advisory_lock_held("$2::int::oid"),
         std::move(key));
     if (!r) {
         co_return r.error();
@@ -510,10 +517,10 @@ auto take_partitions(pg_outbox::state& s, relay_session& rs) -> task<result<void
     args.push_back(text_param(std::to_string(target - rs.owned.size())));
     auto r = co_await rs.conn->query(
         "WITH free AS MATERIALIZED (SELECT p FROM generate_series(0, $2::int - 1) p WHERE p <> "
-        "ALL($3::int[]) AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
-        "AND l.granted AND l.database = (SELECT oid FROM pg_database WHERE datname = "
-        "current_database()) AND l.classid = $1::int::oid AND l.objid = p::oid AND l.objsubid = "
-        "2) ORDER BY p) SELECT p FROM free WHERE pg_try_advisory_lock($1::int, p) LIMIT $4::int",
+        "ALL($3::int[]) AND NOT EXISTS (SELECT 1 FROM pg_locks WHERE " +
+            advisory_lock_held("p::oid") +
+            ") ORDER BY p) SELECT p FROM free WHERE pg_try_advisory_lock($1::int, p) LIMIT "
+            "$4::int",
         std::move(args));
     if (!r) {
         co_return r.error();
