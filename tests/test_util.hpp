@@ -33,6 +33,24 @@ inline auto scaled(int n) -> int {
     return std::max(1, n / div);
 }
 
+/// The size of this process's descriptor table (FDSize in /proc/self/status; 0 if unreadable).
+/// It only grows: a test that wants to see it grown asks for more than it is now.
+inline auto descriptor_table_size() -> std::size_t {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (f == nullptr) {
+        return 0;
+    }
+    char line[256];
+    std::size_t n = 0;
+    while (std::fgets(line, sizeof(line), f) != nullptr) {
+        if (std::sscanf(line, "FDSize: %zu", &n) == 1) {
+            break;
+        }
+    }
+    std::fclose(f);
+    return n;
+}
+
 /// Makes worker `worker` of `rt` the IO home (-1: none, and the automatic choice off), from a
 /// task on `rt` (the hook must run on one of its workers). Runtime is weft::runtime; a template
 /// so that binaries without weft::sched need not include it.

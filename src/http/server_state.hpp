@@ -28,7 +28,8 @@ struct server::state {
     server_options opts;
     router routes;
     std::vector<middleware> layers;
-    semaphore slots;  // one per connection that may be open
+    std::size_t max_open;  // opts.max_connections, or its default
+    semaphore slots;       // one per connection that may be open
 
     std::atomic<std::uint64_t> accepted{0};
     std::atomic<std::uint64_t> requests{0};

@@ -1,6 +1,8 @@
 #include "weft/io/tcp_listener.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "accept_queue.hpp"
@@ -24,6 +27,31 @@ namespace weft {
 namespace detail {
 
 void accept_queue_closer::operator()(accept_queue* q) const noexcept { q->close(); }
+
+namespace {
+
+// listen_options::reserve_descriptors: a duplicate of `fd` at the lowest free number >= n - 1
+// makes the kernel size the table for n at once (F_DUPFD never replaces an open descriptor,
+// unlike dup2); the duplicate is closed again, the table keeps its size.
+void reserve_descriptors(int fd, std::size_t n) noexcept {
+    if (n < 2) {
+        return;
+    }
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY) {
+        n = std::min<std::size_t>(n, static_cast<std::size_t>(rl.rlim_cur));
+    }
+    n = std::min<std::size_t>(n, static_cast<std::size_t>(std::numeric_limits<int>::max()));
+    const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(n - 1));
+    if (dup >= 0) {
+        ::close(dup);
+    }
+}
+
+}  // namespace
 
 }  // namespace detail
 
@@ -81,6 +109,7 @@ auto tcp_listener::bind(socket_address addr, listen_options opts) -> result<tcp_
     if (::bind(fd, addr.data(), addr.size()) != 0 || ::listen(fd, opts.backlog) != 0) {
         return detail::errno_code();
     }
+    detail::reserve_descriptors(fd, opts.reserve_descriptors);
     return l;
 }
 

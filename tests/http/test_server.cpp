@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 
 #include "http/rejection_table.hpp"
 #include "multishot.hpp"  // src/io: multishot_arms
+#include "test_util.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/sync_wait.hpp"
 #include "weft/http.hpp"
@@ -641,6 +643,38 @@ TEST_P(server_test, listen_binds_and_serves_until_shutdown) {
             EXPECT_EQ(srv.stats().accepted, 16U);
             clients.clear();
             co_await srv.shutdown();  // listen() returns once every listener and connection ended
+        });
+    }());
+}
+
+// listen() sizes the descriptor table for max_connections (and 64 more) before it accepts.
+TEST_P(server_test, listen_sizes_the_descriptor_table_for_its_connections) {
+    const std::size_t before = weft::test::descriptor_table_size();
+    ASSERT_GT(before, 0U);
+    rlimit rl{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
+    const std::size_t max_connections = before;  // with the 64 more: beyond the table now
+    if (rl.rlim_cur != RLIM_INFINITY && max_connections + 64 > rl.rlim_cur) {
+        GTEST_SKIP() << "RLIMIT_NOFILE " << rl.rlim_cur << " is below " << max_connections + 64;
+    }
+    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
+    ro.stealing = std::get<1>(GetParam());
+    runtime rt{ro};
+    rt.block_on([&]() -> task<void> {
+        event bound;
+        server_options o;
+        o.max_connections = max_connections;
+        o.on_listening = [&](const socket_address&) { bound.set(); };
+        server srv{std::move(o)};
+        hello_routes(srv);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn([&]() -> task<void> {
+                auto r = co_await srv.listen(socket_address::parse("127.0.0.1", 0).value());
+                EXPECT_TRUE(r.has_value()) << r.error().message();
+            });
+            (co_await bound.wait()).value();
+            EXPECT_GE(weft::test::descriptor_table_size(), max_connections + 64);
+            co_await srv.shutdown();
         });
     }());
 }

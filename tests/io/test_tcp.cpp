@@ -75,6 +75,34 @@ auto echo_once(weft::tcp_listener& l) -> weft::task<void> {
     }
 }
 
+// listen_options::reserve_descriptors sizes the descriptor table at bind (so that accepting
+// the connections later never waits for it to grow), leaves no descriptor open, and a request
+// beyond RLIMIT_NOFILE is capped there, never an error.
+TEST(tcp_listener, reserve_descriptors_sizes_the_descriptor_table_at_bind) {
+    rlimit rl{};
+    ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
+    const std::size_t before = weft::test::descriptor_table_size();
+    ASSERT_GT(before, 0U);
+    const std::size_t limit = rl.rlim_cur == RLIM_INFINITY ? std::size_t{1} << 20 : rl.rlim_cur;
+    const std::size_t want = std::min<std::size_t>(limit, 4 * std::max<std::size_t>(before, 256));
+    if (want <= before) {
+        GTEST_SKIP() << "the table (" << before << ") already holds RLIMIT_NOFILE (" << limit
+                     << ")";
+    }
+    auto open_now = [] {
+        return static_cast<std::size_t>(std::distance(
+            std::filesystem::directory_iterator("/proc/self/fd"), {}));
+    };
+    const std::size_t open_before = open_now();
+    auto l = weft::tcp_listener::bind(loopback(), {.reserve_descriptors = want});
+    ASSERT_TRUE(l.has_value()) << l.error().message();
+    EXPECT_GE(weft::test::descriptor_table_size(), want);
+    EXPECT_EQ(open_now(), open_before + 1);  // the listener; the duplicate is closed again
+    auto capped = weft::tcp_listener::bind(loopback(), {.reserve_descriptors = SIZE_MAX});
+    ASSERT_TRUE(capped.has_value()) << capped.error().message();
+    EXPECT_EQ(open_now(), open_before + 2);
+}
+
 TEST_P(tcp, echo_round_trip_and_backend_is_the_requested_one) {
     weft::runtime rt{options()};
     auto got = rt.block_on([&]() -> weft::task<std::string> {
