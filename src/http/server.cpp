@@ -177,11 +177,10 @@ auto server::listen(socket_address addr) -> task<result<void>> {
     const std::size_t reserve = std::min<std::size_t>(st_->max_open + 64, 65536);
     std::vector<tcp_listener> ls;
     for (unsigned i = 0; i < n; ++i) {
-        auto l = tcp_listener::bind(addr,
-                                    {.backlog = 4096,
-                                     .reuse_port = per_core,
-                                     .defer_accept = st_->opts.defer_accept,
-                                     .reserve_descriptors = reserve});
+        auto l = tcp_listener::bind(addr, {.backlog = 4096,
+                                           .reuse_port = per_core,
+                                           .defer_accept = st_->opts.defer_accept,
+                                           .reserve_descriptors = reserve});
         if (!l) {
             co_return l.error();
         }

@@ -90,8 +90,8 @@ TEST(tcp_listener, reserve_descriptors_sizes_the_descriptor_table_at_bind) {
                      << ")";
     }
     auto open_now = [] {
-        return static_cast<std::size_t>(std::distance(
-            std::filesystem::directory_iterator("/proc/self/fd"), {}));
+        return static_cast<std::size_t>(
+            std::distance(std::filesystem::directory_iterator("/proc/self/fd"), {}));
     };
     const std::size_t open_before = open_now();
     auto l = weft::tcp_listener::bind(loopback(), {.reserve_descriptors = want});
