@@ -150,12 +150,12 @@ auto main(int argc, char** argv) -> int {
         usage("bad host");
     }
     const unsigned listeners = o.tpc ? rt.worker_count() : 1;
+    // The descriptor table sized for up to 65,536 connections at once, as http::server::serve
+    // does (weft::reserve_descriptors).
+    (void)weft::reserve_descriptors(65536);
     std::vector<weft::tcp_listener> ls;
     for (unsigned i = 0; i < listeners; ++i) {
-        // The descriptor table sized for a load of up to 65,536 connections at once, as
-        // http::server::listen does (listen_options::reserve_descriptors).
-        auto l = weft::tcp_listener::bind(
-            *addr, {.backlog = 4096, .reuse_port = o.tpc, .reserve_descriptors = 65536});
+        auto l = weft::tcp_listener::bind(*addr, {.backlog = 4096, .reuse_port = o.tpc});
         if (!l) {
             std::fprintf(stderr, "bench_server: bind %s: %s\n", addr->to_string().c_str(),
                          l.error().message().c_str());

@@ -129,6 +129,11 @@ auto server::stats() const noexcept -> server_stats {
 
 auto server::serve(tcp_listener& l) -> task<void> {
     std::shared_ptr<state> st = st_;  // connections hold it too: it outlives them all
+    // The descriptor table sized for the connections (and a few more descriptors) at once, up
+    // to 65,536: a storm of new connections never waits for it to grow (weft::
+    // reserve_descriptors; wrk -c1000 against a fresh server: the first 1,000 responses were
+    // done by 40-77 ms before, 19-29 after). A failure only leaves the table to grow as usual.
+    (void)reserve_descriptors(std::min<std::size_t>(st->max_open + 64, 65536));
     co_await with_scope([&](scope& conns) -> task<void> {
         co_await with_scope([&](scope& acceptor) -> task<void> {
             {
@@ -170,17 +175,11 @@ auto server::listen(socket_address addr) -> task<result<void>> {
     }
     const bool per_core = !rt->stealing && rt->workers > 1;
     const unsigned n = per_core ? rt->workers : 1;
-    // The descriptor table sized for the connections (and a few more descriptors) at once, up
-    // to 65,536: a storm of new connections then never waits for it to grow (listen_options::
-    // reserve_descriptors). wrk -c1000 against a fresh server: the first responses came after
-    // 30-70 ms instead of 14-29.
-    const std::size_t reserve = std::min<std::size_t>(st_->max_open + 64, 65536);
     std::vector<tcp_listener> ls;
     for (unsigned i = 0; i < n; ++i) {
-        auto l = tcp_listener::bind(addr, {.backlog = 4096,
-                                           .reuse_port = per_core,
-                                           .defer_accept = st_->opts.defer_accept,
-                                           .reserve_descriptors = reserve});
+        auto l = tcp_listener::bind(
+            addr,
+            {.backlog = 4096, .reuse_port = per_core, .defer_accept = st_->opts.defer_accept});
         if (!l) {
             co_return l.error();
         }

@@ -28,32 +28,37 @@ namespace detail {
 
 void accept_queue_closer::operator()(accept_queue* q) const noexcept { q->close(); }
 
-namespace {
+}  // namespace detail
 
-// listen_options::reserve_descriptors: a duplicate of `fd` at the lowest free number >= n - 1
-// makes the kernel size the table for n at once (F_DUPFD never replaces an open descriptor,
-// unlike dup2); the duplicate is closed again, the table keeps its size.
-void reserve_descriptors(int fd, std::size_t n) noexcept {
-    if (n < 2) {
-        return;
-    }
+// A duplicate at the lowest free number >= n - 1 makes the kernel size the table for n at once
+// (F_DUPFD never replaces an open descriptor, unlike dup2); it is closed again, and the table
+// keeps its size.
+auto reserve_descriptors(std::size_t n) noexcept -> bool {
     rlimit rl{};
     if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        return;
+        return false;
     }
     if (rl.rlim_cur != RLIM_INFINITY) {
         n = std::min<std::size_t>(n, static_cast<std::size_t>(rl.rlim_cur));
     }
     n = std::min<std::size_t>(n, static_cast<std::size_t>(std::numeric_limits<int>::max()));
-    const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, static_cast<int>(n - 1));
-    if (dup >= 0) {
-        ::close(dup);
+    if (n < 2) {
+        return true;
     }
+    const int base = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (base < 0) {
+        return false;
+    }
+    const int dup = ::fcntl(base, F_DUPFD_CLOEXEC, static_cast<int>(n - 1));
+    ::close(base);
+    if (dup < 0) {
+        return false;
+    }
+    ::close(dup);
+    return true;
 }
 
-}  // namespace
-
-}  // namespace detail
+namespace detail {}  // namespace detail
 
 // ---- tcp_listener ----------------------------------------------------------------------------
 
@@ -109,7 +114,6 @@ auto tcp_listener::bind(socket_address addr, listen_options opts) -> result<tcp_
     if (::bind(fd, addr.data(), addr.size()) != 0 || ::listen(fd, opts.backlog) != 0) {
         return detail::errno_code();
     }
-    detail::reserve_descriptors(fd, opts.reserve_descriptors);
     return l;
 }
 

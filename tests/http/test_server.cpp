@@ -647,8 +647,8 @@ TEST_P(server_test, listen_binds_and_serves_until_shutdown) {
     }());
 }
 
-// listen() sizes the descriptor table for max_connections (and 64 more) before it accepts.
-TEST_P(server_test, listen_sizes_the_descriptor_table_for_its_connections) {
+// Serving sizes the descriptor table for max_connections (and 64 more) before it accepts.
+TEST_P(server_test, serving_sizes_the_descriptor_table_for_its_connections) {
     const std::size_t before = weft::test::descriptor_table_size();
     ASSERT_GT(before, 0U);
     rlimit rl{};
@@ -662,9 +662,13 @@ TEST_P(server_test, listen_sizes_the_descriptor_table_for_its_connections) {
     runtime rt{ro};
     rt.block_on([&]() -> task<void> {
         event bound;
+        socket_address addr;
         server_options o;
         o.max_connections = max_connections;
-        o.on_listening = [&](const socket_address&) { bound.set(); };
+        o.on_listening = [&](const socket_address& a) {
+            addr = a;
+            bound.set();
+        };
         server srv{std::move(o)};
         hello_routes(srv);
         co_await with_scope([&](scope& s) -> task<void> {
@@ -673,6 +677,10 @@ TEST_P(server_test, listen_sizes_the_descriptor_table_for_its_connections) {
                 EXPECT_TRUE(r.has_value()) << r.error().message();
             });
             (co_await bound.wait()).value();
+            {
+                auto c = (co_await client::connect(addr)).value();  // answered: serving began
+                EXPECT_EQ((co_await c.get("/")).value().status, 200);
+            }
             EXPECT_GE(weft::test::descriptor_table_size(), max_connections + 64);
             co_await srv.shutdown();
         });

@@ -49,8 +49,8 @@ struct server_options {
     /// sends before closing, so the client reads the response instead of a reset.
     std::chrono::milliseconds linger_timeout{std::chrono::seconds{1}};
     /// Open connections at most; at the limit the server stops accepting (the kernel's backlog
-    /// holds the rest). 0: 90% of RLIMIT_NOFILE. listen() sizes the process's descriptor table
-    /// for them at once, up to 65,536 (see listen_options::reserve_descriptors).
+    /// holds the rest). 0: 90% of RLIMIT_NOFILE. serve() sizes the process's descriptor table
+    /// for them at once, up to 65,536 (see weft::reserve_descriptors).
     std::size_t max_connections = 0;
     /// Pipelined requests answered before their responses are written out together.
     std::size_t max_pipelined = 16;

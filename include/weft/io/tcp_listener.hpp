@@ -27,16 +27,17 @@ struct listen_options {
     /// which the client speaks first (HTTP): the server's first read of it then finds data
     /// instead of waiting for it, one wake-up less per connection. 0: off.
     std::chrono::seconds defer_accept{0};
-    /// Grow the process's descriptor table at bind to hold this many descriptors (capped at
-    /// RLIMIT_NOFILE; 0: leave it to grow as descriptors open). Linux grows the table by
-    /// doubling when a new descriptor does not fit, and in a process with more than one thread
-    /// each growth waits for an RCU grace period, during which every thread opening a
-    /// descriptor blocks (accept4 in `expand_files`, measured here at about 12 ms per growth):
-    /// a storm of 1,000 new connections to a fresh server paid four of them before its first
-    /// responses. Grown once here, the table costs 8 bytes per descriptor of kernel memory.
-    /// A failure to grow it is not an error (bind goes on; the table grows as before).
-    std::size_t reserve_descriptors = 0;
 };
+
+/// Grows this process's descriptor table now to hold `n` descriptors (capped at RLIMIT_NOFILE),
+/// for a server about to accept many connections; true when it holds that many (it never
+/// shrinks). Linux grows the table by doubling when a new descriptor does not fit, and in a
+/// process with more than one thread each growth waits for an RCU grace period, while every
+/// other thread that opens a descriptor waits too (accept4 in `expand_files`, about 12 ms per
+/// growth measured here): a fresh server taking 1,000 connections at once paid four of them
+/// before its first responses. The table costs 8 bytes of kernel memory per descriptor.
+/// http::server::serve calls it for its max_connections.
+auto reserve_descriptors(std::size_t n) noexcept -> bool;
 
 /// A listening TCP socket (IPv4 or IPv6). `accept` observes cancellation. On io_uring the
 /// listener arms one multishot accept on the ring of the worker that first accepts, and the
