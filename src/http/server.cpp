@@ -8,6 +8,7 @@
 
 #include "server_state.hpp"
 #include "weft/core/scope.hpp"
+#include "weft/io/reactor.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 

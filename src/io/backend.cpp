@@ -1,8 +1,14 @@
 // Which reactor a worker gets: io_uring when the kernel allows it (probed once), else epoll;
 // WEFT_IO_BACKEND forces one.
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -14,6 +20,34 @@
 #include "weft/io/reactor.hpp"
 
 namespace weft {
+
+// A duplicate at the lowest free number >= n - 1 makes the kernel size the table for n at once
+// (F_DUPFD never replaces an open descriptor, unlike dup2); it is closed again, and the table
+// keeps its size.
+auto reserve_descriptors(std::size_t n) noexcept -> bool {
+    rlimit rl{};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return false;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY) {
+        n = std::min<std::size_t>(n, static_cast<std::size_t>(rl.rlim_cur));
+    }
+    n = std::min<std::size_t>(n, static_cast<std::size_t>(std::numeric_limits<int>::max()));
+    if (n < 2) {
+        return true;
+    }
+    const int base = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (base < 0) {
+        return false;
+    }
+    const int dup = ::fcntl(base, F_DUPFD_CLOEXEC, static_cast<int>(n - 1));
+    ::close(base);
+    if (dup < 0) {
+        return false;
+    }
+    ::close(dup);
+    return true;
+}
 
 auto to_string(io_backend b) noexcept -> std::string_view {
     switch (b) {

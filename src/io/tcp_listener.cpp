@@ -1,8 +1,6 @@
 #include "weft/io/tcp_listener.hpp"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -11,7 +9,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "accept_queue.hpp"
@@ -29,36 +26,6 @@ namespace detail {
 void accept_queue_closer::operator()(accept_queue* q) const noexcept { q->close(); }
 
 }  // namespace detail
-
-// A duplicate at the lowest free number >= n - 1 makes the kernel size the table for n at once
-// (F_DUPFD never replaces an open descriptor, unlike dup2); it is closed again, and the table
-// keeps its size.
-auto reserve_descriptors(std::size_t n) noexcept -> bool {
-    rlimit rl{};
-    if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) {
-        return false;
-    }
-    if (rl.rlim_cur != RLIM_INFINITY) {
-        n = std::min<std::size_t>(n, static_cast<std::size_t>(rl.rlim_cur));
-    }
-    n = std::min<std::size_t>(n, static_cast<std::size_t>(std::numeric_limits<int>::max()));
-    if (n < 2) {
-        return true;
-    }
-    const int base = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (base < 0) {
-        return false;
-    }
-    const int dup = ::fcntl(base, F_DUPFD_CLOEXEC, static_cast<int>(n - 1));
-    ::close(base);
-    if (dup < 0) {
-        return false;
-    }
-    ::close(dup);
-    return true;
-}
-
-namespace detail {}  // namespace detail
 
 // ---- tcp_listener ----------------------------------------------------------------------------
 

@@ -39,6 +39,17 @@ enum class io_backend {
     return o;
 }
 
+/// Grows this process's descriptor table now to hold `n` descriptors (capped at RLIMIT_NOFILE),
+/// for a process about to open many (a server about to accept a storm of connections, a load
+/// client); true when it holds that many (it never shrinks). Linux grows the table by doubling
+/// when a new descriptor does not fit, and in a process with more than one thread each growth
+/// waits for an RCU grace period, while every other thread that opens a descriptor waits too
+/// (accept4 in `expand_files`, about 12 ms per growth measured here): a fresh server taking
+/// 1,000 connections at once paid four of them before its first responses. Called before the
+/// process starts threads, it waits for none. The table costs 8 bytes of kernel memory per
+/// descriptor. http::server::serve calls it for its max_connections.
+auto reserve_descriptors(std::size_t n) noexcept -> bool;
+
 /// The backend of the reactor running on this thread (throws std::logic_error when this thread
 /// is not a worker of a runtime made with make_reactor_factory).
 [[nodiscard]] auto current_io_backend() -> io_backend;

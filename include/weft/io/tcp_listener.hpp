@@ -29,16 +29,6 @@ struct listen_options {
     std::chrono::seconds defer_accept{0};
 };
 
-/// Grows this process's descriptor table now to hold `n` descriptors (capped at RLIMIT_NOFILE),
-/// for a server about to accept many connections; true when it holds that many (it never
-/// shrinks). Linux grows the table by doubling when a new descriptor does not fit, and in a
-/// process with more than one thread each growth waits for an RCU grace period, while every
-/// other thread that opens a descriptor waits too (accept4 in `expand_files`, about 12 ms per
-/// growth measured here): a fresh server taking 1,000 connections at once paid four of them
-/// before its first responses. The table costs 8 bytes of kernel memory per descriptor.
-/// http::server::serve calls it for its max_connections.
-auto reserve_descriptors(std::size_t n) noexcept -> bool;
-
 /// A listening TCP socket (IPv4 or IPv6). `accept` observes cancellation. On io_uring the
 /// listener arms one multishot accept on the ring of the worker that first accepts, and the
 /// kernel posts every new connection to it: no system call per connection (on kernels without
