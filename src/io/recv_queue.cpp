@@ -156,12 +156,14 @@ auto recv_queue::wanted_worker() const noexcept -> int {
     if (h.worker >= 0) {
         return h.worker;  // gathered: every receive on the home's ring
     }
-    // No home (any more): one gathered under an earlier home moves once, to the worker whose
-    // thread runs its reader now (a thief: it takes its share of the streams back); after that
+    // No home (any more): one gathered under an earlier home moves once, to the worker its
+    // socket hashes to (the streams split evenly over the rings, see spread_worker); after that
     // (armed in this epoch) it stays wherever its reader is stolen to.
-    const unsigned me = current_worker_index();
-    if (armed_ && armed_epoch_ != h.epoch && armed_worker_ != me) {
-        return static_cast<int>(me);
+    if (armed_ && armed_epoch_ != h.epoch && h.workers > 0) {
+        const unsigned to = spread_worker(fd_, h.workers);
+        if (to != armed_worker_) {
+            return static_cast<int>(to);
+        }
     }
     return -1;
 }

@@ -290,7 +290,12 @@ auto runtime_core::read_io_home() const noexcept -> io_home {
 
 auto current_io_home() noexcept -> io_home {
     sched_worker* w = tl_sched_worker;
-    return w == nullptr ? io_home{} : w->runtime().read_io_home();
+    if (w == nullptr) {
+        return io_home{};
+    }
+    io_home h = w->runtime().read_io_home();
+    h.workers = static_cast<unsigned>(w->runtime().workers.size());
+    return h;
 }
 
 auto current_worker_is_io_home() noexcept -> bool {

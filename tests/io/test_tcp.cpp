@@ -78,6 +78,26 @@ auto echo_once(weft::tcp_listener& l) -> weft::task<void> {
 // reserve_descriptors sizes the descriptor table at once (so that accepting connections later
 // never waits for it to grow), leaves no descriptor open, and a request beyond RLIMIT_NOFILE
 // is capped there.
+// Where receives go when the IO home is dropped: an even split over the workers for runs of
+// descriptors however they are spaced (a server that opens a file per connection would give its
+// sockets every other number).
+TEST(recv_queue, spread_worker_splits_descriptors_evenly_whatever_their_spacing) {
+    for (unsigned workers = 2; workers <= 4; ++workers) {
+        for (int stride = 1; stride <= 4; ++stride) {
+            std::vector<int> count(workers, 0);
+            for (int i = 0; i < 1000; ++i) {
+                const unsigned w = weft::detail::spread_worker(10 + i * stride, workers);
+                ASSERT_LT(w, workers);
+                ++count[w];
+            }
+            for (unsigned w = 0; w < workers; ++w) {
+                EXPECT_NEAR(count[w], 1000.0 / workers, 0.1 * 1000.0 / workers)
+                    << workers << " workers, stride " << stride << ", worker " << w;
+            }
+        }
+    }
+}
+
 TEST(tcp_listener, reserve_descriptors_sizes_the_descriptor_table_at_once) {
     rlimit rl{};
     ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
@@ -1139,10 +1159,16 @@ auto echo_by_receive(weft::tcp_stream s) -> weft::task<void> {
     }
 }
 
-auto accept_and_echo(weft::tcp_listener& l, int n) -> weft::task<void> {
+// `accepted`, when given, gets each accepted socket's descriptor.
+auto accept_and_echo(weft::tcp_listener& l, int n, std::vector<int>* accepted = nullptr)
+    -> weft::task<void> {
     co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
         for (int i = 0; i < n; ++i) {
-            s.spawn(echo_by_receive((co_await l.accept()).value()));
+            weft::tcp_stream c = (co_await l.accept()).value();
+            if (accepted != nullptr) {
+                accepted->push_back(c.native_handle());
+            }
+            s.spawn(echo_by_receive(std::move(c)));
         }
     });
 }
@@ -1191,8 +1217,9 @@ auto receives_armed_on(int worker) -> int {
 // The IO home moves every stream's multishot receive to the home's ring at its reader's next
 // wait, once per change (forced here: home 0, 1, 0, none, 1, none, 0, 1): a switch from one
 // settled home to the other moves every stream exactly once, more traffic then moves none, and
-// every byte comes back in order. With no home, a receive moves at most once (to the worker its
-// reader runs on). On epoll nothing is armed and nothing moves.
+// every byte comes back in order. When the home is dropped, every receive its socket hashes
+// away from the home (detail::spread_worker) moves, and a receive moves at most once. On epoll
+// nothing is armed and nothing moves.
 TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order) {
     constexpr int conns = 8;
     const bool uring = GetParam() == weft::io_backend::io_uring;
@@ -1206,7 +1233,8 @@ TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order
         l.emplace(weft::tcp_listener::bind(loopback()).value());
         co_return;
     }());
-    auto server = rt.spawn(accept_and_echo(*l, conns));
+    std::vector<int> accepted;
+    auto server = rt.spawn(accept_and_echo(*l, conns, &accepted));
     const auto addr = l->local_address().value();
     std::vector<int> fds;
     for (int i = 0; i < conns; ++i) {
@@ -1214,8 +1242,14 @@ TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order
     }
     int round = 0;
     ASSERT_TRUE(echo_round(fds, round++, 1024));  // armed wherever their readers first ran
+    ASSERT_EQ(accepted.size(), static_cast<std::size_t>(conns));
+    int hashed_to[2] = {};
+    for (int fd : accepted) {
+        ++hashed_to[weft::detail::spread_worker(fd, 2)];
+    }
     const std::uint64_t start = weft::detail::recv_home_moves.load();
     constexpr int homes[] = {0, 1, 0, -1, 1, -1, 0, 1};
+    int settled_home = -1;
     int exact_switches = 0;
     int prev = -1;
     for (int home : homes) {
@@ -1254,6 +1288,12 @@ TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order
             EXPECT_EQ(receives_armed_on(home), conns);
             EXPECT_EQ(receives_armed_on(1 - home), 0);
         }
+        if (uring && home < 0 && settled_home >= 0) {
+            // The home dropped: every stream its socket hashes away from it moves, once.
+            EXPECT_GE(moved, static_cast<std::uint64_t>(hashed_to[1 - settled_home]))
+                << "home " << settled_home << " dropped";
+        }
+        settled_home = home;
     }
     for (int fd : fds) {
         ::close(fd);

@@ -13,11 +13,13 @@ struct io_home {
     /// runtime_options::consolidate_io is on (with stealing and 2+ workers).
     bool enabled = false;
     /// The worker whose ring gathers every receive, or -1: none (each stays where it was armed,
-    /// except that one gathered under an earlier home moves once to the worker its reader runs
-    /// on).
+    /// except that one gathered under an earlier home moves once, to the worker its socket
+    /// hashes to: detail::spread_worker in src/io).
     int worker = -1;
     /// Changes with every change of `worker` (a receive records the epoch it was armed in).
     std::uint32_t epoch = 0;
+    /// The runtime's worker count.
+    unsigned workers = 0;
 };
 
 /// On a runtime worker thread: this runtime's io_home (off a runtime worker: disabled). A relaxed
