@@ -75,9 +75,6 @@ auto echo_once(weft::tcp_listener& l) -> weft::task<void> {
     }
 }
 
-// reserve_descriptors sizes the descriptor table at once (so that accepting connections later
-// never waits for it to grow), leaves no descriptor open, and a request beyond RLIMIT_NOFILE
-// is capped there.
 // Where receives go when the IO home is dropped: an even split over the workers for runs of
 // descriptors however they are spaced (a server that opens a file per connection would give its
 // sockets every other number).
@@ -98,7 +95,10 @@ TEST(recv_queue, spread_worker_splits_descriptors_evenly_whatever_their_spacing)
     }
 }
 
-TEST(tcp_listener, reserve_descriptors_sizes_the_descriptor_table_at_once) {
+// reserve_descriptors sizes the descriptor table at once (so that accepting connections later
+// never waits for it to grow), leaves no descriptor open, and a request beyond RLIMIT_NOFILE
+// is capped there.
+TEST(descriptors, reserve_descriptors_sizes_the_table_at_once) {
     rlimit rl{};
     ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
     const std::size_t before = weft::test::descriptor_table_size();
@@ -1159,14 +1159,15 @@ auto echo_by_receive(weft::tcp_stream s) -> weft::task<void> {
     }
 }
 
-// `accepted`, when given, gets each accepted socket's descriptor.
-auto accept_and_echo(weft::tcp_listener& l, int n, std::vector<int>* accepted = nullptr)
+// `hashed_to`, when given (two counters), counts the accepted sockets by the worker of 2 they
+// hash to (detail::spread_worker).
+auto accept_and_echo(weft::tcp_listener& l, int n, std::atomic<int>* hashed_to = nullptr)
     -> weft::task<void> {
     co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
         for (int i = 0; i < n; ++i) {
             weft::tcp_stream c = (co_await l.accept()).value();
-            if (accepted != nullptr) {
-                accepted->push_back(c.native_handle());
+            if (hashed_to != nullptr) {
+                hashed_to[weft::detail::spread_worker(c.native_handle(), 2)].fetch_add(1);
             }
             s.spawn(echo_by_receive(std::move(c)));
         }
@@ -1233,8 +1234,8 @@ TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order
         l.emplace(weft::tcp_listener::bind(loopback()).value());
         co_return;
     }());
-    std::vector<int> accepted;
-    auto server = rt.spawn(accept_and_echo(*l, conns, &accepted));
+    std::atomic<int> hashed_to[2] = {};
+    auto server = rt.spawn(accept_and_echo(*l, conns, hashed_to));
     const auto addr = l->local_address().value();
     std::vector<int> fds;
     for (int i = 0; i < conns; ++i) {
@@ -1242,11 +1243,7 @@ TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order
     }
     int round = 0;
     ASSERT_TRUE(echo_round(fds, round++, 1024));  // armed wherever their readers first ran
-    ASSERT_EQ(accepted.size(), static_cast<std::size_t>(conns));
-    int hashed_to[2] = {};
-    for (int fd : accepted) {
-        ++hashed_to[weft::detail::spread_worker(fd, 2)];
-    }
+    ASSERT_EQ(hashed_to[0].load() + hashed_to[1].load(), conns);
     const std::uint64_t start = weft::detail::recv_home_moves.load();
     constexpr int homes[] = {0, 1, 0, -1, 1, -1, 0, 1};
     int settled_home = -1;
@@ -1290,7 +1287,7 @@ TEST_P(tcp, receives_follow_the_io_home_back_and_forth_with_their_bytes_in_order
         }
         if (uring && home < 0 && settled_home >= 0) {
             // The home dropped: every stream its socket hashes away from it moves, once.
-            EXPECT_GE(moved, static_cast<std::uint64_t>(hashed_to[1 - settled_home]))
+            EXPECT_GE(moved, static_cast<std::uint64_t>(hashed_to[1 - settled_home].load()))
                 << "home " << settled_home << " dropped";
         }
         settled_home = home;
