@@ -50,6 +50,17 @@ class ReportTest(unittest.TestCase):
         if plots:  # matplotlib present
             self.assertIn('<img src="demo-spawn-ns_per_task.png"', page)
 
+    def test_the_ratio_cell_adds_the_median_of_the_per_round_ratios(self):
+        paired = {**RESULT, "rows": [
+            {**measured("weft", 50), "values": [40.0, 50.0, 90.0], "invalid_runs": 0},
+            {**measured("go", 250), "values": [100.0, 250.0, 300.0], "invalid_runs": 0}]}
+        with tempfile.TemporaryDirectory() as d:
+            page = report.write_report(Path(d), [SUITE], {"demo": paired}).read_text()
+            plain = report.write_report(Path(d), [SUITE], {"demo": RESULT}).read_text()
+        self.assertIn("0.2×", page)  # medians: 50 / 250
+        self.assertIn("per round 0.3×", page)  # rounds: 0.4, 0.2, 0.3
+        self.assertNotIn("per round 0", plain)  # rows without per-round values
+
     def test_summary_opens_the_page_with_the_headline_rows(self):
         with tempfile.TemporaryDirectory() as d:
             page = report.write_report(Path(d), [SUITE], {"demo": RESULT}).read_text()

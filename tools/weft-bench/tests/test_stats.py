@@ -31,6 +31,17 @@ class CompareTest(unittest.TestCase):
         self.assertIsNone(stats.ratio(30.0, None))
         self.assertIsNone(stats.ratio(30.0, 0.0))
 
+    def test_per_round_ratio_pairs_the_rounds(self):
+        # medians 150 / 150 (1.0x) though weft was behind in two rounds of three
+        weft = {"values": [100.0, 150.0, 200.0], "invalid_runs": 0}
+        peer = {"values": [110.0, 160.0, 150.0], "invalid_runs": 0}
+        self.assertAlmostEqual(stats.per_round_ratio(weft, peer), 150.0 / 160.0)
+        self.assertIsNone(stats.per_round_ratio(weft, {"values": [1.0, 2.0]}))  # unpaired
+        self.assertIsNone(stats.per_round_ratio(weft, {**peer, "invalid_runs": 1}))
+        self.assertIsNone(stats.per_round_ratio({"values": [1.0]}, {"values": [2.0]}))
+        self.assertIsNone(stats.per_round_ratio(weft, {"values": [1.0, 0.0, 2.0]}))
+        self.assertIsNone(stats.per_round_ratio(None, peer))
+
     def test_better(self):
         self.assertTrue(stats.better(1, 2, LOWER))
         self.assertTrue(stats.better(2, 1, HIGHER))

@@ -19,8 +19,10 @@ priority used more than {threshold:g}% of the CPU (beyond the one-tick-per-CPU r
 disturbed run is kept and marked ⚠ noisy; after 3 runs in a row stayed noisy through every
 retry, runs are not repeated until one is quiet. Niced processes (builds under nice -n 19) get
 the cores only when the measured ones leave them idle: their CPU is recorded and shown per
-suite, not counted as noise. weft / best peer compares medians; whether lower or higher is better is declared
-per metric. Seed figures are the ones printed in the seed report, measured on other hardware:
+suite, not counted as noise. weft / best peer compares medians (targets are judged on them);
+under it, "per round" is the median of the ratios taken within each round, where the systems
+ran one after another in the same state of the machine. Whether lower or higher is better is
+declared per metric. Seed figures are the ones printed in the seed report, measured on other hardware:
 they place the order of magnitude, the peers measured here are the real comparison. A server's
 CPU per request and a broker's CPU per message come from a cgroup v2 directory made for that
 process tree (cpu.stat usage_usec: microseconds, threads and processes that exited included);
@@ -217,7 +219,9 @@ def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
         cells = [f"<td>{esc(key[0])}</td><td><code>{esc(key[1])}</code></td>",
                  f"<td>{esc(key[2])}<br><small>{esc(unit)}, {direction}</small></td>",
                  seed_cell(rows.get((key, "seed"))), cell(key, SUBJECT),
-                 *(cell(key, p) for p in peers), ratio_cell(weft, peer_figs, metric.better)]
+                 *(cell(key, p) for p in peers),
+                 ratio_cell(weft, peer_figs, metric.better,
+                            {p: rows[key, p] for p in peers if (key, p) in rows})]
         if key in targets:
             html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)
             cells.append(html_)
@@ -258,13 +262,19 @@ def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
     return "\n".join(parts)
 
 
-def ratio_cell(weft: dict | None, peer_figs: dict, direction: str) -> str:
+def ratio_cell(weft: dict | None, peer_figs: dict, direction: str,
+               peer_rows: dict | None = None) -> str:
+    """weft's median over the best peer's; under it, when the rounds pair up, the median of the
+    ratios taken within each round (stats.per_round_ratio)."""
     best = stats.best_of(peer_figs, direction)
     r = stats.ratio(weft and weft["value"], best and best[1])
     if r is None:
         return '<td class="num"><small>–</small></td>'
     cls = "win" if stats.better(weft["value"], best[1], direction) else "lose"
-    return f'<td class="num {cls}">{r:.3g}×<br><small>vs {esc(best[0])}</small></td>'
+    paired = stats.per_round_ratio(weft, (peer_rows or {}).get(best[0]))
+    rounds = (f'<br><small title="the median of the ratios taken within each round">per round '
+              f"{paired:.3g}×</small>" if paired is not None else "")
+    return f'<td class="num {cls}">{r:.3g}×<br><small>vs {esc(best[0])}</small>{rounds}</td>'
 
 
 def use_cjk_fallback(matplotlib) -> None:
@@ -438,7 +448,8 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
     the target's verdict, each row linking to its suite's section."""
     lines = ['<h2 id="summary">Summary</h2><p><small>Every suite\'s headline rows (those with a '
              "target or a seed figure); the full tables follow, one section per suite. "
-             "Medians; the best peer in the metric's direction.</small></p>",
+             "Medians; the best peer in the metric's direction; \"per round\": the median of "
+             "the ratios taken within each round.</small></p>",
              '<div class="scroll"><table><tr><th>suite</th><th>scenario</th><th>params</th>'
              "<th>metric</th><th>seed</th><th>weft</th><th>best peer</th>"
              "<th>weft / best peer</th><th>target</th><th>met</th>"
@@ -471,7 +482,9 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
                      + (' <span class="warn" title="a noisy run: other processes at normal '
                         'priority used more than the threshold">⚠</span>'
                         if weft and weft.get("noisy") else "")
-                     + "</td>", best_cell, ratio_cell(weft, peer_figs, metric.better)]
+                     + "</td>", best_cell,
+                     ratio_cell(weft, peer_figs, metric.better,
+                                {p: rows[key, p] for p in peers if (key, p) in rows})]
             if key in targets:
                 html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)
                 cells.append(html_)

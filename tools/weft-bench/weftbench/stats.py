@@ -40,6 +40,22 @@ def ratio(subject: float | None, other: float | None) -> float | None:
     return subject / other
 
 
+def per_round_ratio(subject: Mapping | None, other: Mapping | None) -> float | None:
+    """The median over the rounds of subject / other, from two rows' `values` (one figure per
+    round, in round order), or None when the rounds cannot be paired (fewer than 2, a count
+    that differs, a run left out as invalid, a zero). The systems of a round run one after
+    another, so a round's figures share the machine's state (on a shared host that state
+    changes between rounds, and the medians of two rows can come from different rounds)."""
+    if not subject or not other:
+        return None
+    a, b = subject.get("values") or [], other.get("values") or []
+    if len(a) < 2 or len(a) != len(b) or subject.get("invalid_runs") or other.get("invalid_runs"):
+        return None
+    if any(y == 0 for y in b):
+        return None
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
 def check_target(target: Target, subject: float | None, peers: Mapping[str, float],
                  direction: str) -> tuple[bool | None, str]:
     """(met, reason): met is None when a needed figure is missing."""
