@@ -285,17 +285,13 @@ auto runtime_core::read_io_home() const noexcept -> io_home {
     const std::uint64_t word = io_home_word.load(std::memory_order_relaxed);
     return {.enabled = true,
             .worker = static_cast<int>(static_cast<std::uint32_t>(word)) - 1,
-            .epoch = static_cast<std::uint32_t>(word >> 32)};
+            .epoch = static_cast<std::uint32_t>(word >> 32),
+            .workers = static_cast<unsigned>(workers.size())};
 }
 
 auto current_io_home() noexcept -> io_home {
     sched_worker* w = tl_sched_worker;
-    if (w == nullptr) {
-        return io_home{};
-    }
-    io_home h = w->runtime().read_io_home();
-    h.workers = static_cast<unsigned>(w->runtime().workers.size());
-    return h;
+    return w == nullptr ? io_home{} : w->runtime().read_io_home();
 }
 
 auto current_worker_is_io_home() noexcept -> bool {

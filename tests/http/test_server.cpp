@@ -49,6 +49,11 @@ protected:
         }
     }
 
+    // As run, through listen() (it binds 127.0.0.1:0 itself; on_listening is taken here) with
+    // hello_routes; listen() must succeed and return after the shutdown that follows `body`.
+    template <typename Body>
+    void run_listening(server_options o, Body body);
+
     // Runs `body(addr, srv)` against a server set up by `setup`, then drains the server.
     template <typename Setup, typename Body>
     void run(server_options o, Setup setup, Body body) {
@@ -79,6 +84,33 @@ auto hello_routes(server& srv) -> void {
     srv.route(method::get, "/n/{n}", [](request& req) -> task<response> {
         co_return response::text(std::string(req.param("n")));
     });
+}
+
+template <typename Body>
+void server_test::run_listening(server_options o, Body body) {
+    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
+    ro.stealing = std::get<1>(GetParam());
+    runtime rt{ro};
+    rt.block_on([&]() -> task<void> {
+        event bound;
+        socket_address addr;
+        o.on_listening = [&](const socket_address& a) {
+            addr = a;
+            bound.set();
+        };
+        server srv{std::move(o)};
+        hello_routes(srv);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn([&]() -> task<void> {
+                auto r = co_await srv.listen(socket_address::parse("127.0.0.1", 0).value());
+                EXPECT_TRUE(r.has_value()) << r.error().message();
+            });
+            auto ready = co_await bound.wait();
+            (void)ready.value();  // (g++ 12 rejects the parenthesised co_await in a template)
+            co_await body(addr, srv);
+            co_await srv.shutdown();  // listen() returns once every listener and connection ended
+        });
+    }());
 }
 
 TEST_P(server_test, hello_with_keep_alive) {
@@ -611,40 +643,19 @@ TEST_P(server_test, connection_limit_holds_the_rest_in_the_backlog) {
 // per worker (each serving on its worker), otherwise one. Every connection is answered, and
 // shutdown() ends listen().
 TEST_P(server_test, listen_binds_and_serves_until_shutdown) {
-    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
-    ro.stealing = std::get<1>(GetParam());
-    runtime rt{ro};
-    rt.block_on([&]() -> task<void> {
-        event bound;
-        socket_address addr;
-        server_options o;
-        o.on_listening = [&](const socket_address& a) {
-            addr = a;
-            bound.set();
-        };
-        server srv{std::move(o)};
-        hello_routes(srv);
-        co_await with_scope([&](scope& s) -> task<void> {
-            s.spawn([&]() -> task<void> {
-                auto r = co_await srv.listen(socket_address::parse("127.0.0.1", 0).value());
-                EXPECT_TRUE(r.has_value()) << r.error().message();
-            });
-            (co_await bound.wait()).value();
-            std::vector<client> clients;
-            for (int i = 0; i < 16; ++i) {
-                clients.push_back((co_await client::connect(addr)).value());
-            }
-            int ok = 0;
-            for (auto& c : clients) {
-                auto r = (co_await c.get("/")).value();
-                ok += r.status == 200 && r.body == "Hello, World!" ? 1 : 0;
-            }
-            EXPECT_EQ(ok, 16);
-            EXPECT_EQ(srv.stats().accepted, 16U);
-            clients.clear();
-            co_await srv.shutdown();  // listen() returns once every listener and connection ended
-        });
-    }());
+    run_listening({}, [](socket_address addr, server& srv) -> task<void> {
+        std::vector<client> clients;
+        for (int i = 0; i < 16; ++i) {
+            clients.push_back((co_await client::connect(addr)).value());
+        }
+        int ok = 0;
+        for (auto& c : clients) {
+            auto r = (co_await c.get("/")).value();
+            ok += r.status == 200 && r.body == "Hello, World!" ? 1 : 0;
+        }
+        EXPECT_EQ(ok, 16);
+        EXPECT_EQ(srv.stats().accepted, 16U);
+    });
 }
 
 // Serving sizes the descriptor table for max_connections (and 64 more) before it accepts.
@@ -657,34 +668,15 @@ TEST_P(server_test, serving_sizes_the_descriptor_table_for_its_connections) {
     if (rl.rlim_cur != RLIM_INFINITY && max_connections + 64 > rl.rlim_cur) {
         GTEST_SKIP() << "RLIMIT_NOFILE " << rl.rlim_cur << " is below " << max_connections + 64;
     }
-    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
-    ro.stealing = std::get<1>(GetParam());
-    runtime rt{ro};
-    rt.block_on([&]() -> task<void> {
-        event bound;
-        socket_address addr;
-        server_options o;
-        o.max_connections = max_connections;
-        o.on_listening = [&](const socket_address& a) {
-            addr = a;
-            bound.set();
-        };
-        server srv{std::move(o)};
-        hello_routes(srv);
-        co_await with_scope([&](scope& s) -> task<void> {
-            s.spawn([&]() -> task<void> {
-                auto r = co_await srv.listen(socket_address::parse("127.0.0.1", 0).value());
-                EXPECT_TRUE(r.has_value()) << r.error().message();
-            });
-            (co_await bound.wait()).value();
-            {
-                auto c = (co_await client::connect(addr)).value();  // answered: serving began
-                EXPECT_EQ((co_await c.get("/")).value().status, 200);
-            }
-            EXPECT_GE(weft::test::descriptor_table_size(), max_connections + 64);
-            co_await srv.shutdown();
-        });
-    }());
+    server_options o;
+    o.max_connections = max_connections;
+    run_listening(std::move(o), [&](socket_address addr, server&) -> task<void> {
+        {
+            auto c = (co_await client::connect(addr)).value();  // answered: serving began
+            EXPECT_EQ((co_await c.get("/")).value().status, 200);
+        }
+        EXPECT_GE(weft::test::descriptor_table_size(), max_connections + 64);
+    });
 }
 
 // ab's shape (HTTP/1.0, a connection per request): every request answered and the connection
@@ -752,38 +744,19 @@ TEST_P(server_test, a_connection_per_request_arms_no_receive_and_ends_with_eof) 
 // client that connects and says nothing is not accepted (within the 30 s deferral here) while
 // one that sends its request is answered; once the first sends too, it is accepted and answered.
 TEST_P(server_test, listen_accepts_a_connection_once_its_request_arrives) {
-    auto ro = io_runtime_options(2, std::get<0>(GetParam()));
-    ro.stealing = std::get<1>(GetParam());
-    runtime rt{ro};
-    rt.block_on([&]() -> task<void> {
-        event bound;
-        socket_address addr;
-        server_options o;
-        o.defer_accept = std::chrono::seconds{30};
-        o.on_listening = [&](const socket_address& a) {
-            addr = a;
-            bound.set();
-        };
-        server srv{std::move(o)};
-        hello_routes(srv);
-        co_await with_scope([&](scope& s) -> task<void> {
-            s.spawn([&]() -> task<void> {
-                auto r = co_await srv.listen(socket_address::parse("127.0.0.1", 0).value());
-                EXPECT_TRUE(r.has_value()) << r.error().message();
-            });
-            (co_await bound.wait()).value();
-            auto silent = (co_await client::connect(addr)).value();  // connected, says nothing
-            auto talker = (co_await client::connect(addr)).value();
-            auto r = (co_await talker.get("/")).value();
-            EXPECT_EQ(r.status, 200);
-            EXPECT_EQ(srv.stats().accepted, 1U);  // the silent one waits in the kernel
-            r = (co_await silent.get("/")).value();
-            EXPECT_EQ(r.status, 200);
-            EXPECT_EQ(r.body, "Hello, World!"sv);
-            EXPECT_EQ(srv.stats().accepted, 2U);
-            co_await srv.shutdown();
-        });
-    }());
+    server_options o;
+    o.defer_accept = std::chrono::seconds{30};
+    run_listening(std::move(o), [](socket_address addr, server& srv) -> task<void> {
+        auto silent = (co_await client::connect(addr)).value();  // connected, says nothing
+        auto talker = (co_await client::connect(addr)).value();
+        auto r = (co_await talker.get("/")).value();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_EQ(srv.stats().accepted, 1U);  // the silent one waits in the kernel
+        r = (co_await silent.get("/")).value();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_EQ(r.body, "Hello, World!"sv);
+        EXPECT_EQ(srv.stats().accepted, 2U);
+    });
 }
 
 // A handler's req.peer() is the client's address (asked of the kernel when first wanted).
