@@ -187,7 +187,7 @@ auto parse(int argc, char** argv) -> options {
 /// CPU time (ns, /proc/self/task/*/schedstat) of this process's threads whose name starts with
 /// `prefix`. librdkafka names its broker threads "rdk:broker<id>": in the slow 10,000-message
 /// Kafka runs (either client) they spin while a full batch waits behind the one produce request
-/// in flight (README, bus section), so the run prints theirs beside its figures.
+/// in flight (docs/design/outbox-relay.md), so the run prints theirs beside its figures.
 auto threads_cpu_ns(std::string_view prefix) -> std::int64_t {
     std::int64_t sum = 0;
     std::error_code ec;

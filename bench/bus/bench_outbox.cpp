@@ -1,4 +1,4 @@
-// weft-bench's `eventbus` program for the transactional outbox's relay (issue 18): how many
+// weft-bench's `eventbus` program for the transactional outbox's relay: how many
 // staged events per second the relay publishes through weft::bus and marks done (deletes),
 // on SQLite or PostgreSQL, to the memory broker (so the database side is what is measured) or
 // to a real broker (NATS JetStream with file storage, Kafka), beside the bus's own

@@ -5,8 +5,8 @@
  * the bytes (their pointer and length are read), no publish. `drain` is what callgrind counts.
  *   cc -O2 -g -o sqlite_floor bench/bus/sqlite_floor.c -lsqlite3
  *   valgrind --tool=callgrind --toggle-collect=drain ./sqlite_floor FILE N [BATCH]
- * at N = 10000 and 20000; the difference / 10000 is the cost per event (README, outbox
- * section: "The floor on Kafka"). Not built by CMake: a one-off measurement. */
+ * at N = 10000 and 20000; the difference / 10000 is the cost per event (the least SQLite work
+ * a relay must do, docs/design/outbox-relay.md). Not built by CMake: a one-off measurement. */
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>

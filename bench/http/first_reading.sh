@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A first reading of weft's HTTP server beside Go net/http and nginx (issue 15's closing note;
-# the HTTP suites of weft-bench replace it): wrk -t2 -c100 -d8s --latency against GET / of each
+# A quick reading of weft's HTTP server beside Go net/http and nginx (weft-bench's HTTP suites
+# are the full measurement): wrk -t2 -c100 -d8s --latency against GET / of each
 # server in turn, ROUNDS interleaved rounds, printing requests/s, p99 and the server's CPU time
 # per request (utime+stime from /proc/PID/stat over the run).
 # Usage: bench/http/first_reading.sh BUILD_DIR [ROUNDS]   (needs wrk, nginx, go; 2 workers each)

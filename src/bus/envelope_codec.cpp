@@ -234,9 +234,8 @@ void rfc3339(std::string& out, std::chrono::system_clock::time_point t) {
 }  // namespace
 
 void encode(const envelope& env, std::string& out) {
-    // The exact size first, then one resize and plain stores: appending byte by byte cost about
-    // 675 instructions per 215-byte envelope (callgrind, Kafka publish), most of it in the
-    // string's capacity checks.
+    // The exact size first, then one resize and plain stores: appending byte by byte spent most
+    // of its instructions in the string's capacity checks (docs/design/decisions.md).
     std::size_t size = 1 + sizeof env.id.bytes + 8 + str_size(env.topic) + str_size(env.key) +
                        str_size(env.type) + varint_size(env.headers.size()) + str_size(env.payload);
     for (const header& h : env.headers) {

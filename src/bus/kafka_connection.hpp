@@ -36,7 +36,7 @@ namespace weft::bus {
 /// sequence 0, though: a fresh producer whose first batch was refused (NOT_LEADER while a new
 /// topic's or a restarted broker's partition got its leader) and whose second was stored is
 /// told the first was delivered, and it never was (the outbox chaos test lost events this way:
-/// README, "Chaos test"). Such a report is bus_errc::unconfirmed, which the publisher's caller
+/// docs/testing.md, "Chaos"). Such a report is bus_errc::unconfirmed, which the publisher's caller
 /// retries; a re-sent message that had been stored is stored twice (at least once).
 [[nodiscard]] inline auto kafka_confirmed(const rd_kafka_message_t* m) noexcept -> bool {
     return m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->offset >= 0;

@@ -30,8 +30,7 @@ namespace weft::bus {
 // source topic's lock is released). topics_mu, pause_mu and fault_mu are std::mutex (taken
 // rarely); a topic's mu, taken by every publish, delivery and ack, is weft's spin_lock: its
 // sections are short (the store of one message, now and then an allocation), and with awaited
-// publishes from 1,000 tasks it beat a spin-then-futex lock (bench_bus memory_awaited, 2 and 4
-// workers on 2 cores: 8% and 3% more messages per second, 15-23% less CPU per message).
+// publishes from 1,000 tasks it beat a spin-then-futex lock (docs/design/decisions.md).
 
 namespace {
 

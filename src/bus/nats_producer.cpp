@@ -390,7 +390,7 @@ auto drain(std::shared_ptr<nats_producer::state> st) -> task<void> {
         {
             // The awaited publishes this batch completes are resumed below, in order, on this
             // worker (completion_run), rather than woken one by one onto the deques, where the
-            // other worker steals about half of them (README, bus section: Kafka's awaited
+            // other worker steals about half of them (docs/design/decisions.md: Kafka's awaited
             // publishes, the same hand-off).
             const completion_run::collecting_scope collecting{st->run};
             for (const std::uint32_t slot : st->draining) {

@@ -16,7 +16,7 @@ namespace weft::bus {
 /// completes many awaited publishes spread them over the workers, and each produced its next
 /// message from there: the workers then contended for the producer's and librdkafka's locks
 /// and freed each other's allocations, and 2 workers made fewer messages per second than 1 at
-/// more CPU per message (README, bus section, "Where awaited publishes resume").
+/// more CPU per message (docs/design/decisions.md).
 ///
 /// Protocol (one thread, no atomics): the drain task calls collect() (out of line; or holds a
 /// collecting_scope), completes its reports through publish_sink::complete, calls

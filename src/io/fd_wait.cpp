@@ -81,7 +81,7 @@ auto wait_ready(int fd, bool for_write) -> task<result<void>> {
         }
         co_return result<void>{};
     }
-    // Named, not a temporary inside the co_await (g++ 12: see README).
+    // Named, not a temporary inside the co_await (g++ 12: see docs/compilers.md).
     foreign_ready ready(fd, for_write ? EPOLLOUT : EPOLLIN);
     co_return co_await ready;
 }

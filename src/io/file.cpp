@@ -313,7 +313,7 @@ auto file::read_at(std::span<std::byte> buf, std::uint64_t offset) -> task<resul
     const auto len = static_cast<unsigned>(std::min(buf.size(), max_io));
     long res = 0;
     if (is_uring()) {
-        // A named awaiter, not a temporary: see the README's note on g++ 12 and co_await.
+        // A named awaiter, not a temporary: g++ 12 and co_await, docs/compilers.md.
         // O_DIRECT goes to the device: submit at once (see uring_op::eager_submit).
         detail::uring_awaiter op(
             [=](io_uring_sqe* sqe) { io_uring_prep_read(sqe, fd, data, len, offset); }, direct_);
@@ -341,7 +341,7 @@ auto file::write_at(std::span<const std::byte> buf, std::uint64_t offset)
     const auto len = static_cast<unsigned>(std::min(buf.size(), max_io));
     long res = 0;
     if (is_uring()) {
-        // A named awaiter, not a temporary: see the README's note on g++ 12 and co_await.
+        // A named awaiter, not a temporary: g++ 12 and co_await, docs/compilers.md.
         // O_DIRECT goes to the device: submit at once (see uring_op::eager_submit).
         detail::uring_awaiter op(
             [=](io_uring_sqe* sqe) { io_uring_prep_write(sqe, fd, data, len, offset); }, direct_);
@@ -385,7 +385,7 @@ auto file::vectored(std::vector<iovec> iov, std::uint64_t offset, bool write)
     const auto n = static_cast<unsigned>(std::min<std::size_t>(iov.size(), IOV_MAX));
     long res = 0;
     if (is_uring()) {
-        // A named awaiter, not a temporary: see the README's note on g++ 12 and co_await.
+        // A named awaiter, not a temporary: g++ 12 and co_await, docs/compilers.md.
         detail::uring_awaiter op([=](io_uring_sqe* sqe) {
             if (write) {
                 io_uring_prep_writev(sqe, fd, v, n, offset);

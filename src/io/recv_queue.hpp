@@ -33,8 +33,8 @@ class recv_queue;
 /// Where a stream's receive goes when the IO home is dropped (the load outgrew one worker):
 /// a multiplicative (Fibonacci) hash of its descriptor, so the streams split evenly over the
 /// rings whatever pattern their descriptor numbers follow. Moving each instead to the thief
-/// that first ran its reader left 611-710 of 1,000 connections on the old home's ring, and the
-/// connections there were served less often (README, HTTP: keep-alive at 1,000 connections).
+/// that first ran its reader left most connections on the old home's ring, and the
+/// connections there were served less often (docs/design/decisions.md).
 [[nodiscard]] inline auto spread_worker(int fd, unsigned workers) noexcept -> unsigned {
     return ((static_cast<std::uint32_t>(fd) * 2654435761U) >> 16) % workers;
 }

@@ -13,8 +13,8 @@ namespace weft::detail {
 /// The epoll backend's socket transfers: the system calls themselves, not glibc's recv / send /
 /// recvmsg / sendmsg. Those are cancellation points: in a process with threads glibc wraps each
 /// call in two atomic compare-exchanges (asynchronous pthread cancellation on, then off), which
-/// is 4 of the echo server's locked instructions per request (~8.5 ns each on the machines we
-/// measure on). weft never cancels threads; its operations are cancelled through stop tokens.
+/// is 4 of the echo server's locked instructions per request. weft never cancels threads; its
+/// operations are cancelled through stop tokens.
 /// Same results and errno as the glibc functions.
 inline auto sys_recv(int fd, void* buf, std::size_t len, int flags) noexcept -> ssize_t {
     return ::syscall(SYS_recvfrom, fd, buf, len, flags, nullptr, nullptr);

@@ -270,8 +270,8 @@ auto tcp_stream::receive() -> task<result<bytes>> {
             }
             continue;
         }
-        // A block from this thread's buffer pool (a 4 KiB malloc per receive cost ~2% of
-        // the echo server's CPU); it goes back to a pool when the last slice of it is dropped.
+        // A block from this thread's buffer pool (not a 4 KiB malloc per receive); it goes back
+        // to a pool when the last slice of it is dropped.
         buffer b{chunk};
         const ssize_t n = detail::sys_recv(fd_, b.prepare(chunk).data(), chunk, MSG_DONTWAIT);
         if (n > 0) {

@@ -55,8 +55,8 @@ uring_reactor::~uring_reactor() {
 // Submission queue: 256 entries (16 KiB of SQEs). A worker fills one SQE per operation and
 // submits them all once per loop turn; a turn that queues more submits early (get_sqe). With
 // 4096 entries the SQEs cycled through 256 KiB and each one written was a cache miss, paid at
-// the worker's next locked instruction (waiting for the store to drain): 1.1% of the echo
-// server's CPU, in user space alone (perf, 1000 connections). Completion queue: 4096 entries, so
+// the worker's next locked instruction (waiting for the store to drain; docs/design/
+// decisions.md). Completion queue: 4096 entries, so
 // that bursts of multishot completions (10,000 connections) rarely overflow into the kernel's
 // overflow list (nothing is lost then, see IORING_SQ_CQ_OVERFLOW in poll(), but it is slower).
 constexpr unsigned sq_entries = 256;

@@ -45,8 +45,8 @@ struct uring_op : stop_callback_node {
     bool registered = false;
     // Send this SQE to the kernel at once when other operations of the ring are already there,
     // instead of at the next poll or park (O_DIRECT file IO: the device starts on it while the
-    // worker is still resuming the rest of a batch; measured 0.83x -> 1.05x of fio at QD32).
-    // Not for everything: buffered reads at QD32 lose 18% to the extra enters. A lone
+    // worker is still resuming the rest of a batch). Not for everything: buffered reads lose
+    // to the extra enters (docs/design/decisions.md). A lone
     // operation waits for the poll anyway (one enter less). Its CQE is still reaped only on
     // the owner thread, in poll or park.
     bool eager_submit = false;

@@ -24,9 +24,8 @@ struct io_home_window {
 /// io_home_spread_busy_permille of it and slept at most io_home_spread_sleeps times in the last
 /// io_home_spread_windows windows, this one included (100 ms, at most 100 sleeps a second). A
 /// sleep is a block, not a park: a park whose wait returns at once (completions already there)
-/// is none. Not "no sleep in the window": hello_http, 2 workers, wrk -t2 on the same 2 cores, a
-/// home holding 1,000 keep-alive connections blocked 18-152 times a second, one holding 100
-/// 400-1,500, and both wanted a CPU for 96-100% of the time (bench/http/profile/threads_run.sh).
+/// is none. Not "no sleep in the window": a saturated home still blocks now and then
+/// (docs/design/decisions.md; bench/http/profile/threads_run.sh).
 struct io_home_streak {
     unsigned windows = 0;                                   // saturated windows in a row
     std::array<unsigned, io_home_spread_windows> sleeps{};  // the last windows' sleeps (ring)

@@ -36,8 +36,7 @@ constexpr int spin_rounds = 12;
 // A worker with IO in flight looks once and parks (as tokio's workers do): its next work is
 // most likely a completion, which the kernel delivers to the reactor it parks in without
 // costing another worker a system call, so spinning saves nothing and takes the CPU the
-// kernel's network stack needs. Echo server, 2 workers, 100 connections, server CPU per
-// request, 5 interleaved rounds: epoll 4.97 -> 4.67 us, io_uring 4.60 -> 4.51 (tokio 4.43).
+// kernel's network stack needs (the figures: docs/design/decisions.md).
 constexpr int io_spin_rounds = 1;
 // While there is an IO home: a push wakes nobody at once while the pusher's deque holds at most
 // this many tasks (it runs them next), see sched_worker::on_push.
@@ -98,8 +97,6 @@ void sched_worker::yield_turn(std::coroutine_handle<> h) noexcept {
     // to whichever worker looks first and splits a producer from the consumer it just woke.
     // Quietly: a yield makes no new work, so it wakes no parked worker to come and split the
     // pair; tasks that do not hand off to each other still spread at the next fairness tick.
-    // (A producer and its consumer streaming through a channel on 2 workers: 67 -> 24 ns per
-    // item, Go 58; `weft-sake chan_throughput`.)
     push_quiet(h);
     yielded_ = true;
 }
@@ -349,8 +346,7 @@ auto sched_worker::settled(const sched_worker& victim) noexcept -> bool {
     // usually comes back to it first (its fairness tick, or the chain pausing), on the core
     // whose cache holds its data. Go's thieves give a busy P's runnext task 3 us the same way.
     // Stolen at once, it was the receiving end of a pipeline that then took every item across
-    // cores: weft-sake chan_coord (harness parameters, 13 alternating runs, 2 workers)
-    // 0.98 -> 0.70 us per item; spawn, fib, pipeline, ping-pong, pool.map rows unchanged.
+    // cores (docs/design/decisions.md).
     std::int64_t pos = 0;
     void* oldest = victim.peek_oldest(pos);
     if (oldest == nullptr || !is_displaced(oldest) || victim.index() >= seen_.size()) {
@@ -530,14 +526,14 @@ void sched_worker::note_load() noexcept {
     // that never runs out of work but shares its CPU with other runnable threads (a load tool
     // on the same cores): such a home, with 1,000 keep-alive connections queued on it, spent
     // about a quarter of its time in the run queue, never read as saturated, never spread, and
-    // served every connection alone while the other worker slept (README, HTTP: keep-alive).
+    // served every connection alone while the other worker slept (docs/design/decisions.md).
     const std::int64_t cpu = wanted_cpu_ns();
     // Its sleeps: the times it blocked (voluntary context switches), not its parks. A park
     // whose wait returns at once, because completions or deferred completion work were already
     // there, is no sleep: a home with 1,000 keep-alive connections parked that way in nearly
     // every window while it wanted a CPU for all of them (no time asleep in schedstat), was
     // never read as saturated and served every connection alone while the other worker slept
-    // (README, HTTP: keep-alive p99).
+    // (docs/design/decisions.md).
     const std::uint64_t blocks = voluntary_switches();
     if (window_start_ != std::chrono::steady_clock::time_point{}) {  // else: the first window
         const std::int64_t wall =
@@ -576,8 +572,8 @@ void sched_worker::run() {
     }
     while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
         void* h = next_task();
-        // An expensive poll (epoll_wait) is left to park(): polling here first found nothing in
-        // 60% of calls (1000 echo connections: 0.55 -> 0.14 epoll_wait per request).
+        // An expensive poll (epoll_wait) is left to park(): a first look here mostly found
+        // nothing, and park's own wait returns at once when events are ready.
         if (h == nullptr && (fire_timers() || (driver_->poll_is_cheap() && driver_->poll()))) {
             h = pop();
         }

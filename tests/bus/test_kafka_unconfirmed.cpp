@@ -1,7 +1,7 @@
 // The Kafka producer against librdkafka's in-process mock cluster (no broker needed): a
 // delivery report that librdkafka gives without an offset is not taken for an ack.
 //
-// The case the outbox chaos test lost events to (README, "Chaos test"): a fresh producer's
+// The case the outbox chaos test lost events to (docs/testing.md, "Chaos"): a fresh producer's
 // first batch to a partition is refused (NOT_LEADER_OR_FOLLOWER: a new topic's partition, or a
 // restarted broker's, without its leader yet) while its second batch, already on the wire, is
 // stored: a broker without state for the producer on that partition takes a first batch that

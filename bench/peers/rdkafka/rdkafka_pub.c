@@ -22,7 +22,7 @@
  * (librdkafka asked for the new topic's metadata 0.95 s after the first produce to it; weft's
  * backend reads it when it creates the topic), so this program's timed run starts about a
  * second after the topic was made, weft's some 15 ms after: giving weft a 1 s pause there
- * made no difference (README, bus section, Kafka at 10,000 messages). */
+ * made no difference. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <librdkafka/rdkafka.h>
@@ -55,7 +55,7 @@ static void on_delivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaqu
 }
 
 /* CPU time (ns, schedstat) of librdkafka's broker threads ("rdk:broker<id>"), printed on stderr
- * for the timed run as bench_bus does: they spin in the slow runs (README, bus section). */
+ * for the timed run as bench_bus does: they spin in the slow runs. */
 static int64_t rdk_broker_cpu_ns(void) {
     int64_t sum = 0;
     DIR* d = opendir("/proc/self/task");

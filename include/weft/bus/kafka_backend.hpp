@@ -11,8 +11,8 @@
 
 namespace weft::bus {
 
-/// Where a publisher's delivery reports are turned into outcomes (README, "The delivery
-/// report path", has the figures that chose the default).
+/// Where a publisher's delivery reports are turned into outcomes (docs/design/decisions.md has
+/// the figures that chose the default).
 enum class kafka_ack_path {
     /// The producer's main queue signals an eventfd when it turns non-empty; one weft task
     /// per publisher waits on it through the reactor and drains the queue to empty.
@@ -42,7 +42,7 @@ struct kafka_backend_options {
     /// 0: a quarter of the publisher's max_pending (at least 1, at most 10,000, librdkafka's
     /// default). A publisher never has more than max_pending messages out, so with
     /// librdkafka's own 10,000 a batch could only ever leave by linger: every window waited
-    /// out `linger` (5 ms for 1,024 messages capped a producer near 160k msg/s here). A
+    /// out `linger` (docs/design/decisions.md has the cost). A
     /// quarter keeps batches ready behind the one in flight (librdkafka 2.0's idempotent
     /// producer sends one produce request per partition at a time).
     std::uint32_t batch_messages = 0;

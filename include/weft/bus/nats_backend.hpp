@@ -25,8 +25,8 @@ enum class nats_storage {
     memory,  ///< lost when the server stops
 };
 
-/// How a publisher's acks, which cnats reports on its own thread, reach the publisher (README,
-/// "The ack path", has the figures that chose the default).
+/// How a publisher's acks, which cnats reports on its own thread, reach the publisher
+/// (docs/design/decisions.md has the figures that chose the default).
 enum class nats_ack_path {
     /// cnats's thread writes each outcome into the message's completion slot (allocated up
     /// front, one per max_pending) and writes an eventfd when its batch was empty; one weft

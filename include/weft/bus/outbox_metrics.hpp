@@ -30,7 +30,7 @@ struct outbox_metrics {
     /// Failures (with a window above 1) of an event of a key while a later event of the key,
     /// sent in the same window, was acknowledged: the broker holds that later one ahead of it,
     /// so the order as first stored is broken there. 0 is what the window's guarantee means;
-    /// README, "Guarantees, step by step", says when it can be otherwise.
+    /// docs/guide/outbox.md, "A per-key window on Kafka", says when it can be otherwise.
     std::uint64_t window_gaps = 0;
 };
 

@@ -31,7 +31,7 @@ class backend;
 ///   to 1, says so once on stderr and reports the window it uses in
 ///   outbox_metrics::unacked_per_key_limit. With a window the relay sends through
 ///   try_publish_async and reads the publisher's results(): give it a publisher of its own.
-///   What order the consumer sees then: README, "Guarantees, step by step".
+///   What order the consumer sees then: docs/guide/outbox.md, "A per-key window on Kafka".
 /// - `broker`: the backend the relay's publisher sends through (only read for its features).
 struct relay_options {
     std::uint32_t batch_size = 512;

@@ -32,7 +32,7 @@ struct sqlite_outbox_options {
     /// PRAGMA secure_delete on the relay's connection. Off (the default here) a delete only
     /// unlinks the published rows; on (Debian's libsqlite3 builds it on) it also overwrites
     /// their bytes with zeros, which dirties every page a deleted row touched and writes those
-    /// pages to the WAL again (the README's outbox section has the cost per event). Turn it
+    /// pages to the WAL again (docs/design/decisions.md has the cost per event). Turn it
     /// on where deleted events must not stay readable in free pages of the file.
     bool secure_delete = false;
     relay_options relay{};

@@ -44,8 +44,8 @@ enum class io_backend {
 /// client); true when it holds that many (it never shrinks). Linux grows the table by doubling
 /// when a new descriptor does not fit, and in a process with more than one thread each growth
 /// waits for an RCU grace period, while every other thread that opens a descriptor waits too
-/// (accept4 in `expand_files`, about 12 ms per growth measured here): a fresh server taking
-/// 1,000 connections at once paid four of them before its first responses. Called before the
+/// (accept4 in `expand_files`): a fresh server taking 1,000 connections at once paid several
+/// of them before its first responses (docs/design/decisions.md). Called before the
 /// process starts threads, it waits for none. The table costs 8 bytes of kernel memory per
 /// descriptor. http::server::serve calls it for its max_connections.
 auto reserve_descriptors(std::size_t n) noexcept -> bool;

@@ -48,8 +48,8 @@ struct runtime_options {
     /// change of load, never one per sleep (see src/sched/runtime_core.hpp, "IO home"). Applies
     /// to runtimes with stealing, at least 2 workers and a make_driver (a reactor); on epoll
     /// nothing moves (readiness waits stay where they are), only the home's choice and its
-    /// quieter fairness tick apply. On by default (README, tail latency: the echo server's p99
-    /// at or below tokio's at 100, 500 and 1000 connections with it, not without it).
+    /// quieter fairness tick apply. On by default: it keeps the echo server's p99 at or below
+    /// tokio's (docs/design/decisions.md).
     bool consolidate_io = true;
 };
 

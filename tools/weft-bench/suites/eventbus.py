@@ -34,7 +34,7 @@ PEER_BUILD = "bash bench/peers/build.sh {peers}"
 EXTRA = ("payload=128", "body=220", f"nats_port={NATS_PORT}", f"kafka_port={KAFKA_PORT}",
          f"pg_port={PG_PORT}")
 MEMORY = ("weft", "go")  # the memory rows: weft's memory_broker and Watermill's GoChannel
-SEED_FACTOR = 40  # issue 16: at least 40x the seed's Extreme figures
+SEED_FACTOR = 40  # the target: at least 40x the seed's Extreme figures
 # The brokers' own benchmark tools (natscli, Kafka's ProducerPerformance) run in quick mode on
 # one Extreme row each (NATS memory storage, Kafka), in full mode on every async row.
 TOOL_QUICK_N = 10_000
@@ -286,7 +286,7 @@ SUITE = Suite(
           "(window_rss_mb: what the full window took), all N acknowledged after the resume, "
           "and threads and weft tasks after close == before (threads counted once Kafka's "
           "closer thread destroyed the client, at most 3 s). "
-          "outbox_sqlite / outbox_pg (issue 18, bench/bus/bench_outbox.cpp): N events over 100 "
+          "outbox_sqlite / outbox_pg (bench/bus/bench_outbox.cpp): N events over 100 "
           "keys staged first (untimed, 100 per business transaction), then the relay's drain "
           "is timed: published through the memory broker (one unacknowledged event per key) "
           "and deleted, until stop_relay returns and the table is empty (else the run is "
@@ -358,7 +358,7 @@ SUITE = Suite(
         # is their clients' own)
         paused_row("nats_memory"), paused_row("nats_file", modes=("full",)), paused_row("kafka"),
         # the memory backend: the seed's sizes, then a run long enough for the targets; quick
-        # mode runs the same 1,000,000 (README, "Quick sizes"): weft's rate still rises up to
+        # mode runs the same 1,000,000 (tools/weft-bench/README.md, "Quick sizes"): weft's rate still rises up to
         # it and GoChannel's is flat, so 200,000 read the ratio 5.0-5.2x where 1,000,000 and
         # 2,000,000 read 6.6-7.4x (publish_async; publish awaited: 5.0x against 6.9x)
         *(Scenario("memory_async", {"messages": n, "max_pending": 1024}, SHOWN, only=MEMORY)
@@ -371,7 +371,7 @@ SUITE = Suite(
                                     "tasks": 1000},
                  SHOWN, only=MEMORY,
                  targets={"msgs_per_s": Target(ratios=(Ratio(("go",), 5.0),))}),
-        # issue 18: the outbox relay, events staged -> published -> marked done, memory broker
+        # the outbox relay, events staged -> published -> marked done, memory broker
         Scenario("outbox_sqlite", {"events": 100_000, "keys": 100, "per_txn": 100},
                  ("relay_events_per_s", "cpu_ns_per_event", "events_left"),
                  quick={"events": 20_000}, only=("weft",),
@@ -384,10 +384,10 @@ SUITE = Suite(
                  only=("weft", "go"),
                  targets={"relay_events_per_s": Target(at_least=20_000,
                                                        ratios=(Ratio(("go",), 10.0),))}),
-        # issue 18: the relay to a real broker beside the bus's own publish_async rate there
+        # the relay to a real broker beside the bus's own publish_async rate there
         # (same broker, same run, same envelopes): relay_vs_publish >= 0.8. On Kafka the relay
         # keeps up to 8 events of a key unacknowledged (relay_options::max_unacked_per_key;
-        # README, "Relay throughput"); NATS keeps the default 1.
+        # docs/design/outbox-relay.md, "What bounds its throughput"); NATS keeps the default 1.
         *(Scenario(f"outbox_{db}_{broker}",
                    {"events": 50_000, "keys": 100, "per_txn": 100,
                     **({"window": 8} if broker == "kafka" else {})},
@@ -414,7 +414,7 @@ SUITE = Suite(
                "paused_in_flight_max", "publishes_while_stopped", "paused_rss_growth_kb",
                "window_rss_mb"),
     session=brokers,
-    # the README's stated limits of targets missed in the last main jobs
+    # what bounds the targets missed in the last main jobs (docs/design/)
     limits=(
         Limit("kafka_async", "msgs_per_s", "at 10,000 messages the broker's and librdkafka's "
               "timing, not a wait in weft: 40 produce requests strictly one after another "
@@ -423,13 +423,12 @@ SUITE = Suite(
               "librdkafka's broker thread polls while a full batch waits; weft's part per "
               "request no larger than raw's; weft / raw 0.94x per round over 42 rounds "
               "(quartiles 0.59-1.31x); at 1,000,000 on a quiet machine weft made 1.17x "
-              "franz-go and 1.11x raw (README, bus section: \"The limit, measured\")"),
+              "franz-go and 1.11x raw"),
         Limit("nats_memory_async", "msgs_per_s", "bounded by cnats at 1,000,000 messages: "
               "cnats's own work is about 5,540 ns of CPU a message (weft's about 1,360), more "
               "than the whole Go client's 4,590, mostly glibc malloc under cnats's "
               "allocate-here, free-on-its-GC-thread pattern; weft made 1.07x raw cnats and "
-              "0.88x Go, with jemalloc preloaded 0.96x Go (README, bus section: \"Async "
-              "1,000,000 against the Go seed shape is bounded by cnats\")",
+              "0.88x Go, with jemalloc preloaded 0.96x Go",
               params={"messages": 1_000_000}),
         *(Limit(f"outbox_{db}_kafka", "relay_vs_publish", "the database on the same 2 cores: "
                 "the least SQLite work a relay must do is 3,954 instructions an event "
@@ -437,7 +436,7 @@ SUITE = Suite(
                 "the Kafka JVM (and PostgreSQL) sharing the cores a relay reaches about "
                 "0.64-0.78 on SQLite, and on PostgreSQL, where the server's CPU per event "
                 "(about 4 us) joins the relay's, 0.45-0.6 measured at 10,000 events (medians; "
-                "README, outbox: \"The floor on Kafka\" and \"Not met\")")
+                "docs/design/outbox-relay.md)")
           for db in ("sqlite", "pg")),
     ),
 )

@@ -25,7 +25,7 @@ SUITE = Suite(
           "server; the client checks that the ephemeral port range holds the connections "
           "(28,232 ports here; it closes with a reset, so no TIME_WAIT is left for the next "
           "run). Servers as in zco-http, 2 threads/workers each (weft: hello_http "
-          "--workers 2, io_uring). Targets (issue 17): weft <= 2 KiB per idle connection "
+          "--workers 2, io_uring). Targets: weft <= 2 KiB per idle connection "
           "and <= 0.5x hyper's.",
     systems=tuple(with_client(s, IDLE_CLIENT) for s in (WEFT, *PEERS)),
     metrics={

@@ -35,7 +35,7 @@ SUITE = Suite(
           "sendfile on, tcp_nopush on, open_file_cache off, access log off); Go's "
           "http.FileServer (bench/peers/go/cmd/fileserver; net/http sends an *os.File with "
           "sendfile). The 1 MiB rows are bound by copying the file into loopback socket "
-          "buffers, which the kernel charges to the server's CPU. Target (issue 17): weft "
+          "buffers, which the kernel charges to the server's CPU. Target: weft "
           ">= 0.9x nginx's requests/s at no more server CPU per request. A run whose "
           "responses had any error is left out of the medians.",
     systems=SYSTEMS,
@@ -50,8 +50,7 @@ SUITE = Suite(
     # 1 MiB in quick mode runs 3 s, not 1: in its first second nginx's connections are
     # window-limited (TCP pacing on lo: the data waits for the client's ACKs, which wrk's
     # process pays for), so a 1 s run reads nginx's server CPU per response at its lowest
-    # (115 µs at 1 s, 219 at 3 s, 254 at 6 s) while weft's stays at 150-167 (README, HTTP:
-    # "http-static").
+    # (115 µs at 1 s, 219 at 3 s, 254 at 6 s) while weft's stays at 150-167.
     scenarios=(wrk("4k.bin", 4096), wrk("1m.bin", 1 << 20, quick_d=3)),
     rounds={"quick": 3, "full": 5},
     unplotted=("ops", "errors"),

@@ -6,7 +6,7 @@ send+recv on weft, Go channels and tokio mpsc."""
 from weftbench.suite import HIGHER, Derived, Input, Metric, Scenario, Seed, Suite, System, Target
 
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
-SEED_FACTOR = 50  # issue 3: every row at least 50x faster than the seed's figure
+SEED_FACTOR = 50  # the target: every row at least 50x faster than the seed's figure
 
 
 def table_row(name, iters, seed_us, seed_ops, note, **params):
@@ -70,7 +70,7 @@ SUITE = Suite(
                  targets={"ns_per_pair": Target(at_most=15)}),
     ),
     derived=(
-        # issue 3: both architectures must be fast; the seed's naive one was 2.49x slower
+        # both architectures must be fast; the seed's naive one was 2.49x slower
         Derived("spawn_pool_map / chan_coord", {}, "contention_ratio",
                 inputs={"naive": Input("spawn_pool_map", {}, "us_per_op"),
                         "coord": Input("chan_coord", {}, "us_per_op")},

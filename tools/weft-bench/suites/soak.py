@@ -1,4 +1,4 @@
-"""soak (issue 19): weft under a long mixed load (echo, HTTP keep-alive and new connections,
+"""soak: weft under a long mixed load (echo, HTTP keep-alive and new connections,
 channels, timers, file IO, random cancellations; bench/soak/soak.cpp), one process per backend.
 The table gives the drift after warm-up of what the process holds; the plot shows the samples
 (one a second) of RSS, open descriptors and live tasks over the whole run.

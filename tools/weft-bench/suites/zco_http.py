@@ -70,7 +70,7 @@ SUITE = Suite(
           "TIME_WAIT and reports them (rows ephemeral_ports, tcp_tw_reuse, time_wait_sockets; "
           "tcp_tw_reuse 2 = loopback connections reuse TIME_WAIT ports, so runs of 10,000 new "
           "connections cannot exhaust the range). A run whose responses had any error is left "
-          "out of the medians and listed under Invalid runs. Targets (issue 17): keep-alive "
+          "out of the medians and listed under Invalid runs. Targets: keep-alive "
           "CPU per request within 0.8x "
           "the best of asio, hyper, nginx and 0.5x go; without keep-alive 0.9x the best peer "
           "and 0.5x go; requests/s at least and p99 at most the best peer's.",
@@ -101,7 +101,7 @@ SUITE = Suite(
         *(weft_ab(1000, tag, v, modes=("full",)) for tag, v in WEFT_VARIANTS),
         *(weft_wrk(100, tag, v) for tag, v in WEFT_VARIANTS),
         # thread-per-core at 1,000 connections in quick mode too: the configuration that holds
-        # the p99 target there (README, Measured here)
+        # the p99 target there (docs/guide/http.md, "Which runtime mode")
         *(weft_wrk(1000, tag, v, modes=ALL if tag["weft"] == "per-core" else ("full",))
           for tag, v in WEFT_VARIANTS),
     ),
@@ -109,9 +109,9 @@ SUITE = Suite(
     timeout=180.0,
     unplotted=("ops", "ephemeral_ports", "tcp_tw_reuse", "time_wait_sockets", "errors"),
     limits=(Limit("ab", "requests_per_s", "ab itself: the rows without keep-alive are bound by "
-                  "ab on 2 cores, 12k-19k req/s for every server (README, Measured here)",
+                  "ab on 2 cores, 12k-19k req/s for every server",
                   params={"k": 0}),
             Limit("wrk", "server_cpu_ns_per_op", "the kernel's TCP work: weft's send and "
                   "receive alone take 5.12 µs a request, 0.8x Asio's whole is 5.15; weft's user "
-                  "space is 0.49 µs (README, HTTP: the CPU floor, perf_floor.sh)")),
+                  "space is 0.49 µs (bench/http/profile/perf_floor.sh)")),
 )

@@ -437,7 +437,7 @@ def headline_keys(suite: Suite, result: dict) -> list[tuple]:
 
 
 def bounded_by_cell(suite: Suite, result: dict, key: tuple) -> str:
-    """The README's stated limit of a missed target (Suite.limits), or empty."""
+    """The stated limit of a missed target (Suite.limits), or empty."""
     params = next((r["params"] for r in result["rows"] if row_key(r) == key), {})
     texts = [lim.text for lim in suite.limits if lim.applies(key[0], params, key[2])]
     return f"<td><small>{esc('; '.join(texts))}</small></td>"
@@ -453,7 +453,7 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
              '<div class="scroll"><table><tr><th>suite</th><th>scenario</th><th>params</th>'
              "<th>metric</th><th>seed</th><th>weft</th><th>best peer</th>"
              "<th>weft / best peer</th><th>target</th><th>met</th>"
-             '<th title="for a missed target: what the README says bounds it">bounded by'
+             '<th title="for a missed target: what bounds it (Suite.limits)">bounded by'
              "</th></tr>"]
     tally = {True: 0, False: 0, None: 0}
     for suite in shown:

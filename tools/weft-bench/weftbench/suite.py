@@ -133,8 +133,8 @@ class System:
 
 @dataclass(frozen=True)
 class Limit:
-    """What the README says bounds a target that is missed (shown in the report's summary as
-    "bounded by" when the target is missed): `text` quotes the README's stated limit and
+    """What bounds a target that is missed (shown in the report's summary as
+    "bounded by" when the target is missed): `text` states the limit and
     names its section; never a figure made up here. `params`: a subset of the row's params it
     applies to (e.g. {"k": 0}: the rows without keep-alive)."""
     scenario: str
@@ -166,7 +166,7 @@ class Suite:
     # name starts with one of the names gets the row `broker_cpu_s_per_m`: that process's CPU
     # seconds per million of the `ops` the program printed.
     session: Callable[[str], ContextManager[Mapping[str, int]]] | None = None
-    limits: tuple[Limit, ...] = ()  # the README's stated limits of targets (Limit)
+    limits: tuple[Limit, ...] = ()  # the stated limits of missed targets (Limit)
 
     def metric(self, name: str) -> Metric:
         """Declared metric, or a lower-is-better one of unknown unit for anything undeclared."""

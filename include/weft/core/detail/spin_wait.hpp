@@ -11,11 +11,8 @@ namespace weft::detail {
 /// then yields the thread: that lets a holder preempted inside its critical section finish (2-core
 /// machines) and, under steady contention, backs off long enough for the other side to do a run
 /// of operations with the line in its own cache instead of trading it on every operation.
-/// Measured with a producer and a consumer streaming through one channel on two cores
-/// (`weft-sake chan_throughput`, this machine, ns per item, 5 runs): 64 pauses before yielding
-/// (the old loop) 120-140; 256 re-reads + 64 pauses 120-140; 1000 re-reads 40-90; 16 re-reads
-/// 48-52; 64 re-reads + 4 pauses 19-57 (Go: 65). One pause costs ~140 cycles on recent Intel
-/// server cores, longer than the critical sections it waits for.
+/// One pause costs ~140 cycles on recent Intel server cores, longer than the critical sections
+/// it waits for (the counts were chosen by measurement: docs/design/decisions.md).
 class spin_wait {
 public:
     static constexpr unsigned plain_spins = 64;  // ~100 ns of re-reads

@@ -72,8 +72,7 @@ public:
     /// deque pops LIFO, so a capped task came straight back, and the only effect of the cap was
     /// waking an idle worker every 4th hand-off for nothing. What bounds a pair handing off to
     /// each other is the fairness tick (every 61 tasks the deque's oldest runs and idle workers
-    /// are called for the rest) and the turn budget. Without the cap, 2 workers: ping-pong ~190
-    /// -> 101 ns, pool_map_serial 0.21 -> 0.14 us (`weft-sake`, medians of 7 interleaved).
+    /// are called for the rest) and the turn budget (docs/design/decisions.md).
     /// The task already in the slot goes to the deque marked as displaced (see is_displaced).
     void wake(std::coroutine_handle<> h) {
         if (void* prev = lifo_.load(std::memory_order_relaxed)) {

@@ -27,8 +27,8 @@ namespace weft::detail {
 void simulate_membarrier_refusal_for_test(bool refuse) noexcept;
 
 /// A spin_lock that a channel used by one thread only takes without any atomic read-modify-write
-/// (an uncontended locked instruction costs ~8.5 ns on the VMs we measure on; a send+recv pair
-/// took two of them). The channel's lock: same contract as spin_lock (lock/unlock, any thread).
+/// (an uncontended locked instruction costs several ns; a send+recv pair took two of them).
+/// The channel's lock: same contract as spin_lock (lock/unlock, any thread).
 ///
 /// Biasing (the JVM's biased locking, revoked with an asymmetric fence, as in folly's
 /// AsymmetricMutex / liburcu):
