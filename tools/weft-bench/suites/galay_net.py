@@ -2,8 +2,8 @@
 with the rows the seed left "to be tested" (Linux io_uring and epoll) filled in. Every server is
 measured with weft's bench_client (one thread, epoll), the server's own CPU per request beside
 the QPS: on 2 shared cores the client is the limit, so CPU per request is what separates them."""
-from weftbench.suite import (HIGHER, Derived, Input, Metric, Scenario, Seed, Server, Suite,
-                             System, Target)
+from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Derived, Input, Metric,
+                             Scenario, Seed, Server, Suite, System, Target)
 
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
 CLIENT = "{bin}/bench_client"
@@ -47,7 +47,7 @@ SUITE = Suite(
     ),
     metrics={
         "qps": Metric("req/s", HIGHER),
-        "server_cpu_ns_per_op": Metric("ns"),
+        **PAIR_CPU_METRICS,
         "mb_per_s": Metric("MB/s", HIGHER),
         "p50_us": Metric("us"),
         "p99_us": Metric("us"),
@@ -56,14 +56,14 @@ SUITE = Suite(
         "bytes_per_idle_conn": Metric("B"),
     },
     scenarios=tuple(
-        [Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "p99_us",
+        [Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", *PAIR_CPU_ROWS, "p99_us",
                                                         "errors"),
                   quick={"d": 1},
                   seed={"qps": Seed(q, f"{q:,} QPS (seed 003, kqueue, -c {c})")},
                   targets={"qps": Target(beats=("go", "tokio", "asio", "asio-per-core")),
                            "errors": Target(at_most=0)})
          for c, q in ((100, 279_569), (500, 275_722), (1000, 263_878))]
-        + [Scenario(mode, {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "errors"),
+        + [Scenario(mode, {"c": c, "s": 256, "d": 5}, ("qps", *PAIR_CPU_ROWS, "errors"),
                     quick={"d": 1}, only=("weft",))
            for mode in ("echo_epoll", "echo_tpc") for c in (100, 1000)]
         # memory per idle connection: peak server RSS with 10,000 vs 1,000 silent connections

@@ -1,9 +1,9 @@
 """Idle keep-alive connections: 10,000 connections that each sent one GET / and then idle;
 the server's resident memory per connection, on weft's examples/hello_http and every HTTP peer."""
 from weftbench.http_systems import IDLE_CLIENT, PEERS, WEFT, with_client
-from weftbench.suite import Metric, Ratio, Scenario, Suite, Target
+from weftbench.suite import PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario, Suite, Target
 
-ROWS = ("rss_per_conn_bytes", "rss_per_conn_total_bytes", "rss_held_kib", "server_cpu_ns_per_op",
+ROWS = ("rss_per_conn_bytes", "rss_per_conn_total_bytes", "rss_held_kib", *PAIR_CPU_ROWS,
         "errors")
 
 SUITE = Suite(
@@ -32,7 +32,7 @@ SUITE = Suite(
         "rss_per_conn_bytes": Metric("B"),
         "rss_per_conn_total_bytes": Metric("B"),
         "rss_held_kib": Metric("KiB"),
-        "server_cpu_ns_per_op": Metric("ns"),
+        **PAIR_CPU_METRICS,
         "errors": Metric("count"),
         "server_rss_kib": Metric("KiB"),
         "ephemeral_ports": Metric("ports"),

@@ -1,9 +1,9 @@
 """HTTP pipelining, the TechEmpower plaintext shape: wrk with a Lua script sending 16 pipelined
 GET / per write on 256 connections, on weft and every HTTP peer (weftbench/http_systems.py)."""
 from weftbench.http_systems import CEILING, PEERS, SERVERS_NOTE, WEFT, WEFT_VARIANTS
-from weftbench.suite import HIGHER, Metric, Ratio, Scenario, Suite, Target
+from weftbench.suite import HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario, Suite, Target
 
-ROWS = ("requests_per_s", "p99_ms", "server_cpu_ns_per_op", "errors")
+ROWS = ("requests_per_s", "p99_ms", *PAIR_CPU_ROWS, "errors")
 PARAMS = {"t": 2, "c": 256, "d": 5, "depth": 16}
 # The same load with the server's processes under strace -c: counts only (strace slows the
 # server down). weft on io_uring sends without write calls: its row is the epoll backend's.
@@ -33,7 +33,7 @@ SUITE = Suite(
         "requests_per_s": Metric("req/s", HIGHER),
         "mean_latency_ms": Metric("ms"),
         "p99_ms": Metric("ms"),
-        "server_cpu_ns_per_op": Metric("ns"),
+        **PAIR_CPU_METRICS,
         "errors": Metric("count"),
         "server_rss_kib": Metric("KiB"),
         "responses_per_write": Metric("responses", HIGHER),

@@ -1,10 +1,10 @@
 """Static files: wrk -t2 -c100 GETs of a 4 KiB and a 1 MiB file, weft's examples/file_server
 (sendfile(2) per response) against nginx (sendfile on) and Go's http.FileServer."""
 from weftbench.http_systems import FILE_SERVER, http_system, static_root
-from weftbench.suite import HIGHER, Metric, Ratio, Scenario, Suite, Target
+from weftbench.suite import HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario, Suite, Target
 
 ROOT = static_root()
-ROWS = ("requests_per_s", "server_cpu_ns_per_op", "p99_ms", "errors")
+ROWS = ("requests_per_s", *PAIR_CPU_ROWS, "p99_ms", "errors")
 SYSTEMS = (
     http_system("weft", (FILE_SERVER, "--root", ROOT, "--port", "{port}", "--workers", "2"),
                 "cmake --build build/release --target file_server"),
@@ -17,7 +17,7 @@ def wrk(name, size, quick_d=1):
     return Scenario("wrk", {"t": 2, "c": 100, "d": 5, "path": f"/{name}", "size": size}, ROWS,
                     quick={"d": quick_d},
                     targets={"requests_per_s": Target(ratios=(Ratio(("nginx",), 0.9),)),
-                             "server_cpu_ns_per_op": Target(ratios=(Ratio(("nginx",), 1.0),)),
+                             "total_cpu_ns_per_op": Target(ratios=(Ratio(("nginx",), 1.0),)),
                              "errors": Target(at_most=0)})
 
 
@@ -43,7 +43,7 @@ SUITE = Suite(
         "requests_per_s": Metric("req/s", HIGHER),
         "mean_latency_ms": Metric("ms"),
         "p99_ms": Metric("ms"),
-        "server_cpu_ns_per_op": Metric("ns"),
+        **PAIR_CPU_METRICS,
         "errors": Metric("count"),
         "server_rss_kib": Metric("KiB"),
     },

@@ -22,6 +22,14 @@ class Metric:
     better: str = LOWER
 
 
+# The CPU rows the harness adds to every server pair's run (weftbench/measure.py, pair_metrics):
+# the server's, the load client's, and their total per op, on which CPU targets are judged (on
+# loopback the kernel charges TCP work to whichever side triggers it; the client is the same
+# program for every server).
+PAIR_CPU_ROWS = ("server_cpu_ns_per_op", "client_cpu_ns_per_op", "total_cpu_ns_per_op")
+PAIR_CPU_METRICS = {name: Metric("ns") for name in PAIR_CPU_ROWS}
+
+
 @dataclass(frozen=True)
 class Seed:
     """A figure printed in the seed report, with the seed's own words for it.
