@@ -23,7 +23,18 @@ class Settings:
     retries: int = 3
 
     def rounds_for(self, suite: Suite) -> int:
+        """The rounds of the suite's run: the most any of its scenarios has."""
+        return max([self.suite_rounds(suite)]
+                   + [self.scenario_rounds(suite, scn) for scn in scenarios_for(suite, self.mode)])
+
+    def suite_rounds(self, suite: Suite) -> int:
         return self.rounds or suite.rounds[self.mode]
+
+    def scenario_rounds(self, suite: Suite, scenario) -> int:
+        """A scenario's rounds: its own for the mode when it has more, else the suite's."""
+        if self.rounds or not scenario.rounds or self.mode not in scenario.rounds:
+            return self.suite_rounds(suite)
+        return max(self.suite_rounds(suite), scenario.rounds[self.mode])
 
 
 @dataclass
@@ -78,9 +89,9 @@ def planned_runs(suite: Suite, settings: Settings) -> int:
     runnable = [s for s in suite.systems if missing_reason(s, settings) is None]
     if not any(s.name == SUBJECT for s in runnable):
         return 0
-    return settings.rounds_for(suite) * sum(
-        sum(1 for s in runnable if runs_on(scn, s, settings))
-        for scn in scenarios_for(suite, settings.mode))
+    return sum(settings.scenario_rounds(suite, scn)
+               * sum(1 for s in runnable if runs_on(scn, s, settings))
+               for scn in scenarios_for(suite, settings.mode))
 
 
 def argv_for(system: System, scenario: str, params: dict, settings: Settings,
@@ -265,6 +276,8 @@ def run_rounds(suite: Suite, settings: Settings, progress: Progress, runnable: l
     busy = BusyMachine()
     for r in range(1, rounds + 1):
         for i, (scn, params) in enumerate(plan):
+            if r > settings.scenario_rounds(suite, scn):
+                continue
             label = f"{suite.name} round {r}/{rounds}  {scn.name} {stats.format_params(params)}"
             for system in rotated(runnable, r - 1):
                 if not runs_on(scn, system, settings):

@@ -86,6 +86,9 @@ class Scenario:
     # Repeats of a noisy run at most (None: the harness's): 0 for rows that count (calls,
     # bytes, drift over a soak) rather than time, which a busy machine does not change.
     retries: int | None = None
+    # Rounds per mode when more than the suite's (a short row whose verdict can be decided by a
+    # few percent): the extra rounds run this scenario alone. `--rounds` overrides it too.
+    rounds: Mapping[str, int] | None = None
 
     def params_for(self, mode: str) -> dict:
         return {**self.params, **(self.quick if mode == "quick" else {})}
