@@ -21,7 +21,10 @@ SUITE = Suite(
           "(kqueue); its Linux epoll and io_uring rows were left 'to be tested'. Here every "
           "server gets the same client: weft's bench_client, one thread, epoll (the suite "
           "galay-net-ext repeats the echo rows with a Go client). asio: one io_context run by "
-          "every thread; asio-per-core: an io_context and a SO_REUSEPORT acceptor per thread. "
+          "every thread, built with g++ 12 (Asio's coroutines built with clang 16 crash when "
+          "they resume on another thread of a shared io_context), so weft's g++ build is "
+          "measured beside it (rows weft=g++, bench_server built with g++); asio-per-core: an "
+          "io_context and a SO_REUSEPORT acceptor per thread, built with clang 16 as weft. "
           "Idle rows: tokio waits for readability before it takes a buffer (readable() + "
           "try_read), as weft's io_uring receive does; Go has no idiomatic way to wait without "
           "a goroutine parked in Read with its buffer (and its 8 KiB stack), so its row is the "
@@ -40,7 +43,7 @@ SUITE = Suite(
                server=server(("{peers}/tokio-echo", "-p", "{port}", "-m", "{scenario}")),
                build=PEER_BUILD),
         System("asio", CLIENT, extra=("port={port}",),
-               server=server(("{peers}/asio-echo", "-p", "{port}")), build=PEER_BUILD),
+               server=server(("{peers}/asio-echo-gxx", "-p", "{port}")), build=PEER_BUILD),
         System("asio-per-core", CLIENT, extra=("port={port}",),
                server=server(("{peers}/asio-echo", "-p", "{port}", "--per-core")),
                build=PEER_BUILD),
@@ -66,6 +69,11 @@ SUITE = Suite(
         + [Scenario(mode, {"c": c, "s": 256, "d": 5}, ("qps", *PAIR_CPU_ROWS, "errors"),
                     quick={"d": 1}, only=("weft",))
            for mode in ("echo_epoll", "echo_tpc") for c in (100, 1000)]
+        # weft built with g++, beside the one peer built with g++ (asio, shared context)
+        + [Scenario("echo", {"c": c, "s": 256, "d": 5, "weft": "g++"},
+                    ("qps", *PAIR_CPU_ROWS, "p99_us", "errors"), quick={"d": 1}, only=("weft",),
+                    server=("{bin_gxx}/bench_server", "-p", "{port}", "-m", "echo"))
+           for c in (100, 500, 1000)]
         # memory per idle connection: peak server RSS with 10,000 vs 1,000 silent connections
         + [Scenario("idle", {"c": c, "d": 2}, ("server_rss_kib",), quick={"d": 1})
            for c in (1000, 10000)]),

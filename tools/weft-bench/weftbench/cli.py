@@ -27,6 +27,8 @@ def parse_args(argv: list[str], names: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("results"), help="report directory")
     p.add_argument("--bin", type=Path, default=Path("build/release/bench"),
                    help="directory of weft's scenario binaries")
+    p.add_argument("--bin-gxx", type=Path, default=Path("build/release-gxx/bench"),
+                   help="directory of weft's scenario binaries built with g++ (weft=g++ rows)")
     p.add_argument("--peers", type=Path, default=Path("build/peers"),
                    help="directory of the peers' binaries")
     p.add_argument("--rounds", type=int, help="rounds per scenario (overrides the suite's)")
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     suites = load_suites(SUITES_DIR)
     args = parse_args(sys.argv[1:] if argv is None else argv, [s.name for s in suites])
     settings = runner.Settings(mode=args.mode, rounds=args.rounds, bin_dir=args.bin,
-                               peers_dir=args.peers)
+                               bin_gxx_dir=args.bin_gxx, peers_dir=args.peers)
     chosen = [s for s in suites if not args.suite or s.name in args.suite]
     if args.list:
         list_suites(chosen, settings)

@@ -18,6 +18,8 @@ class Settings:
     mode: str = "quick"
     rounds: int | None = None  # None: the suite's count for the mode
     bin_dir: Path = Path("build/release/bench")
+    # weft's scenario programs built with g++ (the rows beside a peer that is built with g++)
+    bin_gxx_dir: Path = Path("build/release-gxx/bench")
     peers_dir: Path = Path("build/peers")
     noise_threshold: float = 10.0  # other-CPU percent above which a run is repeated
     retries: int = 3
@@ -51,7 +53,8 @@ class Progress:
 
 
 def expand(template: str, settings: Settings, **extra) -> str:
-    return template.format(bin=settings.bin_dir, peers=settings.peers_dir, **extra)
+    return template.format(bin=settings.bin_dir, bin_gxx=settings.bin_gxx_dir,
+                           peers=settings.peers_dir, **extra)
 
 
 def missing_reason(system: System, settings: Settings) -> str | None:
