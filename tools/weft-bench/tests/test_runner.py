@@ -80,7 +80,7 @@ class ScenarioRoundsTest(unittest.TestCase):
             runs.append(argv[1])
             return measure.Run("ok", metrics=[{"metric": "m", "unit": "x", "value": 1.0}])
 
-        settings = runner.Settings(retries=0)
+        settings = runner.Settings(retries=0, command="weft-bench --suite t")
         self.assertEqual(runner.planned_runs(suite, settings), 2 * 2 + 5 * 2)
         with mock.patch.object(runner.measure, "measure", fake):
             result = runner.run_suite(suite, settings,
@@ -88,6 +88,7 @@ class ScenarioRoundsTest(unittest.TestCase):
         self.assertEqual(runs.count("long"), 4)
         self.assertEqual(runs.count("short"), 10)
         self.assertEqual(result["rounds"], 5)
+        self.assertEqual(result["command"], "weft-bench --suite t")  # for the Markdown page
         short = next(r for r in result["rows"] if r["scenario"] == "short")
         self.assertEqual(short["runs"], 5)
         # --rounds overrides every scenario's

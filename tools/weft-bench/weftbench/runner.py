@@ -23,6 +23,7 @@ class Settings:
     peers_dir: Path = Path("build/peers")
     noise_threshold: float = 10.0  # other-CPU percent above which a run is repeated
     retries: int = 3
+    command: str = ""  # the weft-bench command line, recorded in the results
 
     def rounds_for(self, suite: Suite) -> int:
         """The rounds of the suite's run: the most any of its scenarios has."""
@@ -203,6 +204,7 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
     rounds = settings.rounds_for(suite)
     result = {
         "suite": suite.name, "title": suite.title, "mode": settings.mode, "rounds": rounds,
+        "command": settings.command,
         "seed_file": suite.seed_file, "machine": measure.machine_facts(),
         "builds": build_flags(settings.peers_dir),
         "method": {"noise_threshold_percent": settings.noise_threshold,
