@@ -1,7 +1,8 @@
 """Idle keep-alive connections: 10,000 connections that each sent one GET / and then idle;
 the server's resident memory per connection, on weft's examples/hello_http and every HTTP peer."""
 from weftbench.http_systems import IDLE_CLIENT, PEER_NAMES, PEERS, WEFT, with_client
-from weftbench.suite import PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario, Suite, Target
+from weftbench.suite import (PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario, Suite,
+                             Target)
 
 ROWS = ("rss_per_conn_bytes", "rss_per_conn_total_bytes", "rss_held_kib", *PAIR_CPU_ROWS,
         "errors")

@@ -1,7 +1,8 @@
 """HTTP pipelining, the TechEmpower plaintext shape: wrk with a Lua script sending 16 pipelined
 GET / per write on 256 connections, on weft and every HTTP peer (weftbench/http_systems.py)."""
 from weftbench.http_systems import CEILING, PEER_NAMES, PEERS, SERVERS_NOTE, WEFT, WEFT_VARIANTS
-from weftbench.suite import HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario, Suite, Target
+from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario,
+                             Suite, Target)
 
 ROWS = ("requests_per_s", "p99_ms", *PAIR_CPU_ROWS, "errors")
 PARAMS = {"t": 2, "c": 256, "d": 5, "depth": 16}

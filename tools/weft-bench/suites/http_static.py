@@ -1,7 +1,8 @@
 """Static files: wrk -t2 -c100 GETs of a 4 KiB and a 1 MiB file, weft's examples/file_server
 (sendfile(2) per response) against nginx (sendfile on) and Go's http.FileServer."""
 from weftbench.http_systems import FILE_SERVER, http_system, static_root
-from weftbench.suite import HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario, Suite, Target
+from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario,
+                             Suite, Target)
 
 ROOT = static_root()
 ROWS = ("requests_per_s", *PAIR_CPU_ROWS, "p99_ms", "errors")

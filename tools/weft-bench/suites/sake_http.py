@@ -3,8 +3,8 @@ architectures, rebuilt on weft by examples/sake_architectures (--arch A: the han
 connection's task; B: connection -> channel -> one coordinator -> worker pool; C: a task per
 request calling pool.map), beside examples/hello_http."""
 from weftbench.http_systems import HELLO_HTTP, WEFT_BUILD, http_system
-from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Derived, Input, Metric, Scenario,
-                             Seed, Suite, Target)
+from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Derived, Input, Metric,
+                             Scenario, Seed, Suite, Target)
 
 ARCHS = "{bin}/../examples/sake_architectures"
 ROWS = ("requests_per_s", "mean_latency_ms", "p99_ms", *PAIR_CPU_ROWS, "errors")

@@ -42,8 +42,8 @@ max-width:1200px;color:#222;padding:0 1em}.scroll{overflow-x:auto;max-width:100%
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;
 vertical-align:top}th{background:#f3f3f3}td.num{text-align:right;white-space:nowrap}
 small{color:#666}.yes{color:#070;font-weight:bold}.no{color:#b00;font-weight:bold}
-.unknown{color:#a60}.tie{color:#a60;font-weight:bold}.win{color:#070}.lose{color:#b00}.err{background:#fee;border:1px solid #d99;
-padding:.5em 1em}.warn{color:#a60}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
+.unknown{color:#a60}.win{color:#070}.lose{color:#b00}.err{background:#fee;border:1px solid #d99;
+padding:.5em 1em}.warn{color:#a60}.tie{color:#a60;font-weight:bold}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
 img{max-width:560px;margin:4px;border:1px solid #eee}dl.facts dt{float:left;width:9em;
 font-weight:bold}dl.facts dd{margin-left:10em}
 """
