@@ -9,7 +9,8 @@
 #                      $OUT/minihttp    Rust/may_minihttp (bench/peers/minihttp; the pipelining ceiling)
 #   $OUT/tbb-coflux                     C++/oneTBB (bench/peers/tbb)
 #                      $OUT/asio-echo   C++/Asio   (bench/peers/asio; --per-core: a context per thread;
-#                      $OUT/asio-http: minimal HTTP/1.1 framing over the same server)
+#                      $OUT/asio-http: minimal HTTP/1.1 framing over the same server;
+#                      $OUT/asio-echo-gxx: asio-echo built with g++, for its shared context)
 #                      $OUT/beast-http  C++/Boost.Beast (bench/peers/beast)
 #                      $OUT/nginx-hello Debian's nginx with nginx/nginx.conf (bench/peers/nginx/run.sh;
 #                                       -r ROOT: nginx/static.conf, files served with sendfile)
@@ -24,7 +25,7 @@
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
 # Incremental: Go and cargo use their own caches (cargo's target dir is $OUT/tokio-target), CMake
-# builds in $OUT/tbb-build and $OUT/asio-build. A peer whose toolchain is missing is reported in
+# builds in $OUT/<dir>-build (and $OUT/asio-gxx-build). A peer whose toolchain is missing is reported in
 # one line and skipped; the others are still built. Exit status 0 only if all of them were built.
 set -uo pipefail
 
@@ -105,18 +106,23 @@ else
     skip minihttp "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
 fi
 
-# --- CMake peers (oneTBB, Asio) -----------------------------------------------------------------
-# Built Release (-O3 -DNDEBUG), as weft's own bench build, with g++ 12: Asio's C++20 coroutines
-# built with clang 16 crash here (the shared-context echo segfaulted under its first load, at
-# 3.6k requests/s), so the C++ peers cannot use weft's compiler; the report states both.
-# PEER_CXX overrides.
-peer_cxx=${PEER_CXX:-g++}
-# Configures $here/DIR in $out/DIR-build and copies its targets PROG... to $out. If configuring
-# fails because the library's package was not found (CMake cache entry NOTFOUND_VAR-NOTFOUND), says
+# --- CMake peers (oneTBB, Asio, Beast) ----------------------------------------------------------
+# Built Release (-O3 -DNDEBUG) with weft's compiler, clang 16 (scripts/bench.sh), so that no
+# comparison is between two compilers' code. One exception: Asio's coroutines built with clang 16
+# crash when a coroutine resumes on another thread of a shared io_context (asio-echo without
+# --per-core segfaulted within 2 s of echo load at c=100; --per-core, asio-http --per-core and
+# Beast's shared context ran clean), so the shared-context echo row uses asio-echo-gxx, built
+# with g++ 12, and weft-bench shows weft's g++ build beside it (galay-net, weft=g++).
+# PEER_CXX / PEER_CXX_GXX override the two compilers.
+peer_cxx=${PEER_CXX:-clang++-16}
+peer_cxx_gxx=${PEER_CXX_GXX:-g++}
+# Configures $here/DIR in $out/BUILD (default DIR-build) with compiler CXX (default $peer_cxx)
+# and copies its targets PROG... to $out, each as PROG followed by SUFFIX. If configuring fails
+# because the library's package was not found (CMake cache entry NOTFOUND_VAR-NOTFOUND), says
 # MISSING_MSG in one line instead of dumping the configure log.
-cmake_peer() { # dir "prog [prog...]" notfound_var missing_msg
+cmake_peer() { # dir "prog [prog...]" notfound_var missing_msg [cxx build suffix]
     local dir=$1 prog=$2 notfound_var=$3 missing_msg=$4 p
-    local build="$out/$dir-build"
+    local peer_cxx=${5:-$peer_cxx} build="$out/${6:-$dir-build}" suffix=${7:-}
     if ! command -v cmake >/dev/null 2>&1; then
         skip "$prog" "'cmake' not found (apt-get install cmake)"; return
     fi
@@ -142,10 +148,10 @@ cmake_peer() { # dir "prog [prog...]" notfound_var missing_msg
         fi
     elif cmake --build "$build"; then
         for p in $prog; do
-            if publish "$build/$p" "$out/$p"; then
-                say "built $out/$p"
+            if publish "$build/$p" "$out/$p$suffix"; then
+                say "built $out/$p$suffix ($peer_cxx)"
             else
-                say "FAILED $p"; failed+=("$p")
+                say "FAILED $p$suffix"; failed+=("$p$suffix")
             fi
         done
     else
@@ -157,6 +163,9 @@ cmake_peer tbb tbb-coflux TBB_DIR \
     "oneTBB CMake package (TBBConfig.cmake) not found (apt-get install libtbb-dev, or put its install prefix in CMAKE_PREFIX_PATH)"
 cmake_peer asio "asio-echo asio-http" ASIO_INCLUDE_DIR \
     "standalone Asio header asio.hpp not found (apt-get install libasio-dev, or pass its include dir via CMAKE_PREFIX_PATH/ASIO_INCLUDE_DIR)"
+cmake_peer asio asio-echo ASIO_INCLUDE_DIR \
+    "standalone Asio header asio.hpp not found (apt-get install libasio-dev, or pass its include dir via CMAKE_PREFIX_PATH/ASIO_INCLUDE_DIR)" \
+    "$peer_cxx_gxx" asio-gxx-build -gxx
 cmake_peer beast beast-http Boost_DIR \
     "Boost's CMake package (BoostConfig.cmake, with Beast) not found (apt-get install libboost-dev)"
 
@@ -265,6 +274,7 @@ fi
 
 # What each peer was built with, for the report (weft-bench reads $out/BUILD-FLAGS.json).
 cxx_version=$("$peer_cxx" --version 2>/dev/null | head -1)
+cxx_gxx_version=$("$peer_cxx_gxx" --version 2>/dev/null | head -1)
 go_version=$( [ -n "${go:-}" ] && "$go" version 2>/dev/null)
 rustc_version=$(command -v rustc >/dev/null 2>&1 && rustc --version 2>/dev/null)
 nginx_version=$( (nginx -v || /usr/sbin/nginx -v) 2>&1 | head -1)
@@ -275,13 +285,17 @@ java_version=$(command -v java >/dev/null 2>&1 && java -version 2>&1 | head -1)
 go_bus_modules=$(sed -n 's/^\t\(github.com[^ ]*\) \(v[^ ]*\)$/\1 \2/p' "$here/go/bus/go.mod" | paste -sd, -)
 python3 - "$out/BUILD-FLAGS.json" "$cxx_version" "$go_version" "$rustc_version" "$nginx_version" \
     "$cc_version" "$nats_c_version" "$rdkafka_version" "$go_bus_modules" \
-    "$natscli_version" "$kafka_tools_version" "$java_version" <<'PY'
+    "$natscli_version" "$kafka_tools_version" "$java_version" "$cxx_gxx_version" <<'PY'
 import json, sys
-path, cxx, go, rustc, nginx, cc, natsc, rdkafka, gobus, natscli, ktools, java = sys.argv[1:13]
+path, cxx, go, rustc, nginx, cc, natsc, rdkafka, gobus, natscli, ktools, java, gxx = sys.argv[1:14]
 json.dump({
-    "weft": "scripts/bench.sh: clang++-16, CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG)",
-    "asio, beast, tbb (C++)": f"{cxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
-                              "not clang 16: Asio's coroutines built with it crash here",
+    "weft": "scripts/bench.sh: clang++-16, CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
+            "weft=g++ rows: bench_server built with g++ the same way (build/release-gxx)",
+    "asio, beast, tbb (C++)": f"{cxx or 'not found'}, weft's compiler; CMAKE_BUILD_TYPE=Release "
+                              "(-O3 -DNDEBUG)",
+    "asio-echo-gxx (galay-net's shared-context asio)":
+        f"{gxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG): Asio's coroutines "
+        "built with clang 16 crash when they resume on another thread of a shared io_context",
     "go": f"{go or 'not found'}; go build -trimpath (default optimisation)",
     "tokio, hyper, minihttp (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3, "
                            "thin LTO, codegen-units 1)",

@@ -229,5 +229,7 @@ asio::awaitable<void> serve_http(tcp::socket sock) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    return peer::run("asio-http", peer::parse_args("asio-http", argc, argv), serve_http);
+    constexpr int kDeferAcceptSeconds = 1;  // weft's default
+    return peer::run("asio-http", peer::parse_args("asio-http", argc, argv), serve_http,
+                     kDeferAcceptSeconds);
 }

@@ -11,9 +11,17 @@
 // `serve_connection`). A connection's coroutine never has two operations in flight, so no
 // strand is needed even with several threads.
 //
+// `defer_accept` (seconds; 0: off) sets TCP_DEFER_ACCEPT on the listener(s): asio-http sets it
+// as every HTTP server of weft-bench's comparison does (weft's default, nginx's `deferred`), so
+// a connection is accepted once its request's first bytes have arrived; asio-echo does not, as
+// no echo server of the comparison does.
+//
 // Prints "listening on HOST:PORT" on stdout once the listener is bound; exits 0 on
 // SIGTERM/SIGINT. Exit code 2 on bad arguments, 1 if the listener cannot be set up.
 #pragma once
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 #include <algorithm>
 #include <asio/awaitable.hpp>
@@ -131,10 +139,12 @@ inline asio::awaitable<void> accept_loop(tcp::acceptor acceptor,
     }
 }
 
-// Opens, binds and listens; SO_REUSEPORT when several acceptors share the port.
+// Opens, binds and listens; SO_REUSEPORT when several acceptors share the port;
+// TCP_DEFER_ACCEPT when defer_accept (seconds) is not 0.
 inline tcp::acceptor make_acceptor(asio::io_context& ctx,
                                    const tcp::endpoint& ep,
-                                   bool reuse_port) {
+                                   bool reuse_port,
+                                   int defer_accept) {
     tcp::acceptor acceptor(ctx);
     acceptor.open(ep.protocol());
     acceptor.set_option(tcp::acceptor::reuse_address(true));
@@ -142,14 +152,22 @@ inline tcp::acceptor make_acceptor(asio::io_context& ctx,
         using reuse_port_option = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
         acceptor.set_option(reuse_port_option(true));
     }
+    if (defer_accept != 0) {
+        using defer_accept_option =
+            asio::detail::socket_option::integer<IPPROTO_TCP, TCP_DEFER_ACCEPT>;
+        acceptor.set_option(defer_accept_option(defer_accept));
+    }
     acceptor.bind(ep);
     acceptor.listen(kBacklog);
     return acceptor;
 }
 
-// Listens as `args` says, serves every connection with `serve_connection` until SIGTERM or
-// SIGINT, and returns main's exit status.
-inline int run(const char* prog, const Args& args, connection_fn serve_connection) {
+// Listens as `args` says (TCP_DEFER_ACCEPT for `defer_accept` seconds, 0: off), serves every
+// connection with `serve_connection` until SIGTERM or SIGINT, and returns main's exit status.
+inline int run(const char* prog,
+               const Args& args,
+               connection_fn serve_connection,
+               int defer_accept = 0) {
     unsigned threads = args.threads;
     if (threads == 0) {
         threads = std::thread::hardware_concurrency();
@@ -183,7 +201,7 @@ inline int run(const char* prog, const Args& args, connection_fn serve_connectio
         }
         tcp::endpoint ep = results.begin()->endpoint();
         for (unsigned i = 0; i < contexts; ++i) {
-            tcp::acceptor acceptor = make_acceptor(*ctxs[i], ep, args.per_core);
+            tcp::acceptor acceptor = make_acceptor(*ctxs[i], ep, args.per_core, defer_accept);
             port = acceptor.local_endpoint().port();
             ep.port(port);  // port 0: the others join the port the first one got
             asio::co_spawn(*ctxs[i], accept_loop(std::move(acceptor), serve_connection, prog),

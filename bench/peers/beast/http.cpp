@@ -16,6 +16,9 @@
 // clang-format off
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange without it
 // clang-format on
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -183,6 +186,11 @@ int main(int argc, char** argv) {
         tcp::acceptor acceptor(ctx);
         acceptor.open(ep.protocol());
         acceptor.set_option(tcp::acceptor::reuse_address(true));
+        // TCP_DEFER_ACCEPT (1 s, weft's default), as every HTTP server of weft-bench's
+        // comparison sets it: a connection is accepted once its request's bytes have arrived.
+        using defer_accept_option =
+            asio::detail::socket_option::integer<IPPROTO_TCP, TCP_DEFER_ACCEPT>;
+        acceptor.set_option(defer_accept_option(1));
         acceptor.bind(ep);
         acceptor.listen(kBacklog);
         bound = acceptor.local_endpoint().port();

@@ -1,6 +1,6 @@
-"""What the HTTP clients learn about the server under load from /proc: the processes that hold
-its listening socket (nginx: the master and every worker), their resident memory, and the
-ephemeral port range a client's connections come from."""
+"""What the HTTP clients learn about the server under load from /proc: the server's processes
+(those the harness put in its cgroup or session, or those holding its listening socket), their
+resident memory, and the ephemeral port range a client's connections come from."""
 from __future__ import annotations
 
 import os
@@ -39,6 +39,35 @@ def server_pids(port: int) -> list[int]:
             except OSError:
                 continue
     return sorted(pids)
+
+
+def session_pids(sid: int) -> list[int]:
+    """The processes of session `sid`."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[3]) == sid:
+                pids.append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return sorted(pids)
+
+
+def harness_server_pids(env: dict | None = None) -> list[int] | None:
+    """The server's processes as the harness sees them (weftbench/measure.py, server_pids):
+    every process in its cgroup (WEFT_BENCH_SERVER_CGROUP), else in its session
+    (WEFT_BENCH_SERVER_SESSION); None when the harness gave neither (run by hand)."""
+    env = os.environ if env is None else env
+    group = env.get("WEFT_BENCH_SERVER_CGROUP")
+    if group:
+        try:
+            pids = [int(x) for x in (Path(group) / "cgroup.procs").read_text().split()]
+            if pids:
+                return sorted(pids)
+        except OSError:
+            pass
+    sid = env.get("WEFT_BENCH_SERVER_SESSION")
+    return session_pids(int(sid)) if sid else None
 
 
 def rss_kib(pids: list[int]) -> int:

@@ -34,10 +34,15 @@ PEER_BUILD = "bash bench/peers/build.sh {peers}"
 EXTRA = ("payload=128", "body=220", f"nats_port={NATS_PORT}", f"kafka_port={KAFKA_PORT}",
          f"pg_port={PG_PORT}")
 MEMORY = ("weft", "go")  # the memory rows: weft's memory_broker and Watermill's GoChannel
-SEED_FACTOR = 40  # the target: at least 40x the seed's Extreme figures
+# x_seed = msg/s at Extreme over the seed's Extreme figure: context, not a verdict on weft (the
+# Go re-implementation of the seed's shape reaches 40x too); weft is judged against the peers.
 # The brokers' own benchmark tools (natscli, Kafka's ProducerPerformance) run in quick mode on
 # one Extreme row each (NATS memory storage, Kafka), in full mode on every async row.
 TOOL_QUICK_N = 10_000
+# Rounds of the Extreme rows (10,000 messages, a few hundred milliseconds a run) on the brokers
+# in memory: more than the suite's, so that a verdict decided by a few percent is read over
+# more rounds. NATS file storage is bound by the disk (1-2 s a run) and keeps the suite's.
+EXTREME_ROUNDS = {"quick": 6, "full": 10}
 NFILE_QUICK_N = 2_000  # NATS file storage's Extreme rows in quick mode (see the suite)
 # Runs long enough to read the steady state, in quick mode too (tools/weft-bench/README.md,
 # "Quick sizes"): the memory broker's publish rows, and the PostgreSQL outbox against Watermill.
@@ -71,26 +76,21 @@ def seed_figures(backend: str, n: int) -> dict:
 
 def broker_rows(name: str, backend: str, raw: str, tool: str, seed: bool,
                 quick_levels=LEVELS, full_n: int = 1_000_000, all_async_quick: bool = True,
-                tool_quick: bool = True, quick_n: int | None = None) -> tuple[Scenario, ...]:
+                tool_quick: bool = True, quick_n: int | None = None,
+                extreme_rounds: dict | None = None) -> tuple[Scenario, ...]:
     """async rows at every level and full_n, awaited rows likewise (in quick mode only at the
     levels given, and async at every level unless all_async_quick is False); the targets at
     Extreme and at full_n. `tool` (the broker's own benchmark tool) runs on the async rows
     only (on the awaited ones it would repeat its async run); in quick mode at Extreme only
     (TOOL_QUICK_N), and not at all unless tool_quick. quick_n: the Extreme rows send that many
-    messages in quick mode (their targets still apply)."""
+    messages in quick mode (their targets still apply). extreme_rounds: the Extreme rows'
+    rounds (Scenario.rounds)."""
     rows = []
     for mode in ("async", "awaited"):
         for label, n in (*LEVELS, ("1M", full_n)):
             params = {"messages": n, "max_pending": 1024}
             if mode == "awaited":
                 params["tasks"] = 1000
-            targets = {}
-            if n in (10_000, full_n):
-                factor = 0.85 if mode == "async" else 0.80
-                # the 40x-seed target is a row of its own (seed_rows)
-                targets["msgs_per_s"] = Target(beats=("go",), ratios=(Ratio((raw,), factor),))
-                if mode == "async":
-                    targets["cpu_ns_per_msg"] = Target(ratios=(Ratio((raw,), 1.2),))
             in_quick = n in dict(quick_levels).values() or (
                 all_async_quick and mode == "async" and n != full_n)
             modes = ("full",) if n == full_n or not in_quick else ("quick", "full")
@@ -98,8 +98,11 @@ def broker_rows(name: str, backend: str, raw: str, tool: str, seed: bool,
                 f"{name}_{mode}", params, BROKER_SHOWN,
                 quick={"messages": quick_n} if quick_n and n == 10_000 else {},
                 seed=seed_figures(backend, n) if seed and n != full_n else {},
-                targets=targets, timeout=600 if n == full_n else None,
-                only=("weft", raw, "go"), modes=modes)
+                timeout=600 if n == full_n else None,
+                only=("weft", raw, "go"), modes=modes,
+                # the seed's size is a few hundred milliseconds a run: more rounds, so that a
+                # verdict decided by a few percent is read over more than two
+                rounds=extreme_rounds if n == 10_000 else None)
             if mode == "async" and "quick" in modes and (n != TOOL_QUICK_N or not tool_quick):
                 # quick mode without the tool, full mode with it: the same row twice
                 rows += [dataclasses.replace(row, modes=("quick",)),
@@ -109,7 +112,25 @@ def broker_rows(name: str, backend: str, raw: str, tool: str, seed: bool,
                 rows.append(dataclasses.replace(row, only=("weft", raw, "go", tool)))
             else:
                 rows.append(row)
-    return tuple(rows)
+    return tuple(with_targets(r, mode_of(r), raw, full_n) for r in rows)
+
+
+def mode_of(row: Scenario) -> str:
+    return row.name.rsplit("_", 1)[1]
+
+
+def with_targets(row: Scenario, mode: str, raw: str, full_n: int) -> Scenario:
+    """The targets at Extreme and at full_n, against every peer of the row: msg/s at least
+    0.85x (async; awaited: 0.80x, weft's awaited publish against the peers' async one) the best
+    of them and better than the Go seed shape; async CPU per message at most 1.2x the best."""
+    if row.params["messages"] not in (10_000, full_n):
+        return row
+    peers = tuple(s for s in row.only if s != "weft")
+    factor = 0.85 if mode == "async" else 0.80
+    targets = {"msgs_per_s": Target(beats=("go",), ratios=(Ratio(peers, factor),))}
+    if mode == "async":
+        targets["cpu_ns_per_msg"] = Target(ratios=(Ratio(peers, 1.2),))
+    return dataclasses.replace(row, targets=targets)
 
 
 PAUSED_SHOWN = ("bounded_ok", "window_filled", "paused_in_flight_min", "paused_in_flight_max",
@@ -156,13 +177,12 @@ def selected(scenarios: tuple[Scenario, ...]) -> tuple[Scenario, ...]:
 
 
 def seed_rows(name: str, backend: str) -> tuple[Derived, ...]:
-    """x_seed: msg/s at Extreme over the seed's Extreme figure, target >= SEED_FACTOR; every
-    system gets the row (the Go seed-shape peer too)."""
+    """x_seed: msg/s at Extreme over the seed's Extreme figure, for every system (the Go
+    seed-shape peer too): context, with no target (the peers are weft's comparison)."""
     return tuple(
         Derived(f"{name}_{mode}", {"messages": 10_000}, "x_seed",
                 inputs={"rate": Input(f"{name}_{mode}", {"messages": 10_000}, "msgs_per_s")},
-                formula=lambda m, seed=SEED[backend][10_000][0]: m["rate"] / seed,
-                target=Target(at_least=SEED_FACTOR))
+                formula=lambda m, seed=SEED[backend][10_000][0]: m["rate"] / seed)
         for mode in ("async", "awaited"))
 
 
@@ -241,20 +261,27 @@ SUITE = Suite(
           "after one untimed message; 128-byte payloads (weft's envelope: ~220 bytes on the "
           "wire; the raw clients and the Go NATS/Kafka peer send 220-byte bodies), key = the "
           "message index, a 36-character message id (Nats-Msg-Id / Kafka header weft-id). "
-          "Window: max_pending=1024 messages in flight everywhere (cnats: PublishAsync."
-          "MaxPending; librdkafka: the program polls at 1024 unacknowledged; nats.go: "
-          "PublishAsyncMaxPending; franz-go: MaxBufferedRecords). NATS: one replica, memory "
-          "or file storage (nats-server's default sync), 2 min duplicate window, cnats 3.4 / "
-          "nats.go with 1 MiB buffers. Kafka: acks=all, idempotence, linger 5 ms, murmur2 "
-          "partitioner, 1 partition, librdkafka 2.0.2 / franz-go. async: one task "
+          "Window: max_pending=1024 messages in flight (cnats: PublishAsync."
+          "MaxPending; librdkafka: the program polls at 1024 unacknowledged; franz-go: "
+          "MaxBufferedRecords) except in the Go seed shape on NATS, which has the seed's own "
+          "sizes: PublishAsyncMaxPending 100,000, 48 ack workers, ack and result channels of "
+          "100,000. NATS: one replica, memory or file storage (nats-server's default sync), "
+          "2 min duplicate window; cnats 3.4 with a 1 MiB write buffer (IOBufSize, as weft's); "
+          "nats.go with its own 32 KiB write buffer (not settable) and a 1 MiB reconnect "
+          "buffer (what it holds while disconnected). Kafka: acks=all, idempotence, linger 5 "
+          "ms, murmur2 partitioner, 1 partition, librdkafka 2.0.2 / franz-go. async: one task "
           "publish_async while another reads results(); awaited: 1,000 tasks each awaiting "
           "publish() (the peers run their async publish on those rows, the raw reference for "
           "the 0.80x target). Latency = publish call to the ack's arrival where the program "
           "reads it. cpu_ns_per_msg = the whole client process's CPU (all threads) / messages; "
           "broker_cpu_s_per_m = the broker process's CPU per million messages. threads_/"
           "tasks_before/after: weft only, before the publisher exists and after close (tasks "
-          "= live weft coroutine frames). memory rows: weft's memory_broker vs Watermill "
-          "GoChannel (Persistent for publishes, one subscriber acking for deliveries). The "
+          "= live weft coroutine frames). memory rows: weft's memory_broker vs Watermill's "
+          "GoChannel, its in-process pub/sub (the one its docs give for tests), without "
+          "persistence: Persistent keeps every message ever published (1,000,000: about 1 GB) "
+          "where weft's broker keeps the last 65,536 and GoChannel has no bound to set, so its "
+          "publishes keep nothing (no subscriber) and its deliveries go to one subscriber "
+          "acking each. The "
           "brokers' 1,000,000 runs are full mode only (the suite's nats-server keeps at most "
           "1 GB in memory streams, scripts/brokers.sh; every program deletes its stream after its "
           "run). "
@@ -344,7 +371,7 @@ SUITE = Suite(
     },
     scenarios=selected((
         *broker_rows("nats_memory", "nats", "cnats", "natscli", seed=True,
-                     quick_levels=(("Extreme", 10_000),)),
+                     quick_levels=(("Extreme", 10_000),), extreme_rounds=EXTREME_ROUNDS),
         # natscli in quick mode on one row (memory storage): file storage's run takes 1.5 s.
         # File storage syncs every write: on a shared disk under write pressure (PSI io 55-70%)
         # 10,000 messages took 7-18 s a run (0.5-1.5k msg/s) and the suite 9+ minutes, so quick
@@ -353,7 +380,7 @@ SUITE = Suite(
                      quick_levels=(("Extreme", 10_000),), all_async_quick=False,
                      tool_quick=False, quick_n=NFILE_QUICK_N),
         *broker_rows("kafka", "kafka", "rdkafka", "kafka-perf", seed=True,
-                     quick_levels=(("Extreme", 10_000),)),
+                     quick_levels=(("Extreme", 10_000),), extreme_rounds=EXTREME_ROUNDS),
         # bounded memory: the broker stopped while weft publishes (weft only: the peers' bound
         # is their clients' own)
         paused_row("nats_memory"), paused_row("nats_file", modes=("full",)), paused_row("kafka"),

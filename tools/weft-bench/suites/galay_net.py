@@ -2,8 +2,8 @@
 with the rows the seed left "to be tested" (Linux io_uring and epoll) filled in. Every server is
 measured with weft's bench_client (one thread, epoll), the server's own CPU per request beside
 the QPS: on 2 shared cores the client is the limit, so CPU per request is what separates them."""
-from weftbench.suite import (HIGHER, Derived, Input, Metric, Scenario, Seed, Server, Suite,
-                             System, Target)
+from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Derived, Input, Metric,
+                             Scenario, Seed, Server, Suite, System, Target)
 
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
 CLIENT = "{bin}/bench_client"
@@ -21,7 +21,10 @@ SUITE = Suite(
           "(kqueue); its Linux epoll and io_uring rows were left 'to be tested'. Here every "
           "server gets the same client: weft's bench_client, one thread, epoll (the suite "
           "galay-net-ext repeats the echo rows with a Go client). asio: one io_context run by "
-          "every thread; asio-per-core: an io_context and a SO_REUSEPORT acceptor per thread. "
+          "every thread, built with g++ 12 (Asio's coroutines built with clang 16 crash when "
+          "they resume on another thread of a shared io_context), so weft's g++ build is "
+          "measured beside it (rows weft=g++, bench_server built with g++); asio-per-core: an "
+          "io_context and a SO_REUSEPORT acceptor per thread, built with clang 16 as weft. "
           "Idle rows: tokio waits for readability before it takes a buffer (readable() + "
           "try_read), as weft's io_uring receive does; Go has no idiomatic way to wait without "
           "a goroutine parked in Read with its buffer (and its 8 KiB stack), so its row is the "
@@ -40,14 +43,14 @@ SUITE = Suite(
                server=server(("{peers}/tokio-echo", "-p", "{port}", "-m", "{scenario}")),
                build=PEER_BUILD),
         System("asio", CLIENT, extra=("port={port}",),
-               server=server(("{peers}/asio-echo", "-p", "{port}")), build=PEER_BUILD),
+               server=server(("{peers}/asio-echo-gxx", "-p", "{port}")), build=PEER_BUILD),
         System("asio-per-core", CLIENT, extra=("port={port}",),
                server=server(("{peers}/asio-echo", "-p", "{port}", "--per-core")),
                build=PEER_BUILD),
     ),
     metrics={
         "qps": Metric("req/s", HIGHER),
-        "server_cpu_ns_per_op": Metric("ns"),
+        **PAIR_CPU_METRICS,
         "mb_per_s": Metric("MB/s", HIGHER),
         "p50_us": Metric("us"),
         "p99_us": Metric("us"),
@@ -56,16 +59,21 @@ SUITE = Suite(
         "bytes_per_idle_conn": Metric("B"),
     },
     scenarios=tuple(
-        [Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "p99_us",
+        [Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", *PAIR_CPU_ROWS, "p99_us",
                                                         "errors"),
                   quick={"d": 1},
                   seed={"qps": Seed(q, f"{q:,} QPS (seed 003, kqueue, -c {c})")},
                   targets={"qps": Target(beats=("go", "tokio", "asio", "asio-per-core")),
                            "errors": Target(at_most=0)})
          for c, q in ((100, 279_569), (500, 275_722), (1000, 263_878))]
-        + [Scenario(mode, {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "errors"),
+        + [Scenario(mode, {"c": c, "s": 256, "d": 5}, ("qps", *PAIR_CPU_ROWS, "errors"),
                     quick={"d": 1}, only=("weft",))
            for mode in ("echo_epoll", "echo_tpc") for c in (100, 1000)]
+        # weft built with g++, beside the one peer built with g++ (asio, shared context)
+        + [Scenario("echo", {"c": c, "s": 256, "d": 5, "weft": "g++"},
+                    ("qps", *PAIR_CPU_ROWS, "p99_us", "errors"), quick={"d": 1}, only=("weft",),
+                    server=("{bin_gxx}/bench_server", "-p", "{port}", "-m", "echo"))
+           for c in (100, 500, 1000)]
         # memory per idle connection: peak server RSS with 10,000 vs 1,000 silent connections
         + [Scenario("idle", {"c": c, "d": 2}, ("server_rss_kib",), quick={"d": 1})
            for c in (1000, 10000)]),

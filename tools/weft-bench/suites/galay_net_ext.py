@@ -1,7 +1,8 @@
 """The galay-net echo rows again with a load client from outside weft: Go's echoclient (one
 thread, as weft's bench_client), so that the servers' ranking does not rest on weft's own client
 (weft is the client of every galay-net row, and its scheduling shapes their latency)."""
-from weftbench.suite import HIGHER, Metric, Scenario, Server, Suite, System, Target
+from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Scenario, Server,
+                             Suite, System, Target)
 
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
 CLIENT = "{peers}/go-echoclient"
@@ -31,12 +32,12 @@ SUITE = Suite(
     ),
     metrics={
         "qps": Metric("req/s", HIGHER),
-        "server_cpu_ns_per_op": Metric("ns"),
+        **PAIR_CPU_METRICS,
         "p99_us": Metric("us"),
         "errors": Metric("count"),
     },
     scenarios=tuple(
-        Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", "server_cpu_ns_per_op", "p99_us",
+        Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", *PAIR_CPU_ROWS, "p99_us",
                                                        "errors"),
                  quick={"d": 1},
                  targets={"qps": Target(beats=("go", "tokio", "asio-per-core")),

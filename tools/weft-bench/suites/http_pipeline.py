@@ -1,9 +1,10 @@
 """HTTP pipelining, the TechEmpower plaintext shape: wrk with a Lua script sending 16 pipelined
 GET / per write on 256 connections, on weft and every HTTP peer (weftbench/http_systems.py)."""
-from weftbench.http_systems import CEILING, PEERS, SERVERS_NOTE, WEFT, WEFT_VARIANTS
-from weftbench.suite import HIGHER, Metric, Ratio, Scenario, Suite, Target
+from weftbench.http_systems import CEILING, PEER_NAMES, PEERS, SERVERS_NOTE, WEFT, WEFT_VARIANTS
+from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Ratio, Scenario,
+                             Suite, Target)
 
-ROWS = ("requests_per_s", "p99_ms", "server_cpu_ns_per_op", "errors")
+ROWS = ("requests_per_s", "p99_ms", *PAIR_CPU_ROWS, "errors")
 PARAMS = {"t": 2, "c": 256, "d": 5, "depth": 16}
 # The same load with the server's processes under strace -c: counts only (strace slows the
 # server down). weft on io_uring sends without write calls: its row is the epoll backend's.
@@ -25,15 +26,16 @@ SUITE = Suite(
           "speed figure. weft on io_uring sends with io_uring (no write call: its row shows "
           "io_uring_enters only); its responses per write are the epoll backend's "
           "(weft=epoll), which runs the same connection code. minihttp (may_minihttp on 2 may workers, built for "
-          "TechEmpower's plaintext test) is the pipelining ceiling; the issue's target: weft "
-          ">= nginx and >= 0.8x minihttp in requests/s. A run whose responses had any error "
+          "TechEmpower's plaintext test) is the pipelining ceiling; the target: weft "
+          ">= every HTTP peer (go, nginx, hyper, asio, beast) and >= 0.8x minihttp in "
+          "requests/s. A run whose responses had any error "
           "is left out of the medians.",
     systems=(WEFT, *PEERS, CEILING),
     metrics={
         "requests_per_s": Metric("req/s", HIGHER),
         "mean_latency_ms": Metric("ms"),
         "p99_ms": Metric("ms"),
-        "server_cpu_ns_per_op": Metric("ns"),
+        **PAIR_CPU_METRICS,
         "errors": Metric("count"),
         "server_rss_kib": Metric("KiB"),
         "responses_per_write": Metric("responses", HIGHER),
@@ -42,7 +44,7 @@ SUITE = Suite(
     },
     scenarios=(
         Scenario("wrk", PARAMS, ROWS, quick={"d": 1},
-                 targets={"requests_per_s": Target(ratios=(Ratio(("nginx",), 1.0),
+                 targets={"requests_per_s": Target(ratios=(Ratio(PEER_NAMES, 1.0),
                                                            Ratio(("minihttp",), 0.8))),
                           "errors": Target(at_most=0)}),
         *(Scenario("wrk", {**PARAMS, **tag}, ROWS, quick={"d": 1}, only=("weft",), **variant)

@@ -3,10 +3,11 @@ architectures, rebuilt on weft by examples/sake_architectures (--arch A: the han
 connection's task; B: connection -> channel -> one coordinator -> worker pool; C: a task per
 request calling pool.map), beside examples/hello_http."""
 from weftbench.http_systems import HELLO_HTTP, WEFT_BUILD, http_system
-from weftbench.suite import (HIGHER, Derived, Input, Metric, Scenario, Seed, Suite, Target)
+from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Derived, Input, Metric,
+                             Scenario, Seed, Suite, Target)
 
 ARCHS = "{bin}/../examples/sake_architectures"
-ROWS = ("requests_per_s", "mean_latency_ms", "p99_ms", "server_cpu_ns_per_op", "errors")
+ROWS = ("requests_per_s", "mean_latency_ms", "p99_ms", *PAIR_CPU_ROWS, "errors")
 PARAMS = {"t": 4, "c": 100, "d": 30}
 SEEDS = {  # the seed's wrk -t4 -c100 -d30s on macOS
     "B": {"requests_per_s": Seed(8005, "8,005 req/s: channel coordination (benchmark_server.nv)"),
@@ -48,7 +49,7 @@ SUITE = Suite(
         "requests_per_s": Metric("req/s", HIGHER),
         "mean_latency_ms": Metric("ms"),
         "p99_ms": Metric("ms"),
-        "server_cpu_ns_per_op": Metric("ns"),
+        **PAIR_CPU_METRICS,
         "errors": Metric("count"),
         "server_rss_kib": Metric("KiB"),
         "ratio": Metric("x", HIGHER),

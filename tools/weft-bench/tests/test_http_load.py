@@ -127,5 +127,24 @@ class WriteCountTest(unittest.TestCase):
         self.assertEqual(http_load.expected_body(None), b"Hello, World!")
 
 
+class ServerProcessesTest(unittest.TestCase):
+    """http-idle reads the memory of the processes the harness counts for the server."""
+
+    def test_the_harness_cgroup_then_session_then_none(self):
+        import os
+        import tempfile
+        server_procs = http_load.server_procs
+        with tempfile.TemporaryDirectory() as d:
+            (Path(d) / "cgroup.procs").write_text("42\n7\n")
+            self.assertEqual(server_procs.harness_server_pids(
+                {"WEFT_BENCH_SERVER_CGROUP": d, "WEFT_BENCH_SERVER_SESSION": "1"}), [7, 42])
+            (Path(d) / "cgroup.procs").write_text("")  # the group emptied: the session
+            sid = os.getsid(0)
+            pids = server_procs.harness_server_pids({"WEFT_BENCH_SERVER_CGROUP": d,
+                                                     "WEFT_BENCH_SERVER_SESSION": str(sid)})
+            self.assertIn(os.getpid(), pids)
+        self.assertIsNone(server_procs.harness_server_pids({}))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,4 +1,5 @@
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -193,6 +194,86 @@ class ServerCpuTest(unittest.TestCase):
         finally:
             proc.kill()
             proc.wait()
+
+
+class PairMetricsTest(unittest.TestCase):
+    """A server pair's CPU rows: the server's, the client's and their total, per op."""
+
+    def test_total_is_server_plus_client_per_op(self):
+        printed = [{"metric": "ops", "unit": "", "value": 1000.0},
+                   {"metric": "client_cpu_s", "unit": "s", "value": 0.002}]
+        out = {m["metric"]: m for m in measure.pair_metrics(printed, 0.003, 0.5, "cgroup", 77)}
+        self.assertAlmostEqual(out["server_cpu_ns_per_op"]["value"], 3000.0)
+        # the load tool's own CPU, not the whole client process's 0.5 s
+        self.assertAlmostEqual(out["client_cpu_ns_per_op"]["value"], 2000.0)
+        self.assertAlmostEqual(out["total_cpu_ns_per_op"]["value"], 5000.0)
+        self.assertEqual(out["total_cpu_ns_per_op"]["method"], "cgroup")
+        self.assertEqual(out["server_rss_kib"]["value"], 77.0)
+        self.assertNotIn("client_cpu_s", out)  # consumed, not a row of its own
+
+    def test_the_client_process_when_it_names_no_load_tool(self):
+        printed = [{"metric": "ops", "unit": "", "value": 10.0}]
+        out = {m["metric"]: m for m in measure.pair_metrics(printed, 0.0, 0.001, "ticks", 0)}
+        self.assertAlmostEqual(out["client_cpu_ns_per_op"]["value"], 100_000.0)
+        self.assertAlmostEqual(out["total_cpu_ns_per_op"]["value"], 100_000.0)
+
+    def test_no_ops_no_per_op_rows(self):
+        out = measure.pair_metrics([{"metric": "writes", "unit": "", "value": 3.0}], 1.0, 1.0,
+                                   "cgroup", 5)
+        self.assertEqual([m["metric"] for m in out], ["writes", "server_rss_kib"])
+
+
+# A server behind a launcher, as nginx-hello: a shell that starts the real server (which makes
+# 64 MiB resident) and waits for it. The launcher alone holds about 1 MiB.
+WRAPPED = """
+import socket, sys
+ballast = b"x" * (64 << 20)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
+while True:
+    c, _ = s.accept(); c.recv(1); c.sendall(b"done\\n"); c.close()
+"""
+BURNING_CLIENT = """
+import json, socket, sys, time
+t = time.process_time()
+while time.process_time() - t < 0.03:
+    pass
+with socket.create_connection(("127.0.0.1", int(sys.argv[1]))) as c:
+    c.sendall(b"w"); assert c.makefile().readline() == "done\\n"
+print(json.dumps({"metric": "ops", "unit": "", "value": 1}))
+"""
+
+
+class WrappedServerTest(unittest.TestCase):
+    """The server's memory is every process of its cgroup (or session), not the launcher's."""
+
+    def run_wrapped(self) -> measure.Run:
+        port = measure.free_port()
+        launcher = f"{shlex.quote(sys.executable)} -c {shlex.quote(WRAPPED)} {port}; exit $?"
+        return measure.run_once([sys.executable, "-c", BURNING_CLIENT, str(port)], 30, 10,
+                                server_argv=["sh", "-c", launcher], port=port)
+
+    def check(self, run: measure.Run) -> None:
+        self.assertEqual(run.status, "ok", run.error)
+        self.assertGreaterEqual(metric(run, "server_rss_kib")["value"], 64 * 1024)
+        # the client burned 30 ms for its one op
+        self.assertGreaterEqual(metric(run, "client_cpu_ns_per_op")["value"], 30e6)
+        self.assertAlmostEqual(metric(run, "total_cpu_ns_per_op")["value"],
+                               metric(run, "client_cpu_ns_per_op")["value"]
+                               + metric(run, "server_cpu_ns_per_op")["value"])
+
+    @unittest.skipUnless(cgroup_writable(), "no writable cgroup v2 directory (not root?)")
+    def test_cgroup_sum(self):
+        self.check(self.run_wrapped())
+
+    def test_session_sum_without_cgroup(self):
+        with mock.patch.object(measure, "cgroup2_home", return_value=None):
+            self.check(self.run_wrapped())
+
+    def test_tree_rss_adds_processes_and_skips_the_gone(self):
+        me = measure.rss_kib(os.getpid())
+        self.assertGreater(me, 0)
+        self.assertEqual(measure.tree_rss_kib([os.getpid(), os.getpid(), 2 ** 22 + 1]), 2 * me)
 
 
 class CpuMethodRowTest(unittest.TestCase):

@@ -107,6 +107,17 @@ class ReportTest(unittest.TestCase):
         self.assertIn("/b/archs not built", page)
 
 
+    def test_a_verdict_within_the_rounds_spread_is_a_tie(self):
+        # weft's median (50) beats go's (52), but go was ahead in one round of three
+        tied = {**RESULT, "rows": [
+            {**measured("weft", 50), "values": [50.0, 45.0, 60.0], "invalid_runs": 0},
+            {**measured("go", 52), "values": [52.0, 50.0, 55.0], "invalid_runs": 0}]}
+        with tempfile.TemporaryDirectory() as d:
+            page = report.write_report(Path(d), [SUITE], {"demo": tied}).read_text()
+        self.assertIn('<td class="tie">tie', page)
+        self.assertIn("Targets met: 0 of 1</b> (0 missed, 1 tied within the rounds' spread",
+                      page)
+
 
 class LoadLineTest(unittest.TestCase):
     def test_other_cpu_is_weighted_by_wall_time_and_each_run_counted_once(self):

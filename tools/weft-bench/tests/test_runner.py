@@ -63,6 +63,38 @@ class ScenarioRetriesTest(unittest.TestCase):
         self.assertEqual(given, {"timed": 3, "counted": 0})
 
 
+class ScenarioRoundsTest(unittest.TestCase):
+    def test_a_short_row_runs_more_rounds_than_the_suite(self):
+        import io
+        from unittest import mock
+        from weftbench import measure, runner
+        from weftbench.suite import Metric, Scenario, Suite, System
+        suite = Suite("t", "t", None, (System("weft", "/bin/true"), System("go", "/bin/true")),
+                      {"m": Metric("x")},
+                      (Scenario("long", {}, ("m",)),
+                       Scenario("short", {}, ("m",), rounds={"quick": 5})),
+                      rounds={"quick": 2, "full": 2})
+        runs = []
+
+        def fake(argv, timeout, threshold, retries, **server):
+            runs.append(argv[1])
+            return measure.Run("ok", metrics=[{"metric": "m", "unit": "x", "value": 1.0}])
+
+        settings = runner.Settings(retries=0, command="weft-bench --suite t")
+        self.assertEqual(runner.planned_runs(suite, settings), 2 * 2 + 5 * 2)
+        with mock.patch.object(runner.measure, "measure", fake):
+            result = runner.run_suite(suite, settings,
+                                      runner.Progress(total=14, stream=io.StringIO()))
+        self.assertEqual(runs.count("long"), 4)
+        self.assertEqual(runs.count("short"), 10)
+        self.assertEqual(result["rounds"], 5)
+        self.assertEqual(result["command"], "weft-bench --suite t")  # for the Markdown page
+        short = next(r for r in result["rows"] if r["scenario"] == "short")
+        self.assertEqual(short["runs"], 5)
+        # --rounds overrides every scenario's
+        self.assertEqual(runner.planned_runs(suite, runner.Settings(rounds=1)), 4)
+
+
 class BuildFlagsTest(unittest.TestCase):
     def test_read_from_the_peers_dir_or_said_unknown(self):
         import json

@@ -140,5 +140,68 @@ class RatioTargetTest(unittest.TestCase):
         self.assertIsNone(stats.check_target(t, 799, {}, HIGHER)[0])
 
 
+def runs_row(values, invalid=0):
+    return {"values": values, "min": min(values), "max": max(values), "runs": len(values),
+            "invalid_runs": invalid}
+
+
+class TieTest(unittest.TestCase):
+    """A verdict the rounds' spread does not settle is a tie, neither met nor missed."""
+
+    def test_per_round_ratios_on_both_sides_of_the_factor(self):
+        from weftbench.suite import Ratio
+        t = Target(ratios=(Ratio(("asio",), 1.0),))
+        # medians 100 vs 102: met on the medians, but weft lost round 2 (110 vs 100)
+        weft, asio = runs_row([100.0, 110.0, 90.0]), runs_row([102.0, 100.0, 104.0])
+        met, why = stats.check_target(t, 100.0, {"asio": 102.0}, LOWER, weft, {"asio": asio})
+        self.assertEqual(met, stats.TIE)
+        self.assertIn("≤ 1x asio holds on the medians, not in every round", why)
+        # without the rows the medians decide, as before
+        self.assertEqual(stats.check_target(t, 100.0, {"asio": 102.0}, LOWER)[0], True)
+
+    def test_every_round_on_one_side_decides(self):
+        t = Target(beats=("go",))
+        weft, go = runs_row([100.0, 110.0, 90.0]), runs_row([120.0, 130.0, 100.0])
+        self.assertEqual(stats.check_target(t, 100.0, {"go": 120.0}, LOWER, weft,
+                                            {"go": go}), (True, ""))
+        self.assertFalse(stats.check_target(t, 120.0, {"go": 100.0}, LOWER, go,
+                                            {"go": weft})[0])
+
+    def test_a_miss_on_the_medians_within_the_spread_is_a_tie_too(self):
+        t = Target(beats=("go",))
+        weft, go = runs_row([1000.0, 1300.0, 900.0]), runs_row([1100.0, 1000.0, 1200.0])
+        met, why = stats.check_target(t, 1000.0, {"go": 1100.0}, HIGHER, weft, {"go": go})
+        self.assertEqual(met, stats.TIE)
+        self.assertIn("better than go fails on the medians", why)
+
+    def test_a_clear_miss_wins_over_a_tie(self):
+        t = Target(at_most=50, beats=("go",))
+        weft, go = runs_row([100.0, 110.0, 90.0]), runs_row([102.0, 100.0, 104.0])
+        met, why = stats.check_target(t, 100.0, {"go": 102.0}, LOWER, weft, {"go": go})
+        self.assertFalse(met)
+        self.assertIn("100 > 50", why)
+
+    def test_an_absolute_bound_inside_weft_s_runs(self):
+        met, _ = stats.check_target(Target(at_most=10), 9.9, {}, LOWER,
+                                    runs_row([9.9, 10.3, 9.7]))
+        self.assertEqual(met, stats.TIE)
+        self.assertTrue(stats.check_target(Target(at_most=10), 9.9, {}, LOWER,
+                                           runs_row([9.9, 9.95, 9.7]))[0])
+
+    def test_unpaired_rounds_fall_back_to_overlapping_ranges(self):
+        t = Target(beats=("go",))
+        weft = runs_row([100.0, 110.0, 90.0], invalid=1)  # rounds cannot be paired
+        self.assertEqual(stats.check_target(t, 100.0, {"go": 105.0}, LOWER, weft,
+                                            {"go": runs_row([105.0, 95.0, 120.0])})[0],
+                         stats.TIE)
+        self.assertTrue(stats.check_target(t, 100.0, {"go": 130.0}, LOWER, weft,
+                                           {"go": runs_row([130.0, 125.0, 140.0])})[0])
+
+    def test_round_ratios(self):
+        self.assertEqual(stats.round_ratios(runs_row([2.0, 6.0]), runs_row([1.0, 3.0])),
+                         [2.0, 2.0])
+        self.assertIsNone(stats.round_ratios(runs_row([2.0]), runs_row([1.0])))
+
+
 if __name__ == "__main__":
     unittest.main()

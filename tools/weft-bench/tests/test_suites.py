@@ -36,6 +36,27 @@ class SuiteFilesTest(unittest.TestCase):
                 for i in d.inputs.values():
                     self.assertIn(i.scenario, scenarios)
 
+    def test_a_target_compares_against_every_peer_of_its_row(self):
+        for suite in SUITES:
+            peers = {s.name for s in suite.systems} - {SUBJECT}
+            for scn in suite.scenarios:
+                row = (set(scn.only) if scn.only is not None else peers) - {SUBJECT}
+                for metric, t in scn.targets.items():
+                    named = set(t.beats) | {p for r in t.ratios for p in r.peers}
+                    if named:
+                        self.assertEqual(named, row, f"{suite.name}/{scn.name} "
+                                         f"{scn.params} {metric}")
+            for d in suite.derived:
+                if d.target:
+                    named = set(d.target.beats) | {p for r in d.target.ratios for p in r.peers}
+                    self.assertIn(named, (set(), peers), f"{suite.name}/{d.scenario}")
+
+    def test_the_seed_multiple_is_context_not_a_target(self):
+        for suite in SUITES:
+            for d in suite.derived:
+                if d.metric == "x_seed":
+                    self.assertIsNone(d.target, f"{suite.name}/{d.scenario}")
+
     def test_quick_overrides(self):
         scn = Scenario("pipeline", {"C": 8, "iters": 2000}, ("m",), quick={"iters": 500})
         self.assertEqual(scn.params_for("quick"), {"C": 8, "iters": 500})

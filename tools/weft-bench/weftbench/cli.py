@@ -4,10 +4,11 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shlex
 import sys
 from pathlib import Path
 
-from . import report, runner
+from . import markdown, report, runner
 from .suite import load_suites
 
 SUITES_DIR = Path(__file__).resolve().parent.parent / "suites"
@@ -27,12 +28,18 @@ def parse_args(argv: list[str], names: list[str]) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("results"), help="report directory")
     p.add_argument("--bin", type=Path, default=Path("build/release/bench"),
                    help="directory of weft's scenario binaries")
+    p.add_argument("--bin-gxx", type=Path, default=Path("build/release-gxx/bench"),
+                   help="directory of weft's scenario binaries built with g++ (weft=g++ rows)")
     p.add_argument("--peers", type=Path, default=Path("build/peers"),
                    help="directory of the peers' binaries")
     p.add_argument("--rounds", type=int, help="rounds per scenario (overrides the suite's)")
     p.add_argument("--list", action="store_true", help="list suites and scenarios, run nothing")
     p.add_argument("--report-only", action="store_true",
                    help="rewrite DIR/index.html from the suites' JSON in DIR, run nothing")
+    p.add_argument("--markdown", type=Path, metavar="FILE",
+                   help="also write FILE (e.g. docs/benchmarks.md) from the suites' JSON in DIR: "
+                        "one table per suite with its command, machine, date and the ratios "
+                        "to each peer")
     args = p.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         p.error("--rounds must be at least 1")
@@ -52,17 +59,18 @@ def list_suites(suites, settings: runner.Settings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     suites = load_suites(SUITES_DIR)
-    args = parse_args(sys.argv[1:] if argv is None else argv, [s.name for s in suites])
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv, [s.name for s in suites])
     settings = runner.Settings(mode=args.mode, rounds=args.rounds, bin_dir=args.bin,
-                               peers_dir=args.peers)
+                               bin_gxx_dir=args.bin_gxx, peers_dir=args.peers,
+                               command=shlex.join(["weft-bench", *argv]))
     chosen = [s for s in suites if not args.suite or s.name in args.suite]
     if args.list:
         list_suites(chosen, settings)
         return 0
 
     if args.report_only:
-        index = report.write_report(args.out, suites, load_results(suites, args.out))
-        print(f"report: {index}")
+        write_reports(args, suites)
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     raise_fd_limit()
@@ -72,9 +80,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("weft-bench: interrupted; suites finished so far are saved", file=sys.stderr)
         return 130
-    index = report.write_report(args.out, suites, load_results(suites, args.out))
-    print(f"report: {index}")
+    write_reports(args, suites)
     return 0
+
+
+def write_reports(args: argparse.Namespace, suites) -> None:
+    """DIR/index.html, and the Markdown page when asked, from every suite's JSON in DIR."""
+    results = load_results(suites, args.out)
+    if args.markdown:
+        print(f"markdown: {markdown.write_markdown(args.markdown, suites, results)}")
+    print(f"report: {report.write_report(args.out, suites, results)}")
 
 
 def raise_fd_limit() -> None:

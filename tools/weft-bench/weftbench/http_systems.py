@@ -38,7 +38,11 @@ SERVERS_NOTE = ("Servers: 2 threads/workers each (weft: hello_http --workers 2, 
                 "processes, access log off, keepalive_requests 1000000; hyper: hyper 1.x on 2 "
                 "tokio workers, pipeline_flush on; asio: minimal HTTP/1.1 framing, an "
                 "io_context and a SO_REUSEPORT acceptor per thread; beast: Boost.Beast, one "
-                "io_context run by 2 threads, a 30 s timeout per read and write).")
+                "io_context run by 2 threads, a 30 s timeout per read and write). Every one "
+                "sets TCP_DEFER_ACCEPT (1 s) on its listener, weft's default and nginx's "
+                "`deferred` (minihttp, the pipelining ceiling, cannot: may_minihttp makes its "
+                "listener itself); hyper has no header-read timer (no timer given, its "
+                "default); the C++ peers are built with clang 16, as weft.")
 
 
 def http_system(name: str, command: tuple[str, ...], build: str = PEER_BUILD,

@@ -8,6 +8,16 @@ no cgroup v2 directory can be made (not root, no cgroup2 mount) it falls back to
 utime+stime, whole clock ticks (10 ms): a run of 5,000 requests at 16 us each is 8 ticks, so
 that figure moves in steps of an eighth. Each such metric says which it used ("method").
 
+Client and total CPU (client_cpu_ns_per_op, total_cpu_ns_per_op): on loopback the kernel charges
+TCP work to whichever side triggers it, so a server that batches its writes differently moves
+CPU between itself and the load client. The client's CPU (the load tool's own, when the client
+prints it as `client_cpu_s`, else the whole client process's from wait4) is reported beside the
+server's, and their sum per op is what CPU targets are judged on: the client is the same
+program for every server.
+
+Server memory (server_rss_kib): the sum of VmRSS over every process in the server's cgroup (a
+launcher script and what it starts, nginx's master and workers), else over its session.
+
 Other-CPU: /proc/stat's aggregate busy ticks over the run, minus the CPU the measured
 processes used themselves (the child from wait4's rusage, a server from its cgroup or
 /proc/PID/stat), divided by wall time x CPUs. It tells whether something else competed for the
@@ -421,23 +431,41 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-class RssSampler:
-    """Samples a server's RSS every 50 ms while the client runs; keeps the peak."""
+def tree_rss_kib(pids: list[int]) -> int:
+    """Sum of VmRSS over `pids` (a process that is gone counts 0). Pages shared between them
+    (a master's and its workers' code) count once per process, as each one's VmRSS does."""
+    return sum(rss_kib(pid) for pid in pids)
 
-    def __init__(self, pid: int):
-        self.pid, self.peak = pid, rss_kib(pid)
+
+def server_pids(server_pid: int, group: "CpuGroup | None") -> list[int]:
+    """Every process of a server: those in its cgroup, else those in its session (the server
+    leads one: start_server). A launcher script and what it starts are all counted."""
+    if group is not None:
+        pids = group.pids()
+        if pids:
+            return pids
+    return session_pids(server_pid)
+
+
+class RssSampler:
+    """Samples a server's RSS (summed over its processes: server_pids) every 50 ms while the
+    client runs; keeps the peak."""
+
+    def __init__(self, pids: Callable[[], list[int]]):
+        self.pids = pids
+        self.peak = tree_rss_kib(pids())
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
         self.thread.start()
 
     def loop(self) -> None:
         while not self.stop.wait(0.05):
-            self.peak = max(self.peak, rss_kib(self.pid))
+            self.peak = max(self.peak, tree_rss_kib(self.pids()))
 
     def finish(self) -> int:
         self.stop.set()
         self.thread.join()
-        return max(self.peak, rss_kib(self.pid))
+        return max(self.peak, tree_rss_kib(self.pids()))
 
 
 class CpuReader:
@@ -476,11 +504,11 @@ def measure_child(argv, timeout, threshold, out, err, server, background=None,
     bg_readers = {pid: CpuReader((groups or {}).get(pid),
                                  lambda pid=pid: process_cpu_ticks(pid))
                   for pid in (background or {}).values()}
-    sampler = RssSampler(server.pid) if server else None
+    sampler = RssSampler(lambda: server_pids(server.pid, group)) if server else None
     busy_before, nice_before, ncpu = read_cpu()
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                            start_new_session=True)
+                            start_new_session=True, env=client_env(server, group))
     timer = threading.Timer(timeout, on_timeout, (proc.pid,))
     timer.start()
     try:
@@ -526,13 +554,8 @@ def measure_child(argv, timeout, threshold, out, err, server, background=None,
         if not run.metrics:
             run.status, run.error = "failed", f"printed no metric line\n{tail(stderr)}".strip()
         elif server_cpu is not None:
-            ops = next((m["value"] for m in run.metrics if m["metric"] == "ops"), None)
-            if ops:
-                run.metrics.append({"metric": "server_cpu_ns_per_op", "unit": "ns",
-                                    "value": server_cpu * 1e9 / ops,
-                                    "method": server_cpu_reader.method})
-            run.metrics.append({"metric": "server_rss_kib", "unit": "KiB",
-                                "value": float(server_rss or 0)})
+            run.metrics = pair_metrics(run.metrics, server_cpu, cpu, server_cpu_reader.method,
+                                       server_rss or 0)
         if charged in bg_cpu:
             ops = next((m["value"] for m in run.metrics if m["metric"] == "ops"), None)
             if ops:
@@ -540,6 +563,45 @@ def measure_child(argv, timeout, threshold, out, err, server, background=None,
                                     "value": bg_cpu[charged] * 1e6 / ops,
                                     "method": bg_readers[charged].method})
     return run
+
+
+CLIENT_CPU_METRIC = "client_cpu_s"  # printed by a client: its load tool's own CPU seconds
+
+
+def pair_metrics(printed: list[dict], server_cpu_s: float, client_process_cpu_s: float,
+                 method: str, server_rss: int) -> list[dict]:
+    """A server pair's rows: what the client printed (its `client_cpu_s` taken out), then per
+    op (the client's `ops`) the server's CPU, the client's (its `client_cpu_s` when printed:
+    the load tool alone, without the client's own start-up; else the whole client process's)
+    and their total, and the server's peak RSS. The total is read the server's way (`method`);
+    the client's CPU is wait4's rusage, in microseconds, either way."""
+    client = next((m["value"] for m in printed if m["metric"] == CLIENT_CPU_METRIC), None)
+    out = [m for m in printed if m["metric"] != CLIENT_CPU_METRIC]
+    client = client_process_cpu_s if client is None else client
+    ops = next((m["value"] for m in out if m["metric"] == "ops"), None)
+    if ops:
+        out += [{"metric": "server_cpu_ns_per_op", "unit": "ns",
+                 "value": server_cpu_s * 1e9 / ops, "method": method},
+                {"metric": "client_cpu_ns_per_op", "unit": "ns", "value": client * 1e9 / ops},
+                {"metric": "total_cpu_ns_per_op", "unit": "ns",
+                 "value": (server_cpu_s + client) * 1e9 / ops, "method": method}]
+    out.append({"metric": "server_rss_kib", "unit": "KiB", "value": float(server_rss)})
+    return out
+
+
+SERVER_CGROUP_ENV = "WEFT_BENCH_SERVER_CGROUP"  # the server's cgroup directory, for a client
+SERVER_SESSION_ENV = "WEFT_BENCH_SERVER_SESSION"  # the server's session id (its pid)
+
+
+def client_env(server, group: "CpuGroup | None") -> dict | None:
+    """The client's environment: where the server's processes are (a client that reads the
+    server's memory itself, clients/http-idle, sums the same processes as server_rss_kib)."""
+    if server is None:
+        return None
+    env = {**os.environ, SERVER_SESSION_ENV: str(server.pid)}
+    if group is not None:
+        env[SERVER_CGROUP_ENV] = str(group.path)
+    return env
 
 
 def competing_percent(run: Run) -> float:

@@ -19,9 +19,14 @@ priority used more than {threshold:g}% of the CPU (beyond the one-tick-per-CPU r
 disturbed run is kept and marked ⚠ noisy; after 3 runs in a row stayed noisy through every
 retry, runs are not repeated until one is quiet. Niced processes (builds under nice -n 19) get
 the cores only when the measured ones leave them idle: their CPU is recorded and shown per
-suite, not counted as noise. weft / best peer compares medians (targets are judged on them);
-under it, "per round" is the median of the ratios taken within each round, where the systems
-ran one after another in the same state of the machine. Whether lower or higher is better is
+suite, not counted as noise. weft / best peer compares medians; under it, "per round" is the
+median of the ratios taken within each round, where the systems ran one after another in the
+same state of the machine. A target is judged on the medians and against every peer of its
+row; a verdict the rounds' spread does not settle (weft's runs on both sides of a bound, or the
+per-round ratios to a peer on both sides of the factor) is a tie, neither met nor missed. CPU
+targets of server pairs are judged on the total per request, server plus load client: on
+loopback the kernel charges TCP work to whichever side triggers it, and the client is the same
+program for every server. Whether lower or higher is better is
 declared per metric. Seed figures are the ones printed in the seed report, measured on other hardware:
 they place the order of magnitude, the peers measured here are the real comparison. A server's
 CPU per request and a broker's CPU per message come from a cgroup v2 directory made for that
@@ -38,7 +43,7 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:
 vertical-align:top}th{background:#f3f3f3}td.num{text-align:right;white-space:nowrap}
 small{color:#666}.yes{color:#070;font-weight:bold}.no{color:#b00;font-weight:bold}
 .unknown{color:#a60}.win{color:#070}.lose{color:#b00}.err{background:#fee;border:1px solid #d99;
-padding:.5em 1em}.warn{color:#a60}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
+padding:.5em 1em}.warn{color:#a60}.tie{color:#a60;font-weight:bold}pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
 img{max-width:560px;margin:4px;border:1px solid #eee}dl.facts dt{float:left;width:9em;
 font-weight:bold}dl.facts dd{margin-left:10em}
 """
@@ -125,10 +130,17 @@ def seed_cell(row: dict | None) -> str:
     return f'<td class="num">{stats.fmt(row["value"])}{also}<br><small>{note}</small></td>'
 
 
+VERDICT = {True: ("yes", "yes"), False: ("no", "no"), stats.TIE: ("tie", "tie"),
+           None: ("?", "unknown")}
+
+
 def target_cells(target, weft: dict | None, peer_figs: dict, unit: str,
-                 direction: str) -> tuple[str, bool | None]:
-    met, why = stats.check_target(target, weft and weft["value"], peer_figs, direction)
-    word, cls = {True: ("yes", "yes"), False: ("no", "no"), None: ("?", "unknown")}[met]
+                 direction: str, peer_rows: dict | None = None) -> tuple[str, bool | str | None]:
+    """The target and its verdict: yes, no, tie (the rounds' spread does not decide it) or ?
+    (a figure is missing), judged with the rows' per-round figures (stats.check_target)."""
+    met, why = stats.check_target(target, weft and weft["value"], peer_figs, direction,
+                                  weft, peer_rows)
+    word, cls = VERDICT[met]
     why = f"<br><small>{esc(why)}</small>" if why else ""
     return (f"<td>{esc(stats.describe_target(target, unit))}</td>"
             f'<td class="{cls}">{word}{why}</td>'), met
@@ -223,7 +235,8 @@ def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
                  ratio_cell(weft, peer_figs, metric.better,
                             {p: rows[key, p] for p in peers if (key, p) in rows})]
         if key in targets:
-            html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)
+            html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better,
+                                      {p: rows[key, p] for p in peers if (key, p) in rows})
             cells.append(html_)
             verdicts.append(met)
         else:
@@ -233,6 +246,7 @@ def suite_section(suite: Suite, result: dict, out_dir: Path) -> str:
     if verdicts:
         parts.insert(table_at, f"<p><b>Targets: weft meets {verdicts.count(True)} of "
                      f"{len(verdicts)}</b> ({verdicts.count(False)} missed, "
+                     f"{verdicts.count(stats.TIE)} tied within the rounds' spread, "
                      f"{verdicts.count(None)} not decidable).</p>")
 
     if result["failures"]:
@@ -455,7 +469,7 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
              "<th>weft / best peer</th><th>target</th><th>met</th>"
              '<th title="for a missed target: what bounds it (Suite.limits)">bounded by'
              "</th></tr>"]
-    tally = {True: 0, False: 0, None: 0}
+    tally = {True: 0, False: 0, stats.TIE: 0, None: 0}
     for suite in shown:
         result = results[suite.name]
         if result.get("error"):
@@ -486,7 +500,8 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
                      ratio_cell(weft, peer_figs, metric.better,
                                 {p: rows[key, p] for p in peers if (key, p) in rows})]
             if key in targets:
-                html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better)
+                html_, met = target_cells(targets[key], weft, peer_figs, unit, metric.better,
+                                          {p: rows[key, p] for p in peers if (key, p) in rows})
                 cells.append(html_)
                 tally[met] += 1
                 cells.append(bounded_by_cell(suite, result, key) if met is False
@@ -496,7 +511,8 @@ def summary_table(shown: list[Suite], results: dict[str, dict]) -> str:
             lines.append("<tr>" + "".join(cells) + "</tr>")
     lines.append("</table></div>")
     lines.insert(1, f"<p><b>Targets met: {tally[True]} of {sum(tally.values())}</b> "
-                    f"({tally[False]} missed, {tally[None]} not decidable).</p>")
+                    f"({tally[False]} missed, {tally[stats.TIE]} tied within the rounds' spread, "
+                    f"{tally[None]} not decidable).</p>")
     return "\n".join(lines)
 
 

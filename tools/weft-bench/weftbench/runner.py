@@ -18,12 +18,26 @@ class Settings:
     mode: str = "quick"
     rounds: int | None = None  # None: the suite's count for the mode
     bin_dir: Path = Path("build/release/bench")
+    # weft's scenario programs built with g++ (the rows beside a peer that is built with g++)
+    bin_gxx_dir: Path = Path("build/release-gxx/bench")
     peers_dir: Path = Path("build/peers")
     noise_threshold: float = 10.0  # other-CPU percent above which a run is repeated
     retries: int = 3
+    command: str = ""  # the weft-bench command line, recorded in the results
 
     def rounds_for(self, suite: Suite) -> int:
+        """The rounds of the suite's run: the most any of its scenarios has."""
+        return max([self.suite_rounds(suite)]
+                   + [self.scenario_rounds(suite, scn) for scn in scenarios_for(suite, self.mode)])
+
+    def suite_rounds(self, suite: Suite) -> int:
         return self.rounds or suite.rounds[self.mode]
+
+    def scenario_rounds(self, suite: Suite, scenario) -> int:
+        """A scenario's rounds: its own for the mode when it has more, else the suite's."""
+        if self.rounds or not scenario.rounds or self.mode not in scenario.rounds:
+            return self.suite_rounds(suite)
+        return max(self.suite_rounds(suite), scenario.rounds[self.mode])
 
 
 @dataclass
@@ -40,7 +54,8 @@ class Progress:
 
 
 def expand(template: str, settings: Settings, **extra) -> str:
-    return template.format(bin=settings.bin_dir, peers=settings.peers_dir, **extra)
+    return template.format(bin=settings.bin_dir, bin_gxx=settings.bin_gxx_dir,
+                           peers=settings.peers_dir, **extra)
 
 
 def missing_reason(system: System, settings: Settings) -> str | None:
@@ -78,9 +93,9 @@ def planned_runs(suite: Suite, settings: Settings) -> int:
     runnable = [s for s in suite.systems if missing_reason(s, settings) is None]
     if not any(s.name == SUBJECT for s in runnable):
         return 0
-    return settings.rounds_for(suite) * sum(
-        sum(1 for s in runnable if runs_on(scn, s, settings))
-        for scn in scenarios_for(suite, settings.mode))
+    return sum(settings.scenario_rounds(suite, scn)
+               * sum(1 for s in runnable if runs_on(scn, s, settings))
+               for scn in scenarios_for(suite, settings.mode))
 
 
 def argv_for(system: System, scenario: str, params: dict, settings: Settings,
@@ -189,6 +204,7 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
     rounds = settings.rounds_for(suite)
     result = {
         "suite": suite.name, "title": suite.title, "mode": settings.mode, "rounds": rounds,
+        "command": settings.command,
         "seed_file": suite.seed_file, "machine": measure.machine_facts(),
         "builds": build_flags(settings.peers_dir),
         "method": {"noise_threshold_percent": settings.noise_threshold,
@@ -265,6 +281,8 @@ def run_rounds(suite: Suite, settings: Settings, progress: Progress, runnable: l
     busy = BusyMachine()
     for r in range(1, rounds + 1):
         for i, (scn, params) in enumerate(plan):
+            if r > settings.scenario_rounds(suite, scn):
+                continue
             label = f"{suite.name} round {r}/{rounds}  {scn.name} {stats.format_params(params)}"
             for system in rotated(runnable, r - 1):
                 if not runs_on(scn, system, settings):

@@ -40,10 +40,10 @@ def ratio(subject: float | None, other: float | None) -> float | None:
     return subject / other
 
 
-def per_round_ratio(subject: Mapping | None, other: Mapping | None) -> float | None:
-    """The median over the rounds of subject / other, from two rows' `values` (one figure per
-    round, in round order), or None when the rounds cannot be paired (fewer than 2, a count
-    that differs, a run left out as invalid, a zero). The systems of a round run one after
+def round_ratios(subject: Mapping | None, other: Mapping | None) -> list[float] | None:
+    """subject / other within each round, from two rows' `values` (one figure per round, in
+    round order), or None when the rounds cannot be paired (fewer than 2, a count that
+    differs, a run left out as invalid, a zero). The systems of a round run one after
     another, so a round's figures share the machine's state (on a shared host that state
     changes between rounds, and the medians of two rows can come from different rounds)."""
     if not subject or not other:
@@ -53,37 +53,105 @@ def per_round_ratio(subject: Mapping | None, other: Mapping | None) -> float | N
         return None
     if any(y == 0 for y in b):
         return None
-    return statistics.median(x / y for x, y in zip(a, b))
+    return [x / y for x, y in zip(a, b)]
+
+
+def per_round_ratio(subject: Mapping | None, other: Mapping | None) -> float | None:
+    """The median over the rounds of subject / other (round_ratios), or None when the rounds
+    cannot be paired."""
+    ratios = round_ratios(subject, other)
+    return statistics.median(ratios) if ratios else None
+
+
+def spread(row: Mapping | None) -> tuple[float, float] | None:
+    """(min, max) of a row's runs, None for a row of one run or none (a derived row)."""
+    if not row or row.get("min") is None or row.get("max") is None or row.get("runs", 0) < 2:
+        return None
+    return row["min"], row["max"]
+
+
+def straddles(values: Iterable[float], holds) -> bool:
+    """Whether some of `values` satisfy `holds` and some do not."""
+    seen = {bool(holds(v)) for v in values}
+    return len(seen) == 2
+
+
+def within_spread(subject_row: Mapping | None, other_row: Mapping | None, factor: float,
+                  holds) -> bool | None:
+    """Whether the condition `holds(subject / (factor x other))` is decided by the rounds'
+    spread rather than by the systems: the per-round ratios fall on both sides of `factor`, or
+    (rounds that cannot be paired) the two rows' min-max ranges overlap once the other's is
+    scaled by `factor`. None when neither can be read (no per-run figures)."""
+    ratios = round_ratios(subject_row, other_row)
+    if ratios is not None:
+        return straddles((r / factor for r in ratios), holds)
+    a, b = spread(subject_row), spread(other_row)
+    if a is None or b is None:
+        return None
+    return a[0] <= factor * b[1] and factor * b[0] <= a[1]
+
+
+TIE = "tie"  # a verdict the rounds' spread cannot decide (check_target)
 
 
 def check_target(target: Target, subject: float | None, peers: Mapping[str, float],
-                 direction: str) -> tuple[bool | None, str]:
-    """(met, reason): met is None when a needed figure is missing."""
+                 direction: str, subject_row: Mapping | None = None,
+                 peer_rows: Mapping[str, Mapping] | None = None) -> tuple[bool | str | None, str]:
+    """(met, reason): met is True, False, TIE or None (a needed figure is missing).
+
+    Each condition is judged on the medians. With the rows (`subject_row`, `peer_rows`: their
+    per-run `values`, min, max) a condition whose answer the rounds' spread does not settle is
+    a tie: weft's runs on both sides of an absolute bound, or the per-round ratios to a peer on
+    both sides of the factor (rounds that cannot be paired: the two ranges overlapping). A
+    clear miss of any condition makes the target missed; else a tie of any makes it a tie."""
     if subject is None:
         return None, "weft has no figure"
-    failed, unknown = [], []
-    if target.at_most is not None and subject > target.at_most:
-        failed.append(f"{fmt(subject)} > {fmt(target.at_most)}")
-    if target.at_least is not None and subject < target.at_least:
-        failed.append(f"{fmt(subject)} < {fmt(target.at_least)}")
+    peer_rows = peer_rows or {}
+    failed, unknown, ties = [], [], []
+    lower = direction != HIGHER
+
+    def judge(ok: bool, miss: str, what: str, tied: bool | None) -> None:
+        if tied:
+            ties.append(f"{what} {'holds' if ok else 'fails'} on the medians, not in every "
+                        "round")
+        elif not ok:
+            failed.append(miss)
+
+    values = (subject_row or {}).get("values") or []
+    runs = values if len(values) >= 2 and not (subject_row or {}).get("invalid_runs") else []
+    if not runs and spread(subject_row):
+        runs = list(spread(subject_row))
+    if target.at_most is not None:
+        judge(subject <= target.at_most, f"{fmt(subject)} > {fmt(target.at_most)}",
+              f"≤ {fmt(target.at_most)}", straddles(runs, lambda v: v <= target.at_most))
+    if target.at_least is not None:
+        judge(subject >= target.at_least, f"{fmt(subject)} < {fmt(target.at_least)}",
+              f"≥ {fmt(target.at_least)}", straddles(runs, lambda v: v >= target.at_least))
     for peer in target.beats:
         if peer not in peers:
             unknown.append(f"{peer} has no figure")
-        elif not better(subject, peers[peer], direction):
-            failed.append(f"not better than {peer}")
+            continue
+        tied = within_spread(subject_row, peer_rows.get(peer), 1.0,
+                             lambda x: x < 1.0 if lower else x > 1.0)
+        judge(better(subject, peers[peer], direction), f"not better than {peer}",
+              f"better than {peer}", tied)
     for r in target.ratios:
         best = best_of({p: peers[p] for p in r.peers if p in peers}, direction)
         if best is None:
             unknown.append(f"{', '.join(r.peers)}: no figure")
             continue
         limit = r.factor * best[1]
-        within = subject >= limit if direction == HIGHER else subject <= limit
-        if not within:
-            failed.append(f"{fmt(subject)} is {subject / best[1]:.3g}x {best[0]}'s "
-                          f"{fmt(best[1])}, not {'≥' if direction == HIGHER else '≤'} "
-                          f"{r.factor:g}x")
+        within = subject <= limit if lower else subject >= limit
+        sign = "≤" if lower else "≥"
+        tied = within_spread(subject_row, peer_rows.get(best[0]), r.factor,
+                             lambda x: x <= 1.0 if lower else x >= 1.0)
+        judge(within, f"{fmt(subject)} is {subject / best[1]:.3g}x {best[0]}'s "
+                      f"{fmt(best[1])}, not {sign} {r.factor:g}x",
+              f"{sign} {r.factor:g}x {best[0]}", tied)
     if failed:
         return False, "; ".join(failed)
+    if ties:
+        return TIE, "within the rounds' spread: " + "; ".join(ties)
     if unknown:
         return None, "; ".join(unknown)
     return True, ""

@@ -22,6 +22,14 @@ class Metric:
     better: str = LOWER
 
 
+# The CPU rows the harness adds to every server pair's run (weftbench/measure.py, pair_metrics):
+# the server's, the load client's, and their total per op, on which CPU targets are judged (on
+# loopback the kernel charges TCP work to whichever side triggers it; the client is the same
+# program for every server).
+PAIR_CPU_ROWS = ("server_cpu_ns_per_op", "client_cpu_ns_per_op", "total_cpu_ns_per_op")
+PAIR_CPU_METRICS = {name: Metric("ns") for name in PAIR_CPU_ROWS}
+
+
 @dataclass(frozen=True)
 class Seed:
     """A figure printed in the seed report, with the seed's own words for it.
@@ -78,6 +86,9 @@ class Scenario:
     # Repeats of a noisy run at most (None: the harness's): 0 for rows that count (calls,
     # bytes, drift over a soak) rather than time, which a busy machine does not change.
     retries: int | None = None
+    # Rounds per mode when more than the suite's (a short row whose verdict can be decided by a
+    # few percent): the extra rounds run this scenario alone. `--rounds` overrides it too.
+    rounds: Mapping[str, int] | None = None
 
     def params_for(self, mode: str) -> dict:
         return {**self.params, **(self.quick if mode == "quick" else {})}

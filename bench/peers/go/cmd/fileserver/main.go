@@ -5,7 +5,8 @@
 //	fileserver [-h HOST] [-p PORT] [-t THREADS] [-r ROOT]
 //
 // THREADS sets GOMAXPROCS (0: number of CPUs). Prints "listening on HOST:PORT" once the listener
-// is bound; drains (http.Server.Shutdown) and exits 0 on SIGTERM/SIGINT.
+// is bound; drains (http.Server.Shutdown) and exits 0 on SIGTERM/SIGINT. The listener sets
+// TCP_DEFER_ACCEPT as every HTTP server of the comparison does (package httplisten).
 package main
 
 import (
@@ -19,6 +20,8 @@ import (
 	"runtime"
 	"strconv"
 	"syscall"
+
+	"weftbench/peers/go/httplisten"
 )
 
 func main() {
@@ -30,7 +33,7 @@ func main() {
 	if *threads > 0 {
 		runtime.GOMAXPROCS(*threads)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	ln, err := httplisten.Listen(net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fileserver:", err)
 		os.Exit(1)

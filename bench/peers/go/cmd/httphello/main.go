@@ -5,7 +5,8 @@
 //
 // GET / answers 200 "Hello, World!" (text/plain); POST /echo answers the request body. THREADS
 // sets GOMAXPROCS (0: number of CPUs). Prints "listening on HOST:PORT" once the listener is
-// bound; drains (http.Server.Shutdown) and exits 0 on SIGTERM/SIGINT.
+// bound; drains (http.Server.Shutdown) and exits 0 on SIGTERM/SIGINT. The listener sets
+// TCP_DEFER_ACCEPT as every HTTP server of the comparison does (package httplisten).
 package main
 
 import (
@@ -20,6 +21,8 @@ import (
 	"runtime"
 	"strconv"
 	"syscall"
+
+	"weftbench/peers/go/httplisten"
 )
 
 func main() {
@@ -59,7 +62,7 @@ func main() {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Write(body)
 	})
-	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	ln, err := httplisten.Listen(net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "httphello:", err)
 		os.Exit(1)

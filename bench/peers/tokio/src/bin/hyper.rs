@@ -5,10 +5,13 @@
 //!
 //! `GET /` answers 200 `Hello, World!` (text/plain), `POST /echo` the request body (at most
 //! 1 MiB, else 413); other paths 404, other methods 405. One `tokio::spawn`ed task per
-//! connection runs `hyper::server::conn::http1`, keep-alive on (hyper's default). Settings beyond
-//! the defaults: `timer(TokioTimer)` (hyper's header-read timeout needs a timer) and
-//! `pipeline_flush(true)`, which lets hyper answer pipelined requests in one flush (its own
-//! documented knob for pipelining; it changes nothing for one request at a time). Prints
+//! connection runs `hyper::server::conn::http1`, keep-alive on (hyper's default). No timer is
+//! given to hyper, so its header-read timeout (a timer armed for every request's headers) is
+//! off, as in hyper's defaults. The one setting beyond them: `pipeline_flush(true)`, which lets
+//! hyper answer pipelined requests in one flush (its own documented knob for pipelining; it
+//! changes nothing for one request at a time). The listener sets TCP_DEFER_ACCEPT (1 s), as
+//! every HTTP server of weft-bench's comparison does (weft's default, nginx's `deferred`): a
+//! connection is accepted once its request's first bytes have arrived. Prints
 //! `listening on HOST:PORT` once bound; exits 0 on SIGTERM/SIGINT (open connections are
 //! dropped). Exit code 2 on bad arguments, 1 if the listener cannot be set up.
 
@@ -25,13 +28,15 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::signal::unix::{signal, SignalKind};
 
 const BACKLOG: u32 = 4096;
 const BODY_LIMIT: usize = 1 << 20;
 const HELLO: &[u8] = b"Hello, World!";
+/// TCP_DEFER_ACCEPT: how long the kernel holds a connection that sent nothing (weft's default).
+const DEFER_ACCEPT_SECS: libc::c_int = 1;
 
 fn usage(msg: &str) -> ! {
     eprintln!("hyper: {msg}\nusage: hyper [-h HOST] [-p PORT] [-t THREADS]");
@@ -117,8 +122,29 @@ fn main() {
 fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
     socket.set_reuseaddr(true)?;
+    defer_accept(&socket, DEFER_ACCEPT_SECS)?;
     socket.bind(addr)?;
     socket.listen(BACKLOG)
+}
+
+/// setsockopt(IPPROTO_TCP, TCP_DEFER_ACCEPT, secs) on the listening socket.
+fn defer_accept(socket: &TcpSocket, secs: libc::c_int) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid descriptor, a c_int option value and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&secs as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// Accepts forever; accept errors (EMFILE, ...) back off 5 ms doubling to 1 s, as tokio-echo.
@@ -131,7 +157,6 @@ async fn accept_loop(listener: TcpListener) {
                 let _ = stream.set_nodelay(true);
                 tokio::spawn(async move {
                     let _ = http1::Builder::new()
-                        .timer(TokioTimer::new())
                         .pipeline_flush(true)
                         .serve_connection(TokioIo::new(stream), service_fn(handle))
                         .await;

@@ -2,24 +2,31 @@
 // in Go, on the same brokers and with weft's settings (bench/bus/bench_bus.cpp).
 //
 //	bus SCENARIO messages=N [max_pending=1024] [body=224] [payload=128] [nats_port=4222]
-//	    [kafka_port=9092] [linger_ms=5]
+//	    [kafka_port=9092] [linger_ms=5] [ack_workers=48] [async_max_pending=100000]
 //
 // Scenarios:
-//   - nats_memory_async, nats_file_async: nats.go JetStream PublishAsync with a Nats-Msg-Id
-//     per message and PublishAsyncMaxPending = max_pending (weft's window; StallWait 30 s at
-//     it, as the C peer's, instead of the 200 ms default that fails a publish on a busy
-//     machine); every PubAckFuture goes on an ack channel (buffer 100,000) served by a fixed pool of NumCPU x 2 ack
-//     workers, each of which waits on the future and sends a result on a result channel
-//     (buffer 100,000) that one reader drains: the seed's "shared ACK worker pool".
+//   - nats_memory_async, nats_file_async: the seed's shape, with the seed's sizes: nats.go
+//     JetStream PublishAsync with a Nats-Msg-Id per message and PublishAsyncMaxPending =
+//     async_max_pending (the seed's 100,000; StallWait 30 s at it, instead of the 200 ms
+//     default that fails a publish on a busy machine); every PubAckFuture goes on an ack
+//     channel (buffer 100,000) served by a fixed pool of ack_workers (the seed's 48, its
+//     runtime.NumCPU() x 2 on its machine), each of which waits on the future and sends a
+//     result on a result channel (buffer 100,000) that one reader drains: the seed's "shared
+//     ACK worker pool". The connection keeps nats.go's own write buffer (32 KiB, not
+//     settable) and a 1 MiB reconnect buffer (ReconnectBufSize: what it holds while
+//     disconnected).
 //   - kafka_async: franz-go, acks=all, idempotent (franz-go's default: at most 5 requests in
 //     flight), linger linger_ms, no compression (franz-go's default is snappy; weft and
 //     librdkafka send uncompressed), Kafka's murmur2 key partitioner, MaxBufferedRecords =
 //     max_pending; each record's promise sends its result on the result channel. franz-go
 //     has no batch.num.messages: a batch is bounded by bytes (1 MB, as librdkafka's
 //     batch.size), and a Produce that finds MaxBufferedRecords reached ends every linger.
-//   - memory_async: Watermill's GoChannel (Persistent, so it keeps what is published, as
-//     weft's memory broker does), Publish one message at a time; memory_deliver: GoChannel
-//     with one subscriber that acks every message (the clock stops at the N-th ack).
+//   - memory_async: Watermill's GoChannel, its in-process pub/sub (the one its docs give for
+//     tests and in-process use), without persistence: Persistent would keep every message
+//     ever published (a slice that only grows) where weft's memory broker keeps the last
+//     65,536, and GoChannel has no bound to set; without it, a publish with no subscriber
+//     keeps nothing. Publish one message at a time. memory_deliver: GoChannel with one
+//     subscriber that acks every message (the clock stops at the N-th ack).
 //
 // The *_awaited scenarios run the same as *_async (memory_awaited: memory_async): the seed's
 // shape beside weft's awaited publish from 1,000 tasks.
@@ -54,6 +61,7 @@ import (
 
 type params struct {
 	messages, maxPending, body, payload, natsPort, kafkaPort, lingerMs int
+	ackWorkers, asyncMaxPending                                        int
 }
 
 type result struct {
@@ -150,7 +158,7 @@ func natsSeed(p params, storage nats.StorageType) {
 		die("connect: %v", err)
 	}
 	defer nc.Close()
-	js, err := nc.JetStream(nats.PublishAsyncMaxPending(p.maxPending))
+	js, err := nc.JetStream(nats.PublishAsyncMaxPending(p.asyncMaxPending))
 	if err != nil {
 		die("jetstream: %v", err)
 	}
@@ -173,7 +181,7 @@ func natsSeed(p params, storage nats.StorageType) {
 	ackCh := make(chan ackTask, 100_000)
 	results := make(chan result, 100_000)
 	var workers sync.WaitGroup
-	for w := 0; w < runtime.NumCPU()*2; w++ {
+	for w := 0; w < p.ackWorkers; w++ {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
@@ -266,8 +274,8 @@ func kafkaSeed(p params) {
 
 func watermillGoChannel(p params, deliver bool) {
 	logger := watermill.NopLogger{}
-	ps := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: int64(p.maxPending),
-		Persistent: !deliver}, logger)
+	ps := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: int64(p.maxPending)},
+		logger)
 	defer ps.Close()
 	const topic = "bench"
 	payload := []byte(strings.Repeat("x", p.payload))
@@ -319,12 +327,13 @@ func main() {
 		os.Exit(2)
 	}
 	p := params{messages: 10000, maxPending: 1024, body: 224, payload: 128, natsPort: 4222,
-		kafkaPort: 9092, lingerMs: 5}
+		kafkaPort: 9092, lingerMs: 5, ackWorkers: 48, asyncMaxPending: 100_000}
 	outbox := map[string]int{"events": 20000, "keys": 100, "per_txn": 100, "batch": 512,
 		"payload": 128, "pg_port": 5432}
 	keys := map[string]*int{"messages": &p.messages, "max_pending": &p.maxPending,
 		"body": &p.body, "payload": &p.payload, "nats_port": &p.natsPort,
-		"kafka_port": &p.kafkaPort, "linger_ms": &p.lingerMs}
+		"kafka_port": &p.kafkaPort, "linger_ms": &p.lingerMs, "ack_workers": &p.ackWorkers,
+		"async_max_pending": &p.asyncMaxPending}
 	for _, a := range os.Args[2:] {
 		k, v, ok := strings.Cut(a, "=")
 		n, err := strconv.Atoi(v)
