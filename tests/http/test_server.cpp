@@ -908,6 +908,55 @@ TEST(router, static_path_without_the_method_falls_back_to_the_walk) {
     EXPECT_EQ(r.find("GET", "/C", req).status, 404);
 }
 
+// A catch-all whose method does not match leaves no parameter behind: the route found after
+// it has exactly its own parameters, in its own slots, also when they fill all max_params.
+TEST(router, a_failed_catch_all_leaves_no_parameter) {
+    router r;
+    int hit = 0;
+    const auto h = [&hit](int n) { return handler_setting(hit, n); };
+    r.add("POST", "/a/{*x}", h(1));
+    r.add("GET", "/{x}", h(2));
+    // Seven parameters, then a catch-all (POST only) below a static segment, and a route
+    // with the eighth parameter in that place.
+    r.add("POST", "/b/{p1}/{p2}/{p3}/{p4}/{p5}/{p6}/{p7}/s/{*rest}", h(3));
+    r.add("GET", "/b/{p1}/{p2}/{p3}/{p4}/{p5}/{p6}/{p7}/{p8}", h(4));
+    // Eight parameters, then a catch-all (POST only) one static segment further down, and a
+    // route with a ninth parameter there (over max_params: dropped, the eight kept).
+    r.add("POST", "/c/{q1}/{q2}/{q3}/{q4}/{q5}/{q6}/{q7}/{q8}/t/{*rest}", h(5));
+    r.add("GET", "/c/{q1}/{q2}/{q3}/{q4}/{q5}/{q6}/{q7}/{q8}/{q9}/z", h(6));
+    request_head head;
+    socket_address peer;
+    request req{head, peer};
+    const auto run = [&](const router::match& m) {
+        if (m.h != nullptr) {
+            (void)sync_wait((*m.h)(req));
+        }
+        return m.status;
+    };
+
+    // "/a": the catch-all of the static child fails (GET), the parameter's route matches.
+    EXPECT_EQ(run(r.find("GET", "/a", req)), 200);
+    EXPECT_EQ(hit, 2);
+    EXPECT_EQ(req.param("x"), "a"sv);
+    EXPECT_EQ(run(r.find("POST", "/a", req)), 200);
+    EXPECT_EQ(hit, 1);
+    EXPECT_EQ(req.param("x"), ""sv);
+
+    EXPECT_EQ(run(r.find("GET", "/b/1/2/3/4/5/6/7/s", req)), 200);
+    EXPECT_EQ(hit, 4);
+    EXPECT_EQ(req.param("p1"), "1"sv);
+    EXPECT_EQ(req.param("p7"), "7"sv);
+    EXPECT_EQ(req.param("p8"), "s"sv);
+    EXPECT_EQ(req.param("rest"), ""sv);
+
+    EXPECT_EQ(run(r.find("GET", "/c/1/2/3/4/5/6/7/8/t/z", req)), 200);
+    EXPECT_EQ(hit, 6);
+    EXPECT_EQ(req.param("q1"), "1"sv);
+    EXPECT_EQ(req.param("q7"), "7"sv);
+    EXPECT_EQ(req.param("q8"), "8"sv);
+    EXPECT_EQ(req.param("q9"), ""sv);  // the ninth: no slot for it
+}
+
 TEST(router, malformed_patterns_are_refused) {
     router r;
     const handler h = [](request&) -> task<response> { co_return response{}; };
