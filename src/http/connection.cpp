@@ -949,6 +949,14 @@ auto connection::serve() -> task<void> {
     pos_ = head_end_;
     version_minor_ = head.version_minor();
     head_request_ = head.method() == method::head;
+    if (head.method() == method::connect) {
+        // No handler can take a tunnel (weft has no API for one), and a 2xx would keep the
+        // connection as HTTP while the client starts its tunnel (RFC 9110 9.3.6): refused and
+        // closed, so bytes the client sent for the tunnel are never read as requests.
+        co_await reject(501, "CONNECT is not supported");
+        co_return false;
+    }
+
     // ---- route, body framing, handler ---------------------------------------------
     request req{&head, nullptr, this};  // peer(): asked of the connection when wanted
     const router::match m = st_.routes.find(head.method_name(), head.path(), req);
