@@ -10,6 +10,9 @@
 #include <cstring>
 #include <ctime>
 #include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <system_error>
 
 #include "server_state.hpp"
@@ -373,6 +376,11 @@ auto connection::flush() -> task<result<void>> {
 
 namespace {
 
+// Whether a response with `status` may carry a body: not 1xx, 204 or 304 (RFC 9110 6.4.1).
+constexpr auto status_has_body(int status) noexcept -> bool {
+    return status >= 200 && status != 204 && status != 304;
+}
+
 // Appends `v` at p; returns the end.
 auto put(char* p, std::string_view v) noexcept -> char* {
     std::memcpy(p, v.data(), v.size());
@@ -490,8 +498,20 @@ void connection::write_head(
         p = put(p, value);
         p = put(p, "\r\n");
     }
-    const bool no_body = (status >= 100 && status < 200) || status == 204 || status == 304;
-    if (!no_body) {
+    // The framing (response.hpp): none for 1xx and 204 (RFC 9110 8.6); the handler's stated
+    // length where no body is measured (a 304, a HEAD answered with no body); else the body's.
+    if (status >= 200 && status != 204) {
+        std::optional<std::uint64_t> stated;
+        if (status == 304 || (head_request_ && r.form() == body_form::none)) {
+            stated = r.declared_length();
+        }
+        if (stated) {
+            length = *stated;
+            chunked = false;
+        } else if (status == 304) {
+            length = UINT64_MAX;
+            chunked = false;
+        }
         if (chunked) {
             p = put(p, "Transfer-Encoding: chunked\r\n");
         } else if (length != UINT64_MAX) {
@@ -750,10 +770,13 @@ private:
 // plain function, as nearly every response is one of these (no coroutine frame per response).
 void connection::queue(response& r, bool keep) {
     st_.requests.fetch_add(1, std::memory_order_relaxed);
+    // No body bytes after the head of a 1xx, 204 or 304 or of an answer to HEAD: the next
+    // response on the connection starts right after it.
+    const bool bodiless = head_request_ || !status_has_body(r.status());
     bool hold = false;
     if (r.form() == body_form::text) {
         const std::string& s = r.body_text();
-        if (head_request_) {
+        if (bodiless) {
             write_head(r, s.size(), false, keep);
         } else if (s.size() <= inline_body_max) {
             write_head(r, s.size(), false, keep, s);  // copied after the head
@@ -765,7 +788,7 @@ void connection::queue(response& r, bool keep) {
     } else if (r.form() == body_form::bytes) {
         const bytes& b = r.body_bytes();
         write_head(r, b.size(), false, keep);
-        if (!head_request_) {
+        if (!bodiless) {
             add_out({reinterpret_cast<const char*>(b.data()), b.size()});
             hold = b.size() > inline_body_max;
         }
@@ -782,10 +805,11 @@ void connection::queue(response& r, bool keep) {
 // connection is done (a failed write, or a body that could only be delimited by closing).
 [[gnu::noinline]] auto connection::send(response& r, bool keep) -> task<bool> {
     st_.requests.fetch_add(1, std::memory_order_relaxed);
+    const bool bodiless = head_request_ || !status_has_body(r.status());  // as in queue()
     if (r.form() == body_form::file) {
         file_body& f = r.body_file();
         write_head(r, f.length, false, keep);
-        if (!head_request_) {
+        if (!bodiless) {
             const auto ok2 = co_await send_file(f);
             if (!ok2) {
                 co_return false;
@@ -794,11 +818,11 @@ void connection::queue(response& r, bool keep) {
     } else {  // body_form::stream
         stream_body& sb = r.body_stream();
         const bool chunked = !sb.length && version_minor_ == 1;
-        if (!sb.length && !chunked) {
+        if (!sb.length && !chunked && !bodiless) {
             keep = false;  // HTTP/1.0 without a length: the close ends the body
         }
         write_head(r, sb.length.value_or(UINT64_MAX), chunked, keep);
-        if (!head_request_) {
+        if (!bodiless) {  // the producer is not run for a body that is not sent
             const auto ok3 = co_await send_stream(sb, chunked);
             if (!ok3) {
                 co_return false;
@@ -925,6 +949,13 @@ auto connection::serve() -> task<void> {
     pos_ = head_end_;
     version_minor_ = head.version_minor();
     head_request_ = head.method() == method::head;
+    if (head.method() == method::connect) {
+        // No handler can take a tunnel (weft has no API for one), and a 2xx would keep the
+        // connection as HTTP while the client starts its tunnel (RFC 9110 9.3.6): refused and
+        // closed, so bytes the client sent for the tunnel are never read as requests.
+        co_await reject(501, "CONNECT is not supported");
+        co_return false;
+    }
 
     // ---- route, body framing, handler ---------------------------------------------
     request req{&head, nullptr, this};  // peer(): asked of the connection when wanted
@@ -961,6 +992,12 @@ auto connection::serve() -> task<void> {
             failure = std::current_exception();
         }
     }
+    if (!failed && (r.status() < 200 || r.status() > 999)) {
+        // A 1xx is interim: the client would take the next response for this one's.
+        failed = true;
+        failure = std::make_exception_ptr(std::logic_error("status " + std::to_string(r.status()) +
+                                                           " is not a final response status"));
+    }
     if (failed && rs_->body.error() == parse_error::none) {
         if (stop->stop_requested()) {
             co_return false;  // timed out or drained: the socket is not ours to answer on
@@ -978,6 +1015,9 @@ auto connection::serve() -> task<void> {
         if (!ok7) {
             close_ = true;
         }
+    }
+    if (r.closes_connection()) {
+        close_ = true;  // the handler's Connection: close (response.hpp)
     }
     const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
     bool ok8 = keep;

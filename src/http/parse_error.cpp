@@ -70,6 +70,8 @@ auto describe(parse_error e) noexcept -> std::string_view {
             return "Transfer-Encoding in an HTTP/1.0 request";
         case parse_error::bad_transfer_encoding:
             return "invalid Transfer-Encoding";
+        case parse_error::chunked_not_last:
+            return "Transfer-Encoding does not end in chunked";
         case parse_error::bad_chunk_size:
             return "invalid chunk size";
         case parse_error::chunk_size_overflow:

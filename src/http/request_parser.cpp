@@ -685,10 +685,19 @@ auto request_parser::finish_field(const char* base,
                             e = parse_error::bad_transfer_encoding;  // chunked twice
                         }
                         chunked_seen_ = chunked_last_ = true;
-                    } else {
-                        other_coding_ = true;
-                        chunked_last_ = false;
+                        return;
                     }
+                    // transfer-coding = token *( OWS ";" OWS transfer-parameter ): a coding
+                    // whose name is not a token is malformed (400), not unknown (501).
+                    std::string_view name = x.substr(0, x.find(';'));
+                    while (!name.empty() && is_ows(name.back())) {
+                        name.remove_suffix(1);
+                    }
+                    if (name.empty() || !std::all_of(name.begin(), name.end(), is_tchar)) {
+                        e = parse_error::bad_transfer_encoding;
+                    }
+                    other_coding_ = true;  // chunked with a parameter too: not the chunked coding
+                    chunked_last_ = false;
                 });
                 if (!any) {
                     return parse_error::bad_transfer_encoding;
@@ -707,10 +716,13 @@ auto request_parser::finish_head() noexcept -> parse_error {
         return parse_error::missing_host;
     }
     if (has_transfer_encoding_) {
-        // RFC 9112 6.1 answers a coding the server does not implement with 501, and a list
-        // whose last coding is not chunked (length unknowable) with 400; weft implements no
-        // coding but chunked and answers both with 501, as Go does: neither can be read.
-        if (!chunked_last_ || other_coding_) {
+        // A list whose last coding is not chunked leaves the body's length unknowable: 400
+        // (RFC 9112 6.3). One that ends in chunked is framed, but a coding before it (gzip or an
+        // unknown one: weft implements none but chunked) cannot be decoded: 501 (RFC 9112 6.1).
+        if (!chunked_last_) {
+            return parse_error::chunked_not_last;
+        }
+        if (other_coding_) {
             return parse_error::unsupported_transfer_coding;
         }
         head_.framing_ = {body_kind::chunked, 0};

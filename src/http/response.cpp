@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstring>
 #include <stdexcept>
 
@@ -144,11 +145,33 @@ void check_field(std::string_view name, std::string_view value) {
 
 const response::header_list no_headers;
 
+// Whether the Connection list `v` holds the token close (ASCII case-insensitive).
+auto has_close(std::string_view v) noexcept -> bool {
+    while (!v.empty()) {
+        const std::size_t comma = v.find(',');
+        std::string_view e = v.substr(0, comma);
+        v = comma == std::string_view::npos ? std::string_view{} : v.substr(comma + 1);
+        while (!e.empty() && detail::is_ows(e.front())) {
+            e.remove_prefix(1);
+        }
+        while (!e.empty() && detail::is_ows(e.back())) {
+            e.remove_suffix(1);
+        }
+        if (iequals(e, "close")) {
+            return true;
+        }
+    }
+    return false;
+}
+
 }  // namespace
 
 struct response::rest {
-    std::string long_type;  // a Content-Type longer than inline_part::type holds
-    header_list headers;
+    std::string long_type;       // a Content-Type longer than inline_part::type holds
+    header_list headers;         // neither Content-Length nor Connection: they are below
+    std::string content_length;  // 1*DIGIT as set; empty: none
+    std::string connection;      // as set (values joined by ", "); empty: none
+    bool close = false;          // `connection` holds the token close
     bytes bytes_body;
     file_body file;  // owned: closed here unless sent (fd -1)
     stream_body stream;
@@ -181,6 +204,18 @@ auto response::long_type() const noexcept -> std::string_view {
 auto response::headers() const noexcept -> const header_list& {
     return rest_ ? rest_->headers : no_headers;
 }
+
+auto response::declared_length() const noexcept -> std::optional<std::uint64_t> {
+    if (!rest_ || rest_->content_length.empty()) {
+        return std::nullopt;
+    }
+    const std::string& v = rest_->content_length;
+    std::uint64_t n = 0;
+    (void)std::from_chars(v.data(), v.data() + v.size(), n);  // checked when set
+    return n;
+}
+
+auto response::rest_closes() const noexcept -> bool { return rest_->close; }
 
 auto response::body_bytes() noexcept -> bytes& { return rest_->bytes_body; }
 auto response::body_file() noexcept -> file_body& { return rest_->file; }
@@ -259,9 +294,44 @@ void response::set_content_type(std::string_view type) {
     }
 }
 
+auto response::framing_field(std::string_view name, std::string_view value, bool add) -> bool {
+    if (iequals(name, "content-length")) {
+        // For an unsigned type from_chars reads digits only (no sign, no space, no "0x") and
+        // fails on none and on a value over 64 bits.
+        std::uint64_t n = 0;
+        const char* const end = value.data() + value.size();
+        const auto [ptr, ec] = std::from_chars(value.data(), end, n);
+        if (ec != std::errc{} || ptr != end) {
+            throw std::invalid_argument("weft::http::response: Content-Length is not 1*DIGIT");
+        }
+        get_rest().content_length = value;  // one Content-Length only
+        return true;
+    }
+    if (iequals(name, "connection")) {
+        check_value(value);
+        rest& x = get_rest();
+        if (add && !x.connection.empty()) {
+            x.connection.append(", ").append(value);
+        } else {
+            x.connection = value;
+        }
+        x.close = has_close(x.connection);
+        return true;
+    }
+    if (iequals(name, "transfer-encoding")) {
+        throw std::invalid_argument(
+            "weft::http::response: Transfer-Encoding is the server's (a stream without a length "
+            "is sent chunked)");
+    }
+    return false;
+}
+
 void response::add_header(std::string_view name, std::string_view value) {
     if (iequals(name, "content-type")) {
         set_content_type(value);  // one Content-Type only
+        return;
+    }
+    if (framing_field(name, value, true)) {
         return;
     }
     check_field(name, value);
@@ -271,6 +341,9 @@ void response::add_header(std::string_view name, std::string_view value) {
 void response::set_header(std::string_view name, std::string_view value) {
     if (iequals(name, "content-type")) {
         set_content_type(value);
+        return;
+    }
+    if (framing_field(name, value, false)) {
         return;
     }
     check_field(name, value);
@@ -283,6 +356,13 @@ auto response::header(std::string_view name) const noexcept -> std::optional<std
     if (iequals(name, "content-type")) {
         const std::string_view t = content_type();
         return t.empty() ? std::nullopt : std::optional<std::string_view>{t};
+    }
+    if (iequals(name, "content-length") || iequals(name, "connection")) {
+        const std::string* v = nullptr;
+        if (rest_) {
+            v = name.size() == 10 ? &rest_->connection : &rest_->content_length;
+        }
+        return v == nullptr || v->empty() ? std::nullopt : std::optional<std::string_view>{*v};
     }
     for (const auto& [n, v] : headers()) {
         if (iequals(n, name)) {

@@ -145,7 +145,9 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
         return out;  // "*" (OPTIONS) and authority-form have no routes
     }
     // Depth-first: statics, then the parameter, then a catch-all; the first full match wins.
-    // Parameters are pushed as the walk descends and popped on backtracking.
+    // Parameters are pushed as the walk descends; every branch that fails puts the count back
+    // to what it was before the branch (a mark, never a decrement: a parameter over
+    // max_params was not pushed), so a match holds exactly its route's parameters.
     std::size_t& np = req.param_count_;
     np = 0;
     for (const auto& [p, n] : exact_) {
@@ -178,12 +180,16 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
                 if (c->routes.empty()) {
                     // "/a/" style: a catch-all of the child matches the empty rest
                     if (!c->rest_routes.empty()) {
+                        const std::size_t mark = np;
                         if (np < request::max_params) {
                             put_param(c->rest_name, {});
                         }
                         path_routes = &c->rest_routes;
                         found = node::pick(c->rest_routes, method);
-                        return found != nullptr;
+                        if (found != nullptr) {
+                            return true;
+                        }
+                        np = mark;
                     }
                     return false;
                 }
@@ -212,6 +218,7 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
             np = mark;
         }
         if (!n->rest_routes.empty()) {
+            const std::size_t mark = np;
             if (np < request::max_params) {
                 put_param(n->rest_name, path.substr(from));
             }
@@ -220,7 +227,7 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
             if (found != nullptr) {
                 return true;
             }
-            --np;
+            np = mark;
         }
         return false;
     };

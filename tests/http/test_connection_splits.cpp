@@ -242,13 +242,13 @@ TEST_P(connection_splits, rejection_rows_after_a_pipelined_request) {
         server_options o;
         o.limits = row.limits;
         run(o, [&](socket_address addr, server&) -> task<void> {
-            const std::string stream = first + row.request + (row.closes ? "" : last);
+            const std::string stream = first + row.request + (row.served_closes() ? "" : last);
             const bool short_row = stream.size() <= 512;
             const auto whole = co_await check_splits(
                 addr, stream, {.bytewise = short_row, .random_runs = short_row ? 4 : 3});
             EXPECT_EQ(whole.received.find("HTTP/1.1 200 OK\r\n"), 0U) << whole.received;
-            if (row.status != 0) {
-                const std::string status = "HTTP/1.1 " + std::to_string(row.status) + " ";
+            if (row.served_status() != 0) {
+                const std::string status = "HTTP/1.1 " + std::to_string(row.served_status()) + " ";
                 EXPECT_EQ(count(whole.received, status), 1U) << whole.received;
                 EXPECT_EQ(count(whole.received, "HTTP/1.1 "), 2U) << whole.received;
                 EXPECT_NE(whole.received.find("Connection: close"), std::string::npos);

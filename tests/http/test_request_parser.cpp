@@ -306,6 +306,42 @@ TEST_P(request_parser_test, target_forms_and_path_query_split) {
     }
 }
 
+// The last transfer coding must be chunked, or the body's length cannot be known: 400 (RFC
+// 9112 6.3). A list ending in chunked with another coding before it names a coding weft does
+// not implement: 501. A coding that is not a token is malformed: 400.
+TEST_P(request_parser_test, transfer_coding_list_must_end_in_chunked) {
+    const std::vector<std::pair<std::string, parse_error>> rows = {
+        {"gzip", parse_error::chunked_not_last},
+        {"identity", parse_error::chunked_not_last},
+        {"chunked, gzip", parse_error::chunked_not_last},
+        {"chunked;q=1", parse_error::chunked_not_last},
+        {"chunked, , x-custom", parse_error::chunked_not_last},
+        {"gzip, chunked", parse_error::unsupported_transfer_coding},
+        {"x-custom ; a=b , Chunked", parse_error::unsupported_transfer_coding},
+        {"g(z)ip, chunked", parse_error::bad_transfer_encoding},
+        {";a=b, chunked", parse_error::bad_transfer_encoding},
+        {"chunked, chunked", parse_error::bad_transfer_encoding},
+        {"chunked", parse_error::none},
+        {", chunked ,", parse_error::none},
+    };
+    for (const auto& [codings, error] : rows) {
+        SCOPED_TRACE(codings);
+        request_parser p;
+        const parse_status st =
+            p.parse("POST /u HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: " + codings + "\r\n\r\n");
+        EXPECT_EQ(st, error == parse_error::none ? parse_status::complete : parse_status::error);
+        EXPECT_EQ(p.error(), error) << describe(p.error());
+    }
+    // Across fields, the last coding of the last field is the last one.
+    request_parser p;
+    EXPECT_EQ(p.parse("POST /u HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n"
+                      "Transfer-Encoding: gzip\r\n\r\n"),
+              parse_status::error);
+    EXPECT_EQ(p.error(), parse_error::chunked_not_last);
+    EXPECT_EQ(status_of(parse_error::chunked_not_last), 400);
+    EXPECT_EQ(status_of(parse_error::unsupported_transfer_coding), 501);
+}
+
 TEST_P(request_parser_test, methods) {
     const std::vector<std::pair<std::string, method>> rows = {
         {"GET", method::get},     {"HEAD", method::head},      {"POST", method::post},

@@ -12,12 +12,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "char_class.hpp"  // src/http: iequals
 #include "http/rejection_table.hpp"
 #include "multishot.hpp"  // src/io: multishot_arms
 #include "test_util.hpp"
@@ -219,6 +221,223 @@ TEST_P(server_test, head_404_405) {
     });
 }
 
+/// How many fields named `name` (ASCII case-insensitive) `r` has.
+auto count_fields(const client_response& r, std::string_view name) -> std::size_t {
+    return static_cast<std::size_t>(
+        std::count_if(r.headers.begin(), r.headers.end(),
+                      [name](const auto& f) { return detail::iequals(f.first, name); }));
+}
+
+// 204 and 304 responses, and responses to HEAD, carry no body bytes whatever body the handler
+// gave (a string, a large string, a stream, a file): the response after each, pipelined on one
+// connection, is read from its first byte. A stream's producer is not run for them; HEAD gets
+// the framing the GET would have.
+TEST_P(server_test, bodiless_statuses_and_head_send_no_body_bytes) {
+    char path[] = "/tmp/weft_http_bodilessXXXXXX";
+    const int fd = ::mkstemp(path);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "0123456789", 10), 10);
+    ::close(fd);
+    const std::string file = path;
+    std::atomic<int> produced{0};
+    run(
+        {},
+        [&file, &produced](server& srv) {
+            hello_routes(srv);
+            const auto status = [](request& req) { return std::stoi(std::string(req.param("n"))); };
+            srv.route(method::get, "/text/{n}", [status](request& req) -> task<response> {
+                co_return response::text("x", status(req));
+            });
+            srv.route(method::get, "/big/{n}", [status](request& req) -> task<response> {
+                co_return response::text(std::string(10000, 'b'), status(req));
+            });
+            srv.route(method::get, "/stream/{n}",
+                      [status, &produced](request& req) -> task<response> {
+                          auto r = response::stream([&produced](body_writer& w) {
+                              produced.fetch_add(1);
+                              return w.write("abc");
+                          });
+                          r.set_status(status(req));
+                          co_return r;
+                      });
+            srv.route(method::get, "/file/{n}", [status, &file](request& req) -> task<response> {
+                auto r = response::file(::open(file.c_str(), O_RDONLY | O_CLOEXEC), 0, 10);
+                r.set_status(status(req));
+                co_return r;
+            });
+        },
+        [&produced](socket_address addr, server& srv) -> task<void> {
+            auto c = (co_await client::connect(addr)).value();
+            const std::vector<std::pair<std::string, std::string>> sent = {
+                {"GET", "/text/204"},   {"GET", "/text/304"},    {"GET", "/big/204"},
+                {"GET", "/stream/204"}, {"GET", "/file/304"},    {"HEAD", "/text/200"},
+                {"HEAD", "/big/200"},   {"HEAD", "/stream/200"}, {"HEAD", "/file/200"},
+                {"GET", "/"},
+            };
+            std::string all;
+            for (const auto& [m, t] : sent) {
+                all += m + " " + t + " HTTP/1.1\r\nHost: a\r\n\r\n";
+            }
+            (co_await c.send_raw(all)).value();
+            std::vector<client_response> got;
+            for (const auto& [m, t] : sent) {
+                auto r = co_await c.read_response(m == "HEAD");
+                if (!r) {
+                    ADD_FAILURE() << m << " " << t << ": " << r.error().message();
+                    co_return;
+                }
+                got.push_back(std::move(*r));
+            }
+            for (std::size_t i = 0; i + 1 < got.size(); ++i) {
+                EXPECT_TRUE(got[i].body.empty()) << sent[i].second;
+            }
+            for (std::size_t i = 0; i < 5; ++i) {
+                EXPECT_EQ(got[i].status, i == 0 || i == 2 || i == 3 ? 204 : 304) << sent[i].second;
+                EXPECT_EQ(count_fields(got[i], "Content-Length"), 0U) << sent[i].second;
+                EXPECT_EQ(count_fields(got[i], "Transfer-Encoding"), 0U) << sent[i].second;
+            }
+            EXPECT_EQ(got[5].header("Content-Length"), "1"sv);
+            EXPECT_EQ(got[6].header("Content-Length"), "10000"sv);
+            EXPECT_EQ(got[7].header("Transfer-Encoding"), "chunked"sv);
+            EXPECT_EQ(got[8].header("Content-Length"), "10"sv);
+            EXPECT_EQ(got[9].status, 200);
+            EXPECT_EQ(got[9].body, "Hello, World!"sv);
+            EXPECT_EQ(produced.load(), 0);  // no producer ran for a body that is not sent
+            EXPECT_EQ(srv.stats().requests, sent.size());
+            auto again = (co_await c.get("/")).value();  // still in step
+            EXPECT_EQ(again.body, "Hello, World!"sv);
+        });
+    ::unlink(path);
+}
+
+// A 1xx is an interim response: sent as a handler's answer, the client would take the next
+// response for this request's. The server answers 500 and closes instead.
+TEST_P(server_test, a_handlers_1xx_is_answered_500_and_closed) {
+    server_options o;
+    o.keep_alive_timeout = 2s;  // (a connection left open would end the wait below)
+    run(
+        o,
+        [](server& srv) {
+            hello_routes(srv);
+            srv.route(method::get, "/early",
+                      [](request&) -> task<response> { co_return response::text("x", 103); });
+        },
+        [](socket_address addr, server& srv) -> task<void> {
+            auto c = (co_await client::connect(addr)).value();
+            (co_await c.send_raw("GET /early HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+                .value();
+            auto r = (co_await c.read_response()).value();
+            EXPECT_EQ(r.status, 500);
+            EXPECT_FALSE(r.keep_alive);
+            auto rest = co_await c.read_until_close();
+            EXPECT_TRUE(!rest || rest->empty());  // the request after it is not answered
+            EXPECT_EQ(srv.stats().requests, 1U);
+        });
+}
+
+// Content-Length, Transfer-Encoding and Connection are the server's (response.hpp): a
+// handler's Content-Length is replaced by the body's length, and kept only where no body is
+// measured (HEAD without a body, 304); none goes with a 204; a handler's Connection is not
+// sent, and `close` in it closes the connection after the response.
+TEST_P(server_test, framing_fields_set_by_a_handler_are_never_doubled) {
+    server_options o;
+    o.keep_alive_timeout = 2s;  // (a connection left open would end the wait below)
+    run(
+        o,
+        [](server& srv) {
+            hello_routes(srv);
+            srv.route(method::get, "/cl", [](request&) -> task<response> {
+                auto r = response::text("hello");
+                r.set_header("Content-Length", "99");
+                co_return r;
+            });
+            srv.route(method::head, "/size", [](request&) -> task<response> {
+                response r{200};
+                r.set_header("Content-Length", "1234");
+                co_return r;
+            });
+            srv.route(method::get, "/not-modified", [](request&) -> task<response> {
+                response r{304};
+                r.set_header("Content-Length", "1234");
+                co_return r;
+            });
+            srv.route(method::get, "/no-content", [](request&) -> task<response> {
+                response r{204};
+                r.set_header("Content-Length", "7");
+                co_return r;
+            });
+            srv.route(method::get, "/keep", [](request&) -> task<response> {
+                auto r = response::text("kept");
+                r.set_header("Connection", "keep-alive");
+                co_return r;
+            });
+            srv.route(method::get, "/close", [](request&) -> task<response> {
+                auto r = response::text("bye");
+                r.add_header("Connection", "close");
+                co_return r;
+            });
+        },
+        [](socket_address addr, server& srv) -> task<void> {
+            auto c = (co_await client::connect(addr)).value();
+            (co_await c.send_raw("GET /cl HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "HEAD /size HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "GET /not-modified HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "GET /no-content HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "GET /keep HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "GET /close HTTP/1.1\r\nHost: a\r\n\r\n"
+                                 "GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+                .value();
+            auto r = (co_await c.read_response()).value();
+            EXPECT_EQ(r.body, "hello"sv);
+            EXPECT_EQ(count_fields(r, "Content-Length"), 1U);
+            EXPECT_EQ(r.header("Content-Length"), "5"sv);
+            r = (co_await c.read_response(true)).value();
+            EXPECT_EQ(count_fields(r, "Content-Length"), 1U);
+            EXPECT_EQ(r.header("Content-Length"), "1234"sv);
+            r = (co_await c.read_response()).value();
+            EXPECT_EQ(r.status, 304);
+            EXPECT_EQ(count_fields(r, "Content-Length"), 1U);
+            EXPECT_EQ(r.header("Content-Length"), "1234"sv);
+            r = (co_await c.read_response()).value();
+            EXPECT_EQ(r.status, 204);
+            EXPECT_EQ(count_fields(r, "Content-Length"), 0U);
+            r = (co_await c.read_response()).value();
+            EXPECT_EQ(r.body, "kept"sv);
+            EXPECT_EQ(count_fields(r, "Connection"), 0U);
+            EXPECT_TRUE(r.keep_alive);
+            r = (co_await c.read_response()).value();
+            EXPECT_EQ(r.body, "bye"sv);
+            EXPECT_EQ(count_fields(r, "Connection"), 1U);
+            EXPECT_FALSE(r.keep_alive);
+            auto rest = co_await c.read_until_close();
+            EXPECT_TRUE(!rest || rest->empty());  // the request after it is not answered
+            EXPECT_EQ(srv.stats().requests, 6U);
+        });
+}
+
+// No handler can take a CONNECT tunnel, and a 2xx would keep the connection as HTTP while the
+// client starts its tunnel (RFC 9110 9.3.6): CONNECT is answered 501 and the connection closed,
+// so bytes the client sent for the tunnel are never read as requests.
+TEST_P(server_test, connect_is_refused_with_501_and_closed) {
+    server_options o;
+    o.linger_timeout = 20ms;
+    o.keep_alive_timeout = 2s;
+    run(o, hello_routes, [](socket_address addr, server& srv) -> task<void> {
+        auto c = (co_await client::connect(addr)).value();
+        (co_await c.send_raw("CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n"
+                             "GET / HTTP/1.1\r\nHost: a\r\n\r\n"))
+            .value();
+        auto r = (co_await c.read_response()).value();
+        EXPECT_EQ(r.status, 501);
+        EXPECT_FALSE(r.keep_alive);
+        EXPECT_EQ(r.header("Connection"), "close"sv);
+        auto rest = co_await c.read_until_close();
+        EXPECT_TRUE(!rest || rest->empty());
+        EXPECT_EQ(srv.stats().requests, 1U);
+    });
+}
+
 TEST_P(server_test, every_rejection_row_over_a_socket) {
     for (const auto& row : rejection_rows()) {
         server_options o;
@@ -227,7 +446,7 @@ TEST_P(server_test, every_rejection_row_over_a_socket) {
         run(
             o,
             [](server& srv) {
-                for (const char* m : {"GET", "POST", "PUT", "OPTIONS", "CONNECT"}) {
+                for (const char* m : {"GET", "POST", "PUT", "OPTIONS"}) {
                     srv.route(m, "/", [](request& req) -> task<response> {
                         auto body = (co_await req.body().read_all()).value();
                         co_return response::text(std::move(body));
@@ -238,9 +457,9 @@ TEST_P(server_test, every_rejection_row_over_a_socket) {
                 auto c = (co_await client::connect(addr)).value();
                 (void)co_await c.send_raw(row.request);
                 auto r = co_await c.read_response(row.request.starts_with("HEAD"));
-                if (row.status == 0) {
+                if (row.served_status() == 0) {
                     if (r) {
-                        // accepted: 200, or 404 for targets no route has ("*", authority)
+                        // accepted: 200, or 404 for targets no route has ("*", "/p")
                         EXPECT_TRUE(r->status == 200 || r->status == 404) << row.name;
                         EXPECT_EQ(r->keep_alive, !row.closes) << row.name;
                     }
@@ -250,7 +469,7 @@ TEST_P(server_test, every_rejection_row_over_a_socket) {
                     ADD_FAILURE() << row.name << ": no response: " << r.error().message();
                     co_return;
                 }
-                EXPECT_EQ(r->status, row.status) << row.name;
+                EXPECT_EQ(r->status, row.served_status()) << row.name;
                 EXPECT_FALSE(r->keep_alive) << row.name;
                 EXPECT_EQ(r->header("Connection"), "close"sv) << row.name;
             });
@@ -908,6 +1127,55 @@ TEST(router, static_path_without_the_method_falls_back_to_the_walk) {
     EXPECT_EQ(r.find("GET", "/C", req).status, 404);
 }
 
+// A catch-all whose method does not match leaves no parameter behind: the route found after
+// it has exactly its own parameters, in its own slots, also when they fill all max_params.
+TEST(router, a_failed_catch_all_leaves_no_parameter) {
+    router r;
+    int hit = 0;
+    const auto h = [&hit](int n) { return handler_setting(hit, n); };
+    r.add("POST", "/a/{*x}", h(1));
+    r.add("GET", "/{x}", h(2));
+    // Seven parameters, then a catch-all (POST only) below a static segment, and a route
+    // with the eighth parameter in that place.
+    r.add("POST", "/b/{p1}/{p2}/{p3}/{p4}/{p5}/{p6}/{p7}/s/{*rest}", h(3));
+    r.add("GET", "/b/{p1}/{p2}/{p3}/{p4}/{p5}/{p6}/{p7}/{p8}", h(4));
+    // Eight parameters, then a catch-all (POST only) one static segment further down, and a
+    // route with a ninth parameter there (over max_params: dropped, the eight kept).
+    r.add("POST", "/c/{q1}/{q2}/{q3}/{q4}/{q5}/{q6}/{q7}/{q8}/t/{*rest}", h(5));
+    r.add("GET", "/c/{q1}/{q2}/{q3}/{q4}/{q5}/{q6}/{q7}/{q8}/{q9}/z", h(6));
+    request_head head;
+    socket_address peer;
+    request req{head, peer};
+    const auto run = [&](const router::match& m) {
+        if (m.h != nullptr) {
+            (void)sync_wait((*m.h)(req));
+        }
+        return m.status;
+    };
+
+    // "/a": the catch-all of the static child fails (GET), the parameter's route matches.
+    EXPECT_EQ(run(r.find("GET", "/a", req)), 200);
+    EXPECT_EQ(hit, 2);
+    EXPECT_EQ(req.param("x"), "a"sv);
+    EXPECT_EQ(run(r.find("POST", "/a", req)), 200);
+    EXPECT_EQ(hit, 1);
+    EXPECT_EQ(req.param("x"), ""sv);
+
+    EXPECT_EQ(run(r.find("GET", "/b/1/2/3/4/5/6/7/s", req)), 200);
+    EXPECT_EQ(hit, 4);
+    EXPECT_EQ(req.param("p1"), "1"sv);
+    EXPECT_EQ(req.param("p7"), "7"sv);
+    EXPECT_EQ(req.param("p8"), "s"sv);
+    EXPECT_EQ(req.param("rest"), ""sv);
+
+    EXPECT_EQ(run(r.find("GET", "/c/1/2/3/4/5/6/7/8/t/z", req)), 200);
+    EXPECT_EQ(hit, 6);
+    EXPECT_EQ(req.param("q1"), "1"sv);
+    EXPECT_EQ(req.param("q7"), "7"sv);
+    EXPECT_EQ(req.param("q8"), "8"sv);
+    EXPECT_EQ(req.param("q9"), ""sv);  // the ninth: no slot for it
+}
+
 TEST(router, malformed_patterns_are_refused) {
     router r;
     const handler h = [](request&) -> task<response> { co_return response{}; };
@@ -929,6 +1197,34 @@ TEST(response, header_injection_is_refused) {
     r.set_header("x-a", "2");
     EXPECT_EQ(r.headers().size(), 1U);
     EXPECT_EQ(r.header("X-A"), "2"sv);
+}
+
+// The framing fields are the server's: Transfer-Encoding is refused, a Content-Length must be
+// 1*DIGIT (one value, kept apart from the other fields), and Connection is kept apart too,
+// read for its `close` token.
+TEST(response, framing_fields_are_refused_or_kept_apart) {
+    response r = response::text("hello");
+    EXPECT_THROW(r.add_header("Transfer-Encoding", "chunked"), std::invalid_argument);
+    EXPECT_THROW(r.set_header("transfer-encoding", "gzip"), std::invalid_argument);
+    for (const char* bad : {"", "5, 5", "+5", "-1", "0x5", "5 ", "abc", "18446744073709551616"}) {
+        EXPECT_THROW(r.set_header("Content-Length", bad), std::invalid_argument) << bad;
+    }
+    EXPECT_FALSE(r.declared_length().has_value());
+    r.add_header("Content-Length", "7");
+    r.add_header("content-length", "18446744073709551615");  // one value: the last one set
+    EXPECT_EQ(r.declared_length(), std::optional<std::uint64_t>{UINT64_MAX});
+    EXPECT_EQ(r.header("Content-Length"), "18446744073709551615"sv);
+    EXPECT_FALSE(r.closes_connection());
+    r.set_header("Connection", "keep-alive, Upgrade");
+    EXPECT_FALSE(r.closes_connection());
+    r.add_header("Connection", " CLOSE ");
+    EXPECT_TRUE(r.closes_connection());
+    r.set_header("Connection", "keep-alive");
+    EXPECT_FALSE(r.closes_connection());
+    EXPECT_EQ(r.header("Connection"), "keep-alive"sv);
+    EXPECT_TRUE(r.headers().empty());  // neither is among the fields written as they are
+    response moved{std::move(r)};
+    EXPECT_EQ(moved.declared_length(), std::optional<std::uint64_t>{UINT64_MAX});
 }
 
 // The inline part (status, Content-Type, string body) and the rest (fields, other bodies)

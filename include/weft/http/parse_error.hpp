@@ -31,9 +31,10 @@ enum class parse_error : std::uint8_t {
     conflicting_content_length,     ///< two Content-Lengths that differ
     content_length_with_transfer_encoding,  ///< both framings present
     transfer_encoding_in_http10,            ///< Transfer-Encoding in an HTTP/1.0 request
-    bad_transfer_encoding,                  ///< an empty list, or chunked applied twice
-    bad_chunk_size,                         ///< a chunk size that is not 1*HEXDIG
-    chunk_size_overflow,                    ///< a chunk size over 64 bits
+    bad_transfer_encoding,       ///< an empty list, a coding that is not a token, chunked twice
+    chunked_not_last,            ///< the last transfer coding is not chunked: length unknowable
+    bad_chunk_size,              ///< a chunk size that is not 1*HEXDIG
+    chunk_size_overflow,         ///< a chunk size over 64 bits
     bad_chunk_extension,         ///< a chunk extension that is not `;token[=token|quoted]`
     chunk_extensions_too_large,  ///< chunk extensions over request_limits::chunk_extensions
     missing_chunk_crlf,          ///< chunk data not followed by CRLF
@@ -47,7 +48,7 @@ enum class parse_error : std::uint8_t {
     header_block_too_large,  ///< header (or trailer) section over request_limits::header_block
     too_many_fields,         ///< more fields than request_limits::fields
     // 501 Not Implemented
-    unsupported_transfer_coding,  ///< a transfer coding list that is not exactly `chunked`
+    unsupported_transfer_coding,  ///< a coding other than chunked before the final chunked
     // 505 HTTP Version Not Supported
     unsupported_version,  ///< a well-formed version other than HTTP/1.x
     // 500 Internal Server Error

@@ -54,6 +54,26 @@ enum class body_form : std::uint8_t { none, text, bytes, file, stream };
 /// (Content-Type is set by the text/html helpers). For HEAD the server sends the head of the
 /// GET response without its body.
 ///
+/// The framing is the server's, so no response is framed twice and no body goes where the
+/// client expects none (a pipelined client would read the next response from the wrong byte):
+/// - Content-Length set here must be 1*DIGIT (std::invalid_argument otherwise) and is kept
+///   apart from headers(). The server sends the body's own length (a string's, the bytes', a
+///   file range's, a stream's given length) in its place; it sends the value set here only
+///   where there is no body to measure: with a 304 (the length a 200 would have had) and in
+///   answer to HEAD when the body is none (the length the GET would have had; a HEAD answered
+///   with a body gets that body's length, as the GET does: RFC 9110 9.3.2).
+/// - Transfer-Encoding is refused (std::invalid_argument): a stream without a length is sent
+///   chunked by the server.
+/// - Connection set here is not sent and kept apart from headers(); a `close` token in it
+///   makes the server close the connection after this response (its own `Connection: close`
+///   says so). Other tokens have no effect: keep-alive is the server's to decide, and it has
+///   no protocol upgrade.
+/// - 1xx, 204 and 304 responses and responses to HEAD carry no body bytes, whatever the body
+///   (a stream's producer is not run, a file is not read); 1xx and 204 carry neither
+///   Content-Length nor Transfer-Encoding (RFC 9110 8.6, 6.4.1). A 1xx is interim, never an
+///   answer: a handler's status below 200 (or over 999) is answered 500 and the connection
+///   closed, as a handler's exception is.
+///
 ///     co_return weft::http::response::text("Hello, World!");
 ///     co_return weft::http::response{404};
 ///     auto r = weft::http::response::text(json, 201, "application/json");
@@ -113,16 +133,27 @@ public:
     [[nodiscard]] auto status() const noexcept -> int { return in_.status; }
     void set_status(int s) noexcept { in_.status = s; }
 
-    /// Adds a field (a name may repeat, as Set-Cookie does). Names and values must not hold CR,
-    /// LF or NUL: such a field is refused with std::invalid_argument (header injection).
+    /// Adds a field (a name may repeat, as Set-Cookie does; Content-Type and Content-Length
+    /// keep one value, the last set; Connection values join into one list). Names and values
+    /// must not hold CR, LF or NUL: such a field is refused with std::invalid_argument (header
+    /// injection), as are Transfer-Encoding and a Content-Length that is not 1*DIGIT (the
+    /// framing rules above).
     void add_header(std::string_view name, std::string_view value);
     /// Replaces every field named `name` (ASCII case-insensitive) by one with `value`.
     void set_header(std::string_view name, std::string_view value);
     /// The first value of `name`, if any.
     [[nodiscard]] auto header(std::string_view name) const noexcept
         -> std::optional<std::string_view>;
-    /// Every field but Content-Type (content_type() has it).
+    /// Every field but Content-Type, Content-Length and Connection (content_type(),
+    /// declared_length() and closes_connection() have them; header() gives each as set): the
+    /// fields the server writes as they are.
     [[nodiscard]] auto headers() const noexcept -> const header_list&;
+    /// The Content-Length set on this response, if any (where it is sent: the framing rules).
+    [[nodiscard]] auto declared_length() const noexcept -> std::optional<std::uint64_t>;
+    /// Whether a Connection set on this response holds `close`.
+    [[nodiscard]] auto closes_connection() const noexcept -> bool {
+        return rest_ != nullptr && rest_closes();
+    }
     /// Content-Type ("" when none).
     [[nodiscard]] auto content_type() const noexcept -> std::string_view {
         return in_.type_len != 0 ? std::string_view{in_.type, in_.type_len} : long_type();
@@ -151,6 +182,10 @@ private:
     };
     auto get_rest() -> rest&;
     [[nodiscard]] auto long_type() const noexcept -> std::string_view;
+    [[nodiscard]] auto rest_closes() const noexcept -> bool;
+    // Content-Length, Connection (kept apart) and Transfer-Encoding (refused): true when
+    // `name` is one of them and was handled.
+    auto framing_field(std::string_view name, std::string_view value, bool add) -> bool;
     void drop_body() noexcept;  // a bytes, file (closed) or stream body, if any
 
     // Copied whole by a move (a fixed-size copy of a few words, no call to memcpy with the

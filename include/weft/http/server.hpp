@@ -92,6 +92,10 @@ struct server_stats {
 /// bytes), runs the handler, and writes. Every complete request already received is answered
 /// before the responses go out in one vectored write (at most max_pipelined at a time). One
 /// deadline per connection, moved in place on the worker's timer wheel, enforces the timeouts.
+///
+/// CONNECT is answered 501 and the connection closed, whatever the routes: weft has no tunnel,
+/// and a 2xx would keep the connection as HTTP while the client starts its tunnel (RFC 9110
+/// 9.3.6), so bytes sent for the tunnel would be read as requests.
 class server {
 public:
     explicit server(server_options o = {});
