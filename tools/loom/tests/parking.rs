@@ -19,6 +19,11 @@ use loom::thread;
 // fence after the parker's RMW (loom does model fences); in C++ the seq_cst RMW and loads are
 // in the single total order S, which gives the same guarantee (runtime_core.hpp's argument).
 
+// MUTANT (feature "mutant"): notify_parked without its seq_cst fence, so the submitter's
+// publication and its idle_count load may pass the parker's idle_count increment and queue
+// check (store buffering): the worker sleeps with the work queued.
+const MUTANT: bool = cfg!(feature = "mutant");
+
 /// A worker's park driver (futex_driver / the reactor's eventfd): an unpark before the park
 /// makes the park return at once (a token), as both drivers do.
 struct Driver {
@@ -103,7 +108,9 @@ impl Runtime {
 
     // @"auto runtime_core::notify_parked() noexcept -> bool {"
     fn notify_parked(&self) {
-        fence(SeqCst); // @"std::atomic_thread_fence(std::memory_order_seq_cst);"
+        if !MUTANT {
+            fence(SeqCst); // @"std::atomic_thread_fence(std::memory_order_seq_cst);"
+        }
         // @"if (searching.load(std::memory_order_seq_cst) != 0 || idle_count.load(std::memory_order_seq_cst) == 0) { return false; }"
         if self.searching.load(SeqCst) != 0 || self.idle_count.load(SeqCst) == 0 {
             return;

@@ -13,6 +13,11 @@ use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
 const PENDING: i32 = -1; // @"inline constexpr int wait_pending = -1;"
+// MUTANT (feature "mutant"): a sender claims the select with a check and a store (try_claim's
+// shortcut for a sync held under one lock) instead of the CAS: the select's nodes sit in two
+// channels' lists under two different locks, so both senders can claim it.
+const MUTANT: bool = cfg!(feature = "mutant");
+
 const CANCELLED: i32 = -2; // @"inline constexpr int wait_cancelled = -2;"
 
 /// A rendezvous-with-one-slot channel: a parked receiver node, or one buffered value.
@@ -61,12 +66,17 @@ impl World {
             let mut c = self.chans[i].lock().unwrap();
             if let Some(case) = c.parked.take() {
                 // @"return st.compare_exchange_strong(expected, outcome, std::memory_order_acq_rel, std::memory_order_acquire);"
-                if self
-                    .sel
-                    .st
-                    .compare_exchange(PENDING, case as i32, AcqRel, Acquire)
-                    .is_ok()
-                {
+                let won = if MUTANT {
+                    // @"if (st.load(std::memory_order_relaxed) != wait_pending) { return false; } st.store(outcome, std::memory_order_relaxed);"
+                    let free = self.sel.st.load(Relaxed) == PENDING;
+                    if free {
+                        self.sel.st.store(case as i32, Relaxed);
+                    }
+                    free
+                } else {
+                    self.sel.st.compare_exchange(PENDING, case as i32, AcqRel, Acquire).is_ok()
+                };
+                if won {
                     *self.sel.got.lock().unwrap() = Some(v);
                     claimed = true;
                 }

@@ -9,6 +9,10 @@ use std::cell::Cell;
 
 const CAP: i64 = 2;
 
+// MUTANT (feature "mutant"): steal claims its item with a check of top_ and a store instead of
+// the CAS: between the two the owner's pop or another thief takes the same item.
+const MUTANT: bool = cfg!(feature = "mutant");
+
 // SEQCST: loom 0.7 models SeqCst loads and stores as AcqRel (documented limitation), which allows
 // the store-buffering outcome C++ forbids between pop's `bottom_.exchange(seq_cst)` +
 // `top_.load(seq_cst)` and steal's `top_.load(seq_cst)` + `bottom_.load(seq_cst)`. Without the
@@ -74,7 +78,10 @@ impl Deque {
         if t >= b { return 0; } // @"if (t >= b) {"
         let item = self.slots[index(t)].load(Relaxed); // @"void* item = slots_[index(t)].load(std::memory_order_relaxed);"
         // @"if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) { return nullptr; }"
-        if self.top.compare_exchange(t, t + 1, SeqCst, Relaxed).is_err() { return 0; }
+        if MUTANT {
+            if self.top.load(SeqCst) != t { return 0; }
+            self.top.store(t + 1, SeqCst);
+        } else if self.top.compare_exchange(t, t + 1, SeqCst, Relaxed).is_err() { return 0; }
         item
     }
     fn steal_batch(&self, out: &mut Vec<usize>, max: i64) -> i64 {
