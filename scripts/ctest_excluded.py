@@ -4,10 +4,11 @@ no reason covers, so that a test added later cannot drop out of a CI step unanno
 
 The selection is CTest's own (`ctest -N` with the step's -L/-E/-R arguments; a step that runs
 CTest more than once gives each run's arguments after its own `--`, and the union counts),
-compared with every test of the build. Excluded tests are grouped by the binary that runs them (a GoogleTest
-binary's cases together; `<target>_NOT_BUILT` as "<target> (not built)"; any other test by its
-name). Each group needs a reason: `--why 'REGEX=reason'`, REGEX matched in full against the group
-(`test_bus_nats`, `test_bus_outbox (not built)`, `nats_server_start`), or
+compared with every test of the build. Excluded tests are grouped by the binary and suite that run them (a
+GoogleTest suite's cases together, as "<binary> <suite>"; `<target>_NOT_BUILT` as
+"<target> (not built)"; any other test by its name). Each group needs a reason:
+`--why 'REGEX=reason'`, REGEX matched in full against the group (`test_bus_nats nats_backend`,
+`test_bus_outbox (not built)`, `nats_server_start`), or
 `--why 'label:LABEL=reason'` for every test that carries LABEL. The first that matches wins.
 
 Usage: scripts/ctest_excluded.py BUILD_DIR --step NAME [--why 'REGEX=reason']... -- CTEST_ARGS...
@@ -35,7 +36,7 @@ def tests(build, ctest_args):
         if name.endswith("_NOT_BUILT"):
             group = name[: -len("_NOT_BUILT")] + " (not built)"
         elif len(command) > 1 and command[1].startswith("--gtest_filter="):
-            group = os.path.basename(command[0])
+            group = f"{os.path.basename(command[0])} {name.split('.', 1)[0]}"
         else:
             group = name
         found[name] = (group, labels)
