@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
+#include <utility>
 
 #include "sync/announce_parked.hpp"
 #include "weft/core/scope.hpp"
@@ -121,6 +123,78 @@ TEST(with_timeout, fast_operation_returns_its_value_and_frees_the_timer) {
     EXPECT_EQ(*r, 3);
     // The runtime's destructor would wait for an armed 1h timer; it returning proves the
     // timer was cancelled and unlinked.
+}
+
+// Far deadlines (past the timer wheel's 64^6 ms span, or never): the waiter stays armed, the
+// same worker's other timers keep firing, cancellation reaches it and the runtime ends.
+// `far_wait(parked)` waits for the far deadline, counting `parked` down once armed; one
+// worker, so every timer shares its wheel.
+auto far_waiter_leaves_other_timers_working(
+    const std::function<weft::task<weft::result<void>>(weft::latch&)>& far_wait)
+    -> std::pair<int, std::error_code> {
+    weft::runtime rt{{.workers = 1}};
+    return rt.block_on([&]() -> weft::task<std::pair<int, std::error_code>> {
+        std::error_code far_result;
+        int short_sleeps = 0;
+        weft::latch parked{1};
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                auto r = co_await far_wait(parked);
+                far_result = r ? std::error_code{} : r.error();
+            });
+            (co_await parked.wait()).value();
+            for (int i = 0; i < 3; ++i) {
+                if ((co_await weft::sleep_for(1ms))) {
+                    ++short_sleeps;
+                }
+            }
+            s.request_stop();
+        });
+        co_return std::pair{short_sleeps, far_result};
+    }());
+}
+
+TEST(sleep_for, past_the_wheel_span_leaves_other_timers_working) {
+    const auto [short_sleeps, far] = far_waiter_leaves_other_timers_working(
+        [](weft::latch& parked) -> weft::task<weft::result<void>> {
+            co_return co_await weft::test::announce_parked(parked, [] {
+                return weft::sleep_for(std::chrono::milliseconds{std::int64_t{1} << 36});
+            });
+        });
+    EXPECT_EQ(short_sleeps, 3);
+    EXPECT_EQ(far, std::errc::operation_canceled);
+}
+
+TEST(sleep_until, time_point_max_leaves_other_timers_working) {
+    const auto [short_sleeps, far] = far_waiter_leaves_other_timers_working(
+        [](weft::latch& parked) -> weft::task<weft::result<void>> {
+            co_return co_await weft::test::announce_parked(
+                parked, [] { return weft::sleep_until(clock_type::time_point::max()); });
+        });
+    EXPECT_EQ(short_sleeps, 3);
+    EXPECT_EQ(far, std::errc::operation_canceled);
+}
+
+// A deadline_timer never set waits for "never": the same far entry.
+TEST(deadline_timer, waiting_on_a_default_timer_leaves_other_timers_working) {
+    weft::deadline_timer never;
+    const auto [short_sleeps, far] = far_waiter_leaves_other_timers_working(
+        [&](weft::latch& parked) -> weft::task<weft::result<void>> {
+            co_return co_await weft::test::announce_parked(parked, [&] { return never.wait(); });
+        });
+    EXPECT_EQ(short_sleeps, 3);
+    EXPECT_EQ(far, std::errc::operation_canceled);
+    EXPECT_FALSE(never.expired());
+}
+
+// The reported reproduction: a task sleeping 2^36 ms under a short with_timeout times out.
+TEST(with_timeout, sleep_past_the_wheel_span_times_out) {
+    weft::runtime rt{{.workers = 1}};
+    auto r = rt.block_on(weft::with_timeout(20ms, []() -> weft::task<weft::result<void>> {
+        co_return co_await weft::sleep_for(std::chrono::milliseconds{std::int64_t{1} << 36});
+    }()));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
 }
 
 TEST(when_any, sleeps_race_and_loser_is_cancelled) {
