@@ -197,6 +197,50 @@ TEST(with_timeout, sleep_past_the_wheel_span_times_out) {
     EXPECT_EQ(r.error(), std::errc::timed_out);
 }
 
+// Durations whose deadline is past the clock's range saturate to "never" (they must not wrap
+// into the past and expire at once); those before its start are a deadline already passed.
+TEST(sleep_for, duration_max_never_expires) {
+    weft::runtime rt{{.workers = 1}};
+    auto sleep_max = [](auto d) {
+        return weft::with_timeout(5ms, [](auto d) -> weft::task<weft::result<void>> {
+            co_return co_await weft::sleep_for(d);
+        }(d));
+    };
+    auto a = rt.block_on(sleep_max(std::chrono::nanoseconds::max()));
+    auto b = rt.block_on(sleep_max(std::chrono::hours::max()));
+    auto c = rt.block_on(sleep_max(std::chrono::duration<double>::max()));
+    ASSERT_FALSE(a);
+    EXPECT_EQ(a.error(), std::errc::timed_out);
+    ASSERT_FALSE(b);
+    EXPECT_EQ(b.error(), std::errc::timed_out);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error(), std::errc::timed_out);
+}
+
+TEST(sleep_for, duration_min_completes_at_once) {
+    weft::runtime rt{{.workers = 1}};
+    auto r = rt.block_on(weft::with_timeout(1h, []() -> weft::task<weft::result<void>> {
+        (co_await weft::sleep_for(std::chrono::nanoseconds::min())).value();
+        co_return co_await weft::sleep_for(std::chrono::hours::min());
+    }()));
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(*r);
+}
+
+TEST(with_timeout, duration_max_never_times_out) {
+    weft::runtime rt{{.workers = 1}};
+    auto a = rt.block_on(weft::with_timeout(
+        std::chrono::nanoseconds::max(),
+        []() -> weft::task<weft::result<void>> { co_return co_await weft::sleep_for(1ms); }()));
+    auto b = rt.block_on(weft::with_timeout(
+        std::chrono::hours::max(),
+        []() -> weft::task<weft::result<void>> { co_return co_await weft::sleep_for(1ms); }()));
+    ASSERT_TRUE(a);
+    EXPECT_TRUE(*a);
+    ASSERT_TRUE(b);
+    EXPECT_TRUE(*b);
+}
+
 TEST(when_any, sleeps_race_and_loser_is_cancelled) {
     weft::runtime rt{{.workers = 2}};
     auto r = rt.block_on(weft::when_any(
@@ -271,6 +315,20 @@ TEST(deadline_timer, moving_later_is_seen_when_the_armed_wait_ends) {
     }());
     EXPECT_GE(rounds, 1);
     EXPECT_TRUE(after_last);
+}
+
+TEST(deadline_timer, expires_after_duration_max_is_never) {
+    weft::deadline_timer a;
+    a.expires_after(std::chrono::nanoseconds::max());
+    EXPECT_EQ(a.expiry(), clock_type::time_point::max());
+    EXPECT_FALSE(a.expired());
+    weft::deadline_timer b;
+    b.expires_after(std::chrono::hours::max());
+    EXPECT_EQ(b.expiry(), clock_type::time_point::max());
+    EXPECT_FALSE(b.expired());
+    weft::deadline_timer c;
+    c.expires_after(std::chrono::hours::min());
+    EXPECT_TRUE(c.expired());
 }
 
 TEST(deadline_timer, cancelled_wait_returns_operation_canceled) {

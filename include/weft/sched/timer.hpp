@@ -16,6 +16,7 @@
 #include "weft/core/result.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
+#include "weft/sched/detail/deadline_after.hpp"
 #include "weft/sched/detail/timer_op.hpp"
 
 namespace weft {
@@ -49,8 +50,7 @@ private:
 
 template <typename Rep, typename Period>
 [[nodiscard]] auto sleep_for(std::chrono::duration<Rep, Period> d) noexcept -> sleep_awaiter {
-    return sleep_awaiter{std::chrono::steady_clock::now() +
-                         std::chrono::ceil<std::chrono::steady_clock::duration>(d)};
+    return sleep_awaiter{detail::deadline_after(d)};
 }
 
 /// A deadline that moves while a task waits for it: `expires_at(t)` re-files the pending wait
@@ -83,7 +83,7 @@ public:
     }
     template <typename Rep, typename Period>
     void expires_after(std::chrono::duration<Rep, Period> d) noexcept {
-        expires_at(clock::now() + std::chrono::ceil<clock::duration>(d));
+        expires_at(detail::deadline_after(d));
     }
     [[nodiscard]] auto expiry() const noexcept -> clock::time_point {
         return clock::time_point{std::chrono::nanoseconds{ns_.load(std::memory_order_seq_cst)}};
@@ -178,8 +178,7 @@ template <typename T, typename Rep, typename Period>
 auto with_timeout(std::chrono::duration<Rep, Period> d, task<T> t)
     -> task<result<std::conditional_t<std::is_void_v<T>, void, T>>> {
     using R = result<std::conditional_t<std::is_void_v<T>, void, T>>;
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::ceil<std::chrono::steady_clock::duration>(d);
+    const auto deadline = detail::deadline_after(d);
     stop_state* parent = co_await detail::current_stop{};
     linked_stop_state work_stop(parent);
     linked_stop_state timer_stop(parent);
