@@ -24,6 +24,8 @@ namespace weft {
 /// `co_await sleep_for(d)` / `sleep_until(t)`: suspends the task on its worker's timer wheel
 /// (1 ms resolution, never early). Yields `operation_canceled` as soon as the task's stop is
 /// requested, and the timer is unlinked at that moment. Needs a runtime worker.
+/// `sleep_until(time_point::max())`, and `sleep_for` of a duration that reaches past the
+/// clock's range (`duration::max()`), sleep until cancelled; a negative duration does not sleep.
 class [[nodiscard]] sleep_awaiter {
 public:
     explicit sleep_awaiter(std::chrono::steady_clock::time_point deadline) noexcept
@@ -81,6 +83,7 @@ public:
             detail::timer_move(op_, ns_, armed_on_);
         }
     }
+    /// Moves the deadline to now + `d`, saturated: past the clock's range it is never.
     template <typename Rep, typename Period>
     void expires_after(std::chrono::duration<Rep, Period> d) noexcept {
         expires_at(detail::deadline_after(d));
@@ -171,7 +174,8 @@ inline auto timeout_timer(std::chrono::steady_clock::time_point deadline,
 /// `timed_out`. A value the task produced anyway (it finished before it saw the cancellation)
 /// is returned, never dropped; a task that reports its own cancellation after the deadline (a
 /// result holding operation_canceled, or a std::system_error holding it) becomes `timed_out`.
-/// Any other exception propagates, whenever it was thrown.
+/// Any other exception propagates, whenever it was thrown. A `d` that reaches past the clock's
+/// range (`duration::max()`) never times out.
 ///
 ///     auto r = co_await weft::with_timeout(100ms, fetch());   // result<T>
 template <typename T, typename Rep, typename Period>
