@@ -197,4 +197,44 @@ TEST(timer_wheel, matches_reference_under_random_schedule) {
     EXPECT_EQ(fired_total + removed + w.size(), ops.size());
 }
 
+// The same over spans far past the wheel's (up to 2^45 ms) and clock steps of up to 2^38 ms:
+// entries beyond the horizon are re-filed as time passes and fire when due, never early.
+TEST(timer_wheel, matches_reference_with_deadlines_past_the_span) {
+    std::mt19937_64 rng(7);
+    timer_wheel w;
+    std::vector<std::unique_ptr<timer_op>> ops;
+    std::vector<bool> live;
+    std::uint64_t now = 0;
+    std::size_t fired_total = 0;
+    for (int step = 0; step < 500; ++step) {
+        for (int k = 0; k < 3; ++k) {
+            ops.push_back(std::make_unique<timer_op>());
+            const std::uint64_t span = std::uint64_t{1} << (rng() % 46);
+            ops.back()->when_ms = now + rng() % span;
+            live.push_back(true);
+            w.insert(ops.back().get());
+        }
+        now += rng() % (std::uint64_t{1} << (rng() % 39));
+        w.advance(now, [&](timer_op* op) {
+            EXPECT_LE(op->when_ms, now);
+            auto it =
+                std::find_if(ops.begin(), ops.end(), [&](const auto& p) { return p.get() == op; });
+            const auto idx = static_cast<std::size_t>(it - ops.begin());
+            EXPECT_TRUE(live[idx]);
+            live[idx] = false;
+            ++fired_total;
+        });
+        for (std::size_t i = 0; i < ops.size(); ++i) {
+            if (live[i]) {
+                EXPECT_GT(ops[i]->when_ms, now) << "due entry not fired";
+            }
+        }
+        if (auto next = w.next_deadline()) {
+            EXPECT_GT(*next, now);
+        }
+    }
+    EXPECT_GT(fired_total, 0U);
+    EXPECT_EQ(fired_total + w.size(), ops.size());
+}
+
 }  // namespace
