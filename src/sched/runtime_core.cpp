@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "weft/sched/cpu_count.hpp"
+#include "weft/sched/detail/deadline_after.hpp"
 
 namespace weft::detail {
 
@@ -96,10 +97,9 @@ auto runtime_core::quiescent() const noexcept -> bool {
 void runtime_core::shutdown() {
     shutting_down.store(true, std::memory_order_seq_cst);
     root.request_stop();  // cancellation callbacks queue every cancelled waiter
-    const auto deadline =
-        opts.shutdown_timeout
-            ? std::optional(std::chrono::steady_clock::now() + *opts.shutdown_timeout)
-            : std::nullopt;
+    const auto deadline = opts.shutdown_timeout
+                              ? std::optional(deadline_after(*opts.shutdown_timeout))
+                              : std::nullopt;
     bool quiet = false;
     {
         std::unique_lock lock(quiet_mu);
