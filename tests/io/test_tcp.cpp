@@ -20,6 +20,7 @@
 
 #include "accept_queue.hpp"
 #include "backend_test.hpp"
+#include "foreign_stop.hpp"
 #include "io_waits.hpp"
 #include "multishot.hpp"
 #include "recv_queue.hpp"
@@ -267,6 +268,52 @@ TEST_P(tcp, pending_accept_and_read_are_cancelled) {
         }());
     EXPECT_EQ(accept_err, std::errc::operation_canceled);
     EXPECT_EQ(read_err, std::errc::operation_canceled);
+}
+
+// A stop requested from outside the waiting tasks' runtime (a plain thread, a thread in
+// sync_wait, a task of another runtime) resumes a pending accept and receive on a worker of their
+// own runtime, where its shutdown waits for them. The cancellation used to queue them on
+// whichever executor asked: the thread in sync_wait or the other runtime's worker ran them.
+TEST_P(tcp, accept_and_receive_stopped_from_elsewhere_resume_on_their_own_runtime) {
+    for (const auto who : weft::test::every_stopper) {
+        weft::runtime rt{options(1)};
+        std::thread::id worker;
+        std::thread::id accept_on;
+        std::thread::id receive_on;
+        std::error_code accept_err;
+        std::error_code receive_err;
+        rt.block_on([&]() -> weft::task<void> {
+            auto l = weft::tcp_listener::bind(loopback()).value();
+            auto l2 = weft::tcp_listener::bind(loopback()).value();
+            auto c = (co_await weft::tcp_stream::connect(l2.local_address().value())).value();
+            co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+                s.spawn([&]() -> weft::task<void> {
+                    accept_err = (co_await l.accept()).error();
+                    accept_on = std::this_thread::get_id();
+                });
+                s.spawn([&]() -> weft::task<void> {
+                    receive_err = (co_await c.receive()).error();
+                    receive_on = std::this_thread::get_id();
+                });
+                // Both wait (one worker: they ran while this task yielded): on epoll in the
+                // reactor; on io_uring queued on the listener's multishot accept and on the
+                // stream's multishot receive.
+                co_await weft::test::until([&] {
+                    if (GetParam() == weft::io_backend::epoll) {
+                        return weft::test::io_waits() >= 2;
+                    }
+                    return weft::detail::accept_waiters_for_test.load() == 1 &&
+                           weft::test::multishot_armed() == 2;
+                });
+                worker = std::this_thread::get_id();
+                weft::test::stop_from(who, GetParam(), [&] { s.request_stop(); });
+            });
+        }());
+        EXPECT_EQ(accept_err, std::errc::operation_canceled) << weft::test::to_string(who);
+        EXPECT_EQ(receive_err, std::errc::operation_canceled) << weft::test::to_string(who);
+        EXPECT_EQ(accept_on, worker) << "stopped by " << weft::test::to_string(who);
+        EXPECT_EQ(receive_on, worker) << "stopped by " << weft::test::to_string(who);
+    }
 }
 
 // A worker with IO in flight searches only briefly before it parks in its reactor (its work
