@@ -303,6 +303,12 @@ void kafka_backend::connection::forget(const kafka_message_key& key) {
     counts.erase(key);
 }
 
+void kafka_backend::connection::add_consumer(std::weak_ptr<kafka_consumer_probe> c) {
+    std::lock_guard lock(consumers_mu);
+    std::erase_if(consumers, [](const auto& w) { return w.expired(); });
+    consumers.push_back(std::move(c));
+}
+
 void kafka_backend::connection::dead_letter(std::weak_ptr<kafka_dead_letter_sink> sink,
                                             std::int32_t partition,
                                             std::int64_t offset,
@@ -406,10 +412,33 @@ auto kafka_backend::features() const noexcept -> backend_features {
 }
 
 auto kafka_backend::stats() const noexcept -> kafka_backend_stats {
-    return {.acks = conn_->acks.load(std::memory_order_relaxed),
-            .wakes = conn_->wakes.load(std::memory_order_relaxed),
-            .producers_recreated = conn_->producers_recreated.load(std::memory_order_relaxed),
-            .resent = conn_->resent.load(std::memory_order_relaxed)};
+    kafka_backend_stats s{
+        .acks = conn_->acks.load(std::memory_order_relaxed),
+        .wakes = conn_->wakes.load(std::memory_order_relaxed),
+        .producers_recreated = conn_->producers_recreated.load(std::memory_order_relaxed),
+        .resent = conn_->resent.load(std::memory_order_relaxed),
+        .consumers_closed = conn_->consumers_closed.load(std::memory_order_relaxed)};
+    std::vector<std::shared_ptr<kafka_consumer_probe>> alive;
+    {
+        std::lock_guard lock(conn_->consumers_mu);
+        for (auto& w : conn_->consumers) {
+            if (auto c = w.lock()) {
+                alive.push_back(std::move(c));
+            }
+        }
+    }
+    for (auto& c : alive) {
+        s.consumer_entries += c->entries();
+    }
+    {
+        std::lock_guard lock(conn_->counts_mu);
+        s.delivery_counts = conn_->counts.size();
+    }
+    return s;
+}
+
+void kafka_backend::run_on_closer_for_test(std::function<void()> job) {
+    conn_->close_later(std::move(job));
 }
 
 void kafka_backend::raise_fatal_error_for_test(const std::string& reason) {

@@ -88,6 +88,18 @@ protected:
     ~kafka_dead_letter_sink() = default;
 };
 
+/// What stats() asks a consumer: how many messages its bookkeeping holds.
+class kafka_consumer_probe {
+public:
+    [[nodiscard]] virtual auto entries() -> std::size_t = 0;
+
+protected:
+    kafka_consumer_probe() = default;
+    kafka_consumer_probe(const kafka_consumer_probe&) = default;
+    auto operator=(const kafka_consumer_probe&) -> kafka_consumer_probe& = default;
+    ~kafka_consumer_probe() = default;
+};
+
 /// What raise_fatal_error_for_test reaches: a producer.
 class kafka_fatal_target {
 public:
@@ -124,11 +136,16 @@ struct kafka_backend::connection {
     std::mutex producers_mu;
     std::vector<std::weak_ptr<kafka_fatal_target>> producers;  // guarded by producers_mu
 
+    /// The consumers alive, for stats() (expired entries are pruned when one is added).
+    std::mutex consumers_mu;
+    std::vector<std::weak_ptr<kafka_consumer_probe>> consumers;  // guarded by consumers_mu
+
     // Statistics: relaxed, counters only.
     std::atomic<std::uint64_t> acks{0};
     std::atomic<std::uint64_t> wakes{0};
     std::atomic<std::uint64_t> producers_recreated{0};
     std::atomic<std::uint64_t> resent{0};
+    std::atomic<std::uint64_t> consumers_closed{0};
 
     connection() = default;
     connection(const connection&) = delete;
@@ -144,6 +161,8 @@ struct kafka_backend::connection {
     /// One more delivery of `key`: its attempt number (1 for the first).
     auto count_delivery(const kafka_message_key& key) -> std::uint32_t;
     void forget(const kafka_message_key& key);
+    /// For stats(): `c` is counted until it expires.
+    void add_consumer(std::weak_ptr<kafka_consumer_probe> c);
     /// Publishes the encoded dead letter `bytes` (key `key`) to `topic`; `sink` hears about it
     /// on librdkafka's background thread, unless it has expired by then.
     void dead_letter(std::weak_ptr<kafka_dead_letter_sink> sink,

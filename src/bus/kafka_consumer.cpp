@@ -43,6 +43,7 @@ auto kafka_consumer::make(std::shared_ptr<kafka_backend::connection> conn, consu
     if (ec) {
         co_return ec;
     }
+    conn->add_consumer(c);
     std::shared_ptr<backend_consumer> out = std::move(c);
     co_return out;
 }
@@ -136,6 +137,7 @@ void kafka_consumer::serve_group(rd_kafka_t* rk, rd_kafka_queue_t* msgs) noexcep
     rd_kafka_consumer_close(rk);  // leaves the group: its partitions go to the others now
     rd_kafka_queue_destroy(msgs);
     rd_kafka_destroy(rk);
+    conn_->consumers_closed.fetch_add(1, std::memory_order_relaxed);
 }
 
 void kafka_consumer::on_rebalance(rd_kafka_t* rk,
@@ -299,6 +301,11 @@ void kafka_consumer::dead_letter_done(std::int32_t partition, std::int64_t offse
         it->second.when = clock::now();
         wake();
     }
+}
+
+auto kafka_consumer::entries() -> std::size_t {
+    std::lock_guard lock(mu_);
+    return entries_.size();
 }
 
 auto kafka_consumer::next() -> task<result<delivery>> {

@@ -51,6 +51,7 @@ namespace weft::bus {
 /// clears); never the other way round. Nothing waits under either.
 class kafka_consumer final : public backend_consumer,
                              public kafka_dead_letter_sink,
+                             public kafka_consumer_probe,
                              public std::enable_shared_from_this<kafka_consumer> {
 public:
     static auto make(std::shared_ptr<kafka_backend::connection> conn, consumer_config config)
@@ -68,6 +69,7 @@ public:
     auto in_progress(std::uint64_t token) -> result<void> override;
     void close() noexcept override;
     void dead_letter_done(std::int32_t partition, std::int64_t offset, bool ok) override;
+    auto entries() -> std::size_t override;
 
 private:
     using clock = std::chrono::steady_clock;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -57,12 +58,18 @@ struct kafka_backend_options {
     std::chrono::milliseconds admin_timeout{10'000};
 };
 
-/// Counters of one backend (all producers together), for measurements.
+/// Counters of one backend (all producers, all consumers), for measurements and tests.
 struct kafka_backend_stats {
     std::uint64_t acks = 0;                 ///< publish outcomes completed
     std::uint64_t wakes = 0;                ///< drain wake-ups (eventfd signals from librdkafka)
     std::uint64_t producers_recreated = 0;  ///< after a fatal error (idempotence broken)
     std::uint64_t resent = 0;  ///< messages re-sent on the new producer after a fatal error
+    /// Messages the consumers keep bookkeeping for now (all members together).
+    std::uint64_t consumer_entries = 0;
+    /// Delivery counts the backend holds now.
+    std::uint64_t delivery_counts = 0;
+    /// Consumers whose client has left its group and been destroyed, so far.
+    std::uint64_t consumers_closed = 0;
 };
 
 /// weft::bus over Apache Kafka, through librdkafka (2.0).
@@ -130,6 +137,10 @@ public:
     /// state cannot be recovered (an out-of-order sequence after a broker lost messages...).
     /// Each producer is recreated and what it had not had acknowledged is re-sent.
     void raise_fatal_error_for_test(const std::string& reason);
+
+    /// For tests: runs `job` on the thread that closes the backend's clients, before any client
+    /// handed to that thread after this call (a job that waits holds their closing).
+    void run_on_closer_for_test(std::function<void()> job);
 
     struct connection;
 
