@@ -363,6 +363,7 @@ kafka_backend::kafka_backend(kafka_backend_options options)
             c.closer_jobs.pop_front();
             lock.unlock();
             job();
+            job = nullptr;  // what it holds may hand the closer another job: unlocked
             lock.lock();
         }
     });

@@ -24,7 +24,18 @@ kafka_consumer::kafka_consumer(std::shared_ptr<kafka_backend::connection> conn,
 
 auto kafka_consumer::make(std::shared_ptr<kafka_backend::connection> conn, consumer_config config)
     -> task<result<std::shared_ptr<backend_consumer>>> {
-    auto c = std::make_shared<kafka_consumer>(conn, config);
+    // The destruction joins the group thread, which waits on the group: on the closer thread,
+    // whichever thread lets the last reference go. The connection outlives the consumer (it
+    // holds it); once the closer thread has stopped (the backend is gone), close_later runs
+    // the job here.
+    std::shared_ptr<kafka_consumer> c(new kafka_consumer(conn, config), [](kafka_consumer* p) {
+        kafka_backend::connection* cn = p->conn_.get();
+        try {
+            cn->close_later([p] { delete p; });
+        } catch (...) {
+            delete p;  // no memory for the job: here, then
+        }
+    });
     std::vector<std::string> topics;
     topics.push_back(config.topic);
     topics.push_back(config.dead_letter_topic);

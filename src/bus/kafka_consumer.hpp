@@ -43,9 +43,14 @@ namespace weft::bus {
 /// rebalance callback forwards each assigned partition's queue there before assigning it, and
 /// next() takes them from it without waiting, or waits on its eventfd in the reactor. The
 /// group thread also closes the client (rd_kafka_consumer_close serves the last rebalance on
-/// the calling thread); the connection's closer thread joins it. Assignment is
+/// the calling thread). Assignment is
 /// cooperative-sticky: a member joining or leaving never takes partitions from a member that
 /// keeps working, so a delivery held by in_progress stays where it is.
+///
+/// Lifetime: made by make(), whose shared_ptr hands the destruction (which joins the group
+/// thread, itself waiting in rd_kafka_consumer_close up to session.timeout.ms) to the
+/// connection's closer thread: the last reference may go on any thread, a runtime worker
+/// too, and that thread never waits for the group.
 ///
 /// Locks: `mu_` (the entries) before `rk_mu_` (the client pointers, which close_client
 /// clears); never the other way round. Nothing waits under either.
@@ -57,7 +62,6 @@ public:
     static auto make(std::shared_ptr<kafka_backend::connection> conn, consumer_config config)
         -> task<result<std::shared_ptr<backend_consumer>>>;
 
-    kafka_consumer(std::shared_ptr<kafka_backend::connection> conn, consumer_config config);
     kafka_consumer(const kafka_consumer&) = delete;
     auto operator=(const kafka_consumer&) -> kafka_consumer& = delete;
     ~kafka_consumer() override;
@@ -88,6 +92,8 @@ private:
         std::string reason;
         std::uint32_t deliveries;
     };
+
+    kafka_consumer(std::shared_ptr<kafka_backend::connection> conn, consumer_config config);
 
     /// Blocking (spawn_blocking): the client, its subscription, the messages' queue with its
     /// eventfd, and the group thread.
