@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -167,11 +168,25 @@ auto http_date() noexcept -> std::string_view {
 }
 
 auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void> {
-    connection c{*st, s};
+    if (st->opts.tls) {
+        auto t = co_await tls_stream::accept(std::move(s), *st->opts.tls);
+        if (!t) {
+            st->tls_failed.fetch_add(1, std::memory_order_relaxed);
+            st->leave(nullptr);  // ended before it was registered
+            co_return;
+        }
+        transport tls{*t};
+        connection c{*st, tls};
+        co_await c.run();
+        (void)t->shutdown_write();  // close_notify, so the client reads a clean end
+        co_return;
+    }
+    transport tcp{s};
+    connection c{*st, tcp};
     co_await c.run();
 }
 
-connection::connection(server::state& st, tcp_stream& s) noexcept
+connection::connection(server::state& st, transport& s) noexcept
     : st_(st),
       s_(s),
       watch_period_(std::max(std::chrono::milliseconds{1},
@@ -300,7 +315,7 @@ auto connection::fill() -> task<result<void>> {
 // the stream's multishot receive (a poll in the kernel, and on close a cancel and a completion
 // to reap before the socket is released). On epoll, receive() reads first anyway.
 auto connection::receive_first() -> std::optional<result<bytes>> {
-    if (current_io_backend() != io_backend::io_uring) {
+    if (current_io_backend() != io_backend::io_uring || s_.encrypted()) {
         return std::nullopt;
     }
     constexpr std::size_t chunk = 4096;  // what a receive() gives at most
@@ -627,8 +642,8 @@ auto connection::body_read_all() -> task<result<std::string>> {
 void connection::send_now(int flags) noexcept {
     iovec iov[16];
     const std::size_t n = rs_->segs.size();
-    if (n == 0 || n > std::size(iov)) {
-        return;
+    if (n == 0 || n > std::size(iov) || s_.encrypted()) {
+        return;  // (over TLS the output goes through flush(), encrypted)
     }
     std::size_t total = 0;
     for (std::size_t i = 0; i < n; ++i) {
@@ -678,6 +693,26 @@ void connection::send_now(int flags) noexcept {
     }
     std::uint64_t left = f.length;
     auto off = static_cast<off_t>(f.offset);
+    if (s_.encrypted()) {
+        // No sendfile over TLS (kTLS is not used): read a chunk, write it through TLS.
+        std::vector<std::byte> chunk(std::min<std::uint64_t>(left, 64 * 1024));
+        while (left > 0) {
+            const ssize_t n =
+                ::pread(f.fd, chunk.data(), std::min<std::size_t>(chunk.size(), left), off);
+            if (n <= 0) {
+                co_return std::error_code{n == 0 ? EIO : errno, std::system_category()};
+            }
+            set_deadline(st_.opts.send_timeout);
+            auto r = co_await s_.write_all(std::span{chunk.data(), static_cast<std::size_t>(n)});
+            clear_deadline();
+            if (!r) {
+                co_return r;
+            }
+            left -= static_cast<std::uint64_t>(n);
+            off += n;
+        }
+        co_return result<void>{};
+    }
     while (left > 0) {
         const ssize_t n = weft::detail::sendfile_quiet(
             s_.native_handle(), f.fd, &off, static_cast<std::size_t>(std::min(left, file_chunk)));
@@ -708,7 +743,7 @@ namespace {
 // is called with true before each write and false after it (the send deadline).
 class stream_writer final : public body_writer {
 public:
-    stream_writer(tcp_stream& s, bool chunked, std::function<void(bool)> sending)
+    stream_writer(transport& s, bool chunked, std::function<void(bool)> sending)
         : s_(s), chunked_(chunked), sending_(std::move(sending)) {}
     auto write(std::string_view data) -> task<result<void>> override {
         if (data.empty()) {
@@ -733,7 +768,7 @@ public:
     }
 
 private:
-    tcp_stream& s_;
+    transport& s_;
     bool chunked_;
     std::function<void(bool)> sending_;
 };

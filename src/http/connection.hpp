@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "output_buffer.hpp"
+#include "transport.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
@@ -83,11 +84,12 @@ public:
     enum class phase : std::uint8_t { busy, idle, closing };
 
     /// Serves an accepted socket until it closes; never throws. The one frame of this task
-    /// holds the connection (run() is placed inside it) and the stream it uses.
+    /// holds the connection (run() is placed inside it) and the stream it uses. With the
+    /// server's TLS option, the TLS handshake comes first (a failed one ends it).
     static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void>;
 
     /// `s` is the caller's and must outlive the connection.
-    connection(server::state& st, tcp_stream& s) noexcept;
+    connection(server::state& st, transport& s) noexcept;
     connection(const connection&) = delete;
     auto operator=(const connection&) -> connection& = delete;
     ~connection();
@@ -152,7 +154,7 @@ private:
     void clear_deadline() noexcept;
 
     server::state& st_;
-    tcp_stream& s_;
+    transport& s_;
     socket_address peer_;  // when peer_known_
     deadline_timer deadline_;
     std::chrono::milliseconds watch_period_;  // the shortest timeout: the watchdog's longest wait

@@ -88,7 +88,7 @@ auto server::state::enter(detail::connection* c) -> bool {
 void server::state::leave(detail::connection* c) {
     {
         std::lock_guard lock(mu);
-        if (c->prev != nullptr || conns == c) {
+        if (c != nullptr && (c->prev != nullptr || conns == c)) {
             (c->prev != nullptr ? c->prev->next : conns) = c->next;
             if (c->next != nullptr) {
                 c->next->prev = c->prev;
@@ -123,6 +123,7 @@ auto server::stats() const noexcept -> server_stats {
     s.requests = st_->requests.load(std::memory_order_relaxed);
     s.rejected = st_->rejected.load(std::memory_order_relaxed);
     s.timed_out = st_->timed_out.load(std::memory_order_relaxed);
+    s.tls_failed = st_->tls_failed.load(std::memory_order_relaxed);
     s.writes = st_->writes.load(std::memory_order_relaxed);
     s.open = st_->open.load(std::memory_order_relaxed);
     return s;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,7 @@
 #include "weft/http/router.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_listener.hpp"
+#include "weft/tls/tls_context.hpp"
 
 namespace weft::http {
 
@@ -62,6 +64,11 @@ struct server_options {
     /// a connection that serves one request costs one wake-up of the server instead of two
     /// and, on io_uring, arms no receive. 0: accepted at once.
     std::chrono::seconds defer_accept{1};
+    /// HTTPS: a server context (weft::tls_context::server) makes every accepted connection
+    /// TLS. Its handshake comes first, bounded by the context's handshake_timeout (a drain
+    /// waits for it that long at most); a failed one closes it (server_stats::tls_failed).
+    /// Files are sent through TLS (read, then encrypted), not with sendfile.
+    std::optional<tls_context> tls;
     /// listen(): called with each bound address once it is listening (port 0 picks one).
     std::function<void(const socket_address&)> on_listening;
 };
@@ -73,6 +80,7 @@ struct server_stats {
     std::uint64_t requests = 0;        ///< requests answered (including error responses)
     std::uint64_t rejected = 0;        ///< requests refused by the parser (4xx / 5xx, then closed)
     std::uint64_t timed_out = 0;       ///< connections dropped by a header/body/send/idle timeout
+    std::uint64_t tls_failed = 0;      ///< TLS handshakes that failed or timed out (then closed)
     std::uint64_t writes = 0;          ///< vectored writes of responses (pipelining coalesces)
     std::uint64_t deadline_moves = 0;  ///< per-connection deadline re-filed earlier in place
 };
