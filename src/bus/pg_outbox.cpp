@@ -232,7 +232,9 @@ auto pg_outbox::stage(pg_connection& conn, envelope env) -> task<result<message_
             co_return n.error();
         }
     }
-    s_->counters.staged.fetch_add(1, std::memory_order_relaxed);
+    // Counted when the caller's transaction commits (at once outside a transaction).
+    state* s = s_.get();
+    conn.on_commit([s] { s->counters.staged.fetch_add(1, std::memory_order_relaxed); });
     co_return env.id;
 }
 

@@ -52,9 +52,10 @@ struct pg_outbox_options {
 ///
 /// - `stage(conn, env)` inserts the event on the caller's connection, inside the caller's open
 ///   transaction (`BEGIN` ... `COMMIT` on a weft::bus::pg_connection); after COMMIT the
-///   caller may `notify()` a relay in this process. LISTEN/NOTIFY only with
-///   `listen_notify` (off by default: a transaction that sends NOTIFY takes a global lock at
-///   commit, serialising every commit).
+///   caller may `notify()` a relay in this process. `metrics().staged` counts the event when
+///   that transaction commits (pg_connection::on_commit); the outbox must outlive it. LISTEN/NOTIFY
+///   only with `listen_notify` (off by default: a transaction that sends NOTIFY takes a global lock
+///   at commit, serialising every commit).
 /// - Relays: each owns partitions through session advisory locks
 ///   (pg_try_advisory_lock(class, partition)) on its own connection, which the server releases
 ///   when that connection ends (a killed relay's partitions are free at once).
