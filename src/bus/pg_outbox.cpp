@@ -12,6 +12,7 @@
 
 #include "pg_outbox_claim.hpp"
 #include "relay_batch.hpp"
+#include "sql_identifier.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/when_all.hpp"
@@ -40,7 +41,8 @@ auto fnv1a(std::string_view s) noexcept -> std::uint32_t {
     return h;
 }
 
-auto migrations(const std::string& t) -> std::vector<std::string> {
+auto migrations(const std::string& name) -> std::vector<std::string> {
+    const std::string t = detail::quoted(name);
     return {
         // 1: the relay reads `WHERE part = ANY(owned) ORDER BY seq`: the (part, seq) index.
         "CREATE TABLE " + t +
@@ -48,11 +50,11 @@ auto migrations(const std::string& t) -> std::vector<std::string> {
             "NULL, part integer NOT NULL, envelope bytea NOT NULL, staged_at timestamptz NOT "
             "NULL DEFAULT clock_timestamp());"
             "CREATE INDEX " +
-            t + "_part_seq ON " + t +
+            detail::quoted(name + "_part_seq") + " ON " + t +
             " (part, seq);"
             "CREATE TABLE " +
-            t +
-            "_dead (seq bigint PRIMARY KEY, id bytea NOT NULL, topic text NOT NULL, key text "
+            detail::quoted(name + "_dead") +
+            " (seq bigint PRIMARY KEY, id bytea NOT NULL, topic text NOT NULL, key text "
             "NOT NULL, envelope bytea NOT NULL, staged_at timestamptz NOT NULL, failed_at "
             "timestamptz NOT NULL DEFAULT now(), reason text NOT NULL);",
     };
@@ -129,13 +131,14 @@ auto detail::pg_claim(const std::string& table,
         held_clause = " AND NOT ($4::int8multirange @> seq)";
     }
     return {"SELECT seq, envelope, (extract(epoch from staged_at) * 1000)::bigint, part FROM " +
-                table + " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[])" + held_clause +
-                " ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
+                detail::quoted(table) + " WHERE part = ANY($1::int[]) AND key <> ALL($3::text[])" +
+                held_clause + " ORDER BY seq LIMIT $2 FOR UPDATE SKIP LOCKED",
             std::move(args), true};
 }
 
 pg_outbox::pg_outbox(pg_outbox_options options) : s_(std::make_unique<state>()) {
     s_->options = std::move(options);
+    detail::checked_table_name(s_->options.table, "weft::bus::pg_outbox");
     if (s_->options.partitions == 0) {
         s_->options.partitions = 1;
     }
@@ -215,7 +218,7 @@ auto pg_outbox::stage(pg_connection& conn, envelope env) -> task<result<message_
     p.push_back(text_param(env.key));
     p.push_back(text_param(std::to_string(partition_of(env.key))));
     p.push_back(pg_param{encode(env), true});
-    auto r = co_await conn.query("INSERT INTO " + s_->options.table +
+    auto r = co_await conn.query("INSERT INTO " + detail::quoted(s_->options.table) +
                                      " (id, topic, key, part, envelope) VALUES ($1, $2, $3, "
                                      "$4, $5)",
                                  std::move(p));
@@ -397,7 +400,7 @@ auto open_session(const pg_outbox::state& s) -> task<result<std::unique_ptr<pg_c
         co_return p.error();
     }
     if (s.options.listen_notify) {
-        auto l = co_await (*c)->query("LISTEN \"" + s.options.table + "_wake\"");
+        auto l = co_await (*c)->query("LISTEN " + detail::quoted(s.options.table + "_wake"));
         if (!l) {
             co_return l.error();
         }
@@ -594,14 +597,16 @@ auto split_mid_commit() -> bool {
 }
 
 /// The statements that delete (and dead-letter) finished rows.
-auto finish_statements(const std::string& t, const std::vector<detail::relay_row>& rows)
+auto finish_statements(const std::string& name, const std::vector<detail::relay_row>& rows)
     -> std::vector<pg_statement> {
+    const std::string t = detail::quoted(name);
+    const std::string dead = detail::quoted(name + "_dead");
     std::vector<pg_statement> finish;
     std::vector<std::int64_t> finished;
     for (const auto& row : rows) {
         if (row.outcome == detail::relay_row::fate::dead) {
-            finish.push_back({"INSERT INTO " + t +
-                                  "_dead (seq, id, topic, key, envelope, staged_at, reason) "
+            finish.push_back({"INSERT INTO " + dead +
+                                  " (seq, id, topic, key, envelope, staged_at, reason) "
                                   "SELECT seq, id, topic, key, envelope, staged_at, $1 FROM " +
                                   t + " WHERE seq = $2",
                               {text_param(row.reason), text_param(std::to_string(row.seq))}});

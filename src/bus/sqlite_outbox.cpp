@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "relay_batch.hpp"
+#include "sql_identifier.hpp"
 #include "sqlite_statement.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
@@ -85,7 +86,9 @@ void check(int rc, sqlite3* db, const char* what) {
 
 // Migrations, applied in order inside one transaction; the version reached is recorded in
 // weft_schema_versions under the table's name. Append; never edit a released step.
-auto migrations(const std::string& t) -> std::vector<std::string> {
+auto migrations(const std::string& name) -> std::vector<std::string> {
+    const std::string t = detail::quoted(name);
+    const std::string dead = detail::quoted(name + "_dead");
     return {
         // 1: the outbox and its dead letters. The relay reads `WHERE seq > ? ORDER BY seq`:
         // `seq` is the rowid, so the table's own B-tree is the index for it (a separate index
@@ -95,8 +98,8 @@ auto migrations(const std::string& t) -> std::vector<std::string> {
             " (seq INTEGER PRIMARY KEY AUTOINCREMENT, id BLOB NOT NULL, topic TEXT NOT NULL, "
             "key TEXT NOT NULL, envelope BLOB NOT NULL, staged_ms INTEGER NOT NULL);"
             "CREATE TABLE " +
-            t +
-            "_dead (seq INTEGER PRIMARY KEY, id BLOB NOT NULL, topic TEXT NOT NULL, "
+            dead +
+            " (seq INTEGER PRIMARY KEY, id BLOB NOT NULL, topic TEXT NOT NULL, "
             "key TEXT NOT NULL, envelope BLOB NOT NULL, staged_ms INTEGER NOT NULL, "
             "failed_ms INTEGER NOT NULL, reason TEXT NOT NULL);",
     };
@@ -329,18 +332,21 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
     : s_(std::make_unique<state>()) {
     s_->path = std::move(path);
     s_->options = std::move(options);
-    const std::string& t = s_->options.table;
+    const std::string& name =
+        detail::checked_table_name(s_->options.table, "weft::bus::sqlite_outbox");
+    const std::string t = detail::quoted(name);
+    const std::string dead = detail::quoted(name + "_dead");
     s_->insert_sql =
         "INSERT INTO " + t + " (id, topic, key, envelope, staged_ms) VALUES (?, ?, ?, ?, ?)";
     s_->read_sql =
         "SELECT seq, envelope, staged_ms FROM " + t + " WHERE seq > ? ORDER BY seq LIMIT ?";
     s_->delete_sql = "DELETE FROM " + t + " WHERE seq BETWEEN ? AND ?";
-    s_->dead_sql = "INSERT INTO " + t +
-                   "_dead (seq, id, topic, key, envelope, staged_ms, failed_ms, reason) "
+    s_->dead_sql = "INSERT INTO " + dead +
+                   " (seq, id, topic, key, envelope, staged_ms, failed_ms, reason) "
                    "SELECT seq, id, topic, key, envelope, staged_ms, ?, ? FROM " +
                    t + " WHERE seq = ?";
     s_->count_sql = "SELECT count(*) FROM " + t;
-    s_->count_dead_sql = "SELECT count(*) FROM " + t + "_dead";
+    s_->count_dead_sql = "SELECT count(*) FROM " + dead;
 
     // NOMUTEX: one blocking call at a time uses the connection (see above), so SQLite's
     // per-connection mutex, taken by every step, bind and column call, guards nothing here.
@@ -356,7 +362,7 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
     check(detail::sqlite_exec(s_->db, s_->options.secure_delete ? "PRAGMA secure_delete=ON"
                                                                 : "PRAGMA secure_delete=OFF"),
           s_->db, "secure_delete");
-    migrate(s_->db, t);
+    migrate(s_->db, name);
 }
 
 sqlite_outbox::~sqlite_outbox() = default;

@@ -19,6 +19,8 @@ namespace weft::bus {
 
 struct pg_inbox_options {
     /// The table of handled ids (id bytea PRIMARY KEY, received_at timestamptz).
+    /// Letters, digits and `_`, not starting with a digit, at most 54 characters (the
+    /// constructor throws std::invalid_argument otherwise).
     std::string table = "weft_inbox";
     /// Ids older than this are forgotten: a duplicate arriving later than the window after the
     /// original is handled again. Make it longer than the broker's redelivery horizon.

@@ -19,6 +19,9 @@ struct pg_outbox_options {
     /// libpq connection string of the relay's own connection ("host=... port=... user=...").
     std::string conninfo;
     /// The outbox table; dead letters in `<table>_dead`; versions in weft_schema_versions.
+    /// Letters, digits and `_`, not starting with a digit, at most 54 characters (the
+    /// constructor throws std::invalid_argument otherwise); quoted in every statement, so its
+    /// case is kept.
     std::string table = "weft_outbox";
     /// Keys are hashed (FNV-1a) into this many partitions; each is published by one relay at a
     /// time. Fixed for the life of the table: rows staged under another count are never read.

@@ -23,6 +23,8 @@ struct sqlite_outbox_options {
     /// The outbox table; its dead letters go to `<table>_dead`. Schema versions are kept in
     /// `weft_schema_versions` (one row per table), not in PRAGMA user_version, which belongs
     /// to the application.
+    /// Letters, digits and `_`, not starting with a digit, at most 54 characters (the
+    /// constructor throws std::invalid_argument otherwise).
     std::string table = "weft_outbox";
     /// Switch the database to WAL (persistent), so the relay reads while business
     /// transactions write. Off: whatever journal mode the file has.
