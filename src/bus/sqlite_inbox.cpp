@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "relay_batch.hpp"
+#include "relay_row.hpp"
 #include "sql_identifier.hpp"
 #include "sqlite_statement.hpp"
 
