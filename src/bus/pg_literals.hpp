@@ -45,7 +45,7 @@ inline auto int_array(const std::vector<std::int64_t>& v) -> std::string {
 }
 
 /// `seqs` as an int8multirange literal of inclusive runs, "{[1,4],[9,9]}": the rows a
-/// windowed relay holds are mostly a few runs of consecutive seqs, so the claim's test against
+/// relay holds are mostly a few runs of consecutive seqs, so the claim's test against
 /// them is a search among a few ranges, where a bigint[] of every seq (up to 4 batches) was
 /// parsed element by element on every claim.
 inline auto seq_ranges(std::vector<std::int64_t> seqs) -> std::string {

@@ -47,8 +47,8 @@ public:
     /// The idle wait (the last claim found nothing): until `notified`, or (PostgreSQL with
     /// listen_notify) a notification on the store's connection, or `d`.
     virtual auto wait_idle(std::chrono::milliseconds d) -> task<void> = 0;
-    /// The longest the driver waits between rounds (PostgreSQL: rebalance_interval, so a relay
-    /// below its share of partitions tries again).
+    /// The longest the driver waits between rounds (PostgreSQL: rebalance_interval, so the
+    /// relays are counted that often: a relay joining or leaving is seen within about that).
     [[nodiscard]] virtual auto max_wait() const -> std::chrono::milliseconds = 0;
     /// The relay ended (after its last round).
     virtual void end() noexcept = 0;

@@ -131,7 +131,7 @@ auto poll_until(Pred done, int max_polls) -> weft::task<void> {
 }
 
 /// Two relays of one table with the same options, `a` and `b`, each with a publisher of its own
-/// on `target` (a windowed relay reads its own publisher's results): the fixture of the tests
+/// on `target` (a relay reads its own publisher's results): the fixture of the tests
 /// that run relays side by side. `b` leaves as a relay process does: stop_b closes its
 /// publisher and the next start_b has a new one (no outcome of the last run is read by the
 /// next). Lives in the runtime's task; stop() before it goes.
