@@ -221,7 +221,7 @@ auto server::shutdown() -> task<void> {
             auto expected = detail::connection::phase::idle;
             if (c->state.compare_exchange_strong(expected, detail::connection::phase::closing,
                                                  std::memory_order_seq_cst)) {
-                c->stop->request_stop();  // idle keep-alive: close it now
+                c->stop.request_stop();  // idle keep-alive: close it now
             }
         }
         wait = st->open.load(std::memory_order_seq_cst) > 0;
@@ -239,7 +239,7 @@ auto server::shutdown() -> task<void> {
     if (!ok2) {
         std::lock_guard lock(st->mu);
         for (detail::connection* c = st->conns; c != nullptr; c = c->next) {
-            c->stop->request_stop();  // past the drain timeout: cancel what is left
+            c->stop.request_stop();  // past the drain timeout: cancel what is left
         }
     }
     (void)co_await st->drained.wait();

@@ -36,13 +36,25 @@ struct server_options {
     /// Request line 8 KiB (414), header block 16 KiB and 100 fields (431), body 1 MiB (413,
     /// per route overridable), chunk extensions 4 KiB.
     request_limits limits{};
-    /// From a request's first byte until its head is complete.
+    /// From a request's first byte until its head is complete, whatever the server does
+    /// meanwhile (writing the responses to earlier pipelined requests included).
     std::chrono::milliseconds header_timeout{std::chrono::seconds{10}};
-    /// Longest wait for the next piece of a body.
+    /// Longest wait for the next piece of a body (progress: any byte restarts it). The body
+    /// must also keep min_rate.
     std::chrono::milliseconds body_timeout{std::chrono::seconds{30}};
-    /// Longest wait for the client to take more of a response (a client that stops reading is
-    /// dropped).
+    /// Longest wait for the client to take more of a response (progress: any byte it takes
+    /// restarts it; a client that stops reading is dropped). A slow but steady reader is
+    /// served for as long as it keeps min_rate.
     std::chrono::milliseconds send_timeout{std::chrono::seconds{30}};
+    /// The least a slow client must keep up, in bytes a second, while the server waits on it
+    /// for a request body or for room to write a response: after min_rate_grace of waiting, a
+    /// transfer that has moved fewer than min_rate bytes for each further second waited is
+    /// dropped (as Apache's mod_reqtimeout `body=20,MinRate=500`). Only time spent waiting for
+    /// the client counts, never the handler's own. So a body trickled a byte at a time, each
+    /// within body_timeout, still ends. 0: no minimum (the progress timeouts alone).
+    std::uint32_t min_rate = 500;
+    /// The waiting a body or a response write is allowed before min_rate applies.
+    std::chrono::milliseconds min_rate_grace{std::chrono::seconds{20}};
     /// An idle keep-alive connection is closed after this.
     std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds{60}};
     /// shutdown(): how long requests in flight may take before they are cancelled.
