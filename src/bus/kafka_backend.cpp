@@ -3,6 +3,7 @@
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -69,8 +70,9 @@ auto kafka_produce(rd_kafka_t* rk,
                    std::string_view value,
                    rd_kafka_headers_t* headers,
                    void* opaque,
-                   rd_kafka_topic_t* rkt) -> rd_kafka_resp_err_t {
-    std::array<rd_kafka_vu_t, 6> vus{};
+                   rd_kafka_topic_t* rkt,
+                   std::int32_t partition) -> rd_kafka_resp_err_t {
+    std::array<rd_kafka_vu_t, 7> vus{};
     std::size_t n = 0;
     if (rkt != nullptr) {
         vus[n].vtype = RD_KAFKA_VTYPE_RKT;
@@ -78,6 +80,10 @@ auto kafka_produce(rd_kafka_t* rk,
     } else {
         vus[n].vtype = RD_KAFKA_VTYPE_TOPIC;
         vus[n++].u.cstr = topic;
+    }
+    if (partition != RD_KAFKA_PARTITION_UA) {
+        vus[n].vtype = RD_KAFKA_VTYPE_PARTITION;
+        vus[n++].u.i32 = partition;
     }
     if (!key.empty()) {
         vus[n].vtype = RD_KAFKA_VTYPE_KEY;
@@ -109,23 +115,24 @@ auto kafka_produce(rd_kafka_t* rk,
 
 namespace {
 
-struct dead_letter_op {
-    std::weak_ptr<kafka_dead_letter_sink> sink;
-    std::int32_t partition;
-    std::int64_t offset;
+struct copy_op {
+    std::weak_ptr<kafka_copy_sink> sink;
+    kafka_copy kind;
+    std::uint64_t entry;
 };
 
-// The administrative client's events, on librdkafka's background thread: dead letters
-// delivered (or not), and the results of asynchronous topic creation (nothing to do).
+// The administrative client's events, on librdkafka's background thread: copies (dead letters,
+// requeued messages) stored (or not), and the results of asynchronous topic creation (nothing
+// to do).
 void on_aux_event(rd_kafka_t* /*rk*/, rd_kafka_event_t* ev, void* /*opaque*/) {
     if (rd_kafka_event_type(ev) == RD_KAFKA_EVENT_DR) {
         while (const rd_kafka_message_t* m = rd_kafka_event_message_next(ev)) {
-            std::unique_ptr<dead_letter_op> op(static_cast<dead_letter_op*>(m->_private));
+            std::unique_ptr<copy_op> op(static_cast<copy_op*>(m->_private));
             if (op == nullptr) {
                 continue;
             }
             if (auto s = op->sink.lock()) {
-                s->dead_letter_done(op->partition, op->offset, kafka_confirmed(m));
+                s->copy_done(op->kind, op->entry, kafka_confirmed(m) ? m->offset : -1);
             }
         }
     }
@@ -293,28 +300,84 @@ void kafka_backend::connection::ensure_topic_async(std::string_view topic) {
     rd_kafka_NewTopic_destroy(nt);
 }
 
-auto kafka_backend::connection::count_delivery(const kafka_message_key& key) -> std::uint32_t {
+void kafka_backend::connection::join_group(const std::string& group_topic) {
     std::lock_guard lock(counts_mu);
-    return ++counts[key];
+    ++members[group_topic];
 }
 
-void kafka_backend::connection::forget(const kafka_message_key& key) {
+void kafka_backend::connection::hand_over(
+    const std::string& group_topic,
+    std::vector<std::pair<kafka_message_key, std::uint32_t>> given,
+    bool leaving) {
     std::lock_guard lock(counts_mu);
-    counts.erase(key);
+    auto m = members.find(group_topic);
+    const std::size_t others = m == members.end() ? 0 : m->second - (m->second > 0 ? 1 : 0);
+    if (others > 0) {
+        for (auto& [k, n] : given) {
+            counts[std::move(k)] = n;
+        }
+    }
+    if (!leaving || m == members.end()) {
+        return;
+    }
+    if (others > 0) {
+        --m->second;
+        return;
+    }
+    members.erase(m);
+    counts.erase(counts.lower_bound({group_topic, std::numeric_limits<std::int32_t>::min(),
+                                     std::numeric_limits<std::int64_t>::min()}),
+                 counts.upper_bound({group_topic, std::numeric_limits<std::int32_t>::max(),
+                                     std::numeric_limits<std::int64_t>::max()}));
 }
 
-void kafka_backend::connection::dead_letter(std::weak_ptr<kafka_dead_letter_sink> sink,
-                                            std::int32_t partition,
-                                            std::int64_t offset,
-                                            const std::string& topic,
-                                            std::string_view key,
-                                            const std::string& bytes) {
+auto kafka_backend::connection::take_count(const kafka_message_key& key) -> std::uint32_t {
+    std::lock_guard lock(counts_mu);
+    auto it = counts.find(key);
+    if (it == counts.end()) {
+        return 0;
+    }
+    const std::uint32_t n = it->second;
+    counts.erase(it);
+    return n;
+}
+
+void kafka_backend::connection::settled_below(const std::string& group_topic,
+                                              std::int32_t partition,
+                                              std::int64_t offset) {
+    std::lock_guard lock(counts_mu);
+    if (counts.empty()) {
+        return;
+    }
+    counts.erase(
+        counts.lower_bound({group_topic, partition, std::numeric_limits<std::int64_t>::min()}),
+        counts.lower_bound({group_topic, partition, offset}));
+}
+
+void kafka_backend::connection::add_consumer(std::weak_ptr<kafka_consumer_probe> c) {
+    std::lock_guard lock(consumers_mu);
+    std::erase_if(consumers, [](const auto& w) { return w.expired(); });
+    consumers.push_back(std::move(c));
+}
+
+void kafka_backend::connection::copy(std::weak_ptr<kafka_copy_sink> sink,
+                                     kafka_copy kind,
+                                     std::uint64_t entry,
+                                     const std::string& topic,
+                                     std::int32_t partition,
+                                     std::string_view key,
+                                     const std::string& bytes,
+                                     rd_kafka_headers_t* headers) {
     ensure_topic_async(topic);
-    auto op = std::make_unique<dead_letter_op>(dead_letter_op{sink, partition, offset});
-    const rd_kafka_resp_err_t e = kafka_produce(aux, topic.c_str(), key, bytes, nullptr, op.get());
+    auto op = std::make_unique<copy_op>(copy_op{sink, kind, entry});
+    const rd_kafka_resp_err_t e =
+        kafka_produce(aux, topic.c_str(), key, bytes, headers, op.get(), nullptr, partition);
     if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (headers != nullptr) {
+            rd_kafka_headers_destroy(headers);
+        }
         if (auto s = sink.lock()) {
-            s->dead_letter_done(partition, offset, false);
+            s->copy_done(kind, entry, -1);
         }
         return;
     }
@@ -357,6 +420,7 @@ kafka_backend::kafka_backend(kafka_backend_options options)
             c.closer_jobs.pop_front();
             lock.unlock();
             job();
+            job = nullptr;  // what it holds may hand the closer another job: unlocked
             lock.lock();
         }
     });
@@ -406,10 +470,33 @@ auto kafka_backend::features() const noexcept -> backend_features {
 }
 
 auto kafka_backend::stats() const noexcept -> kafka_backend_stats {
-    return {.acks = conn_->acks.load(std::memory_order_relaxed),
-            .wakes = conn_->wakes.load(std::memory_order_relaxed),
-            .producers_recreated = conn_->producers_recreated.load(std::memory_order_relaxed),
-            .resent = conn_->resent.load(std::memory_order_relaxed)};
+    kafka_backend_stats s{
+        .acks = conn_->acks.load(std::memory_order_relaxed),
+        .wakes = conn_->wakes.load(std::memory_order_relaxed),
+        .producers_recreated = conn_->producers_recreated.load(std::memory_order_relaxed),
+        .resent = conn_->resent.load(std::memory_order_relaxed),
+        .consumers_closed = conn_->consumers_closed.load(std::memory_order_relaxed)};
+    std::vector<std::shared_ptr<kafka_consumer_probe>> alive;
+    {
+        std::lock_guard lock(conn_->consumers_mu);
+        for (auto& w : conn_->consumers) {
+            if (auto c = w.lock()) {
+                alive.push_back(std::move(c));
+            }
+        }
+    }
+    for (auto& c : alive) {
+        s.consumer_entries += c->entries();
+    }
+    {
+        std::lock_guard lock(conn_->counts_mu);
+        s.delivery_counts = conn_->counts.size();
+    }
+    return s;
+}
+
+void kafka_backend::run_on_closer_for_test(std::function<void()> job) {
+    conn_->close_later(std::move(job));
 }
 
 void kafka_backend::raise_fatal_error_for_test(const std::string& reason) {

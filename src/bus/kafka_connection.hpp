@@ -1,16 +1,19 @@
 #pragma once
 
 // What the Kafka backend's producers and consumers share: the options, an administrative
-// client (topic creation, dead letters), the set of topics known to exist, delivery counts,
-// and the thread that closes clients (librdkafka's close and destroy block).
+// client (topic creation, dead letters, requeued copies), the set of topics known to exist,
+// delivery counts handed over between members, and the thread that closes clients
+// (librdkafka's close and destroy block).
 
 #include <librdkafka/rdkafka.h>
 
 #include <atomic>
+#include <compare>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,39 +56,55 @@ namespace weft::bus {
 /// under -Wpedantic -Werror). Never blocks. `headers` (may be null) is the message's once
 /// produced; on an error it is still the caller's. `rkt`, when given, is `topic`'s handle in
 /// `rk` (rd_kafka_topic_new): librdkafka then skips looking the name up under its client's
-/// write lock, as it does for every message produced by name.
+/// write lock, as it does for every message produced by name. `partition`: where it goes
+/// (RD_KAFKA_PARTITION_UA: the partitioner decides).
 [[nodiscard]] auto kafka_produce(rd_kafka_t* rk,
                                  const char* topic,
                                  std::string_view key,
                                  std::string_view value,
                                  rd_kafka_headers_t* headers,
                                  void* opaque,
-                                 rd_kafka_topic_t* rkt = nullptr) -> rd_kafka_resp_err_t;
+                                 rd_kafka_topic_t* rkt = nullptr,
+                                 std::int32_t partition = RD_KAFKA_PARTITION_UA)
+    -> rd_kafka_resp_err_t;
 
-/// Where a message of a group is: the key of its delivery count.
+/// Where a message of a group is: the key of its delivery count. Ordered by group, partition,
+/// offset, so that a partition's counts below an offset are one range.
 struct kafka_message_key {
     std::string group_topic;  // group '\0' topic
     std::int32_t partition = 0;
     std::int64_t offset = 0;
-    auto operator==(const kafka_message_key&) const -> bool = default;
-};
-struct kafka_message_key_hash {
-    auto operator()(const kafka_message_key& k) const noexcept -> std::size_t {
-        return std::hash<std::string>{}(k.group_topic) ^
-               (std::hash<std::int64_t>{}(k.offset) * 31 + static_cast<std::size_t>(k.partition));
-    }
+    auto operator<=>(const kafka_message_key&) const = default;
 };
 
-/// Told when a dead letter is stored (ok) or not. Called on librdkafka's background thread.
-class kafka_dead_letter_sink {
+/// What a consumer has Kafka store for it through the administrative client: a dead letter, or
+/// a copy of a message in its own partition that takes over the message's place (requeue).
+enum class kafka_copy { dead_letter, requeue };
+
+/// Told whether a copy is stored. Called on librdkafka's background thread (or inline, from
+/// kafka_backend::connection::copy, when the copy is refused at once).
+class kafka_copy_sink {
 public:
-    virtual void dead_letter_done(std::int32_t partition, std::int64_t offset, bool ok) = 0;
+    /// The copy made for `entry` is stored at `offset`, or is not (`offset` < 0).
+    virtual void copy_done(kafka_copy kind, std::uint64_t entry, std::int64_t offset) = 0;
 
 protected:
-    kafka_dead_letter_sink() = default;
-    kafka_dead_letter_sink(const kafka_dead_letter_sink&) = default;
-    auto operator=(const kafka_dead_letter_sink&) -> kafka_dead_letter_sink& = default;
-    ~kafka_dead_letter_sink() = default;
+    kafka_copy_sink() = default;
+    kafka_copy_sink(const kafka_copy_sink&) = default;
+    auto operator=(const kafka_copy_sink&) -> kafka_copy_sink& = default;
+    ~kafka_copy_sink() = default;
+};
+
+/// What stats() asks a consumer: how many messages its bookkeeping holds.
+class kafka_consumer_probe {
+public:
+    [[nodiscard]] virtual auto entries() -> std::size_t = 0;
+
+protected:
+    kafka_consumer_probe() = default;
+    kafka_consumer_probe(const kafka_consumer_probe&) = default;
+    auto operator=(const kafka_consumer_probe&) -> kafka_consumer_probe& = default;
+    ~kafka_consumer_probe() = default;
 };
 
 /// What raise_fatal_error_for_test reaches: a producer.
@@ -109,9 +128,15 @@ struct kafka_backend::connection {
     std::mutex topics_mu;
     std::unordered_set<std::string> known_topics;  // guarded by topics_mu: exist or are made
 
-    /// Deliveries of a message to its group so far (attempt numbers); erased once settled.
+    /// Delivery counts handed from a member that lost a message's partition (revoked, or
+    /// closing) to the member of this backend that takes the partition next, so that attempt
+    /// and max_deliveries hold across the members of one process. Kept only while another
+    /// member of the group lives here; taken when the message is fetched again here; dropped
+    /// when a member here stores an offset past it, and with the group's last member here. A
+    /// partition that went to another process keeps at most the counts of its last revoke.
     std::mutex counts_mu;
-    std::unordered_map<kafka_message_key, std::uint32_t, kafka_message_key_hash> counts;
+    std::map<kafka_message_key, std::uint32_t> counts;     // guarded by counts_mu
+    std::unordered_map<std::string, std::size_t> members;  // guarded by counts_mu: per group
 
     /// Clients whose close and destroy block: done here, one thread per backend, in order.
     std::mutex closer_mu;
@@ -124,11 +149,16 @@ struct kafka_backend::connection {
     std::mutex producers_mu;
     std::vector<std::weak_ptr<kafka_fatal_target>> producers;  // guarded by producers_mu
 
+    /// The consumers alive, for stats() (expired entries are pruned when one is added).
+    std::mutex consumers_mu;
+    std::vector<std::weak_ptr<kafka_consumer_probe>> consumers;  // guarded by consumers_mu
+
     // Statistics: relaxed, counters only.
     std::atomic<std::uint64_t> acks{0};
     std::atomic<std::uint64_t> wakes{0};
     std::atomic<std::uint64_t> producers_recreated{0};
     std::atomic<std::uint64_t> resent{0};
+    std::atomic<std::uint64_t> consumers_closed{0};
 
     connection() = default;
     connection(const connection&) = delete;
@@ -141,17 +171,31 @@ struct kafka_backend::connection {
     /// Never waits: asks for `topic` to be created once (when create_topics_on_use), unless
     /// it is known.
     void ensure_topic_async(std::string_view topic);
-    /// One more delivery of `key`: its attempt number (1 for the first).
-    auto count_delivery(const kafka_message_key& key) -> std::uint32_t;
-    void forget(const kafka_message_key& key);
-    /// Publishes the encoded dead letter `bytes` (key `key`) to `topic`; `sink` hears about it
-    /// on librdkafka's background thread, unless it has expired by then.
-    void dead_letter(std::weak_ptr<kafka_dead_letter_sink> sink,
-                     std::int32_t partition,
-                     std::int64_t offset,
-                     const std::string& topic,
-                     std::string_view key,
-                     const std::string& bytes);
+    /// A member of `group_topic` starts here.
+    void join_group(const std::string& group_topic);
+    /// A member of `group_topic` gives up `counts` (deliveries so far of messages it holds
+    /// unsettled), and, when `leaving`, ends: they are kept only when another member of the
+    /// group lives here; the group's counts go with its last member.
+    void hand_over(const std::string& group_topic,
+                   std::vector<std::pair<kafka_message_key, std::uint32_t>> counts,
+                   bool leaving);
+    /// The deliveries of `key` handed over (0: none); they are the taker's now.
+    auto take_count(const kafka_message_key& key) -> std::uint32_t;
+    /// The messages of `group_topic`'s `partition` below `offset` are settled.
+    void settled_below(const std::string& group_topic, std::int32_t partition, std::int64_t offset);
+    /// For stats(): `c` is counted until it expires.
+    void add_consumer(std::weak_ptr<kafka_consumer_probe> c);
+    /// Publishes `bytes` (key `key`, `headers` if not null, taken) to `topic`, to `partition`
+    /// (RD_KAFKA_PARTITION_UA: the partitioner's choice); `sink` hears whether it is stored,
+    /// unless it has expired by then. Never waits.
+    void copy(std::weak_ptr<kafka_copy_sink> sink,
+              kafka_copy kind,
+              std::uint64_t entry,
+              const std::string& topic,
+              std::int32_t partition,
+              std::string_view key,
+              const std::string& bytes,
+              rd_kafka_headers_t* headers);
     /// Runs `job` on the closer thread (here, once the closer thread stopped).
     void close_later(std::function<void()> job);
     /// Runs the jobs handed to the closer thread so far and stops it. Idempotent.

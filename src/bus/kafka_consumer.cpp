@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
+#include <charconv>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -24,7 +24,18 @@ kafka_consumer::kafka_consumer(std::shared_ptr<kafka_backend::connection> conn,
 
 auto kafka_consumer::make(std::shared_ptr<kafka_backend::connection> conn, consumer_config config)
     -> task<result<std::shared_ptr<backend_consumer>>> {
-    auto c = std::make_shared<kafka_consumer>(conn, config);
+    // The destruction joins the group thread, which waits on the group: on the closer thread,
+    // whichever thread lets the last reference go. The connection outlives the consumer (it
+    // holds it); once the closer thread has stopped (the backend is gone), close_later runs
+    // the job here.
+    std::shared_ptr<kafka_consumer> c(new kafka_consumer(conn, config), [](kafka_consumer* p) {
+        kafka_backend::connection* cn = p->conn_.get();
+        try {
+            cn->close_later([p] { delete p; });
+        } catch (...) {
+            delete p;  // no memory for the job: here, then
+        }
+    });
     std::vector<std::string> topics;
     topics.push_back(config.topic);
     topics.push_back(config.dead_letter_topic);
@@ -43,6 +54,7 @@ auto kafka_consumer::make(std::shared_ptr<kafka_backend::connection> conn, consu
     if (ec) {
         co_return ec;
     }
+    conn->add_consumer(c);
     std::shared_ptr<backend_consumer> out = std::move(c);
     co_return out;
 }
@@ -96,6 +108,11 @@ auto kafka_consumer::open() -> std::error_code {
         rd_kafka_destroy(rk);
         return kafka_error(e);
     }
+    {
+        std::lock_guard lock(mu_);
+        conn_->join_group(group_topic_);
+        joined_ = true;
+    }
     std::lock_guard lock(rk_mu_);
     rk_ = rk;
     msgs_ = msgs;
@@ -106,6 +123,10 @@ auto kafka_consumer::open() -> std::error_code {
 kafka_consumer::~kafka_consumer() {
     closed_.store(true);
     close_client();  // when close() never handed it to the closer thread
+    {
+        std::lock_guard lock(mu_);
+        drop(nullptr, true);
+    }
     if (efd_ >= 0) {
         ::close(efd_);
     }
@@ -136,6 +157,7 @@ void kafka_consumer::serve_group(rd_kafka_t* rk, rd_kafka_queue_t* msgs) noexcep
     rd_kafka_consumer_close(rk);  // leaves the group: its partitions go to the others now
     rd_kafka_queue_destroy(msgs);
     rd_kafka_destroy(rk);
+    conn_->consumers_closed.fetch_add(1, std::memory_order_relaxed);
 }
 
 void kafka_consumer::on_rebalance(rd_kafka_t* rk,
@@ -162,14 +184,14 @@ void kafka_consumer::on_rebalance(rd_kafka_t* rk,
             rd_kafka_assign(rk, partitions);
         }
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {  // or lost: out of the group
-        self->revoked(partitions);
+        self->revoked(partitions, false);
         if (cooperative) {
             error = rd_kafka_incremental_unassign(rk, partitions);
         } else {
             rd_kafka_assign(rk, nullptr);
         }
     } else {  // a rebalance error: nothing is assigned until the group's next rebalance
-        self->revoked(nullptr);
+        self->revoked(nullptr, false);
         rd_kafka_assign(rk, nullptr);
     }
     if (error != nullptr) {
@@ -177,20 +199,44 @@ void kafka_consumer::on_rebalance(rd_kafka_t* rk,
     }
 }
 
-void kafka_consumer::revoked(const rd_kafka_topic_partition_list_t* partitions) {
+void kafka_consumer::revoked(const rd_kafka_topic_partition_list_t* partitions, bool leaving) {
     std::lock_guard lock(mu_);
-    if (partitions == nullptr) {
-        tokens_.clear();
-        entries_.clear();
-        return;
-    }
-    for (int i = 0; i < partitions->cnt; ++i) {
-        const std::int32_t partition = partitions->elems[i].partition;
-        auto it = entries_.lower_bound({partition, std::numeric_limits<std::int64_t>::min()});
-        while (it != entries_.end() && it->first.first == partition) {
-            tokens_.erase(it->second.token);
-            it = entries_.erase(it);
+    drop(partitions, leaving);
+}
+
+void kafka_consumer::drop(const rd_kafka_topic_partition_list_t* partitions, bool leaving) {
+    std::vector<std::pair<kafka_message_key, std::uint32_t>> given;
+    auto drop_partition = [&](std::unordered_map<std::int32_t, partition_state>::iterator p) {
+        for (const auto& [offset, id] : p->second.anchors) {
+            auto it = entries_.find(id);
+            if (it == entries_.end()) {
+                continue;
+            }
+            if (it->second.state != entry_state::settled && it->second.attempt > 0) {
+                given.emplace_back(message_key(p->first, offset), it->second.attempt);
+            }
+            untime(it);
+            entries_.erase(it);
         }
+        parts_.erase(p);
+    };
+    if (partitions == nullptr) {
+        while (!parts_.empty()) {
+            drop_partition(parts_.begin());
+        }
+    } else {
+        for (int i = 0; i < partitions->cnt; ++i) {
+            if (auto p = parts_.find(partitions->elems[i].partition); p != parts_.end()) {
+                drop_partition(p);
+            }
+        }
+    }
+    leaving = leaving && joined_;
+    if (leaving) {
+        joined_ = false;
+    }
+    if (!given.empty() || leaving) {
+        conn_->hand_over(group_topic_, std::move(given), leaving);
     }
 }
 
@@ -199,68 +245,124 @@ void kafka_consumer::wake() const noexcept {
     [[maybe_unused]] const auto n = ::write(efd_, &one, sizeof(one));
 }
 
-auto kafka_consumer::message_key(key k) const -> kafka_message_key {
-    return {group_topic_, k.first, k.second};
+auto kafka_consumer::message_key(std::int32_t partition, std::int64_t offset) const
+    -> kafka_message_key {
+    return {group_topic_, partition, offset};
 }
 
-void kafka_consumer::expire(std::map<key, entry>::iterator it,
-                            clock::time_point now,
-                            std::vector<dead_letter>& dead) {
+void kafka_consumer::set_timer(entry_iter it, entry_state state, clock::time_point when) {
     entry& e = it->second;
+    if (e.state == entry_state::pending || e.state == entry_state::retry) {
+        timers_.erase({e.when, it->first});
+    }
+    e.state = state;
+    e.when = when;
+    timers_.emplace(when, it->first);
+}
+
+void kafka_consumer::untime(entry_iter it) {
+    entry& e = it->second;
+    if (e.state == entry_state::pending || e.state == entry_state::retry) {
+        timers_.erase({e.when, it->first});
+    }
+    if (e.token != 0) {
+        tokens_.erase(e.token);
+        e.token = 0;
+    }
+}
+
+void kafka_consumer::expire(entry_iter it,
+                            clock::time_point due_at,
+                            std::vector<copy_request>& copies) {
+    entry& e = it->second;
+    if (config_.max_deliveries != 0 && e.attempt >= config_.max_deliveries) {
+        dead_letter(it, "max deliveries (" + std::to_string(config_.max_deliveries) + ") reached",
+                    copies);
+        return;
+    }
     tokens_.erase(e.token);
     e.token = 0;
-    if (config_.max_deliveries != 0 && e.attempt >= config_.max_deliveries) {
-        e.state = entry_state::dead_lettering;
-        dead.push_back({it->first, e.env,
-                        "max deliveries (" + std::to_string(config_.max_deliveries) + ") reached",
-                        e.attempt});
-    } else {
-        e.state = entry_state::retry;
-        e.when = now;
-    }
+    set_timer(it, entry_state::retry, due_at);
 }
 
-auto kafka_consumer::find_pending(std::uint64_t token, std::vector<dead_letter>& dead)
-    -> std::map<key, entry>::iterator {
-    auto t = tokens_.find(token);
-    if (t == tokens_.end()) {
-        return entries_.end();
-    }
-    auto it = entries_.find(t->second);
-    if (it == entries_.end()) {
-        tokens_.erase(t);
-        return it;
-    }
-    const auto now = clock::now();
-    if (it->second.when <= now) {
-        expire(it, now, dead);
-        return entries_.end();
-    }
-    return it;
-}
-
-auto kafka_consumer::hand_out(std::map<key, entry>::iterator it, clock::time_point now)
-    -> delivery {
+void kafka_consumer::dead_letter(entry_iter it,
+                                 std::string reason,
+                                 std::vector<copy_request>& copies) {
+    untime(it);
     entry& e = it->second;
-    e.state = entry_state::pending;
-    e.token = ++next_token_;
-    e.when = now + config_.ack_wait;
+    e.state = entry_state::dead_lettering;
+    copies.push_back({kafka_copy::dead_letter, it->first, e.partition, e.anchor, e.env,
+                      std::move(reason), e.attempt});
+}
+
+auto kafka_consumer::hand_out(entry_iter it, clock::time_point now) -> delivery {
+    entry& e = it->second;
+    ++e.attempt;
+    set_timer(it, entry_state::pending, now + config_.ack_wait);
+    e.token = ++next_id_;
     tokens_.emplace(e.token, it->first);
     return {shared_from_this(), e.token, e.env, e.attempt};
 }
 
-void kafka_consumer::advance(std::int32_t partition) {
-    auto it = entries_.lower_bound({partition, std::numeric_limits<std::int64_t>::min()});
-    std::int64_t commit = -1;
-    while (it != entries_.end() && it->first.first == partition &&
-           it->second.state == entry_state::acked) {
-        commit = it->first.second + 1;
-        conn_->forget(message_key(it->first));
-        it = entries_.erase(it);
-    }
-    if (commit < 0) {
+void kafka_consumer::settle(entry_iter it) {
+    untime(it);
+    entry& e = it->second;
+    const std::int32_t partition = e.partition;
+    if (e.copying || e.anchor >= parts_[partition].fetched) {
+        // A copy of it is ahead: kept, to be skipped when that copy is fetched.
+        e.state = entry_state::settled;
+        e.env.reset();
         return;
     }
+    erase(it);
+    store(partition);
+}
+
+void kafka_consumer::erase(entry_iter it) {
+    untime(it);
+    parts_[it->second.partition].anchors.erase(it->second.anchor);
+    entries_.erase(it);
+}
+
+void kafka_consumer::move_anchor(entry_iter it, std::int64_t to) {
+    auto& anchors = parts_[it->second.partition].anchors;
+    anchors.erase(it->second.anchor);
+    it->second.anchor = to;
+    anchors[to] = it->first;
+}
+
+void kafka_consumer::check_lag(std::int32_t partition, std::vector<copy_request>& copies) {
+    const partition_state& ps = parts_[partition];
+    if (ps.anchors.empty()) {
+        return;
+    }
+    const auto [anchor, id] = *ps.anchors.begin();
+    if (anchor >= ps.fetched || ps.fetched - anchor <= requeue_lag) {
+        return;
+    }
+    auto it = entries_.find(id);
+    if (it == entries_.end()) {
+        return;
+    }
+    entry& e = it->second;
+    if (e.copying || (e.state != entry_state::pending && e.state != entry_state::retry)) {
+        return;
+    }
+    e.copying = true;
+    copies.push_back({kafka_copy::requeue, id, partition, anchor, e.env, {}, e.attempt});
+}
+
+void kafka_consumer::store(std::int32_t partition) {
+    partition_state& ps = parts_[partition];
+    std::int64_t commit = ps.fetched;
+    if (!ps.anchors.empty()) {
+        commit = std::min(commit, ps.anchors.begin()->first);
+    }
+    if (commit <= ps.stored) {
+        return;
+    }
+    ps.stored = commit;
+    conn_->settled_below(group_topic_, partition, commit);
     std::lock_guard lock(rk_mu_);
     if (rk_ == nullptr) {
         return;
@@ -271,127 +373,279 @@ void kafka_consumer::advance(std::int32_t partition) {
     rd_kafka_topic_partition_list_destroy(list);
 }
 
-void kafka_consumer::send(std::vector<dead_letter>& dead) {
-    for (auto& d : dead) {
-        envelope out = *d.env;
-        out.topic = config_.dead_letter_topic;
-        out.headers.push_back(header{"weft-dead-letter-reason", d.reason});
-        out.headers.push_back(header{"weft-original-topic", config_.topic});
-        out.headers.push_back(header{"weft-original-group", config_.group});
-        out.headers.push_back(header{"weft-deliveries", std::to_string(d.deliveries)});
-        conn_->dead_letter(weak_from_this(), d.where.first, d.where.second,
-                           config_.dead_letter_topic, out.key, encode(out));
+namespace {
+
+auto header_text(rd_kafka_headers_t* hs, const char* name) -> std::string_view {
+    const void* v = nullptr;
+    std::size_t n = 0;
+    if (hs == nullptr || rd_kafka_header_get_last(hs, name, &v, &n) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        v == nullptr) {
+        return {};
     }
-    dead.clear();
+    return {static_cast<const char*>(v), n};
 }
 
-void kafka_consumer::dead_letter_done(std::int32_t partition, std::int64_t offset, bool ok) {
+template <typename T>
+auto header_number(rd_kafka_headers_t* hs, const char* name, T otherwise) -> T {
+    const std::string_view s = header_text(hs, name);
+    T value{};
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+    return ec == std::errc{} && end == s.data() + s.size() && !s.empty() ? value : otherwise;
+}
+
+}  // namespace
+
+auto kafka_consumer::fetched(const rd_kafka_message_t* m, std::vector<copy_request>& copies)
+    -> entry_iter {
+    const std::int32_t partition = m->partition;
+    const std::int64_t offset = m->offset;
+    partition_state& ps = parts_[partition];
+    const bool seen = ps.fetched >= 0 && offset < ps.fetched;
+    ps.fetched = std::max(ps.fetched, offset + 1);
+    rd_kafka_headers_t* hs = nullptr;
+    if (rd_kafka_message_headers(m, &hs) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        hs = nullptr;
+    }
+    const std::string_view requeued_for = header_text(hs, "weft-requeued-for");
+    const auto from = header_number<std::int64_t>(hs, "weft-requeued-from", -1);
+    auto out = entries_.end();
+    if (auto a = ps.anchors.find(offset); a != ps.anchors.end()) {
+        // The copy of an entry held here, reached: it holds the entry's place from here on.
+        auto it = entries_.find(a->second);
+        if (it != entries_.end() && it->second.state == entry_state::settled) {
+            erase(it);
+        }
+    } else if (!requeued_for.empty() && requeued_for != config_.group) {
+        // Another group's copy of a message: settled for this one.
+    } else if (auto c = requeued_for.empty() ? ps.anchors.end() : ps.anchors.find(from);
+               c != ps.anchors.end() && entries_.count(c->second) != 0 &&
+               entries_.find(c->second)->second.copying) {
+        // This member's copy, fetched before Kafka's report of it: the same, from here.
+        auto it = entries_.find(c->second);
+        it->second.copying = false;
+        if (it->second.state == entry_state::settled) {
+            erase(it);
+        } else {
+            move_anchor(it, offset);
+        }
+    } else if (!seen) {
+        auto env = decode(std::string_view(static_cast<const char*>(m->payload), m->len));
+        // Not a weft envelope: nothing a member could do with it, and no envelope for the dead
+        // letters. Counts as settled (no entry).
+        if (env) {
+            const std::uint64_t id = ++next_id_;
+            auto it = entries_.try_emplace(id).first;
+            entry& e = it->second;
+            e.env = std::make_shared<const envelope>(std::move(*env));
+            e.partition = partition;
+            e.anchor = offset;
+            e.state = entry_state::dead_lettering;  // no timer yet
+            ps.anchors[offset] = id;
+            e.attempt = std::max(header_number<std::uint32_t>(hs, "weft-deliveries", 0),
+                                 conn_->take_count(message_key(partition, offset)));
+            if (config_.max_deliveries != 0 && e.attempt >= config_.max_deliveries) {
+                // Its last allowed delivery failed on another member (or process).
+                dead_letter(
+                    it, "max deliveries (" + std::to_string(config_.max_deliveries) + ") reached",
+                    copies);
+            } else {
+                out = it;
+            }
+        }
+    }
+    store(partition);
+    check_lag(partition, copies);
+    return out;
+}
+
+auto kafka_consumer::due(clock::time_point now,
+                         std::vector<copy_request>& copies,
+                         clock::time_point& next_due) -> entry_iter {
+    while (!timers_.empty()) {
+        const auto [when, id] = *timers_.begin();
+        if (when > now) {
+            next_due = when;
+            return entries_.end();
+        }
+        auto it = entries_.find(id);
+        if (it->second.state == entry_state::retry) {
+            return it;
+        }
+        expire(it, now, copies);  // its ack timeout passed
+    }
+    return entries_.end();
+}
+
+auto kafka_consumer::find_pending(std::uint64_t token, std::vector<copy_request>& copies)
+    -> entry_iter {
+    auto t = tokens_.find(token);
+    if (t == tokens_.end()) {
+        return entries_.end();
+    }
+    auto it = entries_.find(t->second);  // tokens_ names pending entries only
+    const auto now = clock::now();
+    if (it->second.when <= now) {
+        expire(it, now, copies);
+        return entries_.end();
+    }
+    return it;
+}
+
+void kafka_consumer::send(std::vector<copy_request>& copies) {
+    for (auto& c : copies) {
+        if (c.kind == kafka_copy::dead_letter) {
+            envelope out = *c.env;
+            out.topic = config_.dead_letter_topic;
+            out.headers.push_back(header{"weft-dead-letter-reason", c.reason});
+            out.headers.push_back(header{"weft-original-topic", config_.topic});
+            out.headers.push_back(header{"weft-original-group", config_.group});
+            out.headers.push_back(header{"weft-deliveries", std::to_string(c.deliveries)});
+            conn_->copy(weak_from_this(), c.kind, c.entry, config_.dead_letter_topic,
+                        RD_KAFKA_PARTITION_UA, out.key, encode(out), nullptr);
+            continue;
+        }
+        const std::string id = c.env->id.to_string();
+        const std::string from = std::to_string(c.anchor);
+        const std::string deliveries = std::to_string(c.deliveries);
+        rd_kafka_headers_t* hs = rd_kafka_headers_new(4);
+        rd_kafka_header_add(hs, "weft-id", -1, id.data(), static_cast<ssize_t>(id.size()));
+        rd_kafka_header_add(hs, "weft-requeued-for", -1, config_.group.data(),
+                            static_cast<ssize_t>(config_.group.size()));
+        rd_kafka_header_add(hs, "weft-requeued-from", -1, from.data(),
+                            static_cast<ssize_t>(from.size()));
+        rd_kafka_header_add(hs, "weft-deliveries", -1, deliveries.data(),
+                            static_cast<ssize_t>(deliveries.size()));
+        conn_->copy(weak_from_this(), c.kind, c.entry, config_.topic, c.partition, c.env->key,
+                    encode(*c.env), hs);
+    }
+    copies.clear();
+}
+
+void kafka_consumer::copy_done(kafka_copy kind, std::uint64_t id, std::int64_t offset) {
     std::lock_guard lock(mu_);
-    auto it = entries_.find({partition, offset});
-    if (it == entries_.end() || it->second.state != entry_state::dead_lettering) {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) {
+        return;  // dropped meanwhile (revoked, closed)
+    }
+    entry& e = it->second;
+    if (kind == kafka_copy::dead_letter) {
+        if (e.state != entry_state::dead_lettering) {
+            return;
+        }
+        if (offset >= 0) {
+            settle(it);
+        } else {
+            set_timer(it, entry_state::retry, clock::now());  // not stored: delivered again
+            wake();
+        }
         return;
     }
-    if (ok) {
-        it->second.state = entry_state::acked;
-        advance(partition);
-    } else {
-        it->second.state = entry_state::retry;  // not stored: delivered again
-        it->second.when = clock::now();
-        wake();
+    if (!e.copying) {
+        return;  // the copy was fetched first and took over then
     }
+    e.copying = false;
+    const std::int32_t partition = e.partition;
+    if (offset >= 0 && offset >= parts_[partition].fetched) {
+        move_anchor(it, offset);
+    }
+    if (e.state == entry_state::settled && e.anchor < parts_[partition].fetched) {
+        erase(it);  // settled meanwhile, and no copy ahead after all
+    }
+    store(partition);
+}
+
+auto kafka_consumer::entries() -> std::size_t {
+    std::lock_guard lock(mu_);
+    return entries_.size();
+}
+
+auto kafka_consumer::take_due(clock::time_point& next_due) -> std::optional<delivery> {
+    std::vector<copy_request> copies;
+    std::optional<delivery> out;
+    {
+        std::lock_guard lock(mu_);
+        const auto now = clock::now();
+        auto it = due(now, copies, next_due);
+        if (it != entries_.end() && !closed_.load()) {
+            out.emplace(hand_out(it, now));
+        }
+    }
+    send(copies);
+    return out;
+}
+
+auto kafka_consumer::take_fresh(bool& took) -> result<std::optional<delivery>> {
+    rd_kafka_message_t* m = nullptr;
+    {
+        std::lock_guard lock(rk_mu_);
+        if (msgs_ == nullptr) {
+            return make_error_code(bus_errc::subscription_closed);
+        }
+        m = rd_kafka_consume_queue(msgs_, 0);
+    }
+    took = m != nullptr;
+    std::optional<delivery> out;
+    if (m == nullptr) {
+        return out;
+    }
+    std::vector<copy_request> copies;
+    // Errors are reports (a broker went away...): librdkafka retries on its own.
+    if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        std::lock_guard lock(mu_);
+        if (!closed_.load()) {
+            auto it = fetched(m, copies);
+            if (it != entries_.end()) {
+                out.emplace(hand_out(it, clock::now()));
+            }
+        }
+    }
+    rd_kafka_message_destroy(m);
+    send(copies);
+    return out;
 }
 
 auto kafka_consumer::next() -> task<result<delivery>> {
-    std::vector<dead_letter> dead;
     for (;;) {
         if (closed_.load()) {
             co_return make_error_code(bus_errc::subscription_closed);
         }
-        // 1. A message fetched and not yet handed out: first, in the partition's order.
-        rd_kafka_message_t* m = nullptr;
-        {
-            std::lock_guard lock(rk_mu_);
-            if (msgs_ == nullptr) {
-                co_return make_error_code(bus_errc::subscription_closed);
-            }
-            m = rd_kafka_consume_queue(msgs_, 0);
-        }
+        // A due retry (ack timeouts are expired first) and a fresh message take turns when
+        // both are there: a retry waits for one fresh message at most, never for the backlog,
+        // and a message nacked at every delivery does not stop the others.
+        auto next_due = clock::time_point::max();
+        bool took = false;
         std::optional<delivery> out;
-        if (m != nullptr) {
-            if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-                auto env = decode(std::string_view(static_cast<const char*>(m->payload), m->len));
-                const key k{m->partition, m->offset};
-                std::lock_guard lock(mu_);
-                auto [it, fresh] = entries_.try_emplace(k);
-                entry& e = it->second;
-                if (!fresh && e.state != entry_state::pending && e.state != entry_state::retry) {
-                    // Fetched again after a rebalance, and already settled here: skipped.
-                } else if (!env) {
-                    // Not a weft envelope: nothing a member could do with it, and no envelope
-                    // for the dead letters. Counts as settled.
-                    tokens_.erase(e.token);
-                    e.state = entry_state::acked;
-                    advance(k.first);
-                } else if (!closed_.load()) {
-                    tokens_.erase(e.token);  // an earlier delivery of it is void now
-                    e.env = std::make_shared<const envelope>(std::move(*env));
-                    e.attempt = conn_->count_delivery(message_key(k));
-                    if (config_.max_deliveries != 0 && e.attempt > config_.max_deliveries) {
-                        // Its last allowed delivery failed on another member (or process).
-                        e.state = entry_state::dead_lettering;
-                        e.token = 0;
-                        dead.push_back({k, e.env,
-                                        "max deliveries (" +
-                                            std::to_string(config_.max_deliveries) + ") reached",
-                                        config_.max_deliveries});
-                    } else {
-                        out.emplace(hand_out(it, clock::now()));
-                    }
-                }
+        if (!retry_last_) {
+            out = take_due(next_due);
+        }
+        if (!out) {
+            auto fresh = take_fresh(took);
+            if (!fresh) {
+                co_return fresh.error();
             }
-            // Other errors are reports (a broker went away...): librdkafka retries on its own.
-            rd_kafka_message_destroy(m);
-            send(dead);
+            out = std::move(*fresh);
             if (out) {
+                retry_last_ = false;
                 co_return std::move(*out);
             }
-            continue;
         }
-        // 2. Ack timeouts, then the earliest retry that is due.
-        auto wait = std::chrono::milliseconds(1'000);
-        {
-            std::lock_guard lock(mu_);
-            const auto now = clock::now();
-            auto best = entries_.end();
-            auto soonest = clock::time_point::max();
-            for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-                entry& e = it->second;
-                if (e.state == entry_state::pending && e.when <= now) {
-                    expire(it, now, dead);
-                }
-                if (e.state == entry_state::retry) {
-                    if (e.when <= now && (best == entries_.end() || e.when < best->second.when)) {
-                        best = it;
-                    }
-                    soonest = std::min(soonest, e.when);
-                } else if (e.state == entry_state::pending) {
-                    soonest = std::min(soonest, e.when);
-                }
-            }
-            if (best != entries_.end() && !closed_.load()) {
-                best->second.attempt = conn_->count_delivery(message_key(best->first));
-                out.emplace(hand_out(best, now));
-            } else if (soonest != clock::time_point::max()) {
-                wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(soonest - now),
-                                  std::chrono::milliseconds(1), std::chrono::milliseconds(1'000));
-            }
+        if (!out && !took && retry_last_) {
+            out = take_due(next_due);
         }
-        send(dead);
         if (out) {
+            retry_last_ = true;
             co_return std::move(*out);
         }
-        // 3. Nothing to hand out: wait for librdkafka's signal (the queue turned non-empty),
-        // close(), or the next deadline.
+        if (took) {
+            continue;  // a record with nothing to hand out: the next one
+        }
+        // Nothing to hand out: wait for librdkafka's signal (the queue turned non-empty),
+        // nack(), close(), or the next deadline.
+        auto wait = std::chrono::milliseconds(1'000);
+        if (next_due != clock::time_point::max()) {
+            wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(next_due - clock::now()),
+                              std::chrono::milliseconds(1), std::chrono::milliseconds(1'000));
+        }
         auto r = co_await wait_readable(efd_, wait);
         if (!r && r.error() != std::errc::timed_out) {
             co_return r.error();  // cancelled
@@ -402,19 +656,17 @@ auto kafka_consumer::next() -> task<result<delivery>> {
 }
 
 auto kafka_consumer::ack(std::uint64_t token) -> result<void> {
-    std::vector<dead_letter> dead;
+    std::vector<copy_request> copies;
     bool ok = false;
     {
         std::lock_guard lock(mu_);
-        auto it = find_pending(token, dead);
+        auto it = find_pending(token, copies);
         if (it != entries_.end()) {
-            tokens_.erase(token);
-            it->second.state = entry_state::acked;
-            advance(it->first.first);
+            settle(it);
             ok = true;
         }
     }
-    send(dead);
+    send(copies);
     if (!ok) {
         return make_error_code(bus_errc::not_pending);
     }
@@ -422,19 +674,17 @@ auto kafka_consumer::ack(std::uint64_t token) -> result<void> {
 }
 
 auto kafka_consumer::nack(std::uint64_t token, std::chrono::milliseconds delay) -> result<void> {
-    std::vector<dead_letter> dead;
+    std::vector<copy_request> copies;
     bool ok = false;
     {
         std::lock_guard lock(mu_);
-        auto it = find_pending(token, dead);
+        auto it = find_pending(token, copies);
         if (it != entries_.end()) {
-            const auto now = clock::now();
-            expire(it, now, dead);  // to the retries, or the dead letters after the last
-            it->second.when = now + delay;
+            expire(it, clock::now() + delay, copies);
             ok = true;
         }
     }
-    send(dead);
+    send(copies);
     if (!ok) {
         return make_error_code(bus_errc::not_pending);
     }
@@ -443,21 +693,17 @@ auto kafka_consumer::nack(std::uint64_t token, std::chrono::milliseconds delay) 
 }
 
 auto kafka_consumer::term(std::uint64_t token, std::string_view reason) -> result<void> {
-    std::vector<dead_letter> dead;
+    std::vector<copy_request> copies;
     bool ok = false;
     {
         std::lock_guard lock(mu_);
-        auto it = find_pending(token, dead);
+        auto it = find_pending(token, copies);
         if (it != entries_.end()) {
-            entry& e = it->second;
-            tokens_.erase(token);
-            e.token = 0;
-            e.state = entry_state::dead_lettering;
-            dead.push_back({it->first, e.env, std::string(reason), e.attempt});
+            dead_letter(it, std::string(reason), copies);
             ok = true;
         }
     }
-    send(dead);
+    send(copies);
     if (!ok) {
         return make_error_code(bus_errc::not_pending);
     }
@@ -465,17 +711,17 @@ auto kafka_consumer::term(std::uint64_t token, std::string_view reason) -> resul
 }
 
 auto kafka_consumer::in_progress(std::uint64_t token) -> result<void> {
-    std::vector<dead_letter> dead;
+    std::vector<copy_request> copies;
     bool ok = false;
     {
         std::lock_guard lock(mu_);
-        auto it = find_pending(token, dead);
+        auto it = find_pending(token, copies);
         if (it != entries_.end()) {
-            it->second.when = clock::now() + config_.ack_wait;
+            set_timer(it, entry_state::pending, clock::now() + config_.ack_wait);
             ok = true;
         }
     }
-    send(dead);
+    send(copies);
     if (!ok) {
         return make_error_code(bus_errc::not_pending);
     }
@@ -490,8 +736,7 @@ void kafka_consumer::close() noexcept {
         }
         // What was not settled goes to the member that takes the partition, from the last
         // committed offset; these deliveries are void.
-        tokens_.clear();
-        entries_.clear();
+        drop(nullptr, true);
     }
     wake();  // a waiting next() returns subscription_closed
     conn_->close_later([self = shared_from_this()] { self->close_client(); });

@@ -1,11 +1,15 @@
 #include "weft/bus/pg_connection.hpp"
 
 #include <libpq-fe.h>
+#include <sys/socket.h>
 
 #include <string>
+#include <string_view>
 #include <utility>
 
+#include "weft/core/join_handle.hpp"
 #include "weft/io/fd_wait.hpp"
+#include "weft/sched/spawn_blocking.hpp"
 
 namespace weft::bus {
 namespace {
@@ -110,6 +114,7 @@ auto pg_connection::query(std::string sql, std::vector<pg_param> params) -> task
     // Read until libpq has a whole result, then drain every result of the query.
     pg_rows last;
     bool failed = false;
+    bool committed = false;  // the last statement was a COMMIT that committed
     for (;;) {
         auto ready = co_await wait_result();
         if (!ready) {
@@ -124,8 +129,10 @@ auto pg_connection::query(std::string sql, std::vector<pg_param> params) -> task
             error_ = PQresultErrorMessage(r);
             failed = true;
         }
+        committed = !failed && std::string_view{PQcmdStatus(r)} == "COMMIT";
         last = pg_rows{r};
     }
+    settle_commit_actions(committed);
     if (failed) {
         co_return make_error_code(PQstatus(conn_) == CONNECTION_BAD ? pg_errc::connection_lost
                                                                     : pg_errc::query_failed);
@@ -212,6 +219,7 @@ auto pg_connection::pipeline(std::vector<pg_statement> statements)
     std::vector<pg_rows> out;
     out.reserve(statements.size());
     bool failed = false;
+    bool committed = false;  // the last statement was a COMMIT that committed
     for (;;) {
         auto ready = co_await wait_result();
         if (!ready) {
@@ -232,16 +240,102 @@ auto pg_connection::pipeline(std::vector<pg_statement> statements)
         } else if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
             failed = true;  // PGRES_PIPELINE_ABORTED after the failed one
         }
+        committed = !failed && std::string_view{PQcmdStatus(r)} == "COMMIT";
         out.emplace_back(r);
     }
     if (PQexitPipelineMode(conn_) == 0) {
         co_return lost();
     }
+    settle_commit_actions(committed);
     if (failed) {
         co_return make_error_code(PQstatus(conn_) == CONNECTION_BAD ? pg_errc::connection_lost
                                                                     : pg_errc::query_failed);
     }
     co_return out;
+}
+
+auto pg_connection::in_transaction() const noexcept -> bool {
+    return PQtransactionStatus(conn_) != PQTRANS_IDLE;
+}
+
+void pg_connection::on_commit(std::function<void()> fn) {
+    if (!in_transaction()) {
+        fn();  // committed already (autocommit)
+        return;
+    }
+    after_commit_.push_back(std::move(fn));
+}
+
+void pg_connection::settle_commit_actions(bool committed) {
+    if (after_commit_.empty() || PQtransactionStatus(conn_) != PQTRANS_IDLE) {
+        return;  // no transaction ended (or the connection is lost: dropped with it)
+    }
+    auto actions = std::move(after_commit_);
+    after_commit_.clear();
+    if (committed) {
+        for (auto& fn : actions) {
+            fn();
+        }
+    }
+}
+
+void pg_connection::discard() noexcept {
+    after_commit_.clear();
+    // The server sees the session end and rolls back; every later call here fails with
+    // connection_lost.
+    ::shutdown(PQsocket(conn_), SHUT_RDWR);
+}
+
+auto pg_connection::abandon_transaction() -> task<void> {
+    // Spawned and joined: the caller's stop (a cancelled handler, a timeout) does not reach
+    // the ROLLBACK, which must run whatever the caller's state. A join is not cancellable.
+    co_await weft::spawn(abandon_now());
+}
+
+auto pg_connection::abandon_now() -> task<void> {
+    if (PQpipelineStatus(conn_) != PQ_PIPELINE_OFF) {
+        discard();  // a pipeline cut off midway: its results cannot be told apart
+        co_return;
+    }
+    if (PQtransactionStatus(conn_) == PQTRANS_ACTIVE) {
+        // A query cut off while it ran: the server is asked to cancel it (PQcancel connects
+        // and waits for the answer: a blocking call, on the blocking pool), then the rest of
+        // its results is read.
+        PGcancel* cancel = PQgetCancel(conn_);
+        if (cancel == nullptr) {
+            discard();
+            co_return;
+        }
+        auto sent = co_await spawn_blocking([cancel] {
+            char why[256];
+            return PQcancel(cancel, why, sizeof why) == 1;
+        });
+        PQfreeCancel(cancel);
+        if (!sent || !*sent) {
+            discard();
+            co_return;
+        }
+    }
+    for (;;) {
+        auto ready = co_await wait_result();
+        if (!ready) {
+            discard();
+            co_return;
+        }
+        PGresult* r = PQgetResult(conn_);
+        if (r == nullptr) {
+            break;
+        }
+        PQclear(r);
+    }
+    if (PQtransactionStatus(conn_) == PQTRANS_IDLE) {
+        settle_commit_actions(false);
+        co_return;
+    }
+    auto rolled_back = co_await query("ROLLBACK");
+    if (!rolled_back || in_transaction()) {
+        discard();
+    }
 }
 
 auto pg_connection::wait_notification() -> task<result<std::string>> {

@@ -4,10 +4,13 @@
 #include <utility>
 #include <vector>
 
+#include "sql_identifier.hpp"
+
 namespace weft::bus {
 
 pg_inbox::pg_inbox(pg_inbox_options options) : options_(std::move(options)) {
-    const std::string& t = options_.table;
+    const std::string t =
+        detail::quoted(detail::checked_table_name(options_.table, "weft::bus::pg_inbox"));
     insert_sql_ = "INSERT INTO " + t + " (id) VALUES ($1) ON CONFLICT DO NOTHING";
     expire_sql_ = "DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
                   " WHERE received_at < now() - $1::bigint * interval '1 millisecond' LIMIT "
@@ -15,7 +18,7 @@ pg_inbox::pg_inbox(pg_inbox_options options) : options_(std::move(options)) {
 }
 
 auto pg_inbox::migrate(pg_connection& conn) -> task<result<void>> {
-    const std::string& t = options_.table;
+    const std::string t = detail::quoted(options_.table);  // checked by the constructor
     // One simple query is one transaction: the lock (pg_outbox::migrate's) is held until its
     // end, so consumers starting together on a new database create the table one at a time
     // (two `CREATE TABLE IF NOT EXISTS` of one name at once make one fail: a unique violation
@@ -27,7 +30,7 @@ auto pg_inbox::migrate(pg_connection& conn) -> task<result<void>> {
         " (id bytea PRIMARY KEY, received_at timestamptz NOT NULL "
         "DEFAULT now());"
         "CREATE INDEX IF NOT EXISTS " +
-        t + "_received ON " + t + " (received_at)");
+        detail::quoted(options_.table + "_received") + " ON " + t + " (received_at)");
     if (!r) {
         co_return r.error();
     }

@@ -9,7 +9,7 @@
 
 namespace weft::bus::detail {
 
-/// The planner settings of the relay's own session (pg_outbox.cpp, open_session, says why):
+/// The planner settings of the relay's own session (pg_relay_session.hpp, open, says why):
 /// the claim walks the seq index and stops after a batch, the batch delete goes by the primary
 /// key, and no plan is JIT-compiled.
 /// tests/bus/test_outbox_pg_plan.cpp explains the claim under exactly these.

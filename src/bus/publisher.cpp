@@ -135,7 +135,7 @@ void publisher::release_unit() noexcept {
     woken.resume_all();
 }
 
-void publisher::end_awaited(std::uint32_t index) noexcept {
+void publisher::end_unread(std::uint32_t index) noexcept {
     weft::detail::wake_chain woken;
     {
         std::lock_guard lock(mu_);
@@ -147,7 +147,12 @@ void publisher::end_awaited(std::uint32_t index) noexcept {
 }
 
 void publisher::start(envelope&& env, std::uint32_t index) {
-    producer_->start(std::move(env), index);
+    try {
+        producer_->start(std::move(env), index);
+    } catch (...) {
+        end_unread(index);  // a start that throws reports no outcome (backend_producer)
+        throw;
+    }
 }
 
 void publisher::complete(std::uint32_t index, result<ack> outcome) noexcept {
@@ -158,7 +163,7 @@ void publisher::complete(std::uint32_t index, result<ack> outcome) noexcept {
         for (;;) {
             if (seen == slot_abandoned) {  // the task was stopped and left: the slot is ours
                 s.outcome.reset();
-                end_awaited(index);
+                end_unread(index);
                 return;
             }
             if (s.state.compare_exchange_weak(seen, slot_completed, std::memory_order_acq_rel,
@@ -228,7 +233,7 @@ auto publisher::publish(envelope env) -> task<result<ack>> {
     }
     result<ack> out = std::move(*s.outcome);
     s.outcome.reset();
-    end_awaited(index);
+    end_unread(index);
     co_return out;
 }
 
@@ -292,7 +297,14 @@ auto publisher::try_publish_encoded_async(const encoded_envelope& e) -> result<m
             take_slot(e.id, e.key, /*awaited=*/false, /*have_unit=*/false, index)) {
         return ec;
     }
-    if (!producer_->start_encoded(e, index)) {
+    bool taken = false;
+    try {
+        taken = producer_->start_encoded(e, index);
+    } catch (...) {
+        end_unread(index);  // a start that throws reports no outcome (backend_producer)
+        throw;
+    }
+    if (!taken) {
         auto env = decode(e.bytes);
         if (!env) {
             complete(index, env.error());  // its outcome, like any refusal by the backend

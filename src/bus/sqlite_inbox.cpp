@@ -4,23 +4,26 @@
 
 #include <string>
 
-#include "relay_batch.hpp"
+#include "relay_row.hpp"
+#include "sql_identifier.hpp"
 #include "sqlite_statement.hpp"
 
 namespace weft::bus {
 
 sqlite_inbox::sqlite_inbox(sqlite3* db, sqlite_inbox_options options)
     : options_(std::move(options)) {
-    const std::string& t = options_.table;
+    const std::string& name = detail::checked_table_name(options_.table, "weft::bus::sqlite_inbox");
+    const std::string t = detail::quoted(name);
     insert_sql_ = "INSERT OR IGNORE INTO " + t + " (id, received_ms) VALUES (?, ?)";
     expire_sql_ = "DELETE FROM " + t + " WHERE id IN (SELECT id FROM " + t +
                   " WHERE received_ms < ? LIMIT ?)";
     const std::string ddl = "CREATE TABLE IF NOT EXISTS " + t +
                             " (id BLOB PRIMARY KEY, received_ms INTEGER NOT NULL) WITHOUT ROWID;"
                             "CREATE INDEX IF NOT EXISTS " +
-                            t + "_received ON " + t + " (received_ms);";
+                            detail::quoted(name + "_received") + " ON " + t + " (received_ms);";
     if (const int rc = detail::sqlite_exec(db, ddl.c_str()); rc != 0) {
-        throw std::system_error(detail::sqlite_error(rc), "weft::bus::sqlite_inbox: create " + t);
+        throw std::system_error(detail::sqlite_error(rc),
+                                "weft::bus::sqlite_inbox: create " + name);
     }
 }
 

@@ -12,12 +12,16 @@
 #include <utility>
 #include <vector>
 
-#include "relay_batch.hpp"
+#include "relay_counters.hpp"
+#include "relay_driver.hpp"
+#include "relay_faults.hpp"
+#include "relay_row.hpp"
+#include "relay_stop.hpp"
+#include "sql_identifier.hpp"
 #include "sqlite_statement.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/core/stop.hpp"
-#include "weft/core/when_all.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 
 namespace weft::bus {
@@ -85,7 +89,9 @@ void check(int rc, sqlite3* db, const char* what) {
 
 // Migrations, applied in order inside one transaction; the version reached is recorded in
 // weft_schema_versions under the table's name. Append; never edit a released step.
-auto migrations(const std::string& t) -> std::vector<std::string> {
+auto migrations(const std::string& name) -> std::vector<std::string> {
+    const std::string t = detail::quoted(name);
+    const std::string dead = detail::quoted(name + "_dead");
     return {
         // 1: the outbox and its dead letters. The relay reads `WHERE seq > ? ORDER BY seq`:
         // `seq` is the rowid, so the table's own B-tree is the index for it (a separate index
@@ -95,8 +101,8 @@ auto migrations(const std::string& t) -> std::vector<std::string> {
             " (seq INTEGER PRIMARY KEY AUTOINCREMENT, id BLOB NOT NULL, topic TEXT NOT NULL, "
             "key TEXT NOT NULL, envelope BLOB NOT NULL, staged_ms INTEGER NOT NULL);"
             "CREATE TABLE " +
-            t +
-            "_dead (seq INTEGER PRIMARY KEY, id BLOB NOT NULL, topic TEXT NOT NULL, "
+            dead +
+            " (seq INTEGER PRIMARY KEY, id BLOB NOT NULL, topic TEXT NOT NULL, "
             "key TEXT NOT NULL, envelope BLOB NOT NULL, staged_ms INTEGER NOT NULL, "
             "failed_ms INTEGER NOT NULL, reason TEXT NOT NULL);",
     };
@@ -198,10 +204,9 @@ struct kept_statement {
     std::error_code error;
 };
 
-/// Reads the next batch after `after`. `encoded`: each row keeps the stored encoding to be
-/// forwarded as it is (relay_row::encoded; only id, topic and key are read out of it, checked
-/// as decode checks, nothing else copied); else the envelope is decoded whole.
-auto read_batch(sqlite_outbox::state& s, std::int64_t after, bool encoded)
+/// Reads the next batch after `after` (relay_row::load: the stored encoding kept, to be
+/// forwarded as it is).
+auto read_batch(sqlite_outbox::state& s, std::int64_t after)
     -> result<std::vector<detail::relay_row>> {
     kept_statement kept(s.read_q, s.db, s.read_sql);
     if (kept.error) {
@@ -223,7 +228,7 @@ auto read_batch(sqlite_outbox::state& s, std::int64_t after, bool encoded)
         detail::relay_row row;
         row.seq = q.column_int(0);
         row.staged_ms = q.column_int(2);
-        row.load(q.column_bytes(1), encoded);
+        row.load(q.column_bytes(1));
         rows.push_back(std::move(row));
     }
     return rows;
@@ -329,18 +334,21 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
     : s_(std::make_unique<state>()) {
     s_->path = std::move(path);
     s_->options = std::move(options);
-    const std::string& t = s_->options.table;
+    const std::string& name =
+        detail::checked_table_name(s_->options.table, "weft::bus::sqlite_outbox");
+    const std::string t = detail::quoted(name);
+    const std::string dead = detail::quoted(name + "_dead");
     s_->insert_sql =
         "INSERT INTO " + t + " (id, topic, key, envelope, staged_ms) VALUES (?, ?, ?, ?, ?)";
     s_->read_sql =
         "SELECT seq, envelope, staged_ms FROM " + t + " WHERE seq > ? ORDER BY seq LIMIT ?";
     s_->delete_sql = "DELETE FROM " + t + " WHERE seq BETWEEN ? AND ?";
-    s_->dead_sql = "INSERT INTO " + t +
-                   "_dead (seq, id, topic, key, envelope, staged_ms, failed_ms, reason) "
+    s_->dead_sql = "INSERT INTO " + dead +
+                   " (seq, id, topic, key, envelope, staged_ms, failed_ms, reason) "
                    "SELECT seq, id, topic, key, envelope, staged_ms, ?, ? FROM " +
                    t + " WHERE seq = ?";
     s_->count_sql = "SELECT count(*) FROM " + t;
-    s_->count_dead_sql = "SELECT count(*) FROM " + t + "_dead";
+    s_->count_dead_sql = "SELECT count(*) FROM " + dead;
 
     // NOMUTEX: one blocking call at a time uses the connection (see above), so SQLite's
     // per-connection mutex, taken by every step, bind and column call, guards nothing here.
@@ -356,7 +364,7 @@ sqlite_outbox::sqlite_outbox(std::string path, sqlite_outbox_options options)
     check(detail::sqlite_exec(s_->db, s_->options.secure_delete ? "PRAGMA secure_delete=ON"
                                                                 : "PRAGMA secure_delete=OFF"),
           s_->db, "secure_delete");
-    migrate(s_->db, t);
+    migrate(s_->db, name);
 }
 
 sqlite_outbox::~sqlite_outbox() = default;
@@ -432,22 +440,7 @@ void sqlite_outbox::stop_relay() noexcept {
 }
 
 auto sqlite_outbox::metrics() const noexcept -> outbox_metrics {
-    const auto& c = s_->counters;
-    outbox_metrics m;
-    m.staged = c.staged.load(std::memory_order_relaxed);
-    m.published = c.published.load(std::memory_order_relaxed);
-    m.retries = c.retries.load(std::memory_order_relaxed);
-    m.dead_lettered = c.dead_lettered.load(std::memory_order_relaxed);
-    m.idle_waits = c.idle_waits.load(std::memory_order_relaxed);
-    m.unacked_per_key_limit = c.window.load(std::memory_order_relaxed);
-    m.peak_unacked_per_key = c.peak_unacked_per_key.load(std::memory_order_relaxed);
-    m.window_gaps = c.window_gaps.load(std::memory_order_relaxed);
-    const std::int64_t oldest = c.oldest_pending_staged_ms.load(std::memory_order_relaxed);
-    if (oldest != 0) {
-        m.oldest_pending_age =
-            std::chrono::milliseconds{std::max<std::int64_t>(0, detail::now_ms() - oldest)};
-    }
-    return m;
+    return detail::snapshot(s_->counters);
 }
 
 auto sqlite_outbox::pending_rows() -> result<std::uint64_t> {
@@ -460,88 +453,62 @@ auto sqlite_outbox::dead_letter_rows() -> result<std::uint64_t> {
 
 namespace {
 
-/// The database side of the relay with a window above one (detail::relay_pipeline, which
-/// publishes): deletes what the pipeline finished and reads the next batch when it wants rows,
-/// both in one blocking call, while the pipeline's earlier rows are still being acknowledged.
-/// Every row at or below `cursor` is in the pipeline or deleted (or dead-lettered).
-auto feed_pipeline(sqlite_outbox::state& s, detail::relay_pipeline& pipe) -> task<void> {
-    const stop_token token = co_await get_stop_token();
-    const relay_options& o = s.options.relay;
-    const std::size_t batch = std::max<std::uint32_t>(1, o.batch_size);
-    std::int64_t cursor = 0;
-    std::vector<detail::relay_row> unfinished;  // finished by the pipeline, not yet deleted
-    bool dry = false;  // the last read was short: wait (poll) before reading again
-    auto poll = o.min_poll;
-    auto backoff = o.min_backoff;
-    for (;;) {
-        const bool stopping = s.stop.requested() || token.stop_requested() || pipe.ended();
-        if (pipe.take_finished(unfinished) != 0) {
-            detail::crash_point("after_ack");
-        }
-        const bool claim = !stopping && !dry && pipe.wants_rows();
-        if (unfinished.empty() && !claim) {
-            if (stopping) {
-                break;
-            }
-            const std::int64_t oldest = pipe.oldest_staged_ms();
-            s.counters.oldest_pending_staged_ms.store(oldest, std::memory_order_relaxed);
-            if (dry && oldest == 0) {
-                s.counters.idle_waits.fetch_add(1, std::memory_order_relaxed);
-            }
-            // A commit (sqlite_txn), notify(), stop_relay() or the pipeline (rows finished,
-            // room for rows) sets `notified`.
-            co_await detail::wait_for_event(s.notified, dry ? poll : o.max_poll);
-            if (dry) {
-                poll = std::min(poll * 2, o.max_poll);
-                dry = false;  // read again
-            }
-            continue;
-        }
-        auto r = co_await spawn_blocking([&s, &unfinished, claim, cursor] {
-            std::pair<result<void>, result<std::vector<detail::relay_row>>> out{
-                result<void>{}, std::vector<detail::relay_row>{}};
-            if (!unfinished.empty()) {
-                out.first = finish_batch(s, unfinished);
-            }
-            if (claim) {
-                out.second = read_batch(s, cursor, /*encoded=*/true);
-            }
-            return out;
-        });
-        if (!r) {
-            break;  // cancelled before it ran
-        }
-        bool failed = false;
-        if (r->first) {
-            unfinished.clear();
-        } else {
-            failed = true;  // not deleted: tried again (or published again by the next relay)
-        }
-        if (!r->second) {
-            failed = true;
-        } else if (claim) {
-            auto& rows = *r->second;
-            dry = rows.size() < batch;
-            pipe.set_dry(dry);
-            if (!rows.empty()) {
-                poll = o.min_poll;
-                cursor = rows.back().seq;
-                pipe.add(std::move(rows));
-            }
-        }
-        if (failed) {
-            // SQLITE_BUSY past busy_timeout, or worse: wait and try again.
-            if (stopping) {
-                break;
-            }
-            co_await detail::wait_for_event(s.stop.wake, backoff);
-            backoff = std::min(backoff * 2, o.max_backoff);
-        } else {
-            backoff = o.min_backoff;
-        }
+/// The SQLite side of the relay (detail::relay_store): a round is one blocking call on the
+/// relay's connection that deletes (and dead-letters) what the pipeline finished and reads the
+/// next batch after `cursor_`. Every row at or below `cursor_` is held by the relay or finished
+/// (deleted, or dead-lettered): rows are never claimed twice, and a parked key's newer rows are
+/// read in seq order behind it (SQLite's claim cannot leave a key out cheaply; the pipeline
+/// queues them). Nothing is ever lost with a failed round (SQLITE_BUSY past busy_timeout, or
+/// worse): the relay owns the file through its flock, and the round is tried again.
+class sqlite_relay_store final : public detail::relay_store {
+public:
+    explicit sqlite_relay_store(sqlite_outbox::state& s) : s_(s) {}
+
+    auto prepare(detail::relay_pipeline& /*pipe*/,
+                 const std::vector<detail::relay_row>& /*unfinished*/,
+                 bool /*stopping*/) -> task<result<void>> override {
+        co_return result<void>{};
     }
-    pipe.close();
-}
+    [[nodiscard]] auto can_claim() const -> bool override { return true; }
+    auto round(const std::vector<detail::relay_row>& finished,
+               bool claim,
+               const detail::relay_pipeline& /*pipe*/)
+        -> task<result<std::vector<detail::relay_row>>> override {
+        sqlite_outbox::state& s = s_;
+        const std::int64_t after = cursor_;
+        auto r = co_await spawn_blocking(
+            [&s, &finished, claim, after]() -> result<std::vector<detail::relay_row>> {
+                if (!finished.empty()) {
+                    if (auto done = finish_batch(s, finished); !done) {
+                        return done.error();
+                    }
+                }
+                if (!claim) {
+                    return std::vector<detail::relay_row>{};
+                }
+                return read_batch(s, after);
+            });
+        if (!r) {
+            co_return r.error();  // cancelled before it ran
+        }
+        if (*r && !(*r)->empty()) {
+            cursor_ = (*r)->back().seq;
+        }
+        co_return std::move(*r);
+    }
+    auto lost() -> bool override { return false; }
+    auto wait_idle(std::chrono::milliseconds d) -> task<void> override {
+        co_await detail::wait_for_event(s_.notified, d);
+    }
+    [[nodiscard]] auto max_wait() const -> std::chrono::milliseconds override {
+        return std::chrono::milliseconds::max();
+    }
+    void end() noexcept override {}
+
+private:
+    sqlite_outbox::state& s_;
+    std::int64_t cursor_ = 0;
+};
 
 }  // namespace
 
@@ -553,114 +520,9 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
     state& s = *s_;
     s.stop.stopping.store(false, std::memory_order_release);
     s.stop.wake.reset();
-    const stop_token token = co_await get_stop_token();
-    const relay_options& o = s.options.relay;
-    // The test builds' faults break the batch-at-a-time relay (window 1) only.
-    const std::uint32_t window = detail::fault_mark_done_first() || detail::fault_unbounded_window()
-                                     ? 1
-                                     : detail::effective_window(o);
-    s.counters.window.store(window, std::memory_order_relaxed);
-    if (window > 1) {
-        detail::relay_pipeline pipe{pub, o, s.counters, s.stop, window, s.notified};
-        co_await when_all(feed_pipeline(s, pipe), pipe.pump());
-        co_return result<void>{};
-    }
-    // Every row at or below `cursor` is finished or in `held`: the rows of keys waiting out a
-    // transient failure (detail::retry_map), still in the table, offered again ahead of their
-    // keys' newer rows. So a retrying key holds up only itself, not the next batch. Reading
-    // pauses while `held` has max_held rows (memory stays bounded; the relay then only retries).
-    std::int64_t cursor = 0;
-    std::vector<detail::relay_row> held;
-    detail::retry_map deferred;
-    const std::size_t max_held = std::size_t{4} * std::max<std::uint32_t>(1, o.batch_size);
-    auto poll = o.min_poll;
-    auto backoff = o.min_backoff;
-    while (!s.stop.requested() && !token.stop_requested()) {
-        std::vector<detail::relay_row> fresh;
-        if (held.size() < max_held) {
-            auto read = co_await spawn_blocking(
-                [&s, cursor] { return read_batch(s, cursor, /*encoded=*/false); });
-            if (!read) {
-                break;  // cancelled before it ran
-            }
-            if (!*read) {
-                // SQLITE_BUSY past busy_timeout, or worse: wait and try again; the relay owns
-                // no state that a failed read could corrupt.
-                co_await detail::wait_for_event(s.stop.wake, backoff);
-                backoff = std::min(backoff * 2, o.max_backoff);
-                continue;
-            }
-            fresh = std::move(**read);
-        }
-        if (fresh.empty() && held.empty()) {
-            s.counters.oldest_pending_staged_ms.store(0, std::memory_order_relaxed);
-            s.counters.idle_waits.fetch_add(1, std::memory_order_relaxed);
-            co_await detail::wait_for_event(s.notified, poll);
-            poll = std::min(poll * 2, o.max_poll);
-            continue;
-        }
-        if (fresh.empty()) {
-            // Only keys in back-off: sleep until the first is due (or a commit brings work).
-            auto due = std::chrono::steady_clock::time_point::max();
-            for (const auto& r : held) {
-                auto d = detail::find_retry(deferred, r);
-                due = std::min(due, d != deferred.end() ? d->second.not_before
-                                                        : std::chrono::steady_clock::now());
-            }
-            const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
-                due - std::chrono::steady_clock::now());
-            if (wait.count() > 0) {
-                co_await detail::wait_for_event(s.notified, std::min(wait, o.max_backoff));
-                continue;
-            }
-        }
-        poll = o.min_poll;
-        const std::int64_t last_read = fresh.empty() ? cursor : fresh.back().seq;
-        std::vector<detail::relay_row> rows = std::move(held);
-        held.clear();
-        rows.insert(rows.end(), std::make_move_iterator(fresh.begin()),
-                    std::make_move_iterator(fresh.end()));
-        s.counters.oldest_pending_staged_ms.store(rows.front().staged_ms,
-                                                  std::memory_order_relaxed);
-        if (detail::fault_mark_done_first()) {
-            // The positive control's broken relay (test builds only): rows deleted first.
-            std::vector<detail::relay_row> marked = rows;
-            for (auto& r : marked) {
-                r.outcome = detail::relay_row::fate::published;
-            }
-            auto done = co_await spawn_blocking([&s, &marked] { return finish_batch(s, marked); });
-            if (!done || !*done) {
-                held = std::move(rows);
-                continue;
-            }
-            detail::crash_point("after_mark_done");
-        }
-        co_await detail::publish_batch(pub, rows, o, s.counters, s.stop, &deferred);
-        detail::crash_point("after_ack");
-        backoff = o.min_backoff;
-        for (;;) {
-            auto done = co_await spawn_blocking([&s, &rows] { return finish_batch(s, rows); });
-            if (done && *done) {
-                break;
-            }
-            if (!done || s.stop.requested() || token.stop_requested()) {
-                co_return result<void>{};  // not deleted: published again by the next relay
-            }
-            co_await detail::wait_for_event(s.stop.wake, backoff);
-            backoff = std::min(backoff * 2, o.max_backoff);
-        }
-        backoff = o.min_backoff;
-        if (s.stop.requested()) {
-            break;  // what is pending stays staged for the next relay
-        }
-        for (auto& r : rows) {
-            if (r.outcome == detail::relay_row::fate::pending) {
-                held.push_back(std::move(r));
-            }
-        }
-        cursor = last_read;
-    }
-    co_return result<void>{};
+    sqlite_relay_store store{s};
+    co_return co_await detail::run_relay(store, pub, s.options.relay, s.counters, s.stop,
+                                         s.notified);
 }
 
 }  // namespace weft::bus

@@ -1,7 +1,10 @@
 #include "connection.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -36,6 +39,7 @@ constexpr std::size_t inline_body_max = 4096;          // smaller bodies are cop
 constexpr std::uint64_t discard_max = 256 * 1024;      // unread body drained to keep the conn
 constexpr std::uint64_t linger_bytes_max = 64 * 1024;  // read after an error, then close
 constexpr std::uint64_t file_chunk = 1024 * 1024;
+constexpr std::size_t unsent_low_water = 64 * 1024;  // see connection::limit_unsent
 
 struct date_cache {
     std::time_t second = -1;
@@ -53,9 +57,10 @@ auto as_bytes(std::string_view s) -> std::span<const std::byte> {
     return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
-// A handler that throws is answered 500 and the connection closed; what it threw goes to
-// stderr, as Go's net/http logs a handler's panic: never dropped silently.
-void report_handler_failure(const request_head& head, const std::exception_ptr& e) {
+// A handler that throws is answered 500 and the connection closed (a stream body's producer
+// that throws, after the head went out, ends the connection); what it threw goes to stderr, as
+// Go's net/http logs a handler's panic: never dropped silently. `who`: "handler", "stream body".
+void report_failure(const char* who, const request_head& head, const std::exception_ptr& e) {
     std::string what = "an exception not derived from std::exception";
     try {
         std::rethrow_exception(e);
@@ -63,7 +68,7 @@ void report_handler_failure(const request_head& head, const std::exception_ptr& 
         what = ex.what();
     } catch (...) {
     }
-    std::fprintf(stderr, "weft::http: the handler of %.*s %.*s failed: %s\n",
+    std::fprintf(stderr, "weft::http: the %s of %.*s %.*s failed: %s\n", who,
                  static_cast<int>(head.method_name().size()), head.method_name().data(),
                  static_cast<int>(std::min<std::size_t>(head.path().size(), 200)),
                  head.path().data(), what.c_str());
@@ -103,9 +108,11 @@ thread_local request_state_cache tl_states;
 }
 
 [[gnu::noinline]] void give_back_request_state(request_state* p) noexcept {
-    p->carry.clear();
-    if (p->carry.capacity() > kept_buffer_max) {
-        p->carry.shrink_to_fit();
+    for (std::string& carry : p->carry) {
+        carry.clear();
+        if (carry.capacity() > kept_buffer_max) {
+            carry.shrink_to_fit();
+        }
     }
     p->out.clear();
     if (p->out.capacity() > kept_buffer_max) {
@@ -167,11 +174,25 @@ auto http_date() noexcept -> std::string_view {
 }
 
 auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void> {
-    connection c{*st, s};
+    if (st->opts.tls) {
+        auto t = co_await tls_stream::accept(std::move(s), *st->opts.tls);
+        if (!t) {
+            st->tls_failed.fetch_add(1, std::memory_order_relaxed);
+            st->leave(nullptr);  // ended before it was registered
+            co_return;
+        }
+        transport tls{*t};
+        connection c{*st, tls};
+        co_await c.run();
+        (void)t->shutdown_write();  // close_notify, so the client reads a clean end
+        co_return;
+    }
+    transport tcp{s};
+    connection c{*st, tcp};
     co_await c.run();
 }
 
-connection::connection(server::state& st, tcp_stream& s) noexcept
+connection::connection(server::state& st, transport& s) noexcept
     : st_(st),
       s_(s),
       watch_period_(std::max(std::chrono::milliseconds{1},
@@ -209,6 +230,23 @@ void connection::clear_deadline() noexcept {
     deadline_.expires_at(deadline_timer::clock::time_point::max());  // a store: moves later
 }
 
+void connection::set_paced_deadline(std::chrono::milliseconds progress,
+                                    const transfer_pace& pace) noexcept {
+    using std::chrono::nanoseconds;
+    const server_options& o = st_.opts;
+    nanoseconds wait = progress;
+    // Beyond a billion seconds of allowance the rate cannot bind (and would overflow).
+    constexpr std::uint64_t allowance_max_s = 1'000'000'000;
+    if (o.min_rate != 0 && pace.bytes / o.min_rate < allowance_max_s) {
+        const nanoseconds earned =
+            std::chrono::seconds{pace.bytes / o.min_rate} +
+            nanoseconds{(pace.bytes % o.min_rate) * 1'000'000'000 / o.min_rate};
+        const nanoseconds left = o.min_rate_grace + earned - pace.waited;
+        wait = std::clamp(left, nanoseconds{0}, wait);
+    }
+    deadline_.expires_at(deadline_timer::clock::now() + wait);
+}
+
 auto connection::watchdog() -> task<void> {
     for (;;) {
         // Capped at the shortest timeout from now, the wait is never armed past a deadline set
@@ -221,7 +259,7 @@ auto connection::watchdog() -> task<void> {
             if (!lingering_) {
                 st_.timed_out.fetch_add(1, std::memory_order_relaxed);
             }
-            stop->request_stop();  // fails the connection's pending read or write
+            stop.request_stop();  // fails the connection's pending read or write
             co_return;
         }
         // moved later since it was armed: wait again for the new deadline
@@ -231,7 +269,10 @@ auto connection::watchdog() -> task<void> {
 auto connection::run() -> task<void> {
     try {
         co_await with_scope([this](scope& cs) -> task<void> {
-            stop = &cs.stop();
+            scope_stop_ = &cs.stop();
+            // Registered before the server can see the connection, removed when this body ends
+            // (a request_stop() on `stop` after that reaches nothing and needs nothing).
+            const stop_callback relay{&stop, [&cs] { cs.request_stop(); }};
             if (!st_.enter(this)) {
                 co_return;
             }
@@ -243,6 +284,7 @@ auto connection::run() -> task<void> {
         // A failure of this connection (out of memory, a bug in a handler that escaped
         // handle()) ends it alone, never the server's other connections.
     }
+    scope_stop_ = nullptr;
     st_.leave(this);
 }
 
@@ -264,33 +306,50 @@ auto connection::fill() -> task<result<void>> {
     if (counts != nullptr) {
         counts->carried.fetch_add(1, std::memory_order_relaxed);
     }
-    if (!in_carry_) {
-        rs_->carry.assign(storage().substr(mark_));
+    if (head_end_ > mark_) {
+        // The first receive of a body past a parsed head: the head stays where it is (see
+        // storage()); the rest of the body is gathered apart from it.
+        const std::string_view rest = storage().substr(pos_);
+        if (in_carry_) {
+            rs_->carry[carry_ ^ 1].assign(rest);
+            carry_ ^= 1;
+        } else {
+            rs_->carry[carry_].assign(rest);
+            head_block_ = std::move(block_);
+            block_ = bytes{};
+            in_carry_ = true;
+        }
+        mark_ = head_end_ = pos_ = 0;
+        head_apart_ = true;
+    } else if (!in_carry_) {
+        rs_->carry[carry_].assign(storage().substr(mark_));
         pos_ -= mark_;
         head_end_ -= mark_;
         mark_ = 0;
         in_carry_ = true;
         block_ = bytes{};
     } else {
+        std::string& carry = rs_->carry[carry_];
         if (pos_ > head_end_) {  // body bytes already handed out
-            rs_->carry.erase(head_end_, pos_ - head_end_);
+            carry.erase(head_end_, pos_ - head_end_);
             pos_ = head_end_;
         }
         if (mark_ > 0) {
-            rs_->carry.erase(0, mark_);
+            carry.erase(0, mark_);
             pos_ -= mark_;
             head_end_ -= mark_;
             mark_ = 0;
         }
     }
-    rs_->carry.append(reinterpret_cast<const char*>(got->data()), got->size());
-    if (head_end_ > mark_) {
-        rs_->parser.head().rebase(rs_->carry.data() + mark_);  // the head's views follow the bytes
-        if (counts != nullptr) {
-            counts->rebased.fetch_add(1, std::memory_order_relaxed);
-        }
-    }
+    rs_->carry[carry_].append(reinterpret_cast<const char*>(got->data()), got->size());
     co_return result<void>{};
+}
+
+void connection::release_input() noexcept {
+    block_ = bytes{};
+    head_block_ = bytes{};
+    in_carry_ = false;
+    head_apart_ = false;
 }
 
 // A new connection's first bytes, read at once on io_uring when they are already there (a
@@ -300,7 +359,7 @@ auto connection::fill() -> task<result<void>> {
 // the stream's multishot receive (a poll in the kernel, and on close a cancel and a completion
 // to reap before the socket is released). On epoll, receive() reads first anyway.
 auto connection::receive_first() -> std::optional<result<bytes>> {
-    if (current_io_backend() != io_backend::io_uring) {
+    if (current_io_backend() != io_backend::io_uring || s_.encrypted()) {
         return std::nullopt;
     }
     constexpr std::size_t chunk = 4096;  // what a receive() gives at most
@@ -337,7 +396,7 @@ void connection::add_out(std::string_view s) {
     }
 }
 
-auto connection::flush() -> task<result<void>> {
+auto connection::flush(int flags) -> task<result<void>> {
     if (rs_->segs.empty()) {
         co_return result<void>{};
     }
@@ -356,22 +415,117 @@ auto connection::flush() -> task<result<void>> {
         const char* p = g.ptr != nullptr ? g.ptr : rs_->out.data() + g.off;
         pieces[i] = as_bytes({p, g.len});
     }
-    set_deadline(st_.opts.send_timeout);
-    // One piece (the usual case: heads and small bodies are copied into out): the one-buffer
-    // write, which builds no iovec array (the vectored write_all allocates one per call).
-    result<void> r;
-    if (pieces.size() == 1) {
-        r = co_await s_.write_all(pieces[0]);
-    } else {
-        r = co_await s_.write_all(std::span<const std::span<const std::byte>>{pieces});
-    }
-    clear_deadline();
+    transfer_pace pace;
+    const result<void> r = co_await write_paced(pieces, flags, pace);
     st_.writes.fetch_add(1, std::memory_order_relaxed);
     rs_->out.clear();
     rs_->segs.clear();
     rs_->held.clear();
     pending_ = 0;
     co_return r;
+}
+
+// Each sendmsg goes from here, without waiting, and takes what the socket has room for (nearly
+// always all of a response); only a full socket waits, for room. Each wait is the client's:
+// it gets send_timeout to take more, and the waits of one transfer together keep min_rate.
+auto connection::write_paced(std::span<const std::span<const std::byte>> pieces,
+                             int flags,
+                             transfer_pace& pace) -> task<result<void>> {
+    if (s_.encrypted()) {
+        // Over TLS the records are written by tls_stream, which waits for the socket itself:
+        // the send timeout bounds the whole write (no per-wait pacing through OpenSSL).
+        std::size_t total = 0;
+        for (const auto& p : pieces) {
+            total += p.size();
+        }
+        set_deadline(st_.opts.send_timeout);
+        auto r = co_await s_.write_all(pieces);
+        clear_deadline();
+        if (r) {
+            pace.bytes += total;
+        }
+        co_return r;
+    }
+    // Up to 16 pieces on the stack; a longer list (many large pipelined bodies) allocates.
+    iovec small[16];
+    std::vector<iovec> large;
+    std::span<iovec> iov;
+    if (pieces.size() <= std::size(small)) {
+        iov = {small, pieces.size()};
+    } else {
+        large.resize(pieces.size());
+        iov = large;
+    }
+    std::size_t n = 0;
+    std::size_t total = 0;
+    for (const auto& p : pieces) {
+        if (!p.empty()) {
+            iov[n++] = iovec{const_cast<std::byte*>(p.data()), p.size()};
+            total += p.size();
+        }
+    }
+    if (total > unsent_low_water) {
+        limit_unsent();
+    }
+    std::size_t first = 0;
+    while (first < n) {
+        msghdr msg{};
+        msg.msg_iov = iov.data() + first;
+        msg.msg_iovlen = std::min<std::size_t>(n - first, IOV_MAX);
+        const ssize_t sent =
+            ::sendmsg(s_.native_handle(), &msg, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent > 0) {
+            pace.bytes += static_cast<std::uint64_t>(sent);
+            auto left = static_cast<std::size_t>(sent);
+            while (left > 0 && left >= iov[first].iov_len) {
+                left -= iov[first].iov_len;
+                ++first;
+            }
+            if (left > 0) {
+                iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+                iov[first].iov_len -= left;
+            }
+            continue;
+        }
+        if (sent < 0 && errno == EINTR) {
+            continue;
+        }
+        if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            co_return std::error_code{errno, std::system_category()};
+        }
+        const auto room = co_await wait_for_room(pace);
+        if (!room) {
+            co_return room.error();
+        }
+    }
+    co_return result<void>{};
+}
+
+// A full socket reports room again only once a large part of its buffer (half of it, some MiB
+// once autotuned) has drained: a slow but steady reader would look idle for longer than the
+// send timeout between wake-ups, and the bytes the kernel took would overstate what the client
+// read by as much. So before a write larger than unsent_low_water (and before any wait), the
+// socket is told to report room as soon as its unsent bytes fall below unsent_low_water
+// (TCP_NOTSENT_LOWAT): each bit the client takes is then seen as progress, and the kernel holds
+// little more than that of a response unsent. One setsockopt per connection that needs it;
+// none for small responses.
+void connection::limit_unsent() noexcept {
+    if (!low_water_set_) {
+        low_water_set_ = true;
+        const int low_water = static_cast<int>(unsent_low_water);
+        (void)::setsockopt(s_.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &low_water,
+                           sizeof low_water);
+    }
+}
+
+auto connection::wait_for_room(transfer_pace& pace) -> task<result<void>> {
+    limit_unsent();
+    set_paced_deadline(st_.opts.send_timeout, pace);
+    const auto since = deadline_timer::clock::now();
+    const auto room = co_await s_.wait_writable();
+    pace.waited += deadline_timer::clock::now() - since;
+    clear_deadline();
+    co_return room;
 }
 
 namespace {
@@ -548,10 +702,8 @@ auto connection::body_read() -> task<result<std::string_view>> {
     }
     if (continue_pending_) {
         continue_pending_ = false;
+        add_out("HTTP/1.1 100 Continue\r\n\r\n");  // after the responses still pending
         if (auto r = co_await flush(); !r) {
-            co_return r.error();
-        }
-        if (auto r = co_await s_.write_all(as_bytes("HTTP/1.1 100 Continue\r\n\r\n")); !r) {
             co_return r.error();
         }
     }
@@ -570,19 +722,22 @@ auto connection::body_read() -> task<result<std::string_view>> {
             case body_status::need_more:
                 break;
         }
-        set_deadline(st_.opts.body_timeout);
-        if (auto r = co_await fill(); !r) {
-            co_return r.error();
-        }
+        body_pace_.bytes = rs_->body.received();
+        set_paced_deadline(st_.opts.body_timeout, body_pace_);
+        const auto since = deadline_timer::clock::now();
+        const auto got = co_await fill();
+        body_pace_.waited += deadline_timer::clock::now() - since;
         clear_deadline();  // the handler's own time is not limited
+        if (!got) {
+            co_return got.error();
+        }
     }
 }
 
+// Grows with the bytes as they arrive: never by the length the client announced, which a
+// client may announce and never send.
 auto connection::body_read_all() -> task<result<std::string>> {
     std::string all;
-    if (head_end_ > mark_ && rs_->parser.head().framing().kind == body_kind::content_length) {
-        all.reserve(static_cast<std::size_t>(rs_->parser.head().framing().length));
-    }
     for (;;) {
         auto piece = co_await body_read();
         if (!piece) {
@@ -617,72 +772,44 @@ auto connection::body_read_all() -> task<result<std::string>> {
     co_return true;
 }
 
-// The pending output goes from here, in one sendmsg on this thread, when the socket takes it
-// (it nearly always takes all of a few hundred bytes); what it does not take goes through
-// flush(). Two uses: a file's head with MSG_MORE, so that it leaves in the first segment of
-// the file's data instead of a segment of its own that the client wakes up for (nginx gets the
-// same with tcp_nopush: TCP_CORK, two setsockopt calls per response); and the last response of
-// a connection that closes, which on io_uring would otherwise wait for a round through the ring
-// (a suspension and a completion) just before the close.
-void connection::send_now(int flags) noexcept {
-    iovec iov[16];
-    const std::size_t n = rs_->segs.size();
-    if (n == 0 || n > std::size(iov)) {
-        return;
-    }
-    std::size_t total = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        const out_segment& g = rs_->segs[i];
-        const char* p = g.ptr != nullptr ? g.ptr : rs_->out.data() + g.off;
-        iov[i] = iovec{const_cast<char*>(p), g.len};
-        total += g.len;
-    }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = n;
-    const ssize_t sent = ::sendmsg(s_.native_handle(), &msg, flags | MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (sent <= 0) {
-        return;  // EAGAIN or an error: flush() waits for the socket or reports the error
-    }
-    st_.writes.fetch_add(1, std::memory_order_relaxed);
-    if (static_cast<std::size_t>(sent) == total) {
-        rs_->out.clear();
-        rs_->segs.clear();
-        rs_->held.clear();
-        pending_ = 0;
-        return;
-    }
-    // Partly taken: drop the bytes sent from the front of the pieces; flush() sends the rest.
-    auto left = static_cast<std::size_t>(sent);
-    std::size_t first = 0;
-    while (left >= rs_->segs[first].len) {
-        left -= rs_->segs[first].len;
-        ++first;
-    }
-    rs_->segs.erase(rs_->segs.begin(), rs_->segs.begin() + static_cast<std::ptrdiff_t>(first));
-    out_segment& g = rs_->segs.front();
-    if (g.ptr != nullptr) {
-        g.ptr += left;
-    } else {
-        g.off += left;
-    }
-    g.len -= left;
-}
-
 [[gnu::noinline]] auto connection::send_file(file_body& f) -> task<result<void>> {
-    if (f.length > 0) {
-        send_now(MSG_MORE);
-    }
-    if (auto r = co_await flush(); !r) {
+    // The head with MSG_MORE: it leaves in the first segment of the file's data instead of a
+    // segment of its own that the client wakes up for (nginx gets the same with tcp_nopush).
+    if (auto r = co_await flush(f.length > 0 ? MSG_MORE : 0); !r) {
         co_return r;
     }
+    if (f.length > unsent_low_water) {
+        limit_unsent();
+    }
+    transfer_pace pace;
     std::uint64_t left = f.length;
     auto off = static_cast<off_t>(f.offset);
+    if (s_.encrypted()) {
+        // No sendfile over TLS (kTLS is not used): read a chunk, write it through TLS.
+        std::vector<std::byte> chunk(std::min<std::uint64_t>(left, 64 * 1024));
+        while (left > 0) {
+            const ssize_t n =
+                ::pread(f.fd, chunk.data(), std::min<std::size_t>(chunk.size(), left), off);
+            if (n <= 0) {
+                co_return std::error_code{n == 0 ? EIO : errno, std::system_category()};
+            }
+            set_deadline(st_.opts.send_timeout);
+            auto r = co_await s_.write_all(std::span{chunk.data(), static_cast<std::size_t>(n)});
+            clear_deadline();
+            if (!r) {
+                co_return r;
+            }
+            left -= static_cast<std::uint64_t>(n);
+            off += n;
+        }
+        co_return result<void>{};
+    }
     while (left > 0) {
         const ssize_t n = weft::detail::sendfile_quiet(
             s_.native_handle(), f.fd, &off, static_cast<std::size_t>(std::min(left, file_chunk)));
         if (n > 0) {
             left -= static_cast<std::uint64_t>(n);
+            pace.bytes += static_cast<std::uint64_t>(n);
             continue;
         }
         if (n == 0) {
@@ -694,9 +821,9 @@ void connection::send_now(int flags) noexcept {
         if (errno != EAGAIN) {
             co_return std::error_code{errno, std::system_category()};
         }
-        set_deadline(st_.opts.send_timeout);
-        if (auto r = co_await s_.wait_writable(); !r) {
-            co_return r;
+        const auto room = co_await wait_for_room(pace);
+        if (!room) {
+            co_return room;
         }
     }
     co_return result<void>{};
@@ -704,61 +831,67 @@ void connection::send_now(int flags) noexcept {
 
 namespace {
 
-// Writes a streamed body: chunked framing when the length is unknown (HTTP/1.1). `sending`
-// is called with true before each write and false after it (the send deadline).
+// Writes a streamed body: chunked framing when the length is unknown (HTTP/1.1). The writes of
+// one body are one transfer for the send timeouts (connection::write_paced).
 class stream_writer final : public body_writer {
 public:
-    stream_writer(tcp_stream& s, bool chunked, std::function<void(bool)> sending)
-        : s_(s), chunked_(chunked), sending_(std::move(sending)) {}
+    stream_writer(connection& c, bool chunked) : c_(c), chunked_(chunked) {}
     auto write(std::string_view data) -> task<result<void>> override {
         if (data.empty()) {
             co_return result<void>{};
         }
-        sending_(true);
-        result<void> r;
         if (!chunked_) {
-            r = co_await s_.write_all(as_bytes(data));
-        } else {
-            char size[24];
-            char* p = std::to_chars(size, size + 20, data.size(), 16).ptr;
-            *p++ = '\r';
-            *p++ = '\n';
-            const std::span<const std::byte> pieces[] = {
-                as_bytes({size, static_cast<std::size_t>(p - size)}), as_bytes(data),
-                as_bytes("\r\n")};
-            r = co_await s_.write_all(std::span<const std::span<const std::byte>>{pieces});
+            const std::span<const std::byte> pieces[] = {as_bytes(data)};
+            co_return co_await c_.write_paced(pieces, 0, pace_);
         }
-        sending_(false);
-        co_return r;
+        char size[24];
+        char* p = std::to_chars(size, size + 20, data.size(), 16).ptr;
+        *p++ = '\r';
+        *p++ = '\n';
+        const std::span<const std::byte> pieces[] = {
+            as_bytes({size, static_cast<std::size_t>(p - size)}), as_bytes(data), as_bytes("\r\n")};
+        co_return co_await c_.write_paced(pieces, 0, pace_);
+    }
+    auto end() -> task<result<void>> {
+        const std::span<const std::byte> pieces[] = {as_bytes("0\r\n\r\n")};
+        co_return co_await c_.write_paced(pieces, 0, pace_);
     }
 
 private:
-    tcp_stream& s_;
+    connection& c_;
     bool chunked_;
-    std::function<void(bool)> sending_;
+    transfer_pace pace_;
 };
 
 }  // namespace
 
-// Sends the pending output, then a streamed body. False: the connection is done.
+// Sends the pending output, then a streamed body. False: the connection is done. A producer
+// that throws is reported as a throwing handler is; its body is left unfinished (a chunked one
+// unterminated, a sized one short), which tells the client.
 [[gnu::noinline]] auto connection::send_stream(stream_body& body, bool chunked) -> task<bool> {
     const auto ok = co_await flush();
     if (!ok) {
         co_return false;
     }
-    stream_writer w{s_, chunked, [this](bool sending) {
-                        if (sending) {
-                            set_deadline(st_.opts.send_timeout);
-                        } else {
-                            clear_deadline();
-                        }
-                    }};
-    auto produced = co_await body.fn(w);
+    stream_writer w{*this, chunked};
+    result<void> produced;
+    std::exception_ptr failure;
+    try {
+        produced = co_await body.fn(w);
+    } catch (...) {
+        failure = std::current_exception();  // reported below (no co_await in a handler block)
+    }
+    if (failure) {
+        if (!scope_stop_->stop_requested()) {
+            report_failure("stream body", rs_->parser.head(), failure);
+        }
+        co_return false;
+    }
     if (!produced) {
         co_return false;  // a chunked body left unterminated tells the client
     }
     if (chunked) {
-        const auto ok2 = co_await s_.write_all(as_bytes("0\r\n\r\n"));
+        const auto ok2 = co_await w.end();
         if (!ok2) {
             co_return false;
         }
@@ -816,6 +949,12 @@ void connection::queue(response& r, bool keep) {
             }
         }
     } else {  // body_form::stream
+        if (continue_pending_) {
+            // The producer may read the body, which the client holds back until told: the
+            // interim response goes before the final one, whether or not it reads.
+            continue_pending_ = false;
+            add_out("HTTP/1.1 100 Continue\r\n\r\n");
+        }
         stream_body& sb = r.body_stream();
         const bool chunked = !sb.length && version_minor_ == 1;
         if (!sb.length && !chunked && !bodiless) {
@@ -849,9 +988,7 @@ void connection::queue(response& r, bool keep) {
     (void)s_.shutdown_write();
     lingering_ = true;
     set_deadline(st_.opts.linger_timeout);
-    block_ = bytes{};
-    in_carry_ = false;
-    rs_->carry.clear();
+    release_input();
     std::uint64_t dropped = 0;
     while (dropped < linger_bytes_max) {
         auto got = co_await s_.receive();
@@ -872,8 +1009,7 @@ auto connection::serve() -> task<void> {
         if (pos_ == storage().size()) {
             // Nothing of a request is held, nothing is left to write (serve_request flushed
             // when it consumed the last byte): drop the buffers and wait.
-            block_ = bytes{};
-            in_carry_ = false;
+            release_input();
             mark_ = head_end_ = pos_ = 0;
             if (rs_ != nullptr) {
                 give_back_state();
@@ -923,8 +1059,14 @@ auto connection::serve() -> task<void> {
 [[gnu::noinline]] auto connection::serve_request() -> task<bool> {
     const server_options& o = st_.opts;
     rs_->parser.reset();
+    if (head_apart_) {  // the previous request's head, held apart while it was served
+        head_block_ = bytes{};
+        head_apart_ = false;
+    }
     mark_ = head_end_ = pos_;
-    set_deadline(o.header_timeout);
+    // From the request's first byte (held now) until its head is complete, whatever is written
+    // meanwhile: each wait for more of the head is under this one deadline.
+    header_deadline_ = deadline_timer::clock::now() + o.header_timeout;
     for (;;) {
         const parse_status ps = rs_->parser.parse(storage().substr(mark_));
         if (ps == parse_status::complete) {
@@ -939,6 +1081,7 @@ auto connection::serve() -> task<void> {
         if (!ok6) {  // answer pipelined requests before waiting for more
             co_return false;
         }
+        deadline_.expires_at(header_deadline_);
         auto got = co_await fill();
         if (!got) {
             co_return false;  // closed by the client within a request, reset, timeout
@@ -972,6 +1115,7 @@ auto connection::serve() -> task<void> {
     rs_->body =
         framing.kind == body_kind::none ? body_decoder{} : body_decoder{framing, rs_->body_limits};
     continue_pending_ = head.expect_continue() && framing.kind != body_kind::none;
+    body_pace_ = {};
     close_ = !head.keep_alive();
     const bool client_closes = close_;  // HTTP/1.0 without keep-alive, or Connection: close
 
@@ -999,10 +1143,10 @@ auto connection::serve() -> task<void> {
                                                            " is not a final response status"));
     }
     if (failed && rs_->body.error() == parse_error::none) {
-        if (stop->stop_requested()) {
+        if (scope_stop_->stop_requested()) {
             co_return false;  // timed out or drained: the socket is not ours to answer on
         }
-        report_handler_failure(head, failure);
+        report_failure("handler", head, failure);
         r = response::text("Internal Server Error\n", 500);
         close_ = true;
     }
@@ -1010,7 +1154,9 @@ auto connection::serve() -> task<void> {
         co_await reject(status_of(rs_->body.error()), describe(rs_->body.error()));
         co_return false;
     }
-    if (!rs_->body.done()) {  // the usual case (no body, or all of it read) awaits nothing
+    // A stream's producer may read the body as it sends: what it leaves is skipped after it.
+    const bool streamed = r.form() == body_form::stream;
+    if (!streamed && !rs_->body.done()) {  // the usual case (no body, all of it read): no wait
         const auto ok7 = co_await finish_body();
         if (!ok7) {
             close_ = true;
@@ -1021,10 +1167,13 @@ auto connection::serve() -> task<void> {
     }
     const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
     bool ok8 = keep;
-    if (r.form() == body_form::file || r.form() == body_form::stream) {
+    if (r.form() == body_form::file || streamed) {
         ok8 = co_await send(r, keep);
     } else {
         queue(r, keep);
+    }
+    if (ok8 && streamed && !rs_->body.done()) {
+        ok8 = co_await finish_body();  // false: closed after a complete response
     }
     if (!ok8) {
         // The last response: sent at once (a fresh socket takes a few hundred bytes whole),
@@ -1039,8 +1188,7 @@ auto connection::serve() -> task<void> {
         // close would wait for the ring (and TCP's probe timer would send held data after its
         // minimum RTO, 200 ms, in any case).
         const bool fin_with_it = client_closes && rs_->body.done() && pos_ == storage().size();
-        send_now(fin_with_it ? MSG_MORE : 0);
-        (void)co_await flush();
+        (void)co_await flush(fin_with_it ? MSG_MORE : 0);
         if (fin_with_it && receive_armed_ && current_io_backend() == io_backend::io_uring) {
             (void)s_.shutdown_write();  // the FIN, and the held response, now: see receive_armed_
         }

@@ -4,6 +4,7 @@
 // weft::http (server.cpp spawns one per accepted socket).
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "output_buffer.hpp"
+#include "transport.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
@@ -40,8 +42,7 @@ namespace weft::http::detail {
 struct receive_counts {
     std::atomic<std::uint64_t> receives{0};  ///< receives fill() took
     std::atomic<std::uint64_t> bytes{0};     ///< the bytes of those receives
-    std::atomic<std::uint64_t> carried{0};   ///< of those, appended to the carry buffer
-    std::atomic<std::uint64_t> rebased{0};   ///< a parsed head's views moved with its bytes
+    std::atomic<std::uint64_t> carried{0};   ///< of those, appended to a carry buffer
     /// request_states held by connections now: taken when a request's first bytes arrive,
     /// given back when the connection goes idle (an idle connection holds none).
     std::atomic<std::int64_t> states_held{0};
@@ -50,6 +51,13 @@ inline std::atomic<receive_counts*> receive_counts_for_test{nullptr};
 
 /// The Date field's value for now, rendered at most once a second per thread.
 [[nodiscard]] auto http_date() noexcept -> std::string_view;
+
+/// The waiting a body read or a response write has done on its client, against
+/// server_options::min_rate: `waited` <= min_rate_grace + `bytes` / min_rate must hold.
+struct transfer_pace {
+    std::chrono::nanoseconds waited{0};
+    std::uint64_t bytes = 0;
+};
 
 /// A piece of the pending output: [off, off + len) of request_state::out when `ptr` is null,
 /// else `len` bytes at `ptr` (a large body, sent from where it is).
@@ -60,7 +68,7 @@ struct out_segment {
 };
 
 /// What a connection needs only while it holds bytes of a request: the parser (its head keeps
-/// request_head::inline_fields fields inline), the body decoder, the carry buffer of a request
+/// request_head::inline_fields fields inline), the body decoder, the carry buffers of a request
 /// that spans receives and the output waiting for one vectored write. A connection takes one
 /// when a request's first bytes arrive and gives it back when it goes idle (nothing received
 /// and unanswered, nothing left to write), so an idle connection holds none. They are kept per
@@ -72,7 +80,9 @@ struct request_state {
     request_parser parser;
     body_decoder body;
     request_limits body_limits;
-    std::string carry;  // the bytes of a request that spans receives
+    // The bytes of a request that spans receives: one gathers them; the other holds, untouched,
+    // the head of a request whose body is being gathered (see connection's input).
+    std::string carry[2];
     output_buffer out;  // response heads and small bodies, in order
     std::vector<out_segment> segs;
     std::vector<response> held;  // responses whose bodies segs points into
@@ -83,11 +93,12 @@ public:
     enum class phase : std::uint8_t { busy, idle, closing };
 
     /// Serves an accepted socket until it closes; never throws. The one frame of this task
-    /// holds the connection (run() is placed inside it) and the stream it uses.
+    /// holds the connection (run() is placed inside it) and the stream it uses. With the
+    /// server's TLS option, the TLS handshake comes first (a failed one ends it).
     static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void>;
 
     /// `s` is the caller's and must outlive the connection.
-    connection(server::state& st, tcp_stream& s) noexcept;
+    connection(server::state& st, transport& s) noexcept;
     connection(const connection&) = delete;
     auto operator=(const connection&) -> connection& = delete;
     ~connection();
@@ -109,26 +120,37 @@ public:
 
     // For the server's drain (under the server's lock).
     std::atomic<phase> state{phase::busy};
-    stop_state* stop = nullptr;
+    // What the drain and the watchdog cancel the connection through: a member, so it lives
+    // for as long as the connection is registered with the server (the scope's own stop ends
+    // with the scope, before leave()); while serve() runs it is relayed to the scope's stop.
+    stop_state stop;
     connection* prev = nullptr;
     connection* next = nullptr;
 
 private:
     // -- input: the received bytes of the current request --------------------------------
     // A request that arrives in one receive is parsed and served from that `bytes` block, with
-    // no copy. One that spans receives is gathered in rs_->carry (which the parser limits keep
-    // small): from `mark_`, the request's first byte, to the end. Offsets into the storage
-    // in use: mark_ <= head_end_ <= pos_ <= size. in_carry_ implies rs_ != nullptr.
+    // no copy. One that spans receives is gathered in rs_->carry[carry_] (which the parser
+    // limits keep small): from `mark_`, the request's first byte, to the end. Offsets into the
+    // storage in use: mark_ <= head_end_ <= pos_ <= size. in_carry_ implies rs_ != nullptr.
+    //
+    // Once a head is parsed, the handler holds views of it (fields, path parameters) until the
+    // request ends, so its bytes never move: when the body needs another receive, what is left
+    // of the body is gathered in the other carry buffer and the head stays where it is, in
+    // head_block_ (the block it arrived in) or in the carry buffer it was gathered in
+    // (head_apart_; mark_ == head_end_ == 0 then). The next request releases it.
     [[nodiscard]] auto storage() const noexcept -> std::string_view {
         return in_carry_
-                   ? std::string_view{rs_->carry}
+                   ? std::string_view{rs_->carry[carry_]}
                    : std::string_view{reinterpret_cast<const char*>(block_.data()), block_.size()};
     }
     auto fill() -> task<result<void>>;
+    void release_input() noexcept;  // drops the held bytes (block, carry, a held-apart head)
 
     // -- output: responses waiting for one vectored write (rs_->out, rs_->segs) -----------
     void add_out(std::string_view body);  // copied when small, else sent from where it is
-    auto flush() -> task<result<void>>;
+    // The pending output, written under the send timeout and min_rate (`flags`: MSG_MORE).
+    auto flush(int flags = 0) -> task<result<void>>;
     // `small_body` (at most inline_body_max bytes) is copied right after the head.
     void write_head(const response& r,
                     std::uint64_t length,
@@ -136,39 +158,59 @@ private:
                     bool keep,
                     std::string_view small_body = {});
 
+public:
+    /// Writes all of `pieces` to the client, in order, under send_timeout and min_rate, paced
+    /// by `pace` (the response's waiting so far). For flush() and a stream body's writer.
+    auto write_paced(std::span<const std::span<const std::byte>> pieces,
+                     int flags,
+                     transfer_pace& pace) -> task<result<void>>;
+
+private:
     auto serve() -> task<void>;
     auto serve_request() -> task<bool>;
     void give_back_state() noexcept;  // rs_ back to the thread's cache; rs_ = nullptr
     auto finish_body() -> task<bool>;
     void queue(response& r, bool keep);               // a body in memory (or none)
     auto send(response& r, bool keep) -> task<bool>;  // a file or stream body
-    void send_now(int flags) noexcept;  // the pending output in one sendmsg, if it fits
     auto receive_first() -> std::optional<result<bytes>>;
     auto send_file(file_body& f) -> task<result<void>>;
+    // Waits until the socket takes more, under the send deadlines of `pace` (see write_paced).
+    auto wait_for_room(transfer_pace& pace) -> task<result<void>>;
+    void limit_unsent() noexcept;  // TCP_NOTSENT_LOWAT, once (see connection.cpp)
     auto send_stream(stream_body& body, bool chunked) -> task<bool>;
     auto reject(int status, std::string_view why) -> task<void>;
     auto watchdog() -> task<void>;
     void set_deadline(std::chrono::milliseconds d) noexcept;
     void clear_deadline() noexcept;
+    // The deadline of the next wait on the client within a transfer paced by `pace`: `progress`
+    // from now, or sooner where min_rate would be broken.
+    void set_paced_deadline(std::chrono::milliseconds progress, const transfer_pace& pace) noexcept;
 
     server::state& st_;
-    tcp_stream& s_;
+    transport& s_;
     socket_address peer_;  // when peer_known_
     deadline_timer deadline_;
     std::chrono::milliseconds watch_period_;  // the shortest timeout: the watchdog's longest wait
 
-    request_state* rs_ = nullptr;  // held while bytes of a request are (see request_state)
+    request_state* rs_ = nullptr;       // held while bytes of a request are (see request_state)
+    stop_state* scope_stop_ = nullptr;  // the connection scope's, while serve() runs
     bytes block_;
+    bytes head_block_;  // the block of a head whose body is gathered apart (see storage())
+    transfer_pace body_pace_;
+    deadline_timer::clock::time_point header_deadline_{};
     std::size_t mark_ = 0;
     std::size_t head_end_ = 0;
     std::size_t pos_ = 0;
 
     bool in_carry_ = false;
-    bool fresh_ = true;  // nothing received yet
+    bool head_apart_ = false;  // the current head is no longer in storage() (see storage())
+    std::uint8_t carry_ = 0;   // the carry buffer in use
+    bool fresh_ = true;        // nothing received yet
     // s_.receive() called: on io_uring the ring then holds the socket until its cancelled
     // multishot receive is reaped, so close() alone does not send the FIN at once
     bool receive_armed_ = false;
     bool peer_known_ = false;
+    bool low_water_set_ = false;     // TCP_NOTSENT_LOWAT set (see limit_unsent)
     bool continue_pending_ = false;  // 100 Continue owed before the first body read
     bool head_request_ = false;
     bool close_ = false;      // close after the current response

@@ -88,7 +88,7 @@ auto server::state::enter(detail::connection* c) -> bool {
 void server::state::leave(detail::connection* c) {
     {
         std::lock_guard lock(mu);
-        if (c->prev != nullptr || conns == c) {
+        if (c != nullptr && (c->prev != nullptr || conns == c)) {
             (c->prev != nullptr ? c->prev->next : conns) = c->next;
             if (c->next != nullptr) {
                 c->next->prev = c->prev;
@@ -123,6 +123,7 @@ auto server::stats() const noexcept -> server_stats {
     s.requests = st_->requests.load(std::memory_order_relaxed);
     s.rejected = st_->rejected.load(std::memory_order_relaxed);
     s.timed_out = st_->timed_out.load(std::memory_order_relaxed);
+    s.tls_failed = st_->tls_failed.load(std::memory_order_relaxed);
     s.writes = st_->writes.load(std::memory_order_relaxed);
     s.open = st_->open.load(std::memory_order_relaxed);
     return s;
@@ -220,7 +221,7 @@ auto server::shutdown() -> task<void> {
             auto expected = detail::connection::phase::idle;
             if (c->state.compare_exchange_strong(expected, detail::connection::phase::closing,
                                                  std::memory_order_seq_cst)) {
-                c->stop->request_stop();  // idle keep-alive: close it now
+                c->stop.request_stop();  // idle keep-alive: close it now
             }
         }
         wait = st->open.load(std::memory_order_seq_cst) > 0;
@@ -238,7 +239,7 @@ auto server::shutdown() -> task<void> {
     if (!ok2) {
         std::lock_guard lock(st->mu);
         for (detail::connection* c = st->conns; c != nullptr; c = c->next) {
-            c->stop->request_stop();  // past the drain timeout: cancel what is left
+            c->stop.request_stop();  // past the drain timeout: cancel what is left
         }
     }
     (void)co_await st->drained.wait();

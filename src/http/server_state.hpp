@@ -23,6 +23,7 @@ struct server::state {
 
     /// A connection starts (false: the server is draining; close it) / ends.
     auto enter(detail::connection* c) -> bool;
+    /// `c` null: a connection that ended before enter() (a failed TLS handshake).
     void leave(detail::connection* c);
 
     server_options opts;
@@ -35,6 +36,7 @@ struct server::state {
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> rejected{0};
     std::atomic<std::uint64_t> timed_out{0};
+    std::atomic<std::uint64_t> tls_failed{0};
     std::atomic<std::uint64_t> writes{0};
     std::atomic<bool> draining{false};
     // Connections accepted and not yet ended: added by the acceptor without the lock (one

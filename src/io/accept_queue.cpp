@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <new>
 #include <system_error>
 #include <utility>
 
@@ -117,6 +118,9 @@ struct accept_queue::waiter_chain {
             w = next;
         }
     }
+    void resume_on_their_runtimes() noexcept {
+        resume_all([](std::coroutine_handle<> h, worker_base* home) { home->schedule_remote(h); });
+    }
 };
 
 accept_queue::accept_queue(int listen_fd) noexcept
@@ -168,6 +172,7 @@ auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
     const int res = op.res;
     waiter_chain wake;
     int drop_fd = -1;
+    wake_after_unlock cancel_wake;
     {
         std::lock_guard lock(q.mu_);
         if (res >= 0) {
@@ -178,10 +183,23 @@ auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
                 w->out_.fd = res;
                 wake.add(w);
             } else {
-                q.ready_.push_back(res);
-                accepted_unclaimed_for_test.fetch_add(1, std::memory_order_relaxed);
-                if (q.ready_.size() >= max_ready && !last) {
-                    q.cancel_armed();
+                bool kept = true;
+                try {
+                    q.ready_.push_back(res);
+                } catch (const std::bad_alloc&) {
+                    kept = false;
+                }
+                if (!kept) {
+                    // No memory to queue it: the connection is closed, the next accept learns
+                    // why, and the rest wait in the kernel's backlog.
+                    drop_fd = res;
+                    q.pending_err_ = ENOMEM;
+                    q.cancel_armed(cancel_wake);
+                } else {
+                    accepted_unclaimed_for_test.fetch_add(1, std::memory_order_relaxed);
+                    if (q.ready_.size() >= max_ready && !last) {
+                        q.cancel_armed(cancel_wake);
+                    }
                 }
             }
         }
@@ -217,26 +235,27 @@ auto accept_queue::on_cqe(uring_op& op) noexcept -> bool {
     return queued_here;
 }
 
-void accept_queue::ring_detached() noexcept {
+auto accept_queue::ring_detached() noexcept -> waiter_chain {
     // Only tasks of other runtimes can be waiting (this ring's runtime has ended all of its
     // own): each asks again and arms the operation on its own ring. Queued, not run, here.
     waiter_chain wake;
     while (accept_awaiter* w = pop_waiter()) {
         wake.add(w);
     }
-    wake.resume_all([](std::coroutine_handle<> h, worker_base* home) { home->schedule_remote(h); });
+    return wake;
 }
 
 void accept_queue::close() noexcept {
     std::deque<int> fds;
     waiter_chain wake;
     {
+        wake_after_unlock cancel_wake;
         std::lock_guard lock(mu_);
         closed_ = true;
         fds.swap(ready_);
         accepted_unclaimed_for_test.fetch_sub(static_cast<int>(fds.size()),
                                               std::memory_order_relaxed);
-        cancel_armed();
+        cancel_armed(cancel_wake);
         while (accept_awaiter* w = pop_waiter()) {
             w->out_.err = EBADF;
             wake.add(w);

@@ -103,7 +103,8 @@ private:
     friend class accept_awaiter;
     struct waiter_chain;
     friend class multishot_op<accept_queue>;  // deletes it; ring_detached
-    void ring_detached() noexcept;            // under mu_: hands waiters back, to ask again
+    /// Under mu_: takes every waiter off, to hand back (to ask again) after mu_ is released.
+    auto ring_detached() noexcept -> waiter_chain;
     ~accept_queue();
     void arm();  // under mu_, on a worker with an io_uring reactor
     static auto on_cqe(uring_op& op) noexcept -> bool;

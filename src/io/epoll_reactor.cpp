@@ -4,7 +4,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
@@ -388,13 +390,23 @@ void epoll_reactor::park(std::optional<std::int64_t> timeout_ns) {
         poll();
         return;
     }
-    int ms = -1;
-    if (timeout_ns) {
-        // Round up: waking early would only make the worker park again.
-        ms = *timeout_ns <= 0 ? 0 : static_cast<int>((*timeout_ns + 999'999) / 1'000'000);
-    }
-    wait(ms);
+    wait(epoll_timeout_ms(timeout_ns));
     end_sleep();
+}
+
+auto epoll_timeout_ms(std::optional<std::int64_t> timeout_ns) noexcept -> int {
+    if (!timeout_ns) {
+        return -1;
+    }
+    if (*timeout_ns <= 0) {
+        return 0;
+    }
+    // Rounded up: waking early would only make the worker park again. Clamped to INT_MAX ms
+    // (24.8 days): a longer one wrapped would be negative (no timeout) or short; the worker
+    // wakes then and parks again with what is left.
+    constexpr std::int64_t ns_per_ms = 1'000'000;
+    const std::int64_t ms = *timeout_ns / ns_per_ms + (*timeout_ns % ns_per_ms != 0 ? 1 : 0);
+    return static_cast<int>(std::min<std::int64_t>(ms, std::numeric_limits<int>::max()));
 }
 
 void epoll_reactor::kick() noexcept {

@@ -174,6 +174,10 @@ private:
     std::vector<foreign_fd*> foreign_retired_;      // guarded by foreign_mu_
 };
 
+/// epoll_wait's timeout for a park of `timeout_ns`: milliseconds rounded up, at most INT_MAX,
+/// 0 for a timeout already passed; -1 (no timeout) for none.
+auto epoll_timeout_ms(std::optional<std::int64_t> timeout_ns) noexcept -> int;
+
 /// The reactor on this thread as an io_uring / epoll reactor, or a clear error.
 
 /// This thread's epoll reactor; throws std::logic_error when it has none.

@@ -688,30 +688,38 @@ auto file_batch::result_of(std::size_t i) const -> result<std::size_t> {
 namespace detail {
 
 // sendfile(2) has no MSG_NOSIGNAL: on a socket whose peer has left it raises SIGPIPE, whose
-// default action ends the process. SIGPIPE is blocked on the calling thread the first time it
-// sends a file and left blocked (weft's own socket writes all pass MSG_NOSIGNAL, so nothing
-// else of weft's raises it); a SIGPIPE raised by a failed call is consumed, so it never stays
-// pending. This costs no system call per call, where blocking and unblocking around each call
-// costs three or four. NOTE: out of line, and the flag thread_local: it must be the calling
-// thread's, never cached in a coroutine frame that moves between workers.
-thread_local bool tl_sigpipe_blocked = false;
-
+// default action ends the process, and it may raise it and still return a byte count (a call
+// that sent some pages and then failed). So around each call SIGPIPE is blocked on the calling
+// thread, a SIGPIPE the call raised is consumed (sigtimedwait, zero timeout), and the mask is
+// put back: the thread's signal state is what it was (threads it creates later inherit its mask).
+// A SIGPIPE that was already pending on entry (blocked by the caller) is someone else's: it is
+// left alone. Two or three system calls around each sendfile, which moves up to max_io bytes.
+// NOTE: the calling thread's signal state: out of line, nothing of it kept across a suspension.
 [[gnu::noinline]] auto sendfile_quiet(int sock, int fd, off_t* off, std::size_t n) -> ssize_t {
     sigset_t pipe_set;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
-    if (!tl_sigpipe_blocked) {
-        ::pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
-        tl_sigpipe_blocked = true;
+    sigset_t old_mask;
+    ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+    const bool was_blocked = sigismember(&old_mask, SIGPIPE) == 1;
+    bool was_pending = false;
+    if (was_blocked) {  // unblocked, a pending SIGPIPE would have been delivered already
+        sigset_t pending;
+        sigemptyset(&pending);
+        ::sigpending(&pending);
+        was_pending = sigismember(&pending, SIGPIPE) == 1;
     }
     const ssize_t r = ::sendfile(sock, fd, off, n);
-    if (r < 0 && errno == EPIPE) {  // the one error that raises it
-        const int err = errno;
+    const int err = errno;
+    if (!was_pending) {
         const timespec zero{};
         while (::sigtimedwait(&pipe_set, nullptr, &zero) < 0 && errno == EINTR) {
         }
-        errno = err;
     }
+    if (!was_blocked) {
+        ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    }
+    errno = err;
     return r;
 }
 

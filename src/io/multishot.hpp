@@ -17,6 +17,12 @@ namespace weft::detail {
 /// reactor detaching); the derived class keeps what the CQEs bring under mu_. Waiters are
 /// resumed by the ring's worker when they belong to its runtime, else on their own runtime
 /// (resume_from_io).
+/// mu_ is a spin lock, and holds to its contract: under it the queue and the operation's
+/// state change, nothing else. A waiter is resumed, and the ring's worker woken for a cancel
+/// (cancel_armed's wake_after_unlock), after it is released. The one exception is arming,
+/// which must be one step with `armed_`: it takes an SQE of the calling worker's own ring
+/// (a system call only when that queue is full) and may grow the ring's list of multishot
+/// operations.
 /// CRTP, not a virtual destructor: no vtable (UBSan's vptr check of a polymorphic object needs
 /// a pipe, which fails, and so reports an error, in a process out of descriptors - exactly
 /// where accept must keep working).
@@ -50,11 +56,31 @@ protected:
         refs_.fetch_add(1, std::memory_order_relaxed);  // the ring's
         return sqe;
     }
-    /// Under mu_: cancel it in the kernel (once) if it is armed; its last CQE follows.
-    void cancel_armed() noexcept {
+    /// The wake-up a cancel owes the ring's worker (uring_reactor::queue_cancel), given once
+    /// mu_ is released: declared before the lock guard, it is destroyed after it.
+    class wake_after_unlock {
+    public:
+        wake_after_unlock() = default;
+        wake_after_unlock(const wake_after_unlock&) = delete;
+        auto operator=(const wake_after_unlock&) -> wake_after_unlock& = delete;
+        ~wake_after_unlock() {
+            if (owed_ != nullptr) {
+                owed_->wake_for_cancel();
+            }
+        }
+
+    private:
+        friend class multishot_op;
+        uring_reactor* owed_ = nullptr;
+    };
+    /// Under mu_: cancel it in the kernel (once) if it is armed; its last CQE follows. The
+    /// ring's worker is woken for it through `wake`, after mu_ is released.
+    void cancel_armed(wake_after_unlock& wake) noexcept {
         if (armed_ && !cancelling_) {
             cancelling_ = true;
-            owner->request_cancel(*this);
+            if (owner->queue_cancel(*this)) {
+                wake.owed_ = owner;  // (at most one cancel per section: cancelling_)
+            }
         }
     }
     /// Under mu_, on the ring's thread, at the last CQE (or the ring's detach): no longer armed.
@@ -88,15 +114,17 @@ protected:
 private:
     // The reactor detached with the operation armed (its runtime shut down). Its own tasks
     // are gone, but a task of another runtime may wait on it (the socket moved): the derived
-    // class's ring_detached() (under mu_) hands those waiters back, to ask again.
+    // class's ring_detached() (under mu_) takes those waiters off, and they are handed back to
+    // their runtimes, to ask again, once mu_ is released.
     static void on_ring_detach(uring_op& op) noexcept {
         auto& m = static_cast<multishot_op&>(op);
-        {
+        auto waiters = [&] {
             std::lock_guard lock(m.mu_);
             m.disarmed();
-            static_cast<Derived&>(m).ring_detached();
-        }
+            return static_cast<Derived&>(m).ring_detached();
+        }();
         m.unref();
+        waiters.resume_on_their_runtimes();
     }
 
     std::atomic<int> refs_{1};  // the socket's, and the ring's while armed

@@ -69,7 +69,6 @@ auto io_operations_waiting_for_test() -> std::size_t;
 /// (relaxed).
 inline std::atomic<int> blocking_file_ops_for_test{0};
 
-/// Queues `h` to run: on this thread's worker when it has one, else on `home`.
 /// Does the calling worker run io_uring (else epoll)?
 inline auto is_uring() -> bool { return current_io_backend() == io_backend::io_uring; }
 
@@ -93,9 +92,16 @@ inline auto resume_from_io(std::coroutine_handle<> h, worker_base* home) -> bool
     return false;
 }
 
+/// Any thread, for a task whose wait was cancelled or failed there (a stop callback, a listener
+/// closing): queued on the calling worker when it belongs to the task's runtime (`home`, the
+/// worker it waited on, names it), else handed back to its own runtime. Never queued on the
+/// executor of whoever requested the stop (a thread in sync_wait, another runtime's worker):
+/// it would run the task there, outside its runtime, whose shutdown does not wait for it.
 inline void resume_soon(std::coroutine_handle<> h, worker_base* home) {
-    if (worker_base* w = current_worker(); w != nullptr) {
-        w->push(h);
+    worker_base* here = current_worker();
+    if (here != nullptr &&
+        (home == nullptr || here == home || here->root_stop() == home->root_stop())) {
+        here->push(h);
     } else {
         home->schedule_remote(h);
     }

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <iterator>
+#include <new>
+#include <system_error>
 #include <utility>
 
 #include "weft/io/error.hpp"
@@ -14,6 +16,7 @@ auto recv_awaiter::await_ready() -> bool { return false; }  // suspend() decides
 
 auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
     recv_queue& q = *q_;
+    recv_queue::wake_after_unlock wake;
     std::unique_lock lock(q.mu_);
     if (q.closed_) {
         out_.err = std::make_error_code(std::errc::bad_file_descriptor);
@@ -29,7 +32,7 @@ auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
     if (q.armed_ && (!here_on_uring || !q.armed_in_this_runtime())) {
         // Armed on another runtime's ring (the stream moved): end it there, then take what it
         // queued before reading anything else. We wait for its last CQE, as for data.
-        q.cancel_armed();
+        q.cancel_armed(wake);
     } else {
         if (q.take(out_)) {
             return false;
@@ -55,12 +58,20 @@ auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
                 out_.heap_read = true;  // (this ring has no provided buffers) read plainly
                 return false;
             }
-            q.arm(r);
+            try {
+                q.arm(r);
+            } catch (const std::bad_alloc&) {
+                out_.err = std::make_error_code(std::errc::not_enough_memory);
+                return false;
+            } catch (const std::system_error& e) {
+                out_.err = e.code();  // the ring's submission queue stays full (EBUSY)
+                return false;
+            }
         } else if (want >= 0 && static_cast<unsigned>(want) != q.armed_worker_) {
             if (!q.cancelling_) {
                 recv_home_moves.fetch_add(1, std::memory_order_relaxed);
             }
-            q.cancel_armed();
+            q.cancel_armed(wake);
             move_to_ = want;
         }
     }
@@ -199,15 +210,26 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
     std::coroutine_handle<> wake;
     worker_base* home = nullptr;
     int move_to = -1;
+    wake_after_unlock cancel_wake;
     {
         std::lock_guard lock(q.mu_);
-        if (res > 0 && !q.closed_) {
-            q.ready_.push_back(std::move(chunk));
-            if (!last && q.queued() >= max_ready) {
+        if (res > 0 && !q.closed_ && !q.end_) {
+            bool kept = true;
+            try {
+                q.ready_.push_back(std::move(chunk));  // (strong guarantee: kept on a throw)
+            } catch (const std::bad_alloc&) {
+                kept = false;
+            }
+            if (!kept) {
+                // No memory to queue the chunk: the stream cannot go on with bytes missing.
+                // Its reader gets the error after what is queued, and the operation ends.
+                q.end_ = std::make_error_code(std::errc::not_enough_memory);
+                q.cancel_armed(cancel_wake);
+            } else if (!last && q.queued() >= max_ready) {
                 if (!q.cancelling_) {
                     recv_lag_cancels_for_test.fetch_add(1, std::memory_order_relaxed);
                 }
-                q.cancel_armed();  // a reader that lags: leave the rest in the socket
+                q.cancel_armed(cancel_wake);  // a reader that lags: leave the rest in the socket
             }
         } else if (res == 0) {
             q.end_ = make_error_code(io_errc::eof);
@@ -248,25 +270,28 @@ auto recv_queue::on_cqe(uring_op& op) noexcept -> bool {
     return queued_here;
 }
 
-void recv_queue::ring_detached() noexcept {
+auto recv_queue::ring_detached() noexcept -> detached_reader {
     count_armed(-1);
     // Only a reader of another runtime can be waiting (this ring's runtime has ended all of its
     // tasks): it asks again and arms the operation on its own ring. Queued, not run, here.
+    detached_reader out;
     if (recv_awaiter* w = reader_; w != nullptr) {
         reader_ = nullptr;
         w->st_ = recv_awaiter::state::done;
-        w->home_->schedule_remote(w->waiter_);
+        out = {.waiter = w->waiter_, .home = w->home_};
     }
+    return out;
 }
 
 void recv_queue::close() noexcept {
     std::vector<bytes> drop;
     {
+        wake_after_unlock wake;
         std::lock_guard lock(mu_);
         closed_ = true;
         drop.swap(ready_);
         head_ = 0;
-        cancel_armed();
+        cancel_armed(wake);
     }
     drop.clear();  // unlocked: a release may take the buffer pool's lock
     unref();       // the stream's reference

@@ -128,12 +128,22 @@ public:
 private:
     friend class recv_awaiter;
     friend class multishot_op<recv_queue>;  // deletes it; ring_detached
-    void ring_detached() noexcept;          // under mu_: hands a waiting reader back
+    /// A reader ring_detached took off, to hand back to its runtime after mu_ is released.
+    struct detached_reader {
+        std::coroutine_handle<> waiter;
+        worker_base* home = nullptr;
+        void resume_on_their_runtimes() const noexcept {
+            if (waiter) {
+                home->schedule_remote(waiter);
+            }
+        }
+    };
+    auto ring_detached() noexcept -> detached_reader;  // under mu_: takes a waiting reader off
     ~recv_queue();
     // Under mu_:
     auto take(recv_outcome& out) -> bool;  // data, a final error or heap_read; false: wait
     [[nodiscard]] auto queued() const noexcept -> std::size_t { return ready_.size() - head_; }
-    void arm(uring_reactor& r);
+    void arm(uring_reactor& r);  // throws (no SQE, no memory) with nothing armed
     /// The worker whose ring this receive should move to (consolidate_io), or -1: stay.
     [[nodiscard]] auto wanted_worker() const noexcept -> int;
     void count_armed(int delta) const noexcept;  // recv_armed_on_worker_for_test

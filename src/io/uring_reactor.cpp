@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <iterator>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "kernel_writes.hpp"
@@ -49,6 +51,10 @@ uring_reactor::uring_reactor()
 
 uring_reactor::~uring_reactor() {
     detach();
+    // A thread that queued a cancel here may still be on its way to the wake-up it owes.
+    while (wakes_owed_.load(std::memory_order_acquire) != 0) {
+        std::this_thread::yield();
+    }
     ::close(wake_fd_);
 }
 
@@ -120,26 +126,27 @@ void uring_reactor::detach() noexcept {
 // only the first exclusive waiter: the dead ring's, which then drops the wake-up. The listener's
 // next multishot accept (armed by the next runtime, queued behind it) was not woken and the
 // connection stayed in the backlog (tcp.listener_outlives_its_runtime_and_serves_in_the_next:
-// 8, 27 and 23 rounds of 200 in three runs before this, none after). So each one is cancelled here
-// and its CQEs are reaped up to the last one: the kernel takes the poll entry off the wait queue
-// before it posts that. A connection or bytes it still delivers meanwhile go where a CQE's always
-// go (on_complete: the listener's unclaimed queue, the stream's received chunks), not lost with the
-// ring. Bounded (detach_drain_limit): an operation that is still armed then is left to the exit.
+// 8, 27 and 23 rounds of 200 in three runs before this, none after). So every request still in
+// the ring is cancelled here, by one IORING_ASYNC_CANCEL_ANY (every kernel with multishot
+// accept has it, 5.19), and CQEs are reaped until each multishot operation has posted its last
+// one (the kernel takes the poll entry off the wait queue before it posts that) and the cancel
+// has posted its own: the kernel is then done with both. A connection or bytes it still
+// delivers meanwhile go where a CQE's always go (on_complete: the listener's unclaimed queue, the
+// stream's received chunks), not lost with the ring. One SQE, so a full submission queue only
+// delays it (the submit in the loop makes room). Bounded (detach_drain_limit): what is still
+// armed then is left to the exit.
 void uring_reactor::end_multishots() noexcept {
-    for (uring_op* op : multishot_) {
-        io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
-        if (sqe == nullptr) {
-            io_uring_submit(&ring_);
-            sqe = io_uring_get_sqe(&ring_);
-            if (sqe == nullptr) {
-                return;  // left to the exit
+    const auto deadline = std::chrono::steady_clock::now() + detach_drain_limit;
+    bool cancel_queued = false;
+    bool cancel_done = false;
+    while (!multishot_.empty() || !cancel_done) {
+        if (!cancel_queued) {
+            if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_); sqe != nullptr) {
+                io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+                io_uring_sqe_set_data64(sqe, detach_cancel_tag);
+                cancel_queued = true;
             }
         }
-        io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(op), 0);
-        io_uring_sqe_set_data64(sqe, cancel_tag);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + detach_drain_limit;
-    while (!multishot_.empty()) {
         const auto left = deadline - std::chrono::steady_clock::now();
         if (left <= std::chrono::steady_clock::duration::zero()) {
             return;
@@ -147,15 +154,20 @@ void uring_reactor::end_multishots() noexcept {
         __kernel_timespec ts =
             to_timespec(std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
         io_uring_cqe* cqe = nullptr;
-        io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+        // Not queued yet (the queue was full): submit and reap what is there, then queue it.
+        io_uring_submit_and_wait_timeout(&ring_, &cqe, cancel_queued ? 1 : 0, &ts, nullptr);
         queued_ = 0;
         unsigned head = 0;
         unsigned seen = 0;
         io_uring_for_each_cqe(&ring_, head, cqe) {
             ++seen;
             const std::uint64_t ud = io_uring_cqe_get_data64(cqe);
+            if (ud == detach_cancel_tag) {
+                cancel_done = true;
+                continue;
+            }
             if (ud == cancel_tag || ud == wake_tag) {
-                continue;  // the wake read is not re-armed: the exit cancels it
+                continue;  // (the wake read, cancelled too, is not re-armed)
             }
             auto* op = reinterpret_cast<uring_op*>(ud);
             // Anything else is not looked at (its frame may be gone with the runtime; the exit
@@ -176,23 +188,37 @@ void uring_reactor::end_multishots() noexcept {
     }
 }
 
-void uring_reactor::arm_wake() {
-    io_uring_sqe* sqe = get_sqe();
-    io_uring_prep_read(sqe, wake_fd_, &wake_buf_, sizeof(wake_buf_), 0);
-    io_uring_sqe_set_data64(sqe, wake_tag);
+void uring_reactor::arm_wake() noexcept {
+    io_uring_sqe* sqe = try_get_sqe();
+    wake_armed_ = sqe != nullptr;
+    if (sqe != nullptr) {
+        io_uring_prep_read(sqe, wake_fd_, &wake_buf_, sizeof(wake_buf_), 0);
+        io_uring_sqe_set_data64(sqe, wake_tag);
+    }
 }
 
-auto uring_reactor::get_sqe() -> io_uring_sqe* {
+auto uring_reactor::try_get_sqe() noexcept -> io_uring_sqe* {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
     if (sqe == nullptr) {
-        io_uring_submit(&ring_);
-        queued_ = 0;
+        // Full: send what is queued. The kernel may take none (EBUSY while its completion queue
+        // overflows), and then there is no room until the next poll reaps.
+        const int n = io_uring_submit(&ring_);
+        queued_ -= n > 0 ? std::min(queued_, static_cast<unsigned>(n)) : 0;
         sqe = io_uring_get_sqe(&ring_);
         if (sqe == nullptr) {
-            throw std::runtime_error("weft IO: io_uring submission queue stays full");
+            return nullptr;
         }
     }
     ++queued_;
+    return sqe;
+}
+
+auto uring_reactor::get_sqe() -> io_uring_sqe* {
+    io_uring_sqe* sqe = try_get_sqe();
+    if (sqe == nullptr) {
+        throw std::system_error(EBUSY, std::system_category(),
+                                "weft IO: io_uring submission queue stays full");
+    }
     return sqe;
 }
 
@@ -209,6 +235,7 @@ void uring_reactor::submitted(uring_op& op) noexcept {
 }
 
 auto uring_reactor::submit_multishot(uring_op& op) -> io_uring_sqe* {
+    multishot_.reserve(multishot_.size() + 1);  // first: a throw leaves no SQE taken unfilled
     io_uring_sqe* sqe = get_sqe();
     op.multishot = true;
     op.owner = this;
@@ -218,22 +245,30 @@ auto uring_reactor::submit_multishot(uring_op& op) -> io_uring_sqe* {
     return sqe;
 }
 
-void uring_reactor::request_cancel(uring_op& op) noexcept {
-    {
-        std::lock_guard lock(cancel_mu_);
-        if (op.cancel_queued.load(std::memory_order_relaxed)) {
-            return;
-        }
-        op.cancel_queued.store(true, std::memory_order_relaxed);
-        op.cancel_prev = nullptr;
-        op.cancel_next = cancel_head_;
-        if (cancel_head_ != nullptr) {
-            cancel_head_->cancel_prev = &op;
-        }
-        cancel_head_ = &op;
-        cancels_waiting_.store(true, std::memory_order_release);
+auto uring_reactor::queue_cancel(uring_op& op) noexcept -> bool {
+    // The owner looks at the list at its next poll or park: on its own thread nothing is owed.
+    const bool owed = reactor::current() != this;
+    std::lock_guard lock(cancel_mu_);
+    if (op.cancel_queued.load(std::memory_order_relaxed)) {
+        return false;
     }
+    op.cancel_queued.store(true, std::memory_order_relaxed);
+    op.cancel_prev = nullptr;
+    op.cancel_next = cancel_head_;
+    if (cancel_head_ != nullptr) {
+        cancel_head_->cancel_prev = &op;
+    }
+    cancel_head_ = &op;
+    cancels_waiting_.store(true, std::memory_order_release);
+    if (owed) {
+        wakes_owed_.fetch_add(1, std::memory_order_relaxed);  // (published by the unlock)
+    }
+    return owed;
+}
+
+void uring_reactor::wake_for_cancel() noexcept {
     unpark();  // the owner submits the cancel on its next poll or park
+    wakes_owed_.fetch_sub(1, std::memory_order_release);
 }
 
 void uring_reactor::forget_cancel(uring_op& op) noexcept {
@@ -260,26 +295,60 @@ void uring_reactor::forget_cancel(uring_op& op) noexcept {
     op.cancel_next = op.cancel_prev = nullptr;
 }
 
-void uring_reactor::submit_cancels() {
+void uring_reactor::submit_cancels() noexcept {
     // Every poll and park comes here; almost never is a cancel queued: no lock then. A request
     // racing this look is seen at the next one (request_cancel unparks this worker after it).
     if (!cancels_waiting_.load(std::memory_order_acquire)) {
         return;
     }
-    std::lock_guard lock(cancel_mu_);
-    cancels_waiting_.store(false, std::memory_order_relaxed);
-    while (uring_op* op = cancel_head_) {
-        cancel_head_ = op->cancel_next;
-        op->cancel_next = op->cancel_prev = nullptr;
-        // Off the list for good. release: forget_cancel's fast path reads false without the
-        // lock (acquire) and may then free the op's frame at once; this store publishes the
-        // writes to the op above, so none of them can race with whoever reuses that memory
-        // (TSan saw the frame reused on another worker with relaxed here, in the shutdown
-        // stress test).
-        op->cancel_queued.store(false, std::memory_order_release);
-        io_uring_sqe* sqe = get_sqe();
-        io_uring_prep_cancel64(sqe, reinterpret_cast<std::uint64_t>(op), 0);
-        io_uring_sqe_set_data64(sqe, cancel_tag);
+    // Ops are taken off the list under the lock, as many as the submission queue has room for,
+    // and their SQEs filled after it: a cancel names its op by address only, and once off the
+    // list the op may be gone (forget_cancel's fast path). A queue with no room even after a
+    // submit leaves the rest listed (cancels_waiting_ stays set) for the next poll or park.
+    for (;;) {
+        unsigned room = io_uring_sq_space_left(&ring_);
+        if (room == 0) {
+            const int n = io_uring_submit(&ring_);
+            queued_ -= n > 0 ? std::min(queued_, static_cast<unsigned>(n)) : 0;
+            room = io_uring_sq_space_left(&ring_);
+            if (room == 0) {
+                return;
+            }
+        }
+        std::uint64_t batch[32];
+        unsigned n = 0;
+        bool more = false;
+        {
+            std::lock_guard lock(cancel_mu_);
+            while (n < std::min<unsigned>(room, std::size(batch)) && cancel_head_ != nullptr) {
+                uring_op* op = cancel_head_;
+                cancel_head_ = op->cancel_next;
+                if (cancel_head_ != nullptr) {
+                    cancel_head_->cancel_prev = nullptr;
+                }
+                op->cancel_next = op->cancel_prev = nullptr;
+                batch[n++] = reinterpret_cast<std::uint64_t>(op);
+                // Off the list for good. release: forget_cancel's fast path reads false without
+                // the lock (acquire) and may then free the op's frame at once; this store
+                // publishes the writes to the op above, so none of them can race with whoever
+                // reuses that memory (TSan saw the frame reused on another worker with relaxed
+                // here, in the shutdown stress test).
+                op->cancel_queued.store(false, std::memory_order_release);
+            }
+            more = cancel_head_ != nullptr;
+            if (!more) {
+                cancels_waiting_.store(false, std::memory_order_relaxed);
+            }
+        }
+        for (unsigned i = 0; i < n; ++i) {
+            io_uring_sqe* sqe = io_uring_get_sqe(&ring_);  // (room for n)
+            ++queued_;
+            io_uring_prep_cancel64(sqe, batch[i], 0);
+            io_uring_sqe_set_data64(sqe, cancel_tag);
+        }
+        if (!more) {
+            return;
+        }
     }
 }
 
@@ -381,8 +450,11 @@ void uring_reactor::park(std::optional<std::int64_t> timeout_ns) {
     if (buffers_ != nullptr) {
         buffers_->drain_returns();
     }
-    if (!begin_sleep()) {
-        poll();
+    if (!wake_armed_) {
+        arm_wake();  // (its SQE was refused at the last wake-up: try again)
+    }
+    if (!wake_armed_ || !begin_sleep()) {
+        poll();  // unarmed: nothing could end a blocking wait; the worker comes back here
         return;
     }
     io_uring_cqe* cqe = nullptr;

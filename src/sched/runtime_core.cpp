@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "weft/sched/cpu_count.hpp"
+#include "weft/sched/detail/deadline_after.hpp"
 
 namespace weft::detail {
 
@@ -96,10 +97,9 @@ auto runtime_core::quiescent() const noexcept -> bool {
 void runtime_core::shutdown() {
     shutting_down.store(true, std::memory_order_seq_cst);
     root.request_stop();  // cancellation callbacks queue every cancelled waiter
-    const auto deadline =
-        opts.shutdown_timeout
-            ? std::optional(std::chrono::steady_clock::now() + *opts.shutdown_timeout)
-            : std::nullopt;
+    const auto deadline = opts.shutdown_timeout
+                              ? std::optional(deadline_after(*opts.shutdown_timeout))
+                              : std::nullopt;
     bool quiet = false;
     {
         std::unique_lock lock(quiet_mu);
@@ -262,6 +262,9 @@ void runtime_core::review_io_home() noexcept {
         io_home_word.compare_exchange_strong(word, to, std::memory_order_relaxed)) {
         io_home_changed_ms.store(static_cast<std::int64_t>(now_ms()), std::memory_order_relaxed);
         io_home_changes.fetch_add(1, std::memory_order_relaxed);
+        if (next >= 0) {
+            wake_to_watch();
+        }
     }
 }
 
@@ -276,6 +279,21 @@ void runtime_core::set_io_home(int worker, bool forced) noexcept {
     } while (!io_home_word.compare_exchange_weak(word, to, std::memory_order_relaxed));
     io_home_changed_ms.store(static_cast<std::int64_t>(now_ms()), std::memory_order_relaxed);
     io_home_changes.fetch_add(1, std::memory_order_relaxed);
+    if (worker >= 0) {
+        wake_to_watch();
+    }
+}
+
+void runtime_core::wake_to_watch() noexcept {
+    // A worker parked while there was no home sleeps with no watch timeout (nothing deferred
+    // its wake-ups then); from now on the home's pushes defer theirs (sched_worker::on_push).
+    // Each worker is woken once, to park again watching. The home was stored before these
+    // unparks: a worker whose park computed its timeout from the old home either finds the
+    // wake-up pending before it blocks or is kicked out of the block (the driver's sleep
+    // protocol), never sleeps through it.
+    for (auto& w : workers) {
+        w->unpark();
+    }
 }
 
 auto runtime_core::read_io_home() const noexcept -> io_home {

@@ -53,6 +53,8 @@ namespace weft::detail {
 /// - While there is an IO home, a local push onto a queue of at most 16 defers its wake-up to
 ///   the pusher's next pick (sched_worker::on_push, settle_deferred), and parked workers sleep
 ///   with a watch timeout (home_watch_timeout) that reaches a pusher stuck before its pick.
+///   Choosing a home wakes every worker (wake_to_watch): one that parked while there was none
+///   sleeps with no watch timeout until then.
 ///   The deferral is the pusher's choice, not a lost wake-up: the pushed task is on its deque,
 ///   where the pusher (awake) or a watching worker finds it.
 ///
@@ -166,6 +168,9 @@ public:
     void review_io_home() noexcept;
     /// Changes the home to `worker` (-1: none) and bumps the epoch; forced: for good.
     void set_io_home(int worker, bool forced) noexcept;
+    /// A home was chosen: wakes every worker, so that each parks again with its watch timeout
+    /// (sched_worker::home_watch_timeout).
+    void wake_to_watch() noexcept;
     [[nodiscard]] auto read_io_home() const noexcept -> io_home;
     // (epoch << 32) | (home + 1). Relaxed everywhere: it only steers where receives are armed,
     // and any value is safe to act on (a move to a worker that is no longer home is moved again

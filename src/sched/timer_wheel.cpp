@@ -1,5 +1,6 @@
 #include "timer_wheel.hpp"
 
+#include <algorithm>
 #include <bit>
 
 namespace weft::detail {
@@ -19,9 +20,11 @@ void timer_wheel::insert(timer_op* op) noexcept {
     if (op->when_ms < elapsed_) {
         op->when_ms = elapsed_;  // already due: file it in the current slot
     }
-    const unsigned level = level_for(elapsed_, op->when_ms);
-    const unsigned slot =
-        static_cast<unsigned>((op->when_ms >> (bits_per_level * level)) & slot_mask);
+    // A deadline past the horizon is filed at the horizon, and keeps its own when_ms: its slot
+    // comes up within one revolution of the top level and advance() files it again, nearer.
+    const std::uint64_t at = std::min(op->when_ms, horizon());
+    const unsigned level = level_for(elapsed_, at);
+    const unsigned slot = static_cast<unsigned>((at >> (bits_per_level * level)) & slot_mask);
     op->level = static_cast<std::uint8_t>(level);
     op->slot = static_cast<std::uint8_t>(slot);
     op->wheel_prev = nullptr;
@@ -48,6 +51,14 @@ void timer_wheel::remove(timer_op* op) noexcept {
     }
     op->wheel_prev = op->wheel_next = nullptr;
     --size_;
+}
+
+auto timer_wheel::horizon() const noexcept -> std::uint64_t {
+    constexpr unsigned top_shift = bits_per_level * (levels - 1);
+    constexpr std::uint64_t top_slot_width = std::uint64_t{1} << top_shift;
+    constexpr std::uint64_t span = top_slot_width << bits_per_level;
+    // elapsed_ < 2^64 - span: a runtime's clock (milliseconds since it started) never gets there.
+    return (elapsed_ & ~(top_slot_width - 1)) + span - 1;
 }
 
 auto timer_wheel::take(unsigned level, unsigned slot) noexcept -> timer_op* {

@@ -9,14 +9,20 @@
 namespace weft::detail {
 
 /// A hierarchical timing wheel (6 levels x 64 slots, 1 ms resolution: level l's slots are
-/// 64^l ms wide, so it spans 64^6 ms ~ 2.2 years; later deadlines are clamped to the last
-/// level and re-filed as time advances). Insert, remove: O(1); finding the next deadline: one
-/// bit scan per level.
+/// 64^l ms wide, so it spans 64^6 ms ~ 2.2 years). Insert, remove: O(1); finding the next
+/// deadline: one bit scan per level.
 ///
-/// Placement invariant: an entry with deadline `w` lives at the level of the highest 6-bit
-/// group in which `w` and `elapsed_` differ, in slot `(w >> 6*level) & 63`. So everything at
-/// level l expires after everything at levels < l, and `advance` cascades an entry down a level
-/// when its slot comes up.
+/// Placement invariant: an entry is filed at `p = min(when_ms, horizon())`, at the level of the
+/// highest 6-bit group in which `p` and `elapsed_` differ, in slot `(p >> 6*level) & 63`. So
+/// everything at level l expires after everything at levels < l, and `advance` cascades an
+/// entry down a level when its slot comes up.
+///
+/// The horizon is the last millisecond of the top-level slot before the current one, one
+/// revolution on: the latest instant the top level can name without its slot index wrapping
+/// onto the current slot (which would come up at once, be filed back into itself, and spin
+/// advance() for ever). An entry beyond it waits in the horizon's slot and, when that comes up,
+/// is filed again against the new horizon: one re-filing per ~2.1 years of its wait, never
+/// fired early. `time_point::max()` (a sleep or deadline_timer for "never") is such an entry.
 ///
 /// Not thread-safe: its timer_queue holds the lock.
 class timer_wheel {
@@ -51,7 +57,7 @@ public:
                 if (op->when_ms <= now) {
                     fire(op);
                 } else {
-                    insert(op);  // cascades to a lower level
+                    insert(op);  // cascades to a lower level, or to the new horizon
                 }
             }
         }
@@ -67,6 +73,7 @@ private:
         std::uint64_t deadline;
     };
     [[nodiscard]] auto next_slot() const noexcept -> std::optional<slot_ref>;
+    [[nodiscard]] auto horizon() const noexcept -> std::uint64_t;
     auto take(unsigned level, unsigned slot) noexcept -> timer_op*;
 
     std::uint64_t elapsed_ = 0;

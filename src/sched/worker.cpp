@@ -164,11 +164,15 @@ auto sched_worker::home_watch_timeout() noexcept -> std::optional<std::int64_t> 
 
 auto sched_worker::others_may_wait() const noexcept -> bool {
     // Everything a yield through the injector would let run or complete first on this worker:
-    // posted and injected tasks, due timers, IO completions (polled between tasks). Relaxed
-    // reads are enough: a submission racing with this check is picked up at the next turn or
-    // fairness tick, as it would be if it had arrived just after the yield.
+    // posted and injected tasks, due timers, IO completions (polled between tasks). IO is what
+    // the driver expects completions for (expects_io), not its pending() count: that one leaves
+    // out io_uring's multishot receives and accepts (they never end, and shutdown waits on the
+    // count), and a task whose every operation completes at once then kept the worker while
+    // each connection on its ring waited. Relaxed reads are enough: a submission racing with
+    // this check is picked up at the next turn or fairness tick, as it would be if it had
+    // arrived just after the yield.
     return !inbox_empty() || !rt_.injector_empty() ||
-           timers_.pending.load(std::memory_order_relaxed) != 0 || io_pending() != 0;
+           timers_.pending.load(std::memory_order_relaxed) != 0 || driver_->expects_io();
 }
 
 void sched_worker::overflow(std::coroutine_handle<> h) {

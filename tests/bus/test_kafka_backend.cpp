@@ -10,9 +10,12 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "awaited_on_worker.hpp"
@@ -21,6 +24,7 @@
 #include "weft/bus/kafka_backend.hpp"
 #include "weft/io/reactor.hpp"
 #include "weft/sched/runtime.hpp"
+#include "weft/sched/timer.hpp"
 
 namespace {
 
@@ -581,6 +585,220 @@ TEST(kafka_backend, encoded_publishes_are_stored_as_encoded) {
             EXPECT_TRUE(d.ack());
         }
         (co_await pub.close()).value();
+    }());
+}
+
+// Publishes `n` envelopes to `topic`, payload "0", "1"..., every one acknowledged.
+auto publish_numbered(kafka_backend& b, const std::string& topic, int n) -> weft::task<void> {
+    publisher pub{b, {.max_pending = 4096}};
+    int ok = 0;
+    co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+        s.spawn([&]() -> weft::task<void> {
+            for (int i = 0; i < n; ++i) {
+                auto r = co_await pub.results().recv();
+                ok += r && r->outcome ? 1 : 0;
+            }
+        });
+        for (int i = 0; i < n; ++i) {
+            envelope e;
+            e.topic = topic;
+            e.key = "k" + std::to_string(i % 64);
+            e.payload = std::to_string(i);
+            (co_await pub.publish_async(std::move(e))).value();
+        }
+        co_return;
+    });
+    EXPECT_EQ(ok, n);
+    (co_await pub.close()).value();
+}
+
+// The offset the group `group` has committed on partition 0 of `topic`, asked (with a plain
+// client, which joins no group) every 50 ms until it reaches `at_least`, at most `polls`
+// times; negative when there is none.
+auto committed_offset(const std::string& topic,
+                      const std::string& group,
+                      std::int64_t at_least,
+                      int polls) -> std::int64_t {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof(err));
+    rd_kafka_conf_set(conf, "group.id", group.c_str(), err, sizeof(err));
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    if (rk == nullptr) {
+        ADD_FAILURE() << err;
+        return -1;
+    }
+    std::int64_t offset = -1;
+    for (int i = 0; i < polls && offset < at_least; ++i) {
+        if (i > 0) {
+            std::this_thread::sleep_for(50ms);
+        }
+        rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(parts, topic.c_str(), 0);
+        const auto e = rd_kafka_committed(rk, parts, 10'000);
+        EXPECT_EQ(e, RD_KAFKA_RESP_ERR_NO_ERROR) << rd_kafka_err2str(e);
+        offset = parts->elems[0].offset;
+        rd_kafka_topic_partition_list_destroy(parts);
+    }
+    rd_kafka_destroy(rk);
+    return offset;
+}
+
+// Waits (polling the backend's counter) until `n` consumers of `b` have closed their clients.
+auto closed_consumers(kafka_backend& b, std::uint64_t n) -> weft::task<void> {
+    while (b.stats().consumers_closed < n) {
+        (co_await weft::sleep_for(10ms)).value();
+    }
+}
+
+// One partition, a backlog of n messages, the first of which is nacked at every delivery
+// (max_deliveries 0: no limit) while every other is acked. Due retries come before fresh
+// messages: the nacked one is delivered again after at most a few others, not after the
+// backlog. The member's bookkeeping stays bounded by what is unsettled, whatever the backlog
+// (no entry kept for an acked message), and the group's committed offset passes the acked
+// messages behind the nacked one. Closing the member leaves no entry and no delivery count in
+// the backend, and the next member starts with the unsettled message.
+TEST(kafka_backend, a_message_nacked_forever_neither_waits_for_the_backlog_nor_holds_the_commit) {
+    auto b = make_kafka();
+    const std::string t = "weft-test-backlog-" + message_id::generate().to_string();
+    const int n = weft::test::scaled(100'000);
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        co_await publish_numbered(*b, t, n);
+        subscriber sub{*b, {.ack_wait = 60s}};
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        int acked = 0;
+        int redeliveries = 0;
+        int since = 0;  // deliveries since the nacked message's last one
+        int most_between = 0;
+        std::uint64_t most_entries = 0;
+        while (acked < n - 1) {
+            auto d = (co_await s.next()).value();
+            if (d.message().payload == "0") {
+                most_between = std::max(most_between, since);
+                since = 0;
+                ++redeliveries;
+                EXPECT_TRUE(d.nack());
+            } else {
+                ++since;
+                ++acked;
+                EXPECT_TRUE(d.ack());
+            }
+            if (acked % 500 == 0) {
+                most_entries = std::max(most_entries, b->stats().consumer_entries);
+            }
+        }
+        most_between = std::max(most_between, since);  // and none since its last delivery
+        std::printf(
+            "backlog %d: nacked message delivered %d times, at most %d deliveries apart; "
+            "at most %llu entries\n",
+            n, redeliveries, most_between, static_cast<unsigned long long>(most_entries));
+        EXPECT_LE(most_between, 16);
+        EXPECT_LE(most_entries, 64U);
+        std::int64_t committed = -1;
+        (co_await weft::spawn_blocking([&] {
+            committed = committed_offset(t, "g", n / 2, 600);
+        })).value();
+        std::printf("committed offset %lld of %d\n", static_cast<long long>(committed), n);
+        EXPECT_GE(committed, n / 2);
+        s.close();
+        co_await closed_consumers(*b, 1);
+        const auto after = b->stats();
+        EXPECT_EQ(after.consumer_entries, 0U);
+        EXPECT_EQ(after.delivery_counts, 0U);
+        auto next = (co_await sub.subscribe(t, "g")).value();
+        auto first = (co_await next.next()).value();
+        EXPECT_EQ(first.message().payload, "0");
+        EXPECT_GT(first.attempt(), 1U);  // counted on from the copy
+        EXPECT_TRUE(first.ack());
+        // Another group gets each message once: the copies are not its.
+        auto other = (co_await sub.subscribe(t, "h")).value();
+        std::set<std::string> payloads;
+        for (int i = 0; i < n; ++i) {
+            auto d = (co_await other.next()).value();
+            payloads.insert(d.message().payload);
+            EXPECT_TRUE(d.ack());
+        }
+        EXPECT_EQ(payloads.size(), std::size_t(n));
+    }());
+}
+
+// Two partitions: a member holding unsettled deliveries on both loses one partition to a
+// member of another backend (as another process would take it). The deliveries of the revoked
+// partition are void, and the backend keeps neither their entries nor their delivery counts
+// (no member of it can deliver them again); when the member closes, nothing is left.
+TEST(kafka_backend, a_revoked_partition_leaves_no_entries_and_no_delivery_counts) {
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 1ms;
+    o.partitions = 2;
+    kafka_backend a{o};
+    kafka_backend other{o};
+    const std::string t = "weft-test-revoke-" + message_id::generate().to_string();
+    constexpr int n = 32;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        co_await publish_numbered(a, t, n);
+        subscriber sub_a{a, {.ack_wait = 60s}};
+        auto m0 = (co_await sub_a.subscribe(t, "g")).value();
+        std::vector<delivery> held;
+        for (int i = 0; i < n; ++i) {
+            held.push_back((co_await m0.next()).value());
+        }
+        EXPECT_EQ(a.stats().consumer_entries, std::uint64_t{n});
+        subscriber sub_b{other, {.ack_wait = 60s}};
+        auto m1 = (co_await sub_b.subscribe(t, "g")).value();
+        auto taken = (co_await m1.next()).value();  // the partition is revoked from m0 by now
+        std::uint64_t kept = 0;
+        for (auto& d : held) {
+            kept += d.in_progress() ? 1 : 0;
+        }
+        EXPECT_LT(kept, std::uint64_t{n});
+        const auto s = a.stats();
+        EXPECT_EQ(s.consumer_entries, kept);
+        EXPECT_LE(s.delivery_counts, kept);
+        std::printf("revoked %llu of %d held deliveries; entries %llu, delivery counts %llu\n",
+                    static_cast<unsigned long long>(n - kept), n,
+                    static_cast<unsigned long long>(s.consumer_entries),
+                    static_cast<unsigned long long>(s.delivery_counts));
+        EXPECT_TRUE(taken.ack());
+        m1.close();
+        m0.close();
+        co_await closed_consumers(a, 1);
+        EXPECT_EQ(a.stats().consumer_entries, 0U);
+        EXPECT_EQ(a.stats().delivery_counts, 0U);
+        co_await closed_consumers(other, 1);
+    }());
+}
+
+// The last reference to a member that was never closed is a delivery, dropped on the one
+// worker of a runtime: the member's client is closed (rd_kafka_consumer_close, which waits on
+// the group) on the backend's closer thread, never on that worker. The closer is held while
+// the delivery is dropped, so the close cannot be over when another task on the worker runs.
+TEST(kafka_backend, dropping_the_last_delivery_leaves_the_close_to_the_closer_thread) {
+    auto b = make_kafka();
+    const std::string t = "weft-test-last-delivery-" + message_id::generate().to_string();
+    weft::runtime rt{weft::io_runtime_options(1)};
+    rt.block_on([&]() -> weft::task<void> {
+        co_await publish_numbered(*b, t, 1);
+        subscriber sub{*b};
+        std::optional<delivery> d;
+        {
+            auto s = (co_await sub.subscribe(t, "g")).value();
+            d.emplace((co_await s.next()).value());
+        }  // the subscription is gone, unclosed: `d` holds the member
+        std::promise<void> release;
+        b->run_on_closer_for_test([held = release.get_future().share()] { held.wait(); });
+        d.reset();
+        std::uint64_t closed_meanwhile = 0;
+        auto other = weft::spawn([&]() -> weft::task<void> {
+            closed_meanwhile = b->stats().consumers_closed;
+            release.set_value();
+            co_return;
+        });
+        co_await std::move(other);
+        EXPECT_EQ(closed_meanwhile, 0U);
+        co_await closed_consumers(*b, 1);
     }());
 }
 

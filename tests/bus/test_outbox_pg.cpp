@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -130,7 +131,7 @@ auto poll_until(Pred done, int max_polls) -> weft::task<void> {
 }
 
 /// Two relays of one table with the same options, `a` and `b`, each with a publisher of its own
-/// on `target` (a windowed relay reads its own publisher's results): the fixture of the tests
+/// on `target` (a relay reads its own publisher's results): the fixture of the tests
 /// that run relays side by side. `b` leaves as a relay process does: stop_b closes its
 /// publisher and the next start_b has a new one (no outcome of the last run is read by the
 /// next). Lives in the runtime's task; stop() before it goes.
@@ -291,6 +292,85 @@ TEST(pg_outbox, staging_rolled_back_leaves_nothing) {
         (co_await pub.close()).value();
     }());
     EXPECT_EQ(broker.stored("orders"), 0U);
+}
+
+/// Runs a relay on a publisher closed before it starts, with one row staged, under a timeout
+/// that only a relay that neither fails nor ends reaches.
+void expect_closed_publisher_ends_the_relay(const std::string& t, std::uint32_t window) {
+    memory_broker broker;
+    weft::bus::testing::prefix_broker prefix{broker};
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox outbox{{.conninfo = conninfo(),
+                          .table = t,
+                          .relay = {.max_unacked_per_key = window, .broker = &prefix}}};
+        co_await fresh_table(*c, t);
+        (co_await outbox.migrate(*c)).value();
+        co_await stage_many(outbox, *c, 1, 1);
+        publisher pub{prefix};
+        (co_await pub.close()).value();
+        // timed_out: the relay went on (spinning) with nothing it could publish.
+        auto r = co_await weft::with_timeout(3s, outbox.run_relay(pub));
+        const std::error_code ec =
+            !r ? r.error() : (r->has_value() ? std::error_code{} : r->error());
+        EXPECT_EQ(ec, bus_errc::publisher_closed) << ec.message();
+        EXPECT_EQ(co_await rows_in(*c, t), 1);
+        EXPECT_EQ(outbox.metrics().published, 0U);
+    }());
+    EXPECT_EQ(broker.stored("orders"), 0U);
+}
+
+TEST(pg_outbox, a_closed_publisher_ends_the_relay_with_publisher_closed) {
+    expect_closed_publisher_ends_the_relay("outbox_closed_pub", 1);
+}
+
+TEST(pg_outbox, a_closed_publisher_ends_a_windowed_relay_with_publisher_closed) {
+    expect_closed_publisher_ends_the_relay("outbox_closed_pub_window", 8);
+}
+
+// `staged` counts the events of transactions that committed: nothing while the transaction is
+// open, nothing for one rolled back.
+TEST(pg_outbox, staged_counts_on_commit) {
+    const std::string t = "outbox_staged_count";
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        pg_outbox outbox{{.conninfo = conninfo(), .table = t}};
+        co_await fresh_table(*c, t);
+        (co_await outbox.migrate(*c)).value();
+        (co_await c->query("BEGIN")).value();
+        (co_await outbox.stage(*c, event_for("k", 0))).value();
+        EXPECT_EQ(outbox.metrics().staged, 0U);
+        (co_await c->query("ROLLBACK")).value();
+        EXPECT_EQ(outbox.metrics().staged, 0U);
+        (co_await c->query("BEGIN")).value();
+        (co_await outbox.stage(*c, event_for("k", 1))).value();
+        (co_await outbox.stage(*c, event_for("k", 2))).value();
+        EXPECT_EQ(outbox.metrics().staged, 0U);
+        (co_await c->query("COMMIT")).value();
+        EXPECT_EQ(outbox.metrics().staged, 2U);
+        // A transaction that failed: its COMMIT rolls back.
+        (co_await c->query("BEGIN")).value();
+        (co_await outbox.stage(*c, event_for("k", 3))).value();
+        EXPECT_FALSE(co_await c->query("SELECT 1/0"));
+        (void)co_await c->query("COMMIT");
+        EXPECT_EQ(outbox.metrics().staged, 2U);
+        // Outside a transaction the INSERT commits on its own.
+        (co_await outbox.stage(*c, event_for("k", 4))).value();
+        EXPECT_EQ(outbox.metrics().staged, 3U);
+        EXPECT_EQ(co_await rows_in(*c, t), 3);
+    }());
+}
+
+TEST(pg_outbox, a_table_name_that_is_not_an_identifier_is_refused) {
+    for (const char* bad : {"", "x; DROP TABLE orders", "a b", "1abc", "t\"", "weft-outbox"}) {
+        EXPECT_THROW(pg_outbox({.conninfo = conninfo(), .table = bad}), std::invalid_argument)
+            << bad;
+        EXPECT_THROW(pg_inbox({.table = bad}), std::invalid_argument) << bad;
+    }
+    EXPECT_NO_THROW(pg_outbox({.conninfo = conninfo(), .table = "outbox_2"}));
+    EXPECT_NO_THROW(pg_inbox({.table = "_inbox"}));
 }
 
 TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
@@ -766,6 +846,146 @@ TEST(pg_inbox, a_failed_handler_rolls_back_records_nothing_and_does_not_ack) {
             });
         EXPECT_EQ(ok.value(), inbox_outcome::processed);
         EXPECT_EQ(co_await count_rows(*c, t + "_orders"), 1);
+        (co_await pub.close()).value();
+    }());
+}
+
+/// Whether `c` is inside a transaction, or unusable: a query there fails, or runs inside an
+/// older transaction (now() is when the transaction began).
+auto in_transaction(pg_connection& c) -> weft::task<bool> {
+    auto r = co_await c.query("SELECT now() = statement_timestamp()");
+    co_return !r || r->text(0, 0) != "t";
+}
+
+auto insert_order(pg_connection& conn, const std::string& t, const char* what)
+    -> weft::task<weft::result<void>> {
+    auto r = co_await conn.query("INSERT INTO " + t + "_orders (what) VALUES ('" + what + "')");
+    if (!r) {
+        co_return r.error();
+    }
+    co_return weft::result<void>{};
+}
+
+// A handler that throws: its writes and its id are rolled back before the exception leaves
+// handle(), so the next handle() (the redelivery) runs the handler and commits only its own.
+TEST(pg_inbox, a_throwing_handler_rolls_back_before_the_exception_propagates) {
+    memory_broker broker;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_inbox_throw";
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        co_await fresh_inbox(*c, t);
+        pg_inbox inbox{{.table = t}};
+        (co_await inbox.migrate(*c)).value();
+        publisher pub{broker};
+        subscriber sub{broker, {.ack_wait = 100ms}};
+        auto s = (co_await sub.subscribe("orders", "billing")).value();
+        (co_await pub.publish(event_for("k", 1))).value();
+        auto d1 = (co_await s.next()).value();
+        bool threw = false;
+        try {
+            (void)co_await inbox.handle(
+                *c, d1,
+                [&](pg_connection& conn, const envelope&) -> weft::task<weft::result<void>> {
+                    (co_await insert_order(conn, t, "x")).value();
+                    throw std::runtime_error("handler");
+                });
+        } catch (const std::runtime_error&) {
+            threw = true;
+        }
+        EXPECT_TRUE(threw);
+        EXPECT_FALSE(co_await in_transaction(*c));
+        EXPECT_EQ(co_await count_rows(*c, t + "_orders"), 0);
+        EXPECT_EQ(co_await count_rows(*c, t), 0);
+        auto d2 = (co_await s.next()).value();
+        EXPECT_EQ(d2.attempt(), 2U);
+        auto ok = co_await inbox.handle(
+            *c, d2, [&](pg_connection& conn, const envelope&) -> weft::task<weft::result<void>> {
+                co_return co_await insert_order(conn, t, "y");
+            });
+        EXPECT_EQ(ok.value(), inbox_outcome::processed);
+        EXPECT_EQ(co_await count_rows(*c, t + "_orders"), 1);
+        EXPECT_EQ(co_await count_rows(*c, t), 1);
+        (co_await pub.close()).value();
+    }());
+}
+
+// A handle() cancelled while its handler waits (with_timeout): rolled back before it returns,
+// and the connection is usable; the redelivery is handled.
+TEST(pg_inbox, a_cancelled_handle_rolls_back_before_it_returns) {
+    memory_broker broker;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_inbox_cancel";
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        co_await fresh_inbox(*c, t);
+        pg_inbox inbox{{.table = t}};
+        (co_await inbox.migrate(*c)).value();
+        publisher pub{broker};
+        subscriber sub{broker, {.ack_wait = 100ms}};
+        auto s = (co_await sub.subscribe("orders", "billing")).value();
+        (co_await pub.publish(event_for("k", 1))).value();
+        auto d1 = (co_await s.next()).value();
+        auto slow = [&](pg_connection& conn, const envelope&) -> weft::task<weft::result<void>> {
+            (co_await insert_order(conn, t, "x")).value();
+            // The server sleeps: the cancellation finds the query in flight.
+            auto r = co_await conn.query("SELECT pg_sleep(30)");
+            if (!r) {
+                co_return r.error();
+            }
+            co_return weft::result<void>{};
+        };
+        auto r = co_await weft::with_timeout(200ms, inbox.handle(*c, d1, slow));
+        EXPECT_EQ(r.error(), std::errc::timed_out);
+        // Rolled back, or the connection discarded: either way nothing was committed.
+        auto c2 = co_await connect();
+        EXPECT_EQ(co_await count_rows(*c2, t + "_orders"), 0);
+        EXPECT_EQ(co_await count_rows(*c2, t), 0);
+        EXPECT_FALSE(co_await in_transaction(*c));
+        auto d2 = (co_await s.next()).value();
+        auto ok = co_await inbox.handle(
+            *c2, d2, [&](pg_connection& conn, const envelope&) -> weft::task<weft::result<void>> {
+                co_return co_await insert_order(conn, t, "y");
+            });
+        EXPECT_EQ(ok.value(), inbox_outcome::processed);
+        EXPECT_EQ(co_await count_rows(*c2, t + "_orders"), 1);
+        (co_await pub.close()).value();
+    }());
+}
+
+// handle() on a connection with a transaction already open (where the id may have been
+// recorded, uncommitted) is refused without touching that transaction or acking: a duplicate
+// is acked only once its record is committed.
+TEST(pg_inbox, handle_refuses_a_connection_with_an_open_transaction) {
+    memory_broker broker;
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const std::string t = "weft_test_inbox_open";
+    rt.block_on([&]() -> weft::task<void> {
+        auto c = co_await connect();
+        co_await fresh_inbox(*c, t);
+        pg_inbox inbox{{.table = t}};
+        (co_await inbox.migrate(*c)).value();
+        publisher pub{broker};
+        subscriber sub{broker, {.ack_wait = 100ms}};
+        auto s = (co_await sub.subscribe("orders", "billing")).value();
+        (co_await pub.publish(event_for("k", 1))).value();
+        auto d1 = (co_await s.next()).value();
+        (co_await c->query("BEGIN")).value();
+        EXPECT_TRUE((co_await inbox.record(*c, d1.message().id)).value());
+        auto r = co_await inbox.handle(
+            *c, d1, [&](pg_connection& conn, const envelope&) -> weft::task<weft::result<void>> {
+                co_return co_await insert_order(conn, t, "x");
+            });
+        EXPECT_EQ(r.error(), std::errc::invalid_argument);
+        EXPECT_TRUE(co_await in_transaction(*c));
+        (co_await c->query("ROLLBACK")).value();
+        // Not acked: delivered again.
+        auto d2 = co_await weft::with_timeout(2s, s.next());
+        EXPECT_TRUE(d2 && *d2);
+        if (d2 && *d2) {
+            EXPECT_EQ((*d2)->message().id, d1.message().id);
+        }
+        EXPECT_EQ(co_await count_rows(*c, t), 0);
         (co_await pub.close()).value();
     }());
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -724,6 +725,54 @@ TEST(sqlite_outbox, metrics_report_the_oldest_pending_age) {
     EXPECT_EQ(outbox.metrics().published, 3U);
 }
 
+/// Runs `outbox`'s relay on a publisher closed before it starts, with one row staged, under a
+/// timeout that only a relay that neither fails nor ends reaches.
+void expect_closed_publisher_ends_the_relay(relay_options relay) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    memory_broker broker;
+    weft::bus::testing::prefix_broker prefix{broker};
+    relay.broker = &prefix;
+    sqlite_outbox outbox{path, {.relay = relay}};
+    app_db app{path};
+    stage_many(app, outbox, 1, 1);
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{prefix};
+        (co_await pub.close()).value();
+        // timed_out: the relay went on (spinning) with nothing it could publish.
+        auto r = co_await weft::with_timeout(3s, outbox.run_relay(pub));
+        const std::error_code ec =
+            !r ? r.error() : (r->has_value() ? std::error_code{} : r->error());
+        EXPECT_EQ(ec, bus_errc::publisher_closed) << ec.message();
+    }());
+    EXPECT_EQ(outbox.pending_rows().value(), 1U);
+    EXPECT_EQ(outbox.metrics().published, 0U);
+    EXPECT_EQ(broker.stored("orders"), 0U);
+}
+
+TEST(sqlite_outbox, a_closed_publisher_ends_the_relay_with_publisher_closed) {
+    expect_closed_publisher_ends_the_relay({.max_unacked_per_key = 1});
+}
+
+TEST(sqlite_outbox, a_closed_publisher_ends_a_windowed_relay_with_publisher_closed) {
+    expect_closed_publisher_ends_the_relay({.max_unacked_per_key = 8});
+}
+
+TEST(sqlite_outbox, a_table_name_that_is_not_an_identifier_is_refused) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    for (const char* bad : {"", "x; DROP TABLE orders", "a b", "1abc", "t\"", "weft-outbox"}) {
+        EXPECT_THROW(sqlite_outbox(path, {.table = bad}), std::invalid_argument) << bad;
+    }
+    app_db app{path};
+    EXPECT_THROW(sqlite_inbox(app.get(), {.table = "inbox; DROP TABLE orders"}),
+                 std::invalid_argument);
+    EXPECT_EQ(app.count("orders"), 0);  // still there
+    sqlite_outbox ok{path, {.table = "Outbox_2"}};
+    sqlite_inbox ok_inbox{app.get(), {.table = "_inbox"}};
+}
+
 TEST(sqlite_inbox, a_redelivered_duplicate_is_acked_and_skipped) {
     temp_dir dir;
     const auto path = dir.file("consumer.db");
@@ -801,6 +850,80 @@ TEST(sqlite_inbox, a_failed_handler_rolls_back_and_records_nothing) {
     EXPECT_TRUE(inbox.record(txn, id).value());
     EXPECT_FALSE(inbox.record(txn, id).value());
     txn.commit().value();
+}
+
+// A duplicate of an id recorded earlier in the same, still open, transaction is acked only
+// when that transaction commits: rolled back, the message is delivered again.
+TEST(sqlite_inbox, a_duplicate_in_the_open_transaction_is_acked_on_commit) {
+    temp_dir dir;
+    app_db app{dir.file("consumer.db")};
+    sqlite_inbox inbox{app.get()};
+    memory_broker broker;
+    weft::runtime rt{{.workers = 2}};
+    auto apply = [&](sqlite_txn&, const envelope&) -> weft::result<void> { return {}; };
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{broker};
+        subscriber sub{broker, {.ack_wait = 100ms}};
+        auto s = (co_await sub.subscribe("orders", "billing")).value();
+        (co_await pub.publish(event_for("k", 1))).value();
+        auto d1 = (co_await s.next()).value();
+        auto d2 = (co_await s.next()).value();  // the redelivery, after ack_wait
+        EXPECT_EQ(d2.attempt(), 2U);
+        (co_await weft::spawn_blocking([&] {
+            sqlite_txn txn{app.get()};
+            EXPECT_EQ(inbox.handle(txn, d1, apply).value(), inbox_outcome::processed);
+            EXPECT_EQ(inbox.handle(txn, d2, apply).value(), inbox_outcome::duplicate);
+            // dropped: rolled back, the id is not recorded
+        })).value();
+        auto d3 = co_await weft::with_timeout(2s, s.next());  // not acked: delivered again
+        EXPECT_TRUE(d3 && *d3);
+        if (!d3 || !*d3) {
+            co_return;
+        }
+        delivery& again = **d3;
+        EXPECT_EQ(again.message().id, d1.message().id);
+        auto outcome = (co_await weft::spawn_blocking([&] {
+                           sqlite_txn txn{app.get()};
+                           auto r = inbox.handle(txn, again, apply);
+                           txn.commit().value();
+                           return r;
+                       })).value();
+        EXPECT_EQ(outcome.value(), inbox_outcome::processed);
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(app.count("weft_inbox"), 1);
+}
+
+// A handler that throws leaves nothing recorded: the caller's transaction is rolled back as the
+// exception leaves its scope.
+TEST(sqlite_inbox, a_throwing_handler_records_nothing) {
+    temp_dir dir;
+    app_db app{dir.file("consumer.db")};
+    sqlite_inbox inbox{app.get()};
+    memory_broker broker;
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{broker};
+        subscriber sub{broker, {.ack_wait = 100ms}};
+        auto s = (co_await sub.subscribe("orders", "billing")).value();
+        (co_await pub.publish(event_for("k", 1))).value();
+        auto d1 = (co_await s.next()).value();
+        (co_await weft::spawn_blocking([&] {
+            sqlite_txn txn{app.get()};
+            EXPECT_THROW(
+                (void)inbox.handle(txn, d1,
+                                   [&](sqlite_txn&, const envelope&) -> weft::result<void> {
+                                       app.exec("INSERT INTO orders (what) VALUES ('x')");
+                                       throw std::runtime_error("handler");
+                                   }),
+                std::runtime_error);
+        })).value();
+        auto d2 = (co_await s.next()).value();
+        EXPECT_EQ(d2.attempt(), 2U);
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(app.count("weft_inbox"), 0);
+    EXPECT_EQ(app.count("orders"), 0);
 }
 
 TEST(sqlite_inbox, ids_expire_after_the_window) {

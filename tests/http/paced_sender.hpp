@@ -36,8 +36,7 @@ struct paced_exchange {
     bool connected = false;      ///< false: the connection could not be made (nothing else is set)
     std::uint64_t receives = 0;  ///< receives the connection's request buffer took
     std::uint64_t bytes = 0;     ///< their bytes
-    std::uint64_t carried = 0;   ///< of them, appended to the gathering buffer (carry)
-    std::uint64_t rebased = 0;   ///< head views moved with their bytes
+    std::uint64_t carried = 0;   ///< of them, appended to a gathering buffer (carry)
     std::size_t sent = 0;        ///< bytes of the stream sent before the server closed
 };
 
@@ -109,7 +108,6 @@ inline auto read_to_close(tcp_stream& s, std::string& out, std::atomic<bool>& en
     const std::uint64_t receives0 = counts.receives.load(std::memory_order_relaxed);
     const std::uint64_t bytes0 = counts.bytes.load(std::memory_order_relaxed);
     const std::uint64_t carried0 = counts.carried.load(std::memory_order_relaxed);
-    const std::uint64_t rebased0 = counts.rebased.load(std::memory_order_relaxed);
 
     paced_exchange out{};
     auto connected = co_await tcp_stream::connect(addr);
@@ -147,7 +145,6 @@ inline auto read_to_close(tcp_stream& s, std::string& out, std::atomic<bool>& en
     out.receives = counts.receives.load(std::memory_order_relaxed) - receives0;
     out.bytes = counts.bytes.load(std::memory_order_relaxed) - bytes0;
     out.carried = counts.carried.load(std::memory_order_relaxed) - carried0;
-    out.rebased = counts.rebased.load(std::memory_order_relaxed) - rebased0;
     blank_dates(out.received);
     co_return out;
 }

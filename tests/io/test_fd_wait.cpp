@@ -19,6 +19,7 @@
 
 #include "backend_test.hpp"
 #include "epoll_reactor.hpp"
+#include "foreign_stop.hpp"
 #include "reactor.hpp"
 #include "test_util.hpp"
 #include "weft/core/scope.hpp"
@@ -208,6 +209,33 @@ TEST_P(fd_wait, a_parked_wait_is_cancelled_and_leaves_nothing_registered) {
     auto again = rt.block_on(weft::wait_readable(efd.fd));
     EXPECT_TRUE(again);
     EXPECT_EQ(drain_eventfd(efd.fd), 1U);
+}
+
+// A stop requested from outside the waiting task's runtime (a plain thread, a thread in
+// sync_wait, a task of another runtime) resumes the cancelled wait on a worker of its own
+// runtime. On epoll the cancellation used to queue it on whichever executor asked.
+TEST_P(fd_wait, a_wait_stopped_from_elsewhere_resumes_on_its_own_runtime) {
+    for (const auto who : weft::test::every_stopper) {
+        weft::runtime rt{options(1)};
+        owned_fd efd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+        std::optional<weft::result<void>> got;
+        std::thread::id worker;
+        std::thread::id resumed_on;
+        rt.block_on([&]() -> weft::task<void> {
+            co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+                s.spawn([&]() -> weft::task<void> {
+                    got = co_await weft::wait_readable(efd.fd);
+                    resumed_on = std::this_thread::get_id();
+                });
+                co_await until_parked(1);
+                worker = std::this_thread::get_id();
+                weft::test::stop_from(who, GetParam(), [&] { s.request_stop(); });
+            });
+        }());
+        ASSERT_TRUE(got.has_value());
+        EXPECT_EQ(got->error(), std::errc::operation_canceled) << weft::test::to_string(who);
+        EXPECT_EQ(resumed_on, worker) << "stopped by " << weft::test::to_string(who);
+    }
 }
 
 TEST_P(fd_wait, a_wait_whose_stop_was_already_requested_is_cancelled) {

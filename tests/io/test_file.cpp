@@ -434,6 +434,59 @@ TEST_P(file_io, send_file_to_a_closed_peer_is_an_error_not_a_signal) {
     }());
 }
 
+// send_file leaves the worker's signal state as it found it: SIGPIPE not blocked afterwards
+// (threads the worker creates later inherit its mask) and not left pending, while a peer that
+// leaves mid-file is an error value. SIGPIPE stays at its default action, so a signal that got
+// through would end this process. One worker: the masks compared are the same thread's.
+TEST_P(file_io, send_file_restores_the_signal_mask_and_leaves_no_sigpipe) {
+    struct sigaction old {};
+    ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &old), 0);
+    ASSERT_EQ(old.sa_handler, SIG_DFL) << "SIGPIPE must be at its default to test this";
+    sigset_t before;
+    sigset_t after;
+    sigset_t pending;
+    sigemptyset(&before);
+    sigemptyset(&after);
+    sigemptyset(&pending);
+    weft::runtime rt{options(1)};
+    const auto r = rt.block_on([&]() -> weft::task<weft::result<void>> {
+        auto f = (co_await weft::file::open(dir_.file("x"), rw_create)).value();
+        (co_await f.write_all(random_bytes(8 << 20, 5), 0)).value();
+        auto l =
+            weft::tcp_listener::bind(weft::socket_address::parse("127.0.0.1", 0).value()).value();
+        auto s = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        auto peer = (co_await l.accept()).value();
+        ::pthread_sigmask(SIG_BLOCK, nullptr, &before);
+        // Reads part of the file, then closes with data unread: the sender's next sends fail.
+        auto leaver = weft::spawn([&]() -> weft::task<void> {
+            std::vector<std::byte> buf(64 << 10);
+            std::size_t got = 0;
+            while (got < (256U << 10)) {
+                auto n = co_await peer.read_some(buf);
+                if (!n) {
+                    break;
+                }
+                got += *n;
+            }
+            peer.close();
+        });
+        auto sent = co_await weft::send_file(s, f, 0, 8 << 20);
+        ::pthread_sigmask(SIG_BLOCK, nullptr, &after);
+        ::sigpending(&pending);
+        co_await std::move(leaver);
+        co_return sent;
+    }());
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(r.error() == std::errc::broken_pipe || r.error() == std::errc::connection_reset)
+        << r.error().message();
+    EXPECT_EQ(sigismember(&before, SIGPIPE), 0);
+    EXPECT_EQ(sigismember(&after, SIGPIPE), 0) << "SIGPIPE left blocked on the worker";
+    for (int sig = 1; sig < NSIG; ++sig) {
+        EXPECT_EQ(sigismember(&after, sig), sigismember(&before, sig)) << "signal " << sig;
+    }
+    EXPECT_EQ(sigismember(&pending, SIGPIPE), 0) << "a SIGPIPE was left pending on the worker";
+}
+
 WEFT_TEST_ON_BOTH_BACKENDS(file_io);
 
 }  // namespace

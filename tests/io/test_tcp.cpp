@@ -1,6 +1,7 @@
 // TCP over both reactors: every test runs once on io_uring and once on epoll (the suite is
 // parameterised; io_uring runs report skipped where the kernel has no io_uring).
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 
 #include "accept_queue.hpp"
 #include "backend_test.hpp"
+#include "foreign_stop.hpp"
 #include "io_waits.hpp"
 #include "multishot.hpp"
 #include "recv_queue.hpp"
@@ -33,6 +35,7 @@
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
+#include "weft/sync/channel.hpp"
 
 namespace {
 
@@ -267,6 +270,52 @@ TEST_P(tcp, pending_accept_and_read_are_cancelled) {
         }());
     EXPECT_EQ(accept_err, std::errc::operation_canceled);
     EXPECT_EQ(read_err, std::errc::operation_canceled);
+}
+
+// A stop requested from outside the waiting tasks' runtime (a plain thread, a thread in
+// sync_wait, a task of another runtime) resumes a pending accept and receive on a worker of their
+// own runtime, where its shutdown waits for them. The cancellation used to queue them on
+// whichever executor asked: the thread in sync_wait or the other runtime's worker ran them.
+TEST_P(tcp, accept_and_receive_stopped_from_elsewhere_resume_on_their_own_runtime) {
+    for (const auto who : weft::test::every_stopper) {
+        weft::runtime rt{options(1)};
+        std::thread::id worker;
+        std::thread::id accept_on;
+        std::thread::id receive_on;
+        std::error_code accept_err;
+        std::error_code receive_err;
+        rt.block_on([&]() -> weft::task<void> {
+            auto l = weft::tcp_listener::bind(loopback()).value();
+            auto l2 = weft::tcp_listener::bind(loopback()).value();
+            auto c = (co_await weft::tcp_stream::connect(l2.local_address().value())).value();
+            co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+                s.spawn([&]() -> weft::task<void> {
+                    accept_err = (co_await l.accept()).error();
+                    accept_on = std::this_thread::get_id();
+                });
+                s.spawn([&]() -> weft::task<void> {
+                    receive_err = (co_await c.receive()).error();
+                    receive_on = std::this_thread::get_id();
+                });
+                // Both wait (one worker: they ran while this task yielded): on epoll in the
+                // reactor; on io_uring queued on the listener's multishot accept and on the
+                // stream's multishot receive.
+                co_await weft::test::until([&] {
+                    if (GetParam() == weft::io_backend::epoll) {
+                        return weft::test::io_waits() >= 2;
+                    }
+                    return weft::detail::accept_waiters_for_test.load() == 1 &&
+                           weft::test::multishot_armed() == 2;
+                });
+                worker = std::this_thread::get_id();
+                weft::test::stop_from(who, GetParam(), [&] { s.request_stop(); });
+            });
+        }());
+        EXPECT_EQ(accept_err, std::errc::operation_canceled) << weft::test::to_string(who);
+        EXPECT_EQ(receive_err, std::errc::operation_canceled) << weft::test::to_string(who);
+        EXPECT_EQ(accept_on, worker) << "stopped by " << weft::test::to_string(who);
+        EXPECT_EQ(receive_on, worker) << "stopped by " << weft::test::to_string(who);
+    }
 }
 
 // A worker with IO in flight searches only briefly before it parks in its reactor (its work
@@ -1357,6 +1406,57 @@ TEST_P(tcp, light_traffic_gathers_every_receive_on_the_chosen_home) {
         co_await std::move(server);
         l.reset();
     }());
+}
+
+// A task whose operations all complete at once (it drains a channel it keeps full) spends its
+// turn's budget and yields (weft::channel), and the connections on its worker go on being served
+// meanwhile: the round trips of a client thread to an echo on the same, only, worker all
+// complete. On io_uring the echo's receive waits in a multishot operation, which the ring's
+// count of operations in flight leaves out: the spent turn found nothing else waiting, the task
+// kept its worker, and the ping's completion was never reaped.
+TEST_P(tcp, a_task_that_never_waits_leaves_the_connections_on_its_worker_served) {
+    constexpr int round_trips = 20;
+    weft::runtime rt{options(1)};
+    std::atomic<int> replies{0};
+    std::thread client;
+    rt.block_on([&]() -> weft::task<void> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        auto c = (co_await weft::tcp_stream::connect(l.local_address().value())).value();
+        auto s = (co_await l.accept()).value();
+        const int fd = c.native_handle();
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // the client thread blocks
+        client = std::thread([fd, &replies] {
+            for (int i = 0; i < round_trips; ++i) {
+                ASSERT_EQ(::send(fd, "ping", 4, MSG_NOSIGNAL), 4);
+                char buf[4];
+                for (std::size_t got = 0; got < 4;) {
+                    const ssize_t n = ::recv(fd, buf, sizeof(buf) - got, 0);
+                    ASSERT_GT(n, 0);
+                    got += static_cast<std::size_t>(n);
+                }
+                replies.fetch_add(1);
+            }
+        });
+        weft::channel<int> always_ready{1};
+        co_await weft::with_scope([&](weft::scope& sc) -> weft::task<void> {
+            sc.spawn([&]() -> weft::task<void> {  // echo
+                for (;;) {
+                    auto chunk = co_await s.receive();
+                    if (!chunk) {
+                        co_return;
+                    }
+                    (co_await s.write_all(chunk->span())).value();
+                }
+            });
+            while (replies.load() < round_trips) {
+                (co_await always_ready.send(1)).value();
+                (void)(co_await always_ready.recv()).value();
+            }
+            sc.request_stop();  // the echo's pending receive
+        });
+        client.join();
+    }());
+    EXPECT_EQ(replies.load(), round_trips);
 }
 
 WEFT_TEST_ON_BOTH_BACKENDS(tcp);

@@ -165,4 +165,36 @@ TEST(parking, a_task_that_spins_on_the_io_home_is_relieved_by_the_watching_helpe
     EXPECT_EQ(relieved, rounds);
 }
 
+// A worker that parked while the runtime had no IO home sleeps with no watch timeout (there was
+// nothing to watch). When the home is then chosen, the spawns on it defer their wake-ups: the
+// sleeper must learn of the home, or a task on it that spawns and then keeps its thread leaves
+// the spawned task queued for good (this hung).
+TEST(parking, a_home_chosen_while_a_worker_sleeps_still_has_its_deferred_spawns_run) {
+    const int rounds = 5;
+    int relieved = 0;
+    for (int round = 0; round < rounds; ++round) {
+        weft::runtime rt{
+            {.workers = 2, .make_driver = [](unsigned) { return weft::make_futex_driver(); }}};
+        rt.block_on([&]() -> weft::task<void> {
+            auto& core = core_of_this_worker();
+            while (core.idle_count.load() != 1) {  // the other worker parked, with no home yet
+                std::this_thread::yield();
+            }
+            weft::detail::force_io_home_for_test(
+                static_cast<int>(weft::detail::current_worker_index()));
+            std::atomic<bool> ran{false};
+            auto h = weft::spawn([&]() -> weft::task<void> {
+                ran.store(true);
+                co_return;
+            });
+            while (!ran.load()) {
+                std::this_thread::yield();
+            }
+            co_await std::move(h);
+            ++relieved;
+        }());
+    }
+    EXPECT_EQ(relieved, rounds);
+}
+
 }  // namespace

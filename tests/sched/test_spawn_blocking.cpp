@@ -99,6 +99,54 @@ TEST(spawn_blocking, shutdown_timeout_leaves_a_call_that_never_returns_behind) {
     }
 }
 
+// A shutdown_timeout of milliseconds::max() is a deadline that never passes (it must not wrap
+// into the past): the destructor waits for the running call, released from another thread
+// while it waits, and reports nothing.
+TEST(spawn_blocking, shutdown_timeout_of_duration_max_waits_for_the_call) {
+    std::mutex m;
+    std::condition_variable cv;
+    bool release = false;
+    std::atomic<bool> started{false};
+    std::atomic<bool> finished{false};
+    std::string report;
+    std::thread releaser;
+    {
+        weft::runtime rt{{.workers = 1, .shutdown_timeout = std::chrono::milliseconds::max()}};
+        rt.spawn([&]() -> weft::task<void> {
+              (void)co_await weft::spawn_blocking([&] {
+                  started.store(true);
+                  {
+                      std::unique_lock lock(m);
+                      cv.wait(lock, [&] { return release; });
+                  }
+                  finished.store(true);
+              });
+          }).detach();
+        while (!started.load()) {
+            std::this_thread::yield();
+        }
+        // Released once the destructor below is (most likely) waiting; its outcome does not
+        // depend on when.
+        releaser = std::thread([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            {
+                const std::lock_guard lock(m);
+                release = true;
+            }
+            cv.notify_all();
+        });
+        testing::internal::CaptureStderr();
+    }  // ~runtime
+    const bool finished_before_return = finished.load();
+    report = testing::internal::GetCapturedStderr();
+    releaser.join();
+    while (!finished.load()) {
+        std::this_thread::yield();
+    }
+    EXPECT_TRUE(finished_before_return);
+    EXPECT_EQ(report.find("shutdown_timeout"), std::string::npos) << report;
+}
+
 TEST(spawn_blocking, rethrows_exception) {
     weft::runtime rt{{.workers = 1}};
     EXPECT_THROW(rt.block_on([]() -> weft::task<void> {

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
+#include <utility>
 
 #include "sync/announce_parked.hpp"
 #include "weft/core/scope.hpp"
@@ -123,6 +125,122 @@ TEST(with_timeout, fast_operation_returns_its_value_and_frees_the_timer) {
     // timer was cancelled and unlinked.
 }
 
+// Far deadlines (past the timer wheel's 64^6 ms span, or never): the waiter stays armed, the
+// same worker's other timers keep firing, cancellation reaches it and the runtime ends.
+// `far_wait(parked)` waits for the far deadline, counting `parked` down once armed; one
+// worker, so every timer shares its wheel.
+auto far_waiter_leaves_other_timers_working(
+    const std::function<weft::task<weft::result<void>>(weft::latch&)>& far_wait)
+    -> std::pair<int, std::error_code> {
+    weft::runtime rt{{.workers = 1}};
+    return rt.block_on([&]() -> weft::task<std::pair<int, std::error_code>> {
+        std::error_code far_result;
+        int short_sleeps = 0;
+        weft::latch parked{1};
+        co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+            s.spawn([&]() -> weft::task<void> {
+                auto r = co_await far_wait(parked);
+                far_result = r ? std::error_code{} : r.error();
+            });
+            (co_await parked.wait()).value();
+            for (int i = 0; i < 3; ++i) {
+                if ((co_await weft::sleep_for(1ms))) {
+                    ++short_sleeps;
+                }
+            }
+            s.request_stop();
+        });
+        co_return std::pair{short_sleeps, far_result};
+    }());
+}
+
+TEST(sleep_for, past_the_wheel_span_leaves_other_timers_working) {
+    const auto [short_sleeps, far] = far_waiter_leaves_other_timers_working(
+        [](weft::latch& parked) -> weft::task<weft::result<void>> {
+            co_return co_await weft::test::announce_parked(parked, [] {
+                return weft::sleep_for(std::chrono::milliseconds{std::int64_t{1} << 36});
+            });
+        });
+    EXPECT_EQ(short_sleeps, 3);
+    EXPECT_EQ(far, std::errc::operation_canceled);
+}
+
+TEST(sleep_until, time_point_max_leaves_other_timers_working) {
+    const auto [short_sleeps, far] = far_waiter_leaves_other_timers_working(
+        [](weft::latch& parked) -> weft::task<weft::result<void>> {
+            co_return co_await weft::test::announce_parked(
+                parked, [] { return weft::sleep_until(clock_type::time_point::max()); });
+        });
+    EXPECT_EQ(short_sleeps, 3);
+    EXPECT_EQ(far, std::errc::operation_canceled);
+}
+
+// A deadline_timer never set waits for "never": the same far entry.
+TEST(deadline_timer, waiting_on_a_default_timer_leaves_other_timers_working) {
+    weft::deadline_timer never;
+    const auto [short_sleeps, far] = far_waiter_leaves_other_timers_working(
+        [&](weft::latch& parked) -> weft::task<weft::result<void>> {
+            co_return co_await weft::test::announce_parked(parked, [&] { return never.wait(); });
+        });
+    EXPECT_EQ(short_sleeps, 3);
+    EXPECT_EQ(far, std::errc::operation_canceled);
+    EXPECT_FALSE(never.expired());
+}
+
+// The reported reproduction: a task sleeping 2^36 ms under a short with_timeout times out.
+TEST(with_timeout, sleep_past_the_wheel_span_times_out) {
+    weft::runtime rt{{.workers = 1}};
+    auto r = rt.block_on(weft::with_timeout(20ms, []() -> weft::task<weft::result<void>> {
+        co_return co_await weft::sleep_for(std::chrono::milliseconds{std::int64_t{1} << 36});
+    }()));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::timed_out);
+}
+
+// Durations whose deadline is past the clock's range saturate to "never" (they must not wrap
+// into the past and expire at once); those before its start are a deadline already passed.
+TEST(sleep_for, duration_max_never_expires) {
+    weft::runtime rt{{.workers = 1}};
+    auto sleep_max = [](auto d) {
+        return weft::with_timeout(5ms, [](auto d) -> weft::task<weft::result<void>> {
+            co_return co_await weft::sleep_for(d);
+        }(d));
+    };
+    auto a = rt.block_on(sleep_max(std::chrono::nanoseconds::max()));
+    auto b = rt.block_on(sleep_max(std::chrono::hours::max()));
+    auto c = rt.block_on(sleep_max(std::chrono::duration<double>::max()));
+    ASSERT_FALSE(a);
+    EXPECT_EQ(a.error(), std::errc::timed_out);
+    ASSERT_FALSE(b);
+    EXPECT_EQ(b.error(), std::errc::timed_out);
+    ASSERT_FALSE(c);
+    EXPECT_EQ(c.error(), std::errc::timed_out);
+}
+
+TEST(sleep_for, duration_min_completes_at_once) {
+    weft::runtime rt{{.workers = 1}};
+    auto r = rt.block_on(weft::with_timeout(1h, []() -> weft::task<weft::result<void>> {
+        (co_await weft::sleep_for(std::chrono::nanoseconds::min())).value();
+        co_return co_await weft::sleep_for(std::chrono::hours::min());
+    }()));
+    ASSERT_TRUE(r);
+    EXPECT_TRUE(*r);
+}
+
+TEST(with_timeout, duration_max_never_times_out) {
+    weft::runtime rt{{.workers = 1}};
+    auto a = rt.block_on(weft::with_timeout(
+        std::chrono::nanoseconds::max(),
+        []() -> weft::task<weft::result<void>> { co_return co_await weft::sleep_for(1ms); }()));
+    auto b = rt.block_on(weft::with_timeout(
+        std::chrono::hours::max(),
+        []() -> weft::task<weft::result<void>> { co_return co_await weft::sleep_for(1ms); }()));
+    ASSERT_TRUE(a);
+    EXPECT_TRUE(*a);
+    ASSERT_TRUE(b);
+    EXPECT_TRUE(*b);
+}
+
 TEST(when_any, sleeps_race_and_loser_is_cancelled) {
     weft::runtime rt{{.workers = 2}};
     auto r = rt.block_on(weft::when_any(
@@ -197,6 +315,20 @@ TEST(deadline_timer, moving_later_is_seen_when_the_armed_wait_ends) {
     }());
     EXPECT_GE(rounds, 1);
     EXPECT_TRUE(after_last);
+}
+
+TEST(deadline_timer, expires_after_duration_max_is_never) {
+    weft::deadline_timer a;
+    a.expires_after(std::chrono::nanoseconds::max());
+    EXPECT_EQ(a.expiry(), clock_type::time_point::max());
+    EXPECT_FALSE(a.expired());
+    weft::deadline_timer b;
+    b.expires_after(std::chrono::hours::max());
+    EXPECT_EQ(b.expiry(), clock_type::time_point::max());
+    EXPECT_FALSE(b.expired());
+    weft::deadline_timer c;
+    c.expires_after(std::chrono::hours::min());
+    EXPECT_TRUE(c.expired());
 }
 
 TEST(deadline_timer, cancelled_wait_returns_operation_canceled) {

@@ -49,7 +49,9 @@ public:
     virtual ~backend_producer() = default;
     /// Sends `env` (its id and time already set). Never blocks and never waits: the outcome is
     /// reported through the sink with `slot`, possibly before start returns. `slot` <
-    /// max_pending, and no two messages in flight share one.
+    /// max_pending, and no two messages in flight share one. A start that throws has reported
+    /// no outcome and reports none: the publisher takes `slot` back and the exception reaches
+    /// the caller of publish.
     virtual void start(envelope env, std::uint32_t slot) = 0;
     /// As start, for an envelope already encoded (its views valid during the call only), for a
     /// producer that sends the encoding as it is (Kafka): true when it took it; false, without

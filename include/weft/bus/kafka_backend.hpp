@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -57,12 +58,18 @@ struct kafka_backend_options {
     std::chrono::milliseconds admin_timeout{10'000};
 };
 
-/// Counters of one backend (all producers together), for measurements.
+/// Counters of one backend (all producers, all consumers), for measurements and tests.
 struct kafka_backend_stats {
     std::uint64_t acks = 0;                 ///< publish outcomes completed
     std::uint64_t wakes = 0;                ///< drain wake-ups (eventfd signals from librdkafka)
     std::uint64_t producers_recreated = 0;  ///< after a fatal error (idempotence broken)
     std::uint64_t resent = 0;  ///< messages re-sent on the new producer after a fatal error
+    /// Messages the consumers keep bookkeeping for now (all members together).
+    std::uint64_t consumer_entries = 0;
+    /// Delivery counts the backend holds now.
+    std::uint64_t delivery_counts = 0;
+    /// Consumers whose client has left its group and been destroyed, so far.
+    std::uint64_t consumers_closed = 0;
 };
 
 /// weft::bus over Apache Kafka, through librdkafka (2.0).
@@ -92,17 +99,25 @@ struct kafka_backend_stats {
 /// - Subscribe: a consumer per member, group.id = the group (cooperative-sticky assignment, so
 ///   a member joining does not take partitions away from one that is working). A thread per
 ///   member serves its group events (rebalances) at all times; next() takes messages from a
-///   queue of their own without waiting, and otherwise waits on that queue's eventfd. Offsets
-///   are stored on ack (per partition, the contiguous prefix of settled deliveries) and
-///   committed by librdkafka every 100 ms, before a revoke and at close. nack
-///   (with its delay), redelivery after ack_wait and in_progress are the client's: the member
-///   holding the partition delivers the message again; messages fetched after it go on
-///   meanwhile. term, and the failure of the last of max_deliveries, publish the envelope to the
-///   dead-letter topic; it counts as settled once Kafka has the dead letter. Delivery counts
-///   (attempt) are kept per backend, so they hold across the members of one process only.
-///   A member that closes leaves its group at once; what it had not settled goes to the
-///   member that takes its partitions, from the last committed offset, as do the unsettled
-///   deliveries of a partition revoked from a member.
+///   queue of their own without waiting, and otherwise waits on that queue's eventfd. A member
+///   keeps bookkeeping for the messages it has not settled only. Offsets are stored on ack (per
+///   partition, up to the first message not settled) and committed by librdkafka every 100 ms,
+///   before a revoke and at close. nack (with its delay), redelivery after ack_wait and
+///   in_progress are the client's: the member holding the partition delivers the message again,
+///   due retries and fresh messages in turn, so a retry never waits for the backlog and the
+///   backlog moves on meanwhile. A message left unsettled while 1,000 later ones were fetched
+///   is requeued: a copy goes to the end of its partition (headers weft-requeued-for = the
+///   group, weft-deliveries = its deliveries so far), and once Kafka has it the committed offset
+///   passes the original; other groups skip the copy. term, and the failure of the last of
+///   max_deliveries, publish the envelope to the dead-letter topic; it counts as settled once
+///   Kafka has the dead letter. Delivery counts (attempt) are kept by the member holding the
+///   partition; a member that loses a partition hands them to the next member in this process
+///   (kept only while the group has another member in this backend), and a requeued copy
+///   carries them anywhere. A member that closes leaves its group at once; what it had not
+///   settled goes to the member that takes its partitions, from the last committed offset, as
+///   do the unsettled deliveries of a partition revoked from a member. Dropping a member's last
+///   reference (a delivery, a subscription never closed) never waits: its client is closed on
+///   the backend's closer thread.
 /// Any thread may call any member. Must outlive every publisher, subscriber and delivery made
 /// from it.
 ///
@@ -130,6 +145,10 @@ public:
     /// state cannot be recovered (an out-of-order sequence after a broker lost messages...).
     /// Each producer is recreated and what it had not had acknowledged is re-sent.
     void raise_fatal_error_for_test(const std::string& reason);
+
+    /// For tests: runs `job` on the thread that closes the backend's clients, before any client
+    /// handed to that thread after this call (a job that waits holds their closing).
+    void run_on_closer_for_test(std::function<void()> job);
 
     struct connection;
 

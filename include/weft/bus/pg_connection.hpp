@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,21 @@ public:
     /// the channel of the first. `operation_canceled` when the awaiting task is stopped (the
     /// connection stays usable); `connection_lost` when it ended.
     auto wait_notification() -> task<result<std::string>>;
+    /// True while a transaction is open on the connection (or a query runs on it).
+    [[nodiscard]] auto in_transaction() const noexcept -> bool;
+    /// Runs `fn` (which must not throw) once the transaction open on the connection commits:
+    /// when a query or pipeline whose last statement is a successful COMMIT (or END) leaves
+    /// the connection outside a transaction. Dropped when the transaction ends any other way
+    /// (ROLLBACK, a COMMIT of a failed transaction, abandon_transaction, the connection lost).
+    /// Outside a transaction (an autocommitted statement) `fn` runs at once.
+    void on_commit(std::function<void()> fn);
+    /// Leaves the connection outside any transaction, with nothing committed: reads the rest
+    /// of a query whose caller was stopped midway, then rolls back the open transaction. When
+    /// that fails (or a pipeline was cut off) the connection is shut down instead: the server
+    /// rolls back as the session ends, and every later call returns connection_lost. Runs to
+    /// the end even when the awaiting task is being stopped (it is how a stopped or throwing
+    /// caller cleans up).
+    auto abandon_transaction() -> task<void>;
     [[nodiscard]] auto last_error() const -> const std::string& { return error_; }
     [[nodiscard]] auto native() const noexcept -> pg_conn* { return conn_; }
 
@@ -96,8 +112,14 @@ private:
     explicit pg_connection(pg_conn* c) noexcept : conn_(c) {}
     auto flush() -> task<result<void>>;
     auto wait_result() -> task<result<void>>;
+    auto abandon_now() -> task<void>;
+    /// After a query or pipeline: a transaction that ended runs (committed) or drops the
+    /// on_commit actions.
+    void settle_commit_actions(bool committed);
+    void discard() noexcept;
     pg_conn* conn_;
     std::string error_;
+    std::vector<std::function<void()>> after_commit_;
 };
 
 }  // namespace weft::bus

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -17,6 +19,8 @@ namespace weft::bus {
 
 struct pg_inbox_options {
     /// The table of handled ids (id bytea PRIMARY KEY, received_at timestamptz).
+    /// Letters, digits and `_`, not starting with a digit, at most 54 characters (the
+    /// constructor throws std::invalid_argument otherwise).
     std::string table = "weft_inbox";
     /// Ids older than this are forgotten: a duplicate arriving later than the window after the
     /// original is handled again. Make it longer than the broker's redelivery horizon.
@@ -31,12 +35,14 @@ struct pg_inbox_options {
 /// however often the broker delivers it.
 ///
 /// `co_await inbox.handle(conn, delivery, fn)` runs one transaction on `conn` (which must have
-/// none open):
+/// none open: `invalid_argument` otherwise, that transaction untouched and nothing acked):
 /// - `BEGIN`; the id inserted (`ON CONFLICT DO NOTHING`). A new id: `co_await fn(conn,
 ///   message)` (-> task<result<void>>) writes in that transaction; then `COMMIT`, and only
 ///   after the commit succeeded `delivery.ack()`. An error from `fn` or from the commit:
 ///   `ROLLBACK`, nothing acked, the error returned (the caller nacks, or lets the ack wait
-///   expire: the broker delivers it again).
+///   expire: the broker delivers it again). An exception from `fn`, or the awaiting task
+///   stopped midway: rolled back (pg_connection::abandon_transaction) before the exception or
+///   the cancellation leaves handle(), nothing acked.
 /// - A duplicate (the id is committed already): `ROLLBACK`, acked, `fn` not run. A second
 ///   consumer handling the same id at the same moment waits on the primary key until the first
 ///   commits (then sees the duplicate) or rolls back (then handles it).
@@ -60,33 +66,32 @@ public:
 
     template <typename Fn>
     auto handle(pg_connection& conn, delivery d, Fn fn) -> task<result<inbox_outcome>> {
-        auto begun = co_await conn.query("BEGIN");
-        if (!begun) {
-            co_return begun.error();
+        if (conn.in_transaction()) {
+            // Not ours to end: and an id recorded in it would read as a duplicate before it
+            // committed.
+            co_return std::make_error_code(std::errc::invalid_argument);
         }
-        auto fresh = co_await record(conn, d.message().id);
-        if (!fresh) {
-            (void)co_await conn.query("ROLLBACK");
-            co_return fresh.error();
+        std::optional<result<inbox_outcome>> out;
+        std::exception_ptr thrown;
+        try {
+            out.emplace(co_await handle_in_transaction(conn, d, fn));
+        } catch (...) {
+            thrown = std::current_exception();
         }
-        if (!*fresh) {
-            (void)co_await conn.query("ROLLBACK");
-            (void)d.ack();  // not_pending only if it was settled already: nothing to do then
-            co_return inbox_outcome::duplicate;
+        if (conn.in_transaction()) {
+            // An error, an exception or a stop left it open: rolled back before anything
+            // propagates, or the next COMMIT on `conn` would commit the failed handler's
+            // writes and its id.
+            co_await conn.abandon_transaction();
         }
-        result<void> r = co_await fn(conn, d.message());
-        if (!r) {
-            (void)co_await conn.query("ROLLBACK");
-            co_return r.error();
+        if (thrown) {
+            std::rethrow_exception(thrown);
         }
-        auto committed = co_await conn.query("COMMIT");
-        if (!committed) {
-            co_return committed.error();  // the server rolled it back: nothing is recorded
+        if (*out) {
+            (void)d.ack();  // committed (a duplicate's record, earlier; or ours, just now)
         }
-        (void)d.ack();
-        co_return inbox_outcome::processed;
+        co_return std::move(*out);
     }
-
     /// Records `id` in the transaction open on `conn`: true if it was new, false if already
     /// there. Expires old ids on every `expire_every`-th call. For consumers that are not bus
     /// deliveries.
@@ -95,6 +100,37 @@ public:
     auto expire(pg_connection& conn, std::uint32_t limit = 10'000) -> task<result<std::uint64_t>>;
 
 private:
+    /// BEGIN, the id, the handler and COMMIT; a duplicate's transaction is rolled back. On any
+    /// failure the transaction is left to handle() to end.
+    template <typename Fn>
+    auto handle_in_transaction(pg_connection& conn, const delivery& d, Fn& fn)
+        -> task<result<inbox_outcome>> {
+        auto begun = co_await conn.query("BEGIN");
+        if (!begun) {
+            co_return begun.error();
+        }
+        auto fresh = co_await record(conn, d.message().id);
+        if (!fresh) {
+            co_return fresh.error();
+        }
+        if (!*fresh) {
+            auto rolled_back = co_await conn.query("ROLLBACK");
+            if (!rolled_back) {
+                co_return rolled_back.error();
+            }
+            co_return inbox_outcome::duplicate;
+        }
+        result<void> r = co_await fn(conn, d.message());
+        if (!r) {
+            co_return r.error();
+        }
+        auto committed = co_await conn.query("COMMIT");
+        if (!committed) {
+            co_return committed.error();  // the server rolled it back: nothing is recorded
+        }
+        co_return inbox_outcome::processed;
+    }
+
     pg_inbox_options options_;
     std::string insert_sql_;
     std::string expire_sql_;

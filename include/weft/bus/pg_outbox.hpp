@@ -19,6 +19,9 @@ struct pg_outbox_options {
     /// libpq connection string of the relay's own connection ("host=... port=... user=...").
     std::string conninfo;
     /// The outbox table; dead letters in `<table>_dead`; versions in weft_schema_versions.
+    /// Letters, digits and `_`, not starting with a digit, at most 54 characters (the
+    /// constructor throws std::invalid_argument otherwise); quoted in every statement, so its
+    /// case is kept.
     std::string table = "weft_outbox";
     /// Keys are hashed (FNV-1a) into this many partitions; each is published by one relay at a
     /// time. Fixed for the life of the table: rows staged under another count are never read.
@@ -52,9 +55,10 @@ struct pg_outbox_options {
 ///
 /// - `stage(conn, env)` inserts the event on the caller's connection, inside the caller's open
 ///   transaction (`BEGIN` ... `COMMIT` on a weft::bus::pg_connection); after COMMIT the
-///   caller may `notify()` a relay in this process. LISTEN/NOTIFY only with
-///   `listen_notify` (off by default: a transaction that sends NOTIFY takes a global lock at
-///   commit, serialising every commit).
+///   caller may `notify()` a relay in this process. `metrics().staged` counts the event when
+///   that transaction commits (pg_connection::on_commit); the outbox must outlive it. LISTEN/NOTIFY
+///   only with `listen_notify` (off by default: a transaction that sends NOTIFY takes a global lock
+///   at commit, serialising every commit).
 /// - Relays: each owns partitions through session advisory locks
 ///   (pg_try_advisory_lock(class, partition)) on its own connection, which the server releases
 ///   when that connection ends (a killed relay's partitions are free at once).
@@ -69,11 +73,13 @@ struct pg_outbox_options {
 ///   tries the free partitions. Within its
 ///   partitions a relay claims the oldest rows with `FOR UPDATE SKIP LOCKED`, publishes them
 ///   (order per key, as relay_options says), then deletes the published ones and moves the
-///   dead ones. With a window of one, each round trip deletes the batch published before and
-///   claims the next while the current one is published (one transaction per round trip);
-///   a key with an unpublished row in a batch is left out of the next claim and its rows of
-///   the current batch wait (src/bus/pg_outbox.cpp, relay_batches). A relay below its share
-///   (one that owns no partition too) tries the free ones once per rebalance_interval.
+///   dead ones: each round trip (one transaction) deletes what was acknowledged since the last
+///   and claims the next batch while the earlier ones are still being published; a key in
+///   back-off after a failed publish is left out of the claims (its rows wait in the relay, in
+///   order). A relay below its share (one that owns no partition too) tries the free ones once
+///   per rebalance_interval.
+/// - The relay ends with `publisher_closed` once its publisher is closed (the rows it held
+///   stay staged).
 /// - Order per key is `seq` order (bigserial, assigned at insert) among committed rows: two
 ///   transactions staging the same key must serialise on the business row (they normally do:
 ///   both update the aggregate), or a later insert can commit first.
@@ -94,7 +100,9 @@ public:
     auto migrate(pg_connection& conn) -> task<result<void>>;
     auto stage(pg_connection& conn, envelope env) -> task<result<message_id>>;
     void notify() noexcept;
-    /// Connects, takes partitions and relays until stop_relay() or the task is stopped.
+    /// Connects, takes partitions and relays until stop_relay() or the task is stopped (then
+    /// ok), or until `pub` is closed (`publisher_closed`). Reads `pub.results()`: give the
+    /// relay a publisher of its own.
     auto run_relay(publisher& pub) -> task<result<void>>;
     void stop_relay() noexcept;
     [[nodiscard]] auto metrics() const noexcept -> outbox_metrics;

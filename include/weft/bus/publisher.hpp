@@ -259,9 +259,9 @@ private:
                    bool have_unit,
                    std::uint32_t& index) -> std::error_code;
     auto start_async(envelope&& env, bool have_unit) -> result<message_id>;
-    /// An awaited publish ended (its outcome taken, or abandoned): slot, unit and in-flight
-    /// count back under one lock.
-    void end_awaited(std::uint32_t index) noexcept;
+    /// A publish ended without a result to read (an awaited one's outcome taken or abandoned,
+    /// or a start that threw): slot, unit and in-flight count back under one lock.
+    void end_unread(std::uint32_t index) noexcept;
     /// A publish_async's outcome was read: its unit back.
     void release_unit() noexcept;
     /// With mu_ held: one unit to the first waiter at the bound, or to the count.

@@ -10,13 +10,9 @@ namespace weft::bus {
 class backend;
 
 /// How an outbox relay reads, publishes and waits (SQLite and PostgreSQL alike).
-/// - `batch_size`: staged events read (claimed) at once. With one unacknowledged event per key
-///   SQLite finishes the batch (its events acknowledged or dead-lettered, then deleted in one
-///   transaction) before reading the next; PostgreSQL claims the next while the batch is
-///   published, and deletes it in the round trip of the claim after (pg_outbox). With a
-///   window above one the batches overlap: the next is read while fewer than a batch of events
-///   waits to be sent (at most 4 batches held), and acknowledged events are deleted in the
-///   background, each after its key's earlier ones.
+/// - `batch_size`: staged events read (claimed) at once. The batches overlap: the next is read
+///   while fewer than a batch of events waits to be sent (at most 4 batches held), and
+///   acknowledged events are deleted in the background, each after its key's earlier ones.
 /// - `min_poll` / `max_poll`: when a read finds nothing the relay waits for a notification
 ///   (`notify()`, or a commit through sqlite_txn) or this long, doubling from min to max while
 ///   the table stays empty, back to min once it finds work.
@@ -29,8 +25,9 @@ class backend;
 ///   1 (the default) on every broker. Above 1 only where `broker` is given and its features
 ///   say `keeps_partition_prefix` (Kafka, idempotent producer); otherwise the relay clamps it
 ///   to 1, says so once on stderr and reports the window it uses in
-///   outbox_metrics::unacked_per_key_limit. With a window the relay sends through
-///   try_publish_async and reads the publisher's results(): give it a publisher of its own.
+///   outbox_metrics::unacked_per_key_limit. Whatever the window, the relay sends through
+///   try_publish_encoded_async and reads the publisher's results(): give it a publisher of
+///   its own.
 ///   What order the consumer sees then: docs/guide/outbox.md, "A per-key window on Kafka".
 /// - `broker`: the backend the relay's publisher sends through (only read for its features).
 struct relay_options {

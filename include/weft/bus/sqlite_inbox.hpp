@@ -18,6 +18,8 @@ namespace weft::bus {
 
 struct sqlite_inbox_options {
     /// The table of handled ids (id BLOB PRIMARY KEY, received_ms), WITHOUT ROWID.
+    /// Letters, digits and `_`, not starting with a digit, at most 54 characters (the
+    /// constructor throws std::invalid_argument otherwise).
     std::string table = "weft_inbox";
     /// Ids older than this are forgotten: a duplicate arriving later than the window after the
     /// original is handled again. Make it longer than the broker's redelivery horizon.
@@ -36,7 +38,10 @@ struct sqlite_inbox_options {
 /// - A new id: inserts it, runs `fn(txn, message)` (-> result<void>) in `txn`, and registers
 ///   `delivery.ack()` to run when `txn` commits: acknowledged only once the writes are durable.
 ///   An error from `fn` is returned; the caller rolls back (drops `txn`) and nacks.
-/// - A duplicate (the id is already recorded, hence committed): acked at once, `fn` not run.
+/// - A duplicate (the id is already recorded: committed, or earlier in `txn` itself): `fn` not
+///   run, and `delivery.ack()` registered to run when `txn` commits, as for a new id.
+/// - `fn` throws: the exception propagates and the caller's `txn`, destroyed without commit,
+///   rolls back the id with the writes; nothing is acked.
 /// Exactly-once processing thus comes from the transaction, not from the broker: delivery is
 /// at least once, and the id table turns repeats into acks.
 /// Blocking calls on the caller's connection (see sqlite_txn). The constructor creates the
@@ -56,8 +61,10 @@ public:
         if (!fresh) {
             return fresh.error();
         }
+        // Either way acked only when `txn` commits: a duplicate's id may have been recorded
+        // earlier in this same transaction, and is committed only with it.
         if (!*fresh) {
-            (void)d.ack();  // not_pending only if it was settled already: nothing to do then
+            txn.on_commit([d]() mutable { (void)d.ack(); });
             return inbox_outcome::duplicate;
         }
         result<void> r = std::forward<Fn>(fn)(txn, d.message());

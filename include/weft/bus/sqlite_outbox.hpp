@@ -23,6 +23,8 @@ struct sqlite_outbox_options {
     /// The outbox table; its dead letters go to `<table>_dead`. Schema versions are kept in
     /// `weft_schema_versions` (one row per table), not in PRAGMA user_version, which belongs
     /// to the application.
+    /// Letters, digits and `_`, not starting with a digit, at most 54 characters (the
+    /// constructor throws std::invalid_argument otherwise).
     std::string table = "weft_outbox";
     /// Switch the database to WAL (persistent), so the relay reads while business
     /// transactions write. Off: whatever journal mode the file has.
@@ -91,8 +93,10 @@ public:
     void notify() noexcept;
 
     /// Runs the relay until stop_relay() or until the awaiting task is stopped (then ok; what
-    /// it did not finish stays staged for the next relay). `relay_active` when another relay
-    /// holds the file; a SQLite error when the relay's own connection fails for good.
+    /// it did not finish stays staged for the next relay). `publisher_closed` once `pub` is
+    /// closed (what it held stays staged). `relay_active` when another relay holds the file.
+    /// A SQLite error (SQLITE_BUSY past busy_timeout, or worse) is tried again after a
+    /// back-off. Reads `pub.results()`: give the relay a publisher of its own.
     auto run_relay(publisher& pub) -> task<result<void>>;
     /// Asks a running relay to return: it finishes no further publishes (an event in flight may
     /// still reach the broker and is published again by the next relay).

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,7 @@
 #include "weft/http/router.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_listener.hpp"
+#include "weft/tls/tls_context.hpp"
 
 namespace weft::http {
 
@@ -34,13 +36,25 @@ struct server_options {
     /// Request line 8 KiB (414), header block 16 KiB and 100 fields (431), body 1 MiB (413,
     /// per route overridable), chunk extensions 4 KiB.
     request_limits limits{};
-    /// From a request's first byte until its head is complete.
+    /// From a request's first byte until its head is complete, whatever the server does
+    /// meanwhile (writing the responses to earlier pipelined requests included).
     std::chrono::milliseconds header_timeout{std::chrono::seconds{10}};
-    /// Longest wait for the next piece of a body.
+    /// Longest wait for the next piece of a body (progress: any byte restarts it). The body
+    /// must also keep min_rate.
     std::chrono::milliseconds body_timeout{std::chrono::seconds{30}};
-    /// Longest wait for the client to take more of a response (a client that stops reading is
-    /// dropped).
+    /// Longest wait for the client to take more of a response (progress: any byte it takes
+    /// restarts it; a client that stops reading is dropped). A slow but steady reader is
+    /// served for as long as it keeps min_rate.
     std::chrono::milliseconds send_timeout{std::chrono::seconds{30}};
+    /// The least a slow client must keep up, in bytes a second, while the server waits on it
+    /// for a request body or for room to write a response: after min_rate_grace of waiting, a
+    /// transfer that has moved fewer than min_rate bytes for each further second waited is
+    /// dropped (as Apache's mod_reqtimeout `body=20,MinRate=500`). Only time spent waiting for
+    /// the client counts, never the handler's own. So a body trickled a byte at a time, each
+    /// within body_timeout, still ends. 0: no minimum (the progress timeouts alone).
+    std::uint32_t min_rate = 500;
+    /// The waiting a body or a response write is allowed before min_rate applies.
+    std::chrono::milliseconds min_rate_grace{std::chrono::seconds{20}};
     /// An idle keep-alive connection is closed after this.
     std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds{60}};
     /// shutdown(): how long requests in flight may take before they are cancelled.
@@ -62,6 +76,11 @@ struct server_options {
     /// a connection that serves one request costs one wake-up of the server instead of two
     /// and, on io_uring, arms no receive. 0: accepted at once.
     std::chrono::seconds defer_accept{1};
+    /// HTTPS: a server context (weft::tls_context::server) makes every accepted connection
+    /// TLS. Its handshake comes first, bounded by the context's handshake_timeout (a drain
+    /// waits for it that long at most); a failed one closes it (server_stats::tls_failed).
+    /// Files are sent through TLS (read, then encrypted), not with sendfile.
+    std::optional<tls_context> tls;
     /// listen(): called with each bound address once it is listening (port 0 picks one).
     std::function<void(const socket_address&)> on_listening;
 };
@@ -73,6 +92,7 @@ struct server_stats {
     std::uint64_t requests = 0;        ///< requests answered (including error responses)
     std::uint64_t rejected = 0;        ///< requests refused by the parser (4xx / 5xx, then closed)
     std::uint64_t timed_out = 0;       ///< connections dropped by a header/body/send/idle timeout
+    std::uint64_t tls_failed = 0;      ///< TLS handshakes that failed or timed out (then closed)
     std::uint64_t writes = 0;          ///< vectored writes of responses (pipelining coalesces)
     std::uint64_t deadline_moves = 0;  ///< per-connection deadline re-filed earlier in place
 };

@@ -210,9 +210,9 @@ private:
 /// Sends `count` bytes of `from`, starting at `offset`, to the socket without copying them
 /// through user space (sendfile(2)), waiting for the socket whenever it is full. Fails with
 /// ENODATA (and the path) when the file ends before the range does; a peer that went away is
-/// EPIPE / ECONNRESET as a value (SIGPIPE is suppressed: blocked on the calling thread from its
-/// first send_file on, see detail::sendfile_quiet). Observes cancellation while it waits for
-/// the socket.
+/// EPIPE / ECONNRESET as a value (SIGPIPE is suppressed: blocked around each sendfile and
+/// consumed, the thread's signal mask put back, see detail::sendfile_quiet). Observes
+/// cancellation while it waits for the socket.
 /// NOTE: the file side is read by the worker thread itself; pages not in the page cache make
 /// the worker wait for the disk.
 [[nodiscard]] auto send_file(tcp_stream& to,
@@ -221,9 +221,10 @@ private:
                              std::uint64_t count) -> task<result<void>>;
 
 namespace detail {
-/// sendfile(2) that never delivers SIGPIPE: SIGPIPE is blocked on the calling thread the first
-/// time (and stays blocked), and one raised by an EPIPE failure is consumed. Returns what
-/// sendfile returns, errno set as it sets it. Shared by send_file and the HTTP server.
+/// sendfile(2) that never delivers SIGPIPE and leaves the calling thread's signal state as it
+/// was: SIGPIPE is blocked for the call, one the call raised is consumed (a SIGPIPE already
+/// pending on entry is left pending), and the mask is restored. Returns what sendfile returns,
+/// errno set as it sets it. Shared by send_file and the HTTP server.
 auto sendfile_quiet(int sock, int fd, off_t* off, std::size_t n) -> ssize_t;
 }  // namespace detail
 

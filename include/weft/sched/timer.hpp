@@ -16,6 +16,7 @@
 #include "weft/core/result.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
+#include "weft/sched/detail/deadline_after.hpp"
 #include "weft/sched/detail/timer_op.hpp"
 
 namespace weft {
@@ -23,6 +24,8 @@ namespace weft {
 /// `co_await sleep_for(d)` / `sleep_until(t)`: suspends the task on its worker's timer wheel
 /// (1 ms resolution, never early). Yields `operation_canceled` as soon as the task's stop is
 /// requested, and the timer is unlinked at that moment. Needs a runtime worker.
+/// `sleep_until(time_point::max())`, and `sleep_for` of a duration that reaches past the
+/// clock's range (`duration::max()`), sleep until cancelled; a negative duration does not sleep.
 class [[nodiscard]] sleep_awaiter {
 public:
     explicit sleep_awaiter(std::chrono::steady_clock::time_point deadline) noexcept
@@ -49,8 +52,7 @@ private:
 
 template <typename Rep, typename Period>
 [[nodiscard]] auto sleep_for(std::chrono::duration<Rep, Period> d) noexcept -> sleep_awaiter {
-    return sleep_awaiter{std::chrono::steady_clock::now() +
-                         std::chrono::ceil<std::chrono::steady_clock::duration>(d)};
+    return sleep_awaiter{detail::deadline_after(d)};
 }
 
 /// A deadline that moves while a task waits for it: `expires_at(t)` re-files the pending wait
@@ -81,9 +83,10 @@ public:
             detail::timer_move(op_, ns_, armed_on_);
         }
     }
+    /// Moves the deadline to now + `d`, saturated: past the clock's range it is never.
     template <typename Rep, typename Period>
     void expires_after(std::chrono::duration<Rep, Period> d) noexcept {
-        expires_at(clock::now() + std::chrono::ceil<clock::duration>(d));
+        expires_at(detail::deadline_after(d));
     }
     [[nodiscard]] auto expiry() const noexcept -> clock::time_point {
         return clock::time_point{std::chrono::nanoseconds{ns_.load(std::memory_order_seq_cst)}};
@@ -171,15 +174,15 @@ inline auto timeout_timer(std::chrono::steady_clock::time_point deadline,
 /// `timed_out`. A value the task produced anyway (it finished before it saw the cancellation)
 /// is returned, never dropped; a task that reports its own cancellation after the deadline (a
 /// result holding operation_canceled, or a std::system_error holding it) becomes `timed_out`.
-/// Any other exception propagates, whenever it was thrown.
+/// Any other exception propagates, whenever it was thrown. A `d` that reaches past the clock's
+/// range (`duration::max()`) never times out.
 ///
 ///     auto r = co_await weft::with_timeout(100ms, fetch());   // result<T>
 template <typename T, typename Rep, typename Period>
 auto with_timeout(std::chrono::duration<Rep, Period> d, task<T> t)
     -> task<result<std::conditional_t<std::is_void_v<T>, void, T>>> {
     using R = result<std::conditional_t<std::is_void_v<T>, void, T>>;
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::ceil<std::chrono::steady_clock::duration>(d);
+    const auto deadline = detail::deadline_after(d);
     stop_state* parent = co_await detail::current_stop{};
     linked_stop_state work_stop(parent);
     linked_stop_state timer_stop(parent);

@@ -22,7 +22,7 @@
 // The producer writes each event's business row (`orders`: id, key, seq; seq counts 1, 2, ...
 // per key) and stages its envelope (payload "id:key:seq") in one transaction, 1 to 4 events per
 // transaction. The relay runs sqlite_outbox::run_relay until it is killed; the outbox's crash
-// points (WEFT_OUTBOX_CRASH_POINT, src/bus/relay_batch.hpp) end it by themselves, and this
+// points (WEFT_OUTBOX_CRASH_POINT, src/bus/relay_faults.hpp) end it by themselves, and this
 // process adds "after_publish": _exit shortly after a message was handed to the broker's client
 // (5 ms for NATS; 30 ms for Kafka, whose client holds it for linger.ms first), before its ack
 // is processed. --fresh-ids gives every publish a new envelope id (the positive control that

@@ -1,8 +1,7 @@
-#include "relay_batch.hpp"
+#include "relay_pipeline.hpp"
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <iterator>
 #include <limits>
 #include <mutex>
@@ -10,37 +9,13 @@
 #include <unordered_map>
 #include <utility>
 
-#include "weft/bus/backend.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/message_id.hpp"
 #include "weft/core/stop.hpp"
-#include "weft/core/when_all.hpp"
 #include "weft/sched/timer.hpp"
 
 namespace weft::bus::detail {
-
-void relay_row::load(std::string_view stored, bool forward_encoded) {
-    std::error_code bad;
-    if (forward_encoded) {
-        if (auto e = decode_routing(stored)) {
-            env.id = e->id;
-            env.topic.assign(e->topic);
-            env.key.assign(e->key);
-            encoded.assign(stored);
-        } else {
-            bad = e.error();
-        }
-    } else if (auto whole = decode(stored)) {
-        env = std::move(*whole);
-    } else {
-        bad = whole.error();
-    }
-    if (bad) {
-        outcome = fate::dead;
-        reason = "undecodable outbox row: " + bad.message();
-    }
-}
 
 namespace {
 
@@ -49,73 +24,12 @@ auto default_permanent(std::error_code ec) -> bool {
            ec == bus_errc::unsupported_version || ec == std::errc::invalid_argument;
 }
 
-auto wait_task(event& e) -> task<result<void>> { co_return co_await e.wait(); }
-
-/// What one chain did, read by publish_batch after every chain finished (so the chains, which
-/// run concurrently, never touch the shared retry map).
-struct chain_outcome {
-    bool published_any = false;
-    bool deferred = false;  // a transient failure left the rest of the chain pending
-};
-
 void note_peak(relay_counters& counters, std::uint64_t unacked) {
     auto peak = counters.peak_unacked_per_key.load(std::memory_order_relaxed);
     while (unacked > peak && !counters.peak_unacked_per_key.compare_exchange_weak(
                                  peak, unacked, std::memory_order_relaxed)) {
     }
 }
-
-auto publish_chain(publisher& pub,
-                   std::vector<relay_row>& rows,
-                   std::vector<std::size_t> chain,
-                   const relay_options& options,
-                   relay_counters& counters,
-                   relay_stop& stop,
-                   bool defer,
-                   chain_outcome& out) -> task<void> {
-    for (const std::size_t i : chain) {
-        relay_row& row = rows[i];
-        auto backoff = std::max(options.min_backoff, std::chrono::milliseconds{1});
-        for (;;) {
-            if (stop.requested()) {
-                co_return;
-            }
-            note_peak(counters, 1);
-            auto a = co_await pub.publish(row.env);
-            if (a) {
-                row.outcome = relay_row::fate::published;
-                counters.published.fetch_add(1, std::memory_order_relaxed);
-                out.published_any = true;
-                break;
-            }
-            const std::error_code ec = a.error();
-            if (ec == std::errc::operation_canceled || ec == bus_errc::publisher_closed) {
-                co_return;
-            }
-            const bool permanent =
-                options.is_permanent ? options.is_permanent(ec) : default_permanent(ec);
-            if (permanent) {
-                row.outcome = relay_row::fate::dead;
-                row.reason = ec.message();
-                counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
-                break;
-            }
-            counters.retries.fetch_add(1, std::memory_order_relaxed);
-            if (defer) {
-                out.deferred = true;
-                co_return;  // this row and the rest of the chain stay pending
-            }
-            co_await wait_for_event(stop.wake, backoff);
-            backoff = std::min(backoff * 2, options.max_backoff);
-        }
-    }
-}
-
-}  // namespace
-
-// ---- relay_pipeline ------------------------------------------------------------------------
-
-namespace {
 
 /// One key's rows in staging order: a vector read from `head_`. pop_front only advances
 /// `head_` (the popped row was moved out); the consumed front is cut away once it is at least
@@ -208,6 +122,7 @@ struct relay_pipeline::state {
     bool blocked = false;  // the publisher's bound was hit: every key is filled after an outcome
     bool dry = false;
     bool closed = false;
+    bool pub_closed = false;  // the publisher refused a send or closed: publisher_closed()
     bool ended = false;
     bool db_asked = false;
 
@@ -264,10 +179,8 @@ struct relay_pipeline::state {
                 --unsent;
                 continue;
             }
-            auto id = row.encoded.empty()
-                          ? pub.try_publish_async(row.env)
-                          : pub.try_publish_encoded_async(encoded_envelope{
-                                row.env.id, row.env.topic, row.env.key, row.encoded});
+            auto id = pub.try_publish_encoded_async(
+                encoded_envelope{row.env.id, row.env.topic, row.env.key, row.encoded});
             if (!id) {
                 const std::error_code ec = id.error();
                 if (ec == std::errc::operation_would_block) {
@@ -276,6 +189,7 @@ struct relay_pipeline::state {
                 }
                 if (ec == std::errc::operation_canceled || ec == bus_errc::publisher_closed) {
                     closed = true;
+                    pub_closed = pub_closed || ec == bus_errc::publisher_closed;
                     return;
                 }
                 ++k.next;
@@ -406,6 +320,7 @@ struct relay_pipeline::state {
         } else {
             const std::error_code ec = r.outcome.error();
             if (ec == std::errc::operation_canceled || ec == bus_errc::publisher_closed) {
+                pub_closed = pub_closed || ec == bus_errc::publisher_closed;
                 closed = true;  // the row stays pending, is never deleted: the next relay's
             } else if (permanent(ec)) {
                 row.outcome = relay_row::fate::dead;
@@ -584,6 +499,11 @@ void relay_pipeline::close() {
     s_->pump_wake.set();
 }
 
+auto relay_pipeline::publisher_closed() const -> bool {
+    std::lock_guard lock(s_->mu);
+    return s_->pub_closed;
+}
+
 auto relay_pipeline::ended() const -> bool {
     std::lock_guard lock(s_->mu);
     return s_->ended;
@@ -629,9 +549,11 @@ auto relay_pipeline::pump() -> task<void> {
             continue;
         }
         auto r = co_await s.pub.results().recv();
+        const bool stopped = !r && (co_await get_stop_token()).stop_requested();
         std::lock_guard lock(s.mu);
         if (!r) {
-            s.closed = true;  // the publisher closed, or this task was cancelled
+            s.closed = true;
+            s.pub_closed = s.pub_closed || !stopped;  // the publisher closed its results
             break;
         }
         s.apply(*r);
@@ -650,104 +572,6 @@ auto relay_pipeline::pump() -> task<void> {
     std::lock_guard lock(s.mu);
     s.ended = true;
     s.db_wake.set();
-}
-
-auto effective_window(const relay_options& options) -> std::uint32_t {
-    const std::uint32_t asked = std::max<std::uint32_t>(1, options.max_unacked_per_key);
-    if (asked == 1) {
-        return 1;
-    }
-    if (options.broker != nullptr && options.broker->features().keeps_partition_prefix) {
-        return asked;
-    }
-    std::fprintf(stderr,
-                 "weft::bus relay: max_unacked_per_key=%u needs a broker that keeps a partition "
-                 "prefix (relay_options::broker, e.g. Kafka); using 1\n",
-                 asked);
-    return 1;
-}
-
-auto now_ms() noexcept -> std::int64_t {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-}
-
-auto wait_for_event(event& e, std::chrono::milliseconds d) -> task<void> {
-    auto r = co_await with_timeout(d, wait_task(e));
-    (void)r;  // set, timed out or cancelled: the caller looks at its own state next
-}
-
-auto publish_batch(publisher& pub,
-                   std::vector<relay_row>& rows,
-                   const relay_options& options,
-                   relay_counters& counters,
-                   relay_stop& stop,
-                   retry_map* deferred) -> task<void> {
-    const auto now = std::chrono::steady_clock::now();
-    std::unordered_map<std::string_view, std::size_t> chain_of;
-    std::vector<std::vector<std::size_t>> chains;
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-        if (rows[i].outcome != relay_row::fate::pending) {
-            counters.dead_lettered.fetch_add(1, std::memory_order_relaxed);
-            continue;  // dead already (undecodable): the caller moves it to the dead letters
-        }
-        if (deferred != nullptr) {
-            auto d = find_retry(*deferred, rows[i]);
-            if (d != deferred->end() && d->second.not_before > now) {
-                continue;  // its key waits: the row stays pending
-            }
-        }
-        if (fault_unbounded_window()) {
-            chains.push_back({i});  // the control's broken relay: no order per key
-            continue;
-        }
-        auto [it, fresh] = chain_of.try_emplace(rows[i].env.key, chains.size());
-        if (fresh) {
-            chains.emplace_back();
-        }
-        chains[it->second].push_back(i);
-    }
-    std::vector<std::size_t> first;  // a row of each chain, for its key afterwards
-    first.reserve(chains.size());
-    for (const auto& c : chains) {
-        first.push_back(c.front());
-    }
-    std::vector<chain_outcome> outs(chains.size());
-    const bool defer = deferred != nullptr;
-    if (chains.size() == 1) {
-        co_await publish_chain(pub, rows, std::move(chains.front()), options, counters, stop, defer,
-                               outs.front());
-    } else if (!chains.empty()) {
-        std::vector<task<void>> tasks;
-        tasks.reserve(chains.size());
-        for (std::size_t c = 0; c < chains.size(); ++c) {
-            tasks.push_back(publish_chain(pub, rows, std::move(chains[c]), options, counters, stop,
-                                          defer, outs[c]));
-        }
-        co_await when_all(std::move(tasks));
-    }
-    if (deferred == nullptr) {
-        co_return;
-    }
-    const auto min_backoff = std::max(options.min_backoff, std::chrono::milliseconds{1});
-    const auto after = std::chrono::steady_clock::now();
-    for (std::size_t c = 0; c < outs.size(); ++c) {
-        const relay_row& head = rows[first[c]];
-        const std::string own =
-            fault_unbounded_window() ? "#" + std::to_string(head.seq) : std::string{};
-        const std::string& key = fault_unbounded_window() ? own : head.env.key;
-        if (outs[c].deferred) {
-            auto [it, fresh] = deferred->try_emplace(key, key_retry{after, min_backoff});
-            if (outs[c].published_any) {
-                it->second.backoff = min_backoff;  // it moved: this is a new failure
-            }
-            it->second.not_before = after + it->second.backoff;
-            it->second.backoff = std::min(it->second.backoff * 2, options.max_backoff);
-        } else if (outs[c].published_any) {
-            deferred->erase(key);
-        }
-    }
 }
 
 }  // namespace weft::bus::detail
