@@ -6,7 +6,9 @@
 # need NATS, Kafka or PostgreSQL are not in the set. A failure prints its seed; replay it with
 # WEFT_SHUFFLE_SEED=<seed> build/shuffle/tests/<binary> --gtest_filter=<test>.
 # Usage: scripts/shuffle.sh [FIRST_SEED] [COUNT] [build-dir]   (defaults: 1 1000 build/shuffle)
-# WEFT_SHUFFLE_BINS="test_bus test_http_server" limits the run to those binaries.
+# WEFT_SHUFFLE_BINS="test_bus test_http_server" limits the run to those binaries. Skipped tests
+# are listed at the end (scripts/check_skips.py), and io_uring cases skipped where io_uring works
+# fail the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 first=${1:-1}
@@ -28,14 +30,19 @@ for bin in $bins; do
 done
 cmake --build "$build" --target "${present[@]}"
 failed=0
+rm -rf "$build/shuffle-xml"
+mkdir -p "$build/shuffle-xml"
 for seed in $(seq "$first" $((first + count - 1))); do
     for bin in "${present[@]}"; do
         if ! WEFT_SHUFFLE_SEED=$seed WEFT_STRESS_SCALE=${WEFT_STRESS_SCALE:-4} \
-            "$build/tests/$bin" --gtest_brief=1 >"$build/shuffle-$bin-$seed.log" 2>&1; then
+            "$build/tests/$bin" --gtest_brief=1 --gtest_output="xml:$build/shuffle-xml/$bin-$seed.xml" \
+            >"$build/shuffle-$bin-$seed.log" 2>&1; then
             echo "shuffle: $bin FAILED with WEFT_SHUFFLE_SEED=$seed (log: $build/shuffle-$bin-$seed.log)"
             failed=$((failed + 1))
         fi
     done
 done
 echo "shuffle: seeds $first..$((first + count - 1)) of ${present[*]}: $failed failed runs"
+# Every skip of every run, with its reason; io_uring cases skipped where io_uring works fail.
+python3 scripts/check_skips.py --step shuffle "$build"/shuffle-xml/*.xml || failed=$((failed + 1))
 [ "$failed" -eq 0 ]

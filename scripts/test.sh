@@ -9,4 +9,5 @@ build=${1:-build/test}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=g++ \
     -DWEFT_WERROR=ON -DWEFT_BUILD_TESTS=ON -DWEFT_BUILD_BENCH=ON -DWEFT_CHECK_HEADERS=ON >/dev/null
 cmake --build "$build"
-ctest --test-dir "$build" --output-on-failure --timeout 600 -j2
+# The JUnit report lists every skipped test with its output (scripts/check_skips.py reads it).
+ctest --test-dir "$build" --output-on-failure --timeout 600 -j2 --output-junit ctest.xml

@@ -1,9 +1,13 @@
-//! Model of the parking protocol of src/sched/runtime_core.{hpp,cpp} and src/sched/worker.cpp
-//! (the class comment of runtime_core states it). Each step names the C++ line it follows.
+//! Model of the parking protocol (runtime_core's class comment states it). Each step quotes the
+//! C++ it follows (`@"..."`, checked by check_anchors.py).
 //! Property: no wake-up is lost. A worker that finds nothing parks in its driver; a submitter
 //! that publishes work afterwards must wake it, or the worker must see the work before it
 //! sleeps. If a wake-up were lost the worker would sleep forever with work queued: every
 //! thread blocked, which loom reports as a deadlock (the test fails).
+//! Follows: src/sched/runtime_core.hpp
+//! Follows: src/sched/runtime_core.cpp
+//! Follows: src/sched/worker.hpp
+//! Follows: src/sched/worker.cpp
 use loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering::*};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
@@ -14,6 +18,11 @@ use loom::thread;
 // `injected_` publication + seq_cst fence + `idle_count.load(seq_cst)`. The model adds a SeqCst
 // fence after the parker's RMW (loom does model fences); in C++ the seq_cst RMW and loads are
 // in the single total order S, which gives the same guarantee (runtime_core.hpp's argument).
+
+// MUTANT (feature "mutant"): notify_parked without its seq_cst fence, so the submitter's
+// publication and its idle_count load may pass the parker's idle_count increment and queue
+// check (store buffering): the worker sleeps with the work queued.
+const MUTANT: bool = cfg!(feature = "mutant");
 
 /// A worker's park driver (futex_driver / the reactor's eventfd): an unpark before the park
 /// makes the park return at once (a token), as both drivers do.
@@ -40,13 +49,18 @@ impl Driver {
 }
 
 struct Runtime {
-    injected: AtomicUsize,      // runtime_core.hpp: injected_ (== injector_.size())
-    injector: Mutex<usize>,     // runtime_core.hpp: injector_ under inject_mu_ (a count here)
-    idle: Mutex<Vec<usize>>,    // runtime_core.hpp: idle (worker indices) under idle_mu
-    idle_count: AtomicUsize,    // runtime_core.hpp: idle_count
-    searching: AtomicUsize,     // runtime_core.hpp: searching
-    in_idle_list: Vec<Mutex<bool>>, // worker.hpp: in_idle_list (guarded by idle_mu in C++)
-    wsearching: Vec<AtomicBool>, // worker.hpp: searching (set by a waker, under idle_mu)
+    // @"std::atomic<std::size_t> injected_{0};  // == injector_.size()"
+    injected: AtomicUsize,
+    // @"std::deque<void*> injector_;            // guarded by inject_mu_" (a count here)
+    injector: Mutex<usize>,
+    // @"std::vector<sched_worker*> idle;      // guarded by idle_mu" (worker indices here)
+    idle: Mutex<Vec<usize>>,
+    idle_count: AtomicUsize, // @"std::atomic<unsigned> idle_count{0};"
+    searching: AtomicUsize,  // @"std::atomic<unsigned> searching{0};"
+    // @worker.hpp"bool in_idle_list = false;" (guarded by idle_mu in C++)
+    in_idle_list: Vec<Mutex<bool>>,
+    // @worker.hpp"bool searching = false;" (set by a waker, under idle_mu)
+    wsearching: Vec<AtomicBool>,
     drivers: Vec<Driver>,
 }
 
@@ -64,60 +78,73 @@ impl Runtime {
         }
     }
 
-    // runtime_core.cpp inject(): push under the lock, count it (seq_cst), then notify_parked.
+    // inject(): push under the lock, publish the count (seq_cst), then notify_parked.
     fn inject(&self) {
         {
-            let mut q = self.injector.lock().unwrap();
-            *q += 1;
-            self.injected.fetch_add(1, SeqCst);
+            let mut q = self.injector.lock().unwrap(); // @"std::lock_guard lock(inject_mu_);"
+            *q += 1; // @"injector_.insert(injector_.end(), hs, hs + n);"
+            // @"injected_.store(injector_.size(), std::memory_order_seq_cst); } notify_parked();"
+            self.injected.store(*q, SeqCst);
         }
         self.notify_parked();
     }
 
-    // runtime_core.cpp take_injected(): one task, if any.
+    // take_injected(): one task, if any (a fair share of a burst; the model injects one at a
+    // time).
     fn take_injected(&self) -> bool {
-        if self.injected.load(SeqCst) == 0 {
-            return false; // injector_empty(): nothing to lock for
+        // @"if (injected_.load(std::memory_order_relaxed) == 0) { return 0; }"
+        if self.injected.load(Relaxed) == 0 {
+            return false;
         }
         let mut q = self.injector.lock().unwrap();
         if *q == 0 {
             return false;
         }
         *q -= 1;
-        self.injected.fetch_sub(1, SeqCst);
+        // @"injector_.erase(injector_.begin(), injector_.begin() + static_cast<std::ptrdiff_t>(n)); injected_.store(injector_.size(), std::memory_order_seq_cst);"
+        self.injected.store(*q, SeqCst);
         true
     }
 
-    // runtime_core.cpp:153 notify_parked()
+    // @"auto runtime_core::notify_parked() noexcept -> bool {"
     fn notify_parked(&self) {
-        fence(SeqCst); // :156
+        if !MUTANT {
+            fence(SeqCst); // @"std::atomic_thread_fence(std::memory_order_seq_cst);"
+        }
+        // @"if (searching.load(std::memory_order_seq_cst) != 0 || idle_count.load(std::memory_order_seq_cst) == 0) { return false; }"
         if self.searching.load(SeqCst) != 0 || self.idle_count.load(SeqCst) == 0 {
-            return; // :157-159
+            return;
         }
         let w;
         {
-            let mut idle = self.idle.lock().unwrap(); // :163
+            let mut idle = self.idle.lock().unwrap(); // @"std::lock_guard lock(idle_mu);"
+            // @"if (idle.empty() || searching.load(std::memory_order_relaxed) != 0) { return false; }"
             if idle.is_empty() || self.searching.load(Relaxed) != 0 {
-                return; // :164-166
+                return;
             }
-            w = idle.pop().unwrap(); // :167-168
-            *self.in_idle_list[w].lock().unwrap() = false; // :169
-            self.idle_count.fetch_sub(1, SeqCst); // :170
-            self.wsearching[w].store(true, Relaxed); // :174 (ordered by the unpark)
-            self.searching.fetch_add(1, SeqCst); // :175
+            w = idle.pop().unwrap(); // @"w = idle.back(); idle.pop_back();"
+            *self.in_idle_list[w].lock().unwrap() = false; // @"w->in_idle_list = false;"
+            // @"idle_count.fetch_sub(1, std::memory_order_seq_cst);"
+            self.idle_count.fetch_sub(1, SeqCst);
+            // @"w->searching = true;" (ordered by the unpark)
+            self.wsearching[w].store(true, Relaxed);
+            // @"searching.fetch_add(1, std::memory_order_seq_cst); }"
+            self.searching.fetch_add(1, SeqCst);
         }
-        self.drivers[w].unpark(); // :177
+        self.drivers[w].unpark(); // @"w->unpark(); return true;"
     }
 
-    // worker.cpp sched_worker::park(); `searching` is the worker's own flag.
+    // @"void sched_worker::park() {"; `searching` is the worker's own flag.
     fn park(&self, me: usize) {
+        // @"if (searching) { searching = false; rt_.searching.fetch_sub(1, std::memory_order_seq_cst); }"
         if self.wsearching[me].swap(false, Relaxed) {
-            self.searching.fetch_sub(1, SeqCst); // worker.cpp park(): leave searching first
+            self.searching.fetch_sub(1, SeqCst);
         }
         {
             let mut idle = self.idle.lock().unwrap();
-            idle.push(me);
-            *self.in_idle_list[me].lock().unwrap() = true;
+            idle.push(me); // @"rt_.idle.push_back(this);"
+            *self.in_idle_list[me].lock().unwrap() = true; // @"in_idle_list = true;"
+            // @"rt_.idle_count.fetch_add(1, std::memory_order_seq_cst);"
             self.idle_count.fetch_add(1, SeqCst);
         }
         fence(SeqCst); // see SEQCST above
@@ -130,18 +157,19 @@ impl Runtime {
                 self.idle_count.fetch_sub(1, SeqCst);
             }
         };
-        // has_work_for(): the injector (the model's only queue), seq_cst.
+        // @"if (rt_.has_work_for(*this, stealable_) || !inbox_empty() ||": the injector (the
+        // model's only queue), seq_cst (@"return injected_.load(std::memory_order_seq_cst) == 0;")
         if self.injected.load(SeqCst) != 0 {
             unlist();
             return;
         }
-        self.drivers[me].park();
+        self.drivers[me].park(); // @"driver_->park(timeout);"
         unlist();
     }
 }
 
 // A worker runs until the workers took `want` tasks together (the shared `done`): the loop of
-// worker.cpp run() with the injector as its only source of work.
+// @"void sched_worker::run() {" with the injector as its only source of work.
 fn worker(rt: &Runtime, me: usize, done: &AtomicUsize, want: usize) {
     loop {
         if done.load(SeqCst) == want {
@@ -149,7 +177,8 @@ fn worker(rt: &Runtime, me: usize, done: &AtomicUsize, want: usize) {
         }
         if rt.take_injected() {
             if rt.wsearching[me].swap(false, Relaxed) {
-                // worker.cpp run(): the last searcher to find work wakes another.
+                // @"// The last searcher to find work wakes another, so bursts fan out."
+                // @"if (rt_.searching.fetch_sub(1, std::memory_order_seq_cst) == 1) {"
                 if rt.searching.fetch_sub(1, SeqCst) == 1 {
                     rt.notify_parked();
                 }

@@ -1,16 +1,24 @@
-//! Model of the channel hand-off to a select (include/weft/sync/select.hpp select_awaiter, the
-//! claim of include/weft/sync/detail/waiter.hpp wait_sync::try_claim, and channel.hpp's sender
-//! path). A select receives from channel A or B; one sender sends on each; a third party
-//! requests stop. Each step names the C++ it follows.
+//! Model of the channel hand-off to a select (select_awaiter, the claim of
+//! wait_sync::try_claim, and the channel's sender path). A select receives from channel A or B;
+//! one sender sends on each; a third party requests stop. Each step quotes the C++ it follows
+//! (`@"..."`, checked by check_anchors.py).
 //! Properties: the select's sync is claimed exactly once (by one sender or by the stop) and the
 //! waiter is resumed exactly once; no value is lost or delivered twice (what the select got plus
 //! what stayed buffered is exactly {1, 2}); nothing deadlocks.
+//! Follows: include/weft/sync/select.hpp
+//! Follows: include/weft/sync/detail/waiter.hpp
+//! Follows: include/weft/sync/channel.hpp
 use loom::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
-const PENDING: i32 = -1; // waiter.hpp wait_pending
-const CANCELLED: i32 = -2; // waiter.hpp wait_cancelled
+const PENDING: i32 = -1; // @"inline constexpr int wait_pending = -1;"
+// MUTANT (feature "mutant"): a sender claims the select with a check and a store (try_claim's
+// shortcut for a sync held under one lock) instead of the CAS: the select's nodes sit in two
+// channels' lists under two different locks, so both senders can claim it.
+const MUTANT: bool = cfg!(feature = "mutant");
+
+const CANCELLED: i32 = -2; // @"inline constexpr int wait_cancelled = -2;"
 
 /// A rendezvous-with-one-slot channel: a parked receiver node, or one buffered value.
 #[derive(Default)]
@@ -20,11 +28,11 @@ struct Chan {
 }
 
 struct Select {
-    st: AtomicI32,            // wait_sync::st
+    st: AtomicI32,            // @"std::atomic<int> st{wait_pending};"
     got: Mutex<Option<u32>>,  // what the winning case handed over (the awaiter's slot)
     resumed: Mutex<usize>,    // times resume_waiter ran for it
     cv: Condvar,
-    parked: AtomicBool,       // select_awaiter::parked_ (written and read under all the locks)
+    parked: AtomicBool,       // @"bool parked_ = false;  // written under all the locks"
     suspended: AtomicBool,    // the model's record: await_suspend returned true
 }
 
@@ -34,7 +42,7 @@ struct World {
 }
 
 impl World {
-    // select.hpp: locks in address order; here A then B.
+    // @"// sorted, the first nlocks_ distinct": locks in address order; here A then B.
     fn lock_all(&self) -> (loom::sync::MutexGuard<'_, Chan>, loom::sync::MutexGuard<'_, Chan>) {
         let a = self.chans[0].lock().unwrap();
         let b = self.chans[1].lock().unwrap();
@@ -48,20 +56,27 @@ impl World {
         self.sel.cv.notify_all();
     }
 
-    // channel.hpp send on channel i: under its lock, claim the front receiver node
-    // (wait_list::claim_front -> try_claim, a CAS: a select's nodes sit in two lists); if
-    // claimed, hand the value over and resume it after unlocking; else buffer the value.
+    // The channel's send on channel i: under its lock, claim the front receiver node
+    // (@"if (detail::wait_node* n = receivers_.claim_front()) {" -> try_claim, a CAS: a
+    // select's nodes sit in two lists); if claimed, hand the value over and resume it after
+    // unlocking (@"woken.add(n);"); else buffer the value (@"buf_.push_back(std::move(v));").
     fn send(&self, i: usize, v: u32) {
         let mut claimed = false;
         {
             let mut c = self.chans[i].lock().unwrap();
             if let Some(case) = c.parked.take() {
-                if self
-                    .sel
-                    .st
-                    .compare_exchange(PENDING, case as i32, AcqRel, Acquire)
-                    .is_ok()
-                {
+                // @"return st.compare_exchange_strong(expected, outcome, std::memory_order_acq_rel, std::memory_order_acquire);"
+                let won = if MUTANT {
+                    // @"if (st.load(std::memory_order_relaxed) != wait_pending) { return false; } st.store(outcome, std::memory_order_relaxed);"
+                    let free = self.sel.st.load(Relaxed) == PENDING;
+                    if free {
+                        self.sel.st.store(case as i32, Relaxed);
+                    }
+                    free
+                } else {
+                    self.sel.st.compare_exchange(PENDING, case as i32, AcqRel, Acquire).is_ok()
+                };
+                if won {
                     *self.sel.got.lock().unwrap() = Some(v);
                     claimed = true;
                 }
@@ -77,38 +92,41 @@ impl World {
         }
     }
 
-    // select.hpp:252 on_stop: takes every lock, claims (CAS); resumes only a parked waiter (one
-    // still in await_suspend sees the claim there and does not suspend).
+    // @"static void on_stop(detail::stop_callback_node* n) noexcept {": takes every lock, claims
+    // (CAS); resumes only a parked waiter (one still in await_suspend sees the claim there and
+    // does not suspend).
     fn stop(&self) {
         let resume;
         {
-            let (mut a, mut b) = self.lock_all(); // :256
+            // @"lock_all(locks, nlocks); if (!self->try_claim(detail::wait_cancelled)) {"
+            let (mut a, mut b) = self.lock_all();
             if self.sel.st.compare_exchange(PENDING, CANCELLED, AcqRel, Acquire).is_err() {
-                return; // :257-259 a case completed first; its waker resumes
+                return; // @"a case completed first; its waker resumes us"
             }
-            resume = self.sel.parked.load(Relaxed); // :261
+            resume = self.sel.parked.load(Relaxed); // @"const bool parked = self->parked_;"
             if resume {
-                a.parked = None; // :263-265 unpark every case
+                a.parked = None; // @"for (auto* c : self->cases_) { c->unpark(); }"
                 b.parked = None;
             }
-        } // :269
+        } // @"unlock_all(locks, nlocks); if (parked) { detail::resume_waiter(h, home); }"
         if resume {
-            self.resume(); // :270-272
+            self.resume();
         }
     }
 
-    // select.hpp await_suspend + await_resume for `select(recv A, recv B)`.
+    // select_awaiter's await_suspend and await_resume for `select(recv A, recv B)`.
     fn select(&self) -> i32 {
         let parked;
         {
-            let (mut a, mut b) = self.lock_all(); // :196
+            // @"lock_all(locks, nlocks); if (st.load(std::memory_order_relaxed) != detail::wait_pending) {  // stopped meanwhile"
+            let (mut a, mut b) = self.lock_all();
             if self.sel.st.load(Relaxed) != PENDING {
-                return self.sel.st.load(Relaxed); // :197-199 stopped meanwhile
+                return self.sel.st.load(Relaxed);
             }
             // try_now from a fixed start (the C++ picks a random one; both orders are the same
             // shape): a buffered value completes the case at once, nobody can claim us.
             if let Some(v) = a.buffered.take() {
-                self.sel.st.store(0, Relaxed); // :208
+                self.sel.st.store(0, Relaxed); // @"st.store(static_cast<int>(i), std::memory_order_relaxed);"
                 *self.sel.got.lock().unwrap() = Some(v);
                 return 0;
             }
@@ -117,12 +135,12 @@ impl World {
                 *self.sel.got.lock().unwrap() = Some(v);
                 return 1;
             }
-            a.parked = Some(0); // :214-216 park one node per case
+            a.parked = Some(0); // @"cases_[i]->park(this, static_cast<int>(i));"
             b.parked = Some(1);
-            self.sel.parked.store(true, Relaxed); // :217
+            self.sel.parked.store(true, Relaxed); // @"parked_ = true;"
             self.sel.suspended.store(true, Relaxed);
             parked = true;
-        } // :218 unlock_all
+        } // @"parked_ = true; unlock_all(locks, nlocks); return true;"
         // suspended: wait to be resumed
         {
             let mut r = self.sel.resumed.lock().unwrap();
@@ -131,13 +149,13 @@ impl World {
             }
         }
         if parked {
-            // await_resume :226-228: every lock again, stale nodes unlinked, before the frame
-            // (the awaiter) may go away.
+            // await_resume: every lock again, stale nodes unlinked, before the frame (the
+            // awaiter) may go away (@"if (parked_) { lock_all(locks_, nlocks_); for (auto* c : cases_) { c->unpark(); }").
             let (mut a, mut b) = self.lock_all();
             a.parked = None;
             b.parked = None;
         }
-        self.sel.st.load(Acquire)
+        self.sel.st.load(Acquire) // @"const int s = st.load(std::memory_order_acquire);"
     }
 }
 

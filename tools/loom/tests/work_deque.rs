@@ -1,12 +1,17 @@
-//! Model of include/weft/core/detail/work_deque.hpp (Chase-Lev, bounded). Each step names the
-//! C++ line it follows (work_deque.hpp:N). Capacity is 2 so the indices wrap.
+//! Model of the Chase-Lev deque (bounded). Each step quotes the C++ it follows (`@"..."`,
+//! checked by check_anchors.py). Capacity is 2 so the indices wrap.
 //! Property: every pushed item is taken exactly once (owner pop or thief steal), none lost.
+//! Follows: include/weft/core/detail/work_deque.hpp
 use loom::sync::atomic::{fence, AtomicI64, AtomicUsize, Ordering::*};
 use loom::sync::Arc;
 use loom::thread;
 use std::cell::Cell;
 
 const CAP: i64 = 2;
+
+// MUTANT (feature "mutant"): steal claims its item with a check of top_ and a store instead of
+// the CAS: between the two the owner's pop or another thief takes the same item.
+const MUTANT: bool = cfg!(feature = "mutant");
 
 // SEQCST: loom 0.7 models SeqCst loads and stores as AcqRel (documented limitation), which allows
 // the store-buffering outcome C++ forbids between pop's `bottom_.exchange(seq_cst)` +
@@ -17,14 +22,15 @@ const CAP: i64 = 2;
 // strong in the C++ model (all four accesses are in the single total order S).
 
 struct Deque {
-    top: AtomicI64,            // :154
-    bottom: AtomicI64,         // :155
-    top_cache: Cell<i64>,      // :156 owner only
-    slots: [AtomicUsize; 2],   // :157 (item 0 = nullptr)
+    top: AtomicI64,            // @"std::atomic<std::int64_t> top_{0};"
+    bottom: AtomicI64,         // @"std::atomic<std::int64_t> bottom_{0};"
+    top_cache: Cell<i64>,      // @"std::int64_t top_cache_ = 0;" owner only
+    slots: [AtomicUsize; 2],   // @"std::array<std::atomic<void*>, capacity> slots_{};" (0 = nullptr)
 }
 unsafe impl Sync for Deque {}
 
-fn index(i: i64) -> usize { (i & (CAP - 1)) as usize } // :151
+// @"static_cast<std::size_t>(i) & static_cast<std::size_t>(capacity - 1)"
+fn index(i: i64) -> usize { (i & (CAP - 1)) as usize }
 
 impl Deque {
     fn new() -> Self {
@@ -32,66 +38,74 @@ impl Deque {
                 slots: [AtomicUsize::new(0), AtomicUsize::new(0)] }
     }
     fn push(&self, item: usize) -> bool {
-        let b = self.bottom.load(Relaxed); // :34
-        if b - self.top_cache.get() >= CAP { // :37
-            self.top_cache.set(self.top.load(Acquire)); // :38
-            if b - self.top_cache.get() >= CAP { return false; } // :39-40
+        let b = self.bottom.load(Relaxed); // @"const std::int64_t b = bottom_.load(std::memory_order_relaxed);"
+        if b - self.top_cache.get() >= CAP { // @"if (b - top_cache_ >= capacity) {"
+            self.top_cache.set(self.top.load(Acquire)); // @"top_cache_ = top_.load(std::memory_order_acquire);"
+            if b - self.top_cache.get() >= CAP { return false; }
         }
-        self.slots[index(b)].store(item, Relaxed); // :43
-        self.bottom.store(b + 1, Release); // :44
+        self.slots[index(b)].store(item, Relaxed); // @"slots_[index(b)].store(item, std::memory_order_relaxed);"
+        self.bottom.store(b + 1, Release); // @"bottom_.store(b + 1, std::memory_order_release);"
         true
     }
     fn pop(&self) -> usize {
-        let b = self.bottom.load(Relaxed) - 1; // :50
-        self.bottom.swap(b, SeqCst); // :51
-        fence(SeqCst); // loom treats SeqCst loads/stores as AcqRel; see SEQCST below
-        let t = self.top.load(SeqCst); // :52
-        if t > b { // :53
-            self.bottom.store(b + 1, Relaxed); // :54
+        let b = self.bottom.load(Relaxed) - 1; // @"const std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;"
+        self.bottom.swap(b, SeqCst); // @"bottom_.exchange(b, std::memory_order_seq_cst);"
+        fence(SeqCst); // loom treats SeqCst loads/stores as AcqRel; see SEQCST above
+        let t = self.top.load(SeqCst); // @"std::int64_t t = top_.load(std::memory_order_seq_cst);"
+        if t > b { // @"if (t > b) {"
+            self.bottom.store(b + 1, Relaxed); // @"bottom_.store(b + 1, std::memory_order_relaxed);"
             return 0;
         }
-        let mut item = self.slots[index(b)].load(Relaxed); // :57
-        if t == b { // :58
-            if self.top.compare_exchange(t, t + 1, SeqCst, Relaxed).is_err() { item = 0; } // :60-62
-            self.bottom.store(b + 1, Relaxed); // :64
+        let mut item = self.slots[index(b)].load(Relaxed); // @"void* item = slots_[index(b)].load(std::memory_order_relaxed);"
+        if t == b { // @"if (t == b) {"
+            // @"if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) { item = nullptr; }"
+            if self.top.compare_exchange(t, t + 1, SeqCst, Relaxed).is_err() { item = 0; }
+            self.bottom.store(b + 1, Relaxed);
         }
         item
     }
     fn peek_bottom(&self) -> usize {
-        let b = self.bottom.load(Relaxed); // :82
-        if b == self.top.load(Relaxed) { return 0; } // :83
-        self.slots[index(b - 1)].load(Relaxed) // :86
+        // @"auto peek_bottom() const noexcept -> void* {"
+        let b = self.bottom.load(Relaxed);
+        if b == self.top.load(Relaxed) { return 0; } // @"if (b == top_.load(std::memory_order_relaxed)) {"
+        self.slots[index(b - 1)].load(Relaxed) // @"return slots_[index(b - 1)].load(std::memory_order_relaxed);"
     }
     fn steal(&self) -> usize {
-        let t = self.top.load(SeqCst); // :92
-        fence(SeqCst); // SEQCST below
-        let b = self.bottom.load(SeqCst); // :93
-        if t >= b { return 0; } // :94
-        let item = self.slots[index(t)].load(Relaxed); // :97
-        if self.top.compare_exchange(t, t + 1, SeqCst, Relaxed).is_err() { return 0; } // :98
+        // @"auto steal() noexcept -> void* { std::int64_t t = top_.load(std::memory_order_seq_cst); const std::int64_t b = bottom_.load(std::memory_order_seq_cst);"
+        let t = self.top.load(SeqCst);
+        fence(SeqCst); // SEQCST above
+        let b = self.bottom.load(SeqCst);
+        if t >= b { return 0; } // @"if (t >= b) {"
+        let item = self.slots[index(t)].load(Relaxed); // @"void* item = slots_[index(t)].load(std::memory_order_relaxed);"
+        // @"if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) { return nullptr; }"
+        if MUTANT {
+            if self.top.load(SeqCst) != t { return 0; }
+            self.top.store(t + 1, SeqCst);
+        } else if self.top.compare_exchange(t, t + 1, SeqCst, Relaxed).is_err() { return 0; }
         item
     }
     fn steal_batch(&self, out: &mut Vec<usize>, max: i64) -> i64 {
-        let t = self.top.load(SeqCst); // :112
-        fence(SeqCst); // SEQCST below
-        let b = self.bottom.load(SeqCst); // :113
-        let mut n = b - t; // :114
+        // @"auto steal_batch(void** out, std::int64_t max) noexcept -> std::int64_t { std::int64_t t = top_.load(std::memory_order_seq_cst); const std::int64_t b = bottom_.load(std::memory_order_seq_cst);"
+        let t = self.top.load(SeqCst);
+        fence(SeqCst); // SEQCST above
+        let b = self.bottom.load(SeqCst);
+        let mut n = b - t; // @"std::int64_t n = b - t;"
         if n <= 0 { return 0; }
-        n = (n + 1) / 2; // :118
+        n = (n + 1) / 2; // @"n = (n + 1) / 2;"
         if n > max { n = max; }
         let start = out.len();
-        for i in 0..n { out.push(self.slots[index(t + i)].load(Relaxed)); } // :122-123
-        if self.top.compare_exchange(t, t + n, SeqCst, Relaxed).is_err() { // :125
+        for i in 0..n { out.push(self.slots[index(t + i)].load(Relaxed)); } // @"out[i] = slots_[index(t + i)].load(std::memory_order_relaxed);"
+        if self.top.compare_exchange(t, t + n, SeqCst, Relaxed).is_err() { // @"if (!top_.compare_exchange_strong(t, t + n, std::memory_order_seq_cst,"
             out.truncate(start);
             return 0;
         }
         n
     }
     fn peek_top(&self) -> (usize, i64) {
-        let t = self.top.load(Acquire); // :135
-        let b = self.bottom.load(Acquire); // :136
+        let t = self.top.load(Acquire); // @"t = top_.load(std::memory_order_acquire);"
+        let b = self.bottom.load(Acquire); // @"const std::int64_t b = bottom_.load(std::memory_order_acquire);"
         if t >= b { return (0, t); }
-        (self.slots[index(t)].load(Relaxed), t) // :140
+        (self.slots[index(t)].load(Relaxed), t) // @"return slots_[index(t)].load(std::memory_order_relaxed);"
     }
 }
 
