@@ -37,7 +37,8 @@ using namespace std::chrono_literals;
 
 /// The backend named on the command line. The networked ones connect here, blocking: before
 /// the runtime starts.
-auto make_backend(std::string_view name, const std::string& url) -> std::unique_ptr<bus::backend> {
+auto make_backend(std::string_view name, [[maybe_unused]] const std::string& url)
+    -> std::unique_ptr<bus::backend> {
     if (name == "memory") {
         return std::make_unique<bus::memory_broker>();
     }
