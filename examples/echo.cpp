@@ -80,6 +80,6 @@ auto program() -> weft::task<int> {
 }  // namespace
 
 auto main() -> int {
-    weft::runtime rt{weft::io_runtime_options()};
+    weft::runtime rt;
     return rt.block_on(program());
 }

@@ -396,10 +396,9 @@ auto main(int argc, char** argv) -> int {
     }
     int status = 1;
     try {
-        weft::block_signals({SIGINT, SIGTERM});
         auto broker = make_broker(cfg);  // NATS connects here: before the runtime starts
         gateway gw{cfg.db};
-        weft::runtime rt{weft::io_runtime_options(2)};
+        weft::runtime rt{{.workers = 2}};
         status = rt.block_on(run(cfg, *broker, gw, [&](http::server& srv) -> weft::task<int> {
             if (cfg.self_check) {
                 return self_check(gw, srv);

@@ -142,10 +142,7 @@ auto main(int argc, char** argv) -> int {
             return 2;
         }
     }
-    weft::block_signals({SIGINT, SIGTERM});  // before any thread: wait_for_signal takes them
-    auto opts = weft::io_runtime_options(workers);
-    opts.stealing = !per_core;
-    weft::runtime rt{opts};
+    weft::runtime rt{{.workers = workers, .stealing = !per_core}};
     return !port ? rt.block_on(self_check())
                  : rt.block_on(serve_until_signal(*port, max_connections));
 }

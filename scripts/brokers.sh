@@ -33,12 +33,17 @@
 #   `start` runs on the storage a stop kept (topics, messages and committed offsets survive),
 #   as the conformance suite's broker-outage tests do.
 # postgres: PostgreSQL 15 from Debian (/usr/lib/postgresql/15/bin, or $WEFT_PG_BIN), for the
-#   PostgreSQL outbox: initdb (once) into $WEFT_BROKERS_DIR/postgres-$WEFT_PG_PORT/data, trust
-#   auth, listening on 127.0.0.1:$WEFT_PG_PORT (default 15432) and on a socket in its own
-#   directory beside the data; `start` returns once it accepts connections (pg_isready). Run as
-#   an unprivileged user (initdb refuses root): as root, the system user `weft-postgres`
-#   (created once with useradd --system) owns the data; otherwise the calling user. Stopped by
-#   the postmaster's PID (pg_ctl stop -m fast, then SIGKILL to that PID). Only when named:
+#   PostgreSQL outbox: every `start` runs initdb into a fresh directory made by mktemp under
+#   /tmp (trust auth), listening on 127.0.0.1:$WEFT_PG_PORT (default 15432) and on a socket in
+#   that directory; `start` returns once it accepts connections (pg_isready). Run as an
+#   unprivileged user (initdb refuses root): as root, the system user `weft-postgres` (created
+#   once with useradd --system) owns the data and runs the server. The data lives under /tmp,
+#   not in the checkout, and the server runs with that directory as its working directory,
+#   because the checkout may be anywhere: under a 0700 directory such as /root that user cannot
+#   enter. $WEFT_BROKERS_DIR/postgres-<port>/run-dir records where the data is (postgres.pid
+#   beside it holds the postmaster's PID while it runs); `stop` stops the
+#   postmaster by its PID (pg_ctl stop -m fast, then SIGKILL to that PID), keeps its log as
+#   $WEFT_BROKERS_DIR/postgres-<port>/postgres.log and removes the directory. Only when named:
 #   `all` means the message brokers.
 #
 # Exit status: 0 when every component asked for did what was asked; non-zero with a message
@@ -450,22 +455,28 @@ kafka_status() {
 # ---- postgres ------------------------------------------------------------------------------
 pg_bin=${WEFT_PG_BIN:-/usr/lib/postgresql/15/bin}
 pg_port=${WEFT_PG_PORT:-15432}
-pg_dir=$state_dir/postgres-$pg_port
-pg_data=$pg_dir/data
-pg_sock=$pg_dir/sock
-pg_log=$pg_dir/postgres.log
+pg_dir=$state_dir/postgres-$pg_port  # the caller's: the record of the run directory, old logs
+pg_record=$pg_dir/run-dir
+pg_pidfile=$pg_dir/postgres.pid  # a copy of the postmaster's PID for tools, while it runs
 pg_user=weft-postgres
 
-pg_as_user() {  # runs "$@" as the unprivileged owner of the data
+pg_run_dir() {  # the running server's directory (data, socket, log), or nothing
+    [ -f "$pg_record" ] && [ -d "$(cat "$pg_record")" ] && cat "$pg_record"
+}
+
+pg_as_user() {  # runs "$@" in the run directory $1 as the unprivileged owner of the data
+    local run=$1
+    shift
     if [ "$(id -u)" -eq 0 ]; then
-        runuser -u "$pg_user" -- "$@"
+        (cd "$run" && runuser -u "$pg_user" -- "$@")
     else
-        "$@"
+        (cd "$run" && "$@")
     fi
 }
 
 pg_pid() {  # the postmaster's PID from its pid file (first line), or nothing
-    [ -f "$pg_data/postmaster.pid" ] && head -n 1 "$pg_data/postmaster.pid"
+    local run
+    run=$(pg_run_dir) && [ -f "$run/data/postmaster.pid" ] && head -n 1 "$run/data/postmaster.pid"
 }
 
 pg_running() {
@@ -474,7 +485,20 @@ pg_running() {
 }
 
 pg_ready() {
-    "$pg_bin/pg_isready" -q -h "$pg_sock" -p "$pg_port" -U postgres 2>/dev/null
+    local run
+    run=$(pg_run_dir) && "$pg_bin/pg_isready" -q -h "$run/sock" -p "$pg_port" -U postgres 2>/dev/null
+}
+
+pg_remove_run_dir() {  # keeps the log beside the record, then removes the run directory
+    local run
+    run=$(pg_run_dir) || {
+        rm -f "$pg_record" "$pg_pidfile"
+        return 0
+    }
+    [ -f "$run/postgres.log" ] && cp -f "$run/postgres.log" "$pg_dir/postgres.log"
+    [ -f "$run/initdb.log" ] && cp -f "$run/initdb.log" "$pg_dir/initdb.log"
+    rm -rf "$run"
+    rm -f "$pg_record" "$pg_pidfile"
 }
 
 pg_start() {
@@ -483,62 +507,77 @@ pg_start() {
         echo "brokers: postgres already running (pid $(pg_pid), port $pg_port)"
         return 0
     fi
+    # A directory left by a server that is gone (killed, or a start that failed) is not reused.
+    if pg_running; then
+        pg_stop >/dev/null
+    fi
+    pg_remove_run_dir
     if [ "$(id -u)" -eq 0 ] && ! id -u "$pg_user" >/dev/null 2>&1; then
         useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
             "$pg_user" || die "postgres: could not create the system user $pg_user"
     fi
-    mkdir -p "$pg_dir" "$pg_sock"
-    [ "$(id -u)" -eq 0 ] && chown "$pg_user" "$pg_dir" "$pg_sock"
-    if [ ! -f "$pg_data/PG_VERSION" ]; then
-        rm -rf "$pg_data"
-        pg_as_user "$pg_bin/initdb" -D "$pg_data" -U postgres -A trust -E UTF8 --no-sync \
-            >"$pg_dir/initdb.log" 2>&1 || {
-            echo "brokers: postgres: initdb failed; its output:" >&2
-            tail -n 30 "$pg_dir/initdb.log" >&2
-            exit 1
-        }
-    fi
-    [ -f "$pg_log" ] && mv -f "$pg_log" "$pg_log.prev"
-    [ "$(id -u)" -eq 0 ] && { touch "$pg_log"; chown "$pg_user" "$pg_log"; }
+    mkdir -p "$pg_dir"
+    local run
+    run=$(mktemp -d /tmp/weft-postgres-"$pg_port".XXXXXX) || die "postgres: mktemp failed"
+    echo "$run" >"$pg_record"
+    mkdir "$run/sock"
+    [ "$(id -u)" -eq 0 ] && chown -R "$pg_user" "$run"
+    pg_as_user "$run" "$pg_bin/initdb" -D "$run/data" -U postgres -A trust -E UTF8 --no-sync \
+        >"$run/initdb.log" 2>&1 || {
+        echo "brokers: postgres: initdb failed; its output:" >&2
+        tail -n 30 "$run/initdb.log" >&2
+        pg_remove_run_dir
+        exit 1
+    }
     # Bounded: small shared buffers and few connections; fsync stays on (the outbox's chaos
     # tests kill processes and expect committed rows to stay).
-    pg_as_user "$pg_bin/pg_ctl" start -D "$pg_data" -l "$pg_log" -w -t 30 -o \
-        "-p $pg_port -k $pg_sock -c listen_addresses=127.0.0.1 -c shared_buffers=64MB -c max_connections=64" \
+    pg_as_user "$run" "$pg_bin/pg_ctl" start -D "$run/data" -l "$run/postgres.log" -w -t 30 -o \
+        "-p $pg_port -k $run/sock -c listen_addresses=127.0.0.1 -c shared_buffers=64MB -c max_connections=64" \
         >/dev/null 2>&1 || true
     for _ in $(seq 1 100); do
         if pg_running && pg_ready; then
-            echo "brokers: postgres started (pid $(pg_pid), host=$pg_sock port=$pg_port user=postgres)"
+            pg_pid >"$pg_pidfile"
+            echo "brokers: postgres started (pid $(pg_pid), host=$run/sock port=$pg_port user=postgres)"
             return 0
         fi
         sleep 0.1
     done
-    echo "brokers: postgres did not accept connections on port $pg_port; its log ($pg_log):" >&2
-    tail -n 30 "$pg_log" >&2 2>/dev/null || true
+    echo "brokers: postgres did not accept connections on port $pg_port; its log:" >&2
+    tail -n 30 "$run/postgres.log" >&2 2>/dev/null || true
+    pg_stop >/dev/null
     exit 1
 }
 
 pg_stop() {
     if ! pg_running; then
+        pg_remove_run_dir
         echo "brokers: postgres not running"
         return 0
     fi
-    local pid
+    local pid run
     pid=$(pg_pid)
-    pg_as_user "$pg_bin/pg_ctl" stop -D "$pg_data" -m fast -w -t 20 >/dev/null 2>&1 || true
+    run=$(pg_run_dir)
+    pg_as_user "$run" "$pg_bin/pg_ctl" stop -D "$run/data" -m fast -w -t 20 >/dev/null 2>&1 || true
     for _ in $(seq 1 100); do
         if ! kill -0 "$pid" 2>/dev/null; then
+            pg_remove_run_dir
             echo "brokers: postgres stopped (pid $pid)"
             return 0
         fi
         sleep 0.1
     done
     kill -KILL "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    pg_remove_run_dir
     echo "brokers: postgres killed after 10 s (pid $pid)"
 }
 
 pg_status() {
     if pg_running; then
-        echo "postgres: running (pid $(pg_pid), port $pg_port, socket dir $pg_sock)"
+        echo "postgres: running (pid $(pg_pid), port $pg_port, socket dir $(pg_run_dir)/sock)"
     else
         echo "postgres: stopped"
         return 3

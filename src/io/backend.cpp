@@ -18,6 +18,7 @@
 #include "uring_reactor.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/reactor.hpp"
+#include "weft/sched/detail/default_driver.hpp"
 
 namespace weft {
 
@@ -106,12 +107,22 @@ auto make_reactor_factory(io_backend b) -> std::function<std::unique_ptr<park_dr
     };
 }
 
+namespace {
+// Every IO operation asks current_io_backend which backend it runs on, so this object file is
+// in every program that does IO: such a program's runtimes get reactors by default
+// (sched/detail/default_driver.hpp).
+[[maybe_unused]] const bool reactors_by_default = [] {
+    detail::install_default_driver([] { return make_reactor_factory(io_backend::automatic); });
+    return true;
+}();
+}  // namespace
+
 auto current_io_backend() -> io_backend {
     detail::reactor* r = detail::reactor::current();
     if (r == nullptr) {
         throw std::logic_error(
-            "weft IO: this thread is not a worker of a runtime with reactors (create it with "
-            "weft::io_runtime_options())");
+            "weft IO: this thread is not a worker of a runtime with reactors (IO runs on the "
+            "workers of a runtime whose runtime_options::make_driver is empty or a reactor)");
     }
     return r->backend();
 }

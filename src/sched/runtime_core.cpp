@@ -12,11 +12,21 @@
 
 #include "weft/sched/cpu_count.hpp"
 #include "weft/sched/detail/deadline_after.hpp"
+#include "weft/sched/detail/default_driver.hpp"
 
 namespace weft::detail {
 
+namespace {
+auto with_driver(runtime_options o) -> runtime_options {
+    if (!o.make_driver) {
+        o.make_driver = default_driver_factory();
+    }
+    return o;
+}
+}  // namespace
+
 runtime_core::runtime_core(runtime_options o)
-    : opts(std::move(o)),
+    : opts(with_driver(std::move(o))),
       planned_workers(opts.workers != 0 ? opts.workers : available_cpus()),
       blocking(opts.max_blocking_threads == 0 ? 1 : opts.max_blocking_threads),
       gathers_io(opts.consolidate_io && opts.stealing && planned_workers > 1 &&

@@ -65,6 +65,32 @@ TEST(frame_allocator, recycles_freed_frames) {
     EXPECT_EQ(weft::this_thread_frame_stats().recycled, before.recycled + 1);
 }
 
+// In a weft built with AddressSanitizer a cached frame is poisoned, past its link word, on both
+// ways into the cache (the inline path onto a non-empty list, the compiled path onto an empty
+// one) and unpoisoned when it is handed out again. Elsewhere nothing is poisoned.
+TEST(frame_allocator, cached_frames_are_poisoned_exactly_when_weft_is_built_with_asan) {
+    constexpr std::size_t size = 1000;  // a class of its own in these tests
+    void* a = weft::detail::frame_alloc(size);
+    void* b = weft::detail::frame_alloc(size);
+    weft::detail::frame_free(a, size);  // the list was empty, or the cap applies: either path
+    weft::detail::frame_free(b, size);  // onto a non-empty list: the inline path
+    auto poisoned = [](void* p) {
+#if WEFT_SANITIZE_ADDRESS
+        return __asan_address_is_poisoned(static_cast<char*>(p) + 64) != 0;
+#else
+        (void)p;
+        return false;
+#endif
+    };
+    EXPECT_EQ(poisoned(a), WEFT_SANITIZE_ADDRESS == 1);
+    EXPECT_EQ(poisoned(b), WEFT_SANITIZE_ADDRESS == 1);
+    void* c = weft::detail::frame_alloc(size);  // the list's head: b
+    EXPECT_EQ(c, b);
+    EXPECT_FALSE(poisoned(c));
+    static_cast<char*>(c)[size - 1] = 1;  // a report here under ASan if it were still poisoned
+    weft::detail::frame_free(c, size);
+}
+
 TEST(frame_allocator, large_frames_go_to_the_system) {
     const auto before = weft::this_thread_frame_stats();
     void* p = weft::detail::frame_alloc(weft::detail::max_recycled_frame + 1);

@@ -2,6 +2,8 @@
 # with find_package(weft COMPONENTS ...) (every optional library the build has), and with
 # pkg-config (weft.pc and weft-bus-*.pc). Asking for a component the installation lacks must
 # fail with weft's reason. COMPONENTS / NOT_BUILT: comma-separated component names.
+# ASAN_CONSUMER: ON when weft was built without sanitizers; then an HTTP service built with
+# -fsanitize=address against it must run clean.
 function(run)
     execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
     if(NOT rc EQUAL 0)
@@ -28,10 +30,14 @@ run(${CMAKE_COMMAND} --install ${WEFT_BUILD_DIR} --prefix ${PREFIX})
 # find_package
 run(${CMAKE_COMMAND} -S ${CONSUMER_SRC} -B ${CONSUMER_BUILD} -G Ninja
     -DCMAKE_PREFIX_PATH=${PREFIX} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release
-    -DWEFT_COMPONENTS=${COMPONENTS})
+    -DWEFT_COMPONENTS=${COMPONENTS} -DWEFT_ASAN_CONSUMER=${ASAN_CONSUMER})
 run(${CMAKE_COMMAND} --build ${CONSUMER_BUILD})
 run_program(${CONSUMER_BUILD}/consumer)
 run_program(${CONSUMER_BUILD}/consumer_bus_memory)
+if(ASAN_CONSUMER)
+    # Any AddressSanitizer report ends the program with a non-zero status.
+    run_program(${CONSUMER_BUILD}/consumer_http_post_asan)
+endif()
 foreach(component IN LISTS components)
     if(component STREQUAL "bus_sqlite")
         run_program(${CONSUMER_BUILD}/consumer_${component} ${CONSUMER_BUILD}/outbox.db)

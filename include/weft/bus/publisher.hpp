@@ -12,6 +12,7 @@
 
 #include "weft/bus/ack.hpp"
 #include "weft/bus/backend.hpp"
+#include "weft/bus/detail/publisher_waits.hpp"
 #include "weft/bus/envelope.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/message_id.hpp"
@@ -64,7 +65,7 @@ struct publish_result {
 ///     auto a = co_await pub.publish(env);                  // result<ack>
 ///     (co_await pub.publish_async(env2)).value();
 ///     auto r = co_await pub.results().recv();             // result<publish_result>
-class publisher final : private publish_sink {
+class publisher final : private publish_sink, private detail::publisher_waits {
 public:
     /// Throws std::system_error when the backend cannot make a producer (setup).
     explicit publisher(backend& b, publisher_options options = {});
@@ -73,36 +74,18 @@ public:
     ~publisher();
 
     /// The channel of publish_async outcomes. Reading one frees its place in max_pending, which
-    /// is why this wraps the channel rather than exposing it: `recv` / `try_recv` are the
-    /// channel's, and return the place as they hand the result over.
+    /// is why this wraps the channel rather than exposing it.
     class result_channel {
     public:
-        class [[nodiscard]] recv_awaiter {
-        public:
-            recv_awaiter(channel<publish_result>& ch, publisher& pub) noexcept
-                : inner_(ch.recv()), pub_(&pub) {}
-            auto await_ready() -> bool { return inner_.await_ready(); }
-            template <typename P>
-            WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
-                return inner_.await_suspend(h);
-            }
-            auto await_resume() -> result<publish_result> {
-                auto r = inner_.await_resume();
-                if (r) {
-                    pub_->release_unit();
-                }
-                return r;
-            }
+        using recv_awaiter = result_awaiter<publisher, publish_result>;
 
-        private:
-            channel<publish_result>::recv_awaiter inner_;
-            publisher* pub_;
-        };
-
-        /// `co_await pub.results().recv()` -> result<publish_result>; `closed` after close()
-        /// once drained.
+        /// `co_await pub.results().recv()` -> result<publish_result>: waits for the next
+        /// outcome. Errors: `closed` once close() has finished and every result was read;
+        /// `operation_canceled` when the awaiting task is stopped. Cancel-safe: a stopped recv
+        /// took no result (one handed over as the stop came is returned). Any task; several may
+        /// read at once, each result going to one of them.
         auto recv() noexcept -> recv_awaiter { return recv_awaiter{ch_, *pub_}; }
-        /// Without waiting: `operation_would_block` when empty.
+        /// Without waiting: `operation_would_block` when empty, `closed` as recv. Any thread.
         auto try_recv() -> result<publish_result>;
         /// Results waiting to be read (a snapshot).
         [[nodiscard]] auto size() const noexcept -> std::size_t { return ch_.size(); }
@@ -114,20 +97,48 @@ public:
         publisher* pub_;
     };
 
+    /// `co_await pub.publish(env)` -> result<ack>: sends `env` (its id and time filled in when
+    /// left empty) and waits until the broker has it, as durably as the broker is configured
+    /// to. Waits first for a place when max_pending are out.
+    /// Errors: `invalid_argument` for an empty topic; `publisher_closed` once close() was
+    /// called; the broker's refusal or failure (bus_errc: no_stream, broker_unreachable,
+    /// message_too_large, ...; `timed_out` after the backend's publish timeout);
+    /// `operation_canceled` when the awaiting task is stopped.
+    /// Cancellation: stopped while waiting for a place, nothing was sent. Stopped while waiting
+    /// for the ack, the message was sent and may still be stored: its outcome is dropped. To be
+    /// sure, publish the same envelope (same id) again: brokers that de-duplicate keep one.
+    /// Any task, concurrently with the other members.
     auto publish(envelope env) -> task<result<ack>>;
+    /// `co_await pub.publish_async(env)` -> result<message_id>: sends `env` and returns its id
+    /// without waiting for the broker; the outcome comes later on results(). Waits only for a
+    /// place when max_pending are out (back-pressure).
+    /// Errors: `invalid_argument` for an empty topic; `publisher_closed` once close() was
+    /// called (also to a call waiting for a place); `operation_canceled` when the awaiting task
+    /// is stopped. The broker's errors come on results().
+    /// Cancel-safe: a stopped publish_async sent nothing. Any task, concurrently with the other
+    /// members.
     auto publish_async(envelope env) -> task<result<message_id>>;
+    /// publish_async without waiting: `operation_would_block` at the bound (nothing was sent).
+    /// Any thread.
     auto try_publish_async(envelope env) -> result<message_id>;
     /// try_publish_async for an envelope already encoded (envelope_codec, e.g. as an outbox
     /// stored it; `e` from decode_routing, its id set): a backend that sends the encoding as it
     /// is (Kafka) takes the bytes without an envelope being decoded or copied; others get the
-    /// decoded envelope. The views need to live only during the call.
+    /// decoded envelope. The views need to live only during the call. An encoding that does
+    /// not decode is reported on results(), as a broker's refusal is.
     auto try_publish_encoded_async(const encoded_envelope& e) -> result<message_id>;
     auto results() noexcept -> result_channel& { return results_; }
-    /// `co_await pub.flush()`: until nothing is in flight (results may still be unread).
+    /// `co_await pub.flush()` -> result<void>: waits until nothing is in flight (results may
+    /// still be unread). Errors: `operation_canceled` when the awaiting task is stopped;
+    /// cancel-safe (it only waits). Any task; publishes may go on meanwhile, and it returns
+    /// the first time none is in flight.
     auto flush() -> task<result<void>>;
-    /// `co_await pub.close()`. Idempotent. `operation_canceled` when the awaiting task is
-    /// stopped before everything in flight completed (new publishes are refused already; call
-    /// close again to finish).
+    /// `co_await pub.close()` -> result<void>: refuses new publishes (`publisher_closed`, also
+    /// to publish_async calls waiting for a place), waits for those in flight, then closes
+    /// results() (readers drain it, then get `closed`). Idempotent.
+    /// Errors: `operation_canceled` when the awaiting task is stopped before everything in
+    /// flight completed: the publisher stays closed to new publishes; call close() again to
+    /// finish. Any task; the publisher may be destroyed once a close() has returned a value.
     auto close() -> task<result<void>>;
 
     /// Messages in flight now (a snapshot).
@@ -138,112 +149,14 @@ public:
     [[nodiscard]] auto max_pending() const noexcept -> std::uint32_t { return max_pending_; }
 
 private:
-    class ack_awaiter;
-    /// One message in flight. `state` (awaited publishes only) moves, by compare-exchange:
-    ///   pending -> completed   the sink stored `outcome` before the task looked (an inline
-    ///                          completion: the task then never suspends)
-    ///   pending -> waiting     the task suspended; `waiter` names its awaiter
-    ///   waiting -> completed   the sink stored `outcome` and resumes the task
-    ///   pending|waiting -> abandoned   the task was stopped: it returns operation_canceled
-    ///                          and the sink, when the outcome comes, frees the slot
-    /// Each side makes one exchange and whoever comes second acts (resumes, or frees): no lock
-    /// and no event per message. Release on every exchange publishes what was written before it
-    /// (`outcome` by the sink, `waiter` by the task) to the other side's acquire.
-    struct slot {
-        message_id id;
-        std::string key;  // publish_async only
-        bool awaited = false;
-        std::optional<result<ack>> outcome;
-        std::atomic<int> state{0};
-        ack_awaiter* waiter = nullptr;  // valid while state == waiting
-    };
-    static constexpr int slot_pending = 0;
-    static constexpr int slot_completed = 1;
-    static constexpr int slot_waiting = 2;
-    static constexpr int slot_abandoned = 3;
-
-    /// An awaited publish's wait for its outcome (see slot). `co_await` -> true: the outcome is
-    /// in the slot; false: stopped first (the slot is no longer the task's). The stop callback
-    /// (any thread) takes pending or waiting to abandoned; it resumes the task only if it was
-    /// waiting, since a task still in await_suspend finds the abandonment itself.
-    class [[nodiscard]] ack_awaiter : public weft::detail::wait_sync {
-    public:
-        explicit ack_awaiter(slot& s) noexcept : wait_sync(&ack_awaiter::on_stop), slot_(&s) {}
-        ack_awaiter(const ack_awaiter&) = delete;
-        auto operator=(const ack_awaiter&) -> ack_awaiter& = delete;
-
-        auto await_ready() const noexcept -> bool {
-            return slot_->state.load(std::memory_order_acquire) == slot_completed;
-        }
-        template <typename P>
-        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) noexcept -> bool {
-            slot& s = *slot_;
-            int seen = slot_pending;
-            if (!begin(h)) {  // stop already requested: abandon unless completed meanwhile
-                abandoned_ = s.state.compare_exchange_strong(
-                    seen, slot_abandoned, std::memory_order_acq_rel, std::memory_order_acquire);
-                return false;
-            }
-            s.waiter = this;
-            if (s.state.compare_exchange_strong(seen, slot_waiting, std::memory_order_acq_rel,
-                                                std::memory_order_acquire)) {
-                return true;  // NOTE: from here the sink or the stop callback may resume us
-            }
-            abandoned_ = seen == slot_abandoned;  // else completed
-            return false;
-        }
-        auto await_resume() noexcept -> bool {
-            end();  // after this no stop callback runs or will run
-            return !abandoned_;
-        }
-
-    private:
-        friend class publisher;
-        static void on_stop(weft::detail::stop_callback_node* n) noexcept;
-
-        slot* slot_;
-        bool abandoned_ = false;  // written before the task resumes, by whoever resumes it
-    };
-
-    /// Waits for a unit of the bound (at the bound): granted by release_unit / end, or by
-    /// close (which grants every waiter one; it then finds the publisher closed).
-    class [[nodiscard]] unit_awaiter : public weft::detail::prim_wait<unit_awaiter> {
-    public:
-        explicit unit_awaiter(publisher& p) noexcept
-            : prim_wait(p.mu_, p.unit_waiters_), pub_(&p) {}
-        auto try_now() noexcept -> bool {
-            if (pub_->units_ == 0) {
-                return false;
-            }
-            --pub_->units_;
-            return true;
-        }
-        auto await_resume() noexcept -> result<void> {
-            if (finish()) {
-                return {};
-            }
-            return std::errc::operation_canceled;
-        }
-
-    private:
-        publisher* pub_;
-    };
-    /// Waits until nothing is in flight (flush, close).
-    class [[nodiscard]] idle_awaiter : public weft::detail::prim_wait<idle_awaiter> {
-    public:
-        explicit idle_awaiter(publisher& p) noexcept
-            : prim_wait(p.mu_, p.idle_waiters_), pub_(&p) {}
-        auto try_now() const noexcept -> bool { return pub_->in_flight_ == 0; }
-        auto await_resume() noexcept -> result<void> {
-            if (finish()) {
-                return {};
-            }
-            return std::errc::operation_canceled;
-        }
-
-    private:
-        publisher* pub_;
-    };
+    template <typename>
+    friend class detail::publisher_waits::unit_awaiter;
+    template <typename>
+    friend class detail::publisher_waits::idle_awaiter;
+    template <typename, typename>
+    friend class detail::publisher_waits::result_awaiter;
+    // publisher.cpp defines publisher::ack_awaiter::on_stop: a name only friends may use.
+    friend class detail::publisher_waits::ack_awaiter;
 
     void complete(std::uint32_t index, result<ack> outcome) noexcept override;
     /// Fills in a missing id and time; under one lock takes a unit of the bound (unless the

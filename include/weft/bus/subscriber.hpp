@@ -43,11 +43,20 @@ public:
     auto operator=(subscription&&) noexcept -> subscription& = default;
     ~subscription() = default;
 
-    /// `co_await s.next()` -> result<delivery>: waits for one; `subscription_closed` after
-    /// close(), `operation_canceled` when the awaiting task is stopped. Needs a runtime worker
+    /// `co_await s.next()` -> result<delivery>: waits until the group has a message due for
+    /// this member (a new one, or one whose earlier delivery was nacked or not settled within
+    /// ack_wait) and hands it over; settle it with ack, nack or term.
+    /// Errors: `subscription_closed` after close() (also to a next() waiting then);
+    /// `operation_canceled` when the awaiting task is stopped; the backend's failures
+    /// (`broker_unreachable` while a networked broker is away, ...), after which next() may be
+    /// called again.
+    /// Cancel-safe: a stopped next() hands over nothing and loses nothing; a message a backend
+    /// had taken for it is delivered again after ack_wait, as any unsettled delivery is.
+    /// Consumer-side: one next() at a time per subscription, from a task on a runtime worker
     /// (the ack timeouts run on its timers).
     auto next() -> task<result<delivery>> { return consumer_->next(); }
-    /// Leaves the group (idempotent). Its unsettled deliveries go back to the group.
+    /// Leaves the group (idempotent; any thread). Its unsettled deliveries go back to the
+    /// group, and a next() waiting returns subscription_closed.
     void close() noexcept { consumer_->close(); }
 
     [[nodiscard]] auto topic() const noexcept -> const std::string& { return topic_; }
@@ -72,17 +81,25 @@ public:
     auto operator=(const subscriber&) -> subscriber& = delete;
     ~subscriber() { close(); }
 
-    /// Joins `group` on `topic` (both non-empty, else invalid_argument). A group that is new to
-    /// the broker starts with the messages the broker still holds for the topic.
+    /// `co_await sub.subscribe(topic, group)` -> result<subscription>: joins `group` on
+    /// `topic` as a new member. A group that is new to the broker starts with the messages the
+    /// broker still holds for the topic.
+    /// Errors: `invalid_argument` for an empty topic or group; `subscription_closed` after
+    /// close(); the backend's failures to create the member (`broker_unreachable`,
+    /// `no_stream` for a topic no stream takes, ...).
+    /// Cancellation: a stop while a networked backend is still creating the member ends the
+    /// call with `operation_canceled` and no subscription; once the member exists the call
+    /// completes and the subscription is the caller's.
+    /// Any task, concurrently with the other members.
     auto subscribe(std::string topic, std::string group) -> task<result<subscription>>;
-    /// Closes every subscription made here (idempotent); later subscribes fail with
-    /// subscription_closed.
+    /// Closes every subscription made here (idempotent; any thread); later subscribes fail
+    /// with subscription_closed.
     void close() noexcept;
 
 private:
     backend* backend_;
     subscriber_options options_;
-    detail::spin_lock mu_;
+    weft::detail::spin_lock mu_;
     std::vector<std::weak_ptr<backend_consumer>> made_;  // guarded by mu_
     bool closed_ = false;                                // guarded by mu_
 };

@@ -5,18 +5,15 @@
 #include <cstdint>
 #include <memory_resource>
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WEFT_ASAN 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) && !defined(WEFT_ASAN)
-#define WEFT_ASAN 1
-#endif
-#ifdef WEFT_ASAN
+#include "weft/core/config.hpp"
+
+// Cached frames are poisoned when weft itself was built with AddressSanitizer, whatever the
+// includer's flags (config.hpp says why). The runtime's functions, not ASan's
+// ASAN_POISON_MEMORY_REGION macros: those expand to nothing in an uninstrumented includer.
+#if WEFT_SANITIZE_ADDRESS
 #include <sanitizer/asan_interface.h>
-#define WEFT_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define WEFT_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#define WEFT_POISON(p, n) __asan_poison_memory_region((p), (n))
+#define WEFT_UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
 #else
 #define WEFT_POISON(p, n) ((void)(p), (void)(n))
 #define WEFT_UNPOISON(p, n) ((void)(p), (void)(n))

@@ -25,11 +25,14 @@ enum class io_backend {
 /// A runtime_options::make_driver that gives every worker its own reactor (an io_uring ring or
 /// an epoll instance) as the place it sleeps: the worker waits for IO and for its next timer in
 /// one system call, and is woken through the reactor. Throws std::system_error at start-up if
-/// the forced backend is unavailable.
+/// the forced backend is unavailable. A runtime whose options name no make_driver gets
+/// `make_reactor_factory(io_backend::automatic)` when the program links weft::io.
 [[nodiscard]] auto make_reactor_factory(io_backend b = io_backend::automatic)
     -> std::function<std::unique_ptr<park_driver>(unsigned worker)>;
 
-/// runtime_options with a reactor per worker: `weft::runtime rt{weft::io_runtime_options()}`.
+/// runtime_options with a reactor per worker of backend `b`:
+/// `weft::runtime rt{weft::io_runtime_options(2, weft::io_backend::epoll)}`. With `automatic`
+/// it is what `weft::runtime rt{{.workers = workers}}` gives.
 [[nodiscard]] inline auto io_runtime_options(unsigned workers = 0,
                                              io_backend b = io_backend::automatic)
     -> runtime_options {
@@ -51,7 +54,7 @@ enum class io_backend {
 auto reserve_descriptors(std::size_t n) noexcept -> bool;
 
 /// The backend of the reactor running on this thread (throws std::logic_error when this thread
-/// is not a worker of a runtime made with make_reactor_factory).
+/// is not a worker of a runtime with reactors: off the runtime, or on one given a futex driver).
 [[nodiscard]] auto current_io_backend() -> io_backend;
 
 }  // namespace weft

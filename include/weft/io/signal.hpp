@@ -12,7 +12,7 @@ namespace weft {
 
 /// A set of signal numbers, written `{SIGINT, SIGTERM}` where a signal_set is expected (or one
 /// number alone). Each number is checked as it is added: one that is not a signal, and SIGKILL
-/// or SIGSTOP (which can be neither blocked nor waited for), throw std::invalid_argument.
+/// or SIGSTOP (which can be neither caught nor waited for), throw std::invalid_argument.
 /// NOTE: not a std::initializer_list: g++ 12 rejects a braced list that initialises one inside
 /// a co_await expression ("array used as initializer"); this type takes the numbers as
 /// constructor arguments instead.
@@ -43,42 +43,30 @@ private:
     std::uint64_t bits_ = 0;  // bit s - 1 for signal s (Linux numbers them 1..64)
 };
 
-/// Blocks `signals` in the calling thread, so that they are not delivered the default way (for
-/// SIGINT and SIGTERM: ending the process) but wait, pending, for wait_for_signal. Threads
-/// inherit the mask of the thread that creates them, so call it first thing in main, before the
-/// runtime starts its workers and before any library starts threads of its own (librdkafka,
-/// cnats): then every thread of the process blocks them. Blocking them only in weft's workers
-/// would not do: the kernel hands a process-directed signal to any thread that does not block
-/// it, and the main thread or a library's thread would take it the default way.
-/// Throws std::invalid_argument for an empty set.
+/// Waits until one of `signals` is sent to the process and yields its number. Needs no set-up
+/// and may be called from any task on a runtime with reactors, whatever the threads' signal
+/// masks: the first wait for a signal installs weft's handler for it (sigaction, SA_RESTART),
+/// which records the signal and wakes the waiting tasks through their workers' reactors (an
+/// eventfd per pending wait). No thread is dedicated to signals.
 ///
-///     int main() {
-///         weft::block_signals({SIGINT, SIGTERM});   // before any thread exists
-///         weft::runtime rt{weft::io_runtime_options()};
-///         return rt.block_on(serve());
-///     }
-void block_signals(signal_set signals);
-
-/// Waits until one of `signals` is sent to the process and yields its number. The signal is
-/// taken through a signalfd read through the awaiting worker's reactor (a one-shot poll on
-/// io_uring, the worker's epoll otherwise), so no handler runs and no thread is dedicated to
-/// signals. A signal that arrived while nobody waited stays pending and is returned by the next
-/// wait at once (several sends of one signal before it is taken count as one, as the kernel
-/// keeps them). One signal ends one wait: tasks waiting for the same signal at the same time
-/// are not all woken by it.
+/// From that first call on, the signal's disposition is weft's for the rest of the process:
+/// it no longer ends the process (SIGINT, SIGTERM) nor runs a handler installed before, and a
+/// signal that comes while nobody waits is kept and returned by the next wait at once (several
+/// sends of one signal before it is taken count as one). A signal sent before the first call
+/// meets its previous disposition. One signal ends one wait: of tasks waiting for the same
+/// signal at once, one gets it. Signals sent to one thread (pthread_kill, raise) and
+/// process-directed ones (kill, Ctrl-C, a service manager's SIGTERM) are alike. A signal
+/// blocked in every thread of the process is never delivered, so never seen.
 ///
-/// The signals must be blocked in every thread of the process: see block_signals. A wait for a
-/// signal the calling thread does not block throws std::logic_error (it would be a race with the
-/// default action); an empty set throws std::invalid_argument. Signals sent to one thread
-/// (pthread_kill, tgkill) are seen only by a wait running on that thread; process-directed ones
-/// (kill, Ctrl-C, a service manager's SIGTERM) by any.
+/// Throws, at the call: std::invalid_argument for an empty set or a signal that reports a
+/// fault of the thread raising it (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS); the
+/// std::system_error of sigaction. Awaiting it off a runtime worker with a reactor throws
+/// std::logic_error.
 ///
-/// Cancellable through the task's stop token: `operation_canceled`, and the signal, if it comes
-/// later, stays pending for the next wait. Other failures (no descriptor left: EMFILE) are
-/// values too.
+/// Errors are values: `operation_canceled` when the task's stop is requested (cancel-safe: a
+/// signal that comes later stays for the next wait, none is taken and lost); the system error
+/// when no eventfd can be made (EMFILE).
 ///
-///     weft::block_signals({SIGINT, SIGTERM});      // in main, before the runtime
-///     ...
 ///     auto sig = co_await weft::wait_for_signal({SIGINT, SIGTERM});   // result<int>
 ///     if (sig) { server.drain(); }                 // *sig == SIGINT or SIGTERM
 [[nodiscard]] auto wait_for_signal(signal_set signals) -> task<result<int>>;

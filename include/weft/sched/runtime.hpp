@@ -28,7 +28,12 @@ struct runtime_options {
     /// Upper bound on the threads of the blocking pool (spawn_blocking); they start on demand
     /// and stay until the runtime ends.
     unsigned max_blocking_threads = 64;
-    /// How worker `i` sleeps when idle. Default: a futex (weft::io installs its reactor here).
+    /// How worker `i` sleeps when idle. Empty (the default): in a program that links weft::io,
+    /// a reactor per worker (io_uring when the kernel allows it, else epoll; WEFT_IO_BACKEND
+    /// forces one), so sockets, files and signals work with no set-up; in a program of
+    /// weft::sched alone, a futex. A runtime without reactors is the opt-out:
+    /// `.make_driver = [](unsigned) { return weft::make_futex_driver(); }` (IO on it throws
+    /// std::logic_error). weft::io_runtime_options() names an IO backend.
     std::function<std::unique_ptr<park_driver>(unsigned worker)> make_driver = {};
     /// Called on the worker where a detached task (its join_handle dropped) ended with an
     /// exception; it must not throw. Default (empty): print "weft: a detached task failed:
@@ -46,10 +51,10 @@ struct runtime_options {
     /// only for injected or spawned work; when it saturates, the receives spread again to the
     /// workers their readers run on. Each move costs one cancel and re-arm per stream per
     /// change of load, never one per sleep (see src/sched/runtime_core.hpp, "IO home"). Applies
-    /// to runtimes with stealing, at least 2 workers and a make_driver (a reactor); on epoll
-    /// nothing moves (readiness waits stay where they are), only the home's choice and its
-    /// quieter fairness tick apply. On by default: it keeps the echo server's p99 at or below
-    /// tokio's (docs/design/decisions.md).
+    /// to runtimes with stealing, at least 2 workers and a make_driver (given, or the reactors
+    /// a program with weft::io gets by default); on epoll nothing moves (readiness waits stay
+    /// where they are), only the home's choice and its quieter fairness tick apply. On by
+    /// default: it keeps the echo server's p99 at or below tokio's (docs/design/decisions.md).
     bool consolidate_io = true;
 };
 

@@ -208,7 +208,7 @@ def brokers(mode: str):
     env["WEFT_PG_PORT"] = str(PG_PORT)
     pid_files = {"nats": state / f"nats-{NATS_PORT}" / "nats-server.pid",
                  "kafka": state / f"kafka-{KAFKA_PORT}" / "kafka.pid",
-                 "postgres": state / f"postgres-{PG_PORT}" / "data" / "postmaster.pid"}
+                 "postgres": state / f"postgres-{PG_PORT}" / "postgres.pid"}
     # background names are scenario-name prefixes: whose CPU a run is charged
     charge = {"nats": "nats", "kafka": "kafka", "postgres": "outbox_pg"}
     script = str(ROOT / "scripts" / "brokers.sh")

@@ -1,12 +1,12 @@
 """Seed 000 (Sake)'s HTTP section: `wrk -t4 -c100` against the seed's three server
-architectures, rebuilt on weft by examples/sake_architectures (--arch A: the handler in the
+architectures, rebuilt on weft by bench/http/sake_architectures (--arch A: the handler in the
 connection's task; B: connection -> channel -> one coordinator -> worker pool; C: a task per
 request calling pool.map), beside examples/hello_http."""
 from weftbench.http_systems import HELLO_HTTP, WEFT_BUILD, http_system
 from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Derived, Input, Metric,
                              Scenario, Seed, Suite, Target)
 
-ARCHS = "{bin}/../examples/sake_architectures"
+ARCHS = "{bin}/sake_architectures"
 ROWS = ("requests_per_s", "mean_latency_ms", "p99_ms", *PAIR_CPU_ROWS, "errors")
 PARAMS = {"t": 4, "c": 100, "d": 30}
 SEEDS = {  # the seed's wrk -t4 -c100 -d30s on macOS
@@ -39,8 +39,8 @@ SUITE = Suite(
     notes="The seed measured two Navi servers with wrk -t4 -c100 -d30s on macOS: channel "
           "coordination 8,005 req/s (12.75 ms) and spawn → pool.map per request 544 req/s "
           "(5.18 ms), a 14.7x collapse. Here the same command (-d30s; quick -d2s) runs against "
-          "weft's examples/sake_architectures --arch A|B|C --workers 2 (rows arch=A/B/C; "
-          "shown 'not built' until that example exists) and against examples/hello_http "
+          "weft's bench/http/sake_architectures --arch A|B|C --workers 2 (rows arch=A/B/C; "
+          "shown 'not built' until that program is built) and against examples/hello_http "
           "(the row without arch). The derived rows give B and C relative to A, and C to B: "
           "the collapse is gone when B and C keep at least 0.67x of A and C 0.9x of B.",
     systems=(http_system("weft", (HELLO_HTTP, "--port", "{port}", "--workers", "2"),
