@@ -63,6 +63,11 @@ private:
 /// std::system_error of sigaction. Awaiting it off a runtime worker with a reactor throws
 /// std::logic_error.
 ///
+/// NOTE: under ThreadSanitizer a handler runs only when its thread is inside one of TSan's
+/// interceptors, or next enters one: a signal the kernel hands to a thread blocked elsewhere
+/// (a worker in io_uring_enter, a thread in block_on's wait) is seen when that thread next
+/// calls into one, which may be never.
+///
 /// Errors are values: `operation_canceled` when the task's stop is requested (cancel-safe: a
 /// signal that comes later stays for the next wait, none is taken and lost); the system error
 /// when no eventfd can be made (EMFILE).
