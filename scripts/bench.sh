@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds weft (release) and the peers, runs every weft-bench suite and prints
-# where the report is; docs/benchmarks.md is rewritten from its results. Usage: scripts/bench.sh [--full] [weft-bench options...]
+# where the report is; docs/benchmarks.md is rewritten from its results.
+# Usage: scripts/bench.sh [--full] [weft-bench options...]
 # Default is quick mode (all suites together stay under 15 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
