@@ -80,9 +80,9 @@ struct server_options {
     /// TLS. Its handshake comes first, bounded by the context's handshake_timeout (a drain
     /// waits for it that long at most); a failed one closes it (server_stats::tls_failed).
     /// Files are sent through TLS (read, then encrypted), not with sendfile.
-    std::optional<tls_context> tls;
+    std::optional<tls_context> tls{};
     /// listen(): called with each bound address once it is listening (port 0 picks one).
-    std::function<void(const socket_address&)> on_listening;
+    std::function<void(const socket_address&)> on_listening{};
 };
 
 /// Counters, read at any time (each one is exact; together they are a snapshot in motion).

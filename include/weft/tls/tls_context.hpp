@@ -16,8 +16,8 @@ enum class tls_version { tls1_2, tls1_3 };
 
 /// A certificate chain (leaf first, then the intermediates) and its private key, PEM-encoded.
 struct tls_certificate {
-    std::string chain_pem;
-    std::string key_pem;
+    std::string chain_pem{};
+    std::string key_pem{};
 
     /// Reads both files (PEM). Throws std::system_error when one cannot be read.
     [[nodiscard]] static auto from_files(const std::filesystem::path& chain,
@@ -25,7 +25,7 @@ struct tls_certificate {
 };
 
 struct tls_server_options {
-    tls_certificate certificate;
+    tls_certificate certificate{};
     /// ALPN protocols in the server's order of preference. A client that offers ALPN and none
     /// of these is refused (no_application_protocol alert, RFC 7301); one that offers none is
     /// served. "h2" is not offered until weft::http speaks HTTP/2.
@@ -48,12 +48,12 @@ struct tls_client_options {
     bool verify_peer = true;
     /// Trusted roots, PEM, in a file or in memory. Both empty: the system trust store.
     /// Either given: only these are trusted (a private PKI, tests).
-    std::string ca_file;
-    std::string ca_pem;
+    std::string ca_file{};
+    std::string ca_pem{};
     /// A client certificate, for servers that ask for one.
-    std::optional<tls_certificate> certificate;
+    std::optional<tls_certificate> certificate{};
     /// ALPN protocols offered, in order of preference; empty: no ALPN.
-    std::vector<std::string> alpn;
+    std::vector<std::string> alpn{};
     tls_version min_version = tls_version::tls1_2;
     /// tls_stream::connect gives up with timed_out after this (0: never).
     std::chrono::milliseconds handshake_timeout{std::chrono::seconds{10}};
