@@ -104,7 +104,10 @@ TEST(kafka_backend, unreachable_broker_names_the_address) {
 
 TEST(kafka_backend, publisher_needs_a_reactor) {
     auto b = make_kafka();
-    weft::runtime rt{{.workers = 1}};
+    // A runtime that opts out of reactors (a futex driver): the publisher cannot wait for the
+    // client library's descriptors there.
+    weft::runtime rt{
+        {.workers = 1, .make_driver = [](unsigned) { return weft::make_futex_driver(); }}};
     rt.block_on([&]() -> weft::task<void> {
         EXPECT_THROW({ publisher p{*b}; }, std::system_error);
         co_return;

@@ -8,10 +8,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bus/conformance.hpp"
@@ -75,7 +79,16 @@ auto server_pid() -> pid_t {
 /// SIGSTOP on construction, SIGCONT by resume() or at the latest on destruction: the server
 /// is never left stopped for the guard's `stop nats`.
 struct server_stopped {
-    explicit server_stopped(pid_t p) : pid(p) { EXPECT_EQ(::kill(pid, SIGSTOP), 0); }
+    explicit server_stopped(pid_t p) : pid(p) {
+        EXPECT_EQ(::kill(pid, SIGSTOP), 0);
+        // kill() returns before every thread of the server has stopped: a thread running on the
+        // other CPU could still answer a few publishes. Wait until the kernel reports each of
+        // its threads stopped (state T in /proc/PID/task/TID/stat).
+        for (int i = 0; i < 10'000 && !stopped(); ++i) {
+            std::this_thread::sleep_for(std::chrono::microseconds{100});
+        }
+        EXPECT_TRUE(stopped());
+    }
     server_stopped(const server_stopped&) = delete;
     auto operator=(const server_stopped&) -> server_stopped& = delete;
     ~server_stopped() { resume(); }
@@ -84,6 +97,22 @@ struct server_stopped {
             EXPECT_EQ(::kill(pid, SIGCONT), 0);
             pid = 0;
         }
+    }
+    [[nodiscard]] auto stopped() const -> bool {
+        std::error_code ec;
+        const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+        bool any = false;
+        for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+            std::ifstream in(t.path() / "stat");
+            std::string line;
+            std::getline(in, line);
+            const auto paren = line.rfind(')');
+            if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T') {
+                return false;
+            }
+            any = true;
+        }
+        return any;
     }
     pid_t pid;
 };
