@@ -33,7 +33,7 @@ struct tls_server_options {
     tls_version min_version = tls_version::tls1_2;
     /// TLS 1.2 suites (OpenSSL cipher-list syntax); empty: ECDHE with AES-GCM or ChaCha20-Poly1305
     /// only (forward secrecy, AEAD). TLS 1.3 suites are OpenSSL's defaults (all AEAD).
-    std::string tls12_ciphers;
+    std::string tls12_ciphers{};
     /// Session resumption by stateless tickets (the keys are the context's, shared by every
     /// worker; no server-side session cache, whose lock every handshake would take).
     bool session_tickets = true;
