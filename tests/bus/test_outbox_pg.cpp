@@ -15,6 +15,7 @@
 
 #include "pg_test_support.hpp"
 #include "test_outbox_prefix_broker.hpp"
+#include "test_util.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/memory_broker.hpp"
 #include "weft/bus/pg_inbox.hpp"
@@ -414,9 +415,8 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
 // Rebalancing. A first relay owns all 16 partitions; a second starts: within a bounded number
 // of polls each owns 8 (the first gave up 8, each only once it held no row of it, and the
 // second took them). The second stops: the first gets back to 16. Five times, each after a
-// backlog. A producer stages events of
-// 24 keys all along (one transaction per round, every key once; a backlog of 150 rounds before
-// the first relay starts), and the broker refuses some
+// backlog. A producer stages events of 24 keys all along (one transaction per round, every key
+// once; a backlog of 150 rounds before the first relay starts), and the broker refuses some
 // publishes (so keys are blocked and retried while partitions change hands). Every event is
 // stored exactly once and in staging order per key, and the table ends empty. `windowed`: the
 // same with a window of 8 per key (each relay with a publisher of its own, a broker keeping a
@@ -433,8 +433,9 @@ void rebalance_case(bool windowed) {
     }
     constexpr int keys = 24;
     constexpr std::uint32_t partitions = 16;
-    constexpr int backlog = 150;     // rounds staged before the first relay starts
-    constexpr int cycles = 5;        // the second relay joins and leaves this many times
+    // Sized down by WEFT_STRESS_SCALE in the sanitizer runs (ASan at -O0 takes minutes here).
+    const int backlog = weft::test::scaled(150);  // rounds staged before the first relay starts
+    const int cycles = weft::test::scaled(5);     // the second relay joins and leaves this often
     constexpr int max_polls = 4000;  // 5 ms apart: a rebalance takes a few 20 ms counts
     constexpr int unbounded = std::numeric_limits<int>::max();  // the watchdog bounds these
     const std::string t = windowed ? "outbox_rebalance_window" : "outbox_rebalance";
