@@ -24,14 +24,18 @@
 
 namespace weft::test {
 
-/// A stress test's size divided by WEFT_STRESS_SCALE (the sanitizer runs set it), at least 1.
-inline auto scaled(int n) -> int {
+/// WEFT_STRESS_SCALE (the sanitizer runs set it; 1 when unset): how much smaller a stress
+/// test runs. The sanitizer runs divide sizes by it; the g++ run keeps every size whole.
+inline auto stress_scale() -> int {
     static const int div = [] {
         const char* s = std::getenv("WEFT_STRESS_SCALE");
         return s != nullptr ? std::max(1, std::atoi(s)) : 1;
     }();
-    return std::max(1, n / div);
+    return div;
 }
+
+/// A stress test's size divided by stress_scale(), at least 1.
+inline auto scaled(int n) -> int { return std::max(1, n / stress_scale()); }
 
 /// The size of this process's descriptor table (FDSize in /proc/self/status; 0 if unreadable).
 /// It only grows: a test that wants to see it grown asks for more than it is now.

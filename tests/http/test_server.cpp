@@ -778,10 +778,11 @@ TEST_P(server_test, request_views_stay_valid_across_a_body_read_in_several_recei
 // shutdown() while keep-alive clients keep sending: connections end while the drain looks at
 // them (one that goes idle as the drain starts ends at once; one in flight when the drain
 // timeout passes is cancelled as it finishes), and shutdown() must never reach a connection
-// after its scope (and the stop it cancels through) is gone. 200 servers in a row, each with
-// 32 clients on a short drain timeout; under ASan and TSan a use after the end is a report.
+// after its scope (and the stop it cancels through) is gone. 200 servers in a row (scaled()
+// under the sanitizers), each with 32 clients on a short drain timeout; under ASan and TSan a
+// use after the end is a report.
 TEST_P(server_test, two_hundred_shutdowns_under_keep_alive_load) {
-    constexpr int rounds = 200;
+    const int rounds = weft::test::scaled(200);
     constexpr int clients = 32;
     auto ro = io_runtime_options(2, std::get<0>(GetParam()));
     ro.stealing = std::get<1>(GetParam());
