@@ -26,10 +26,10 @@
 #include "weft/io/file.hpp"
 #include "weft/io/reactor.hpp"
 
-// NOTE: every co_await here is a statement of its own, never inside an `if` or `while`
-// condition: built by g++ 12, the watchdog's `if (!co_await deadline_.wait()) co_return;`
-// never ended when its wait was cancelled (every server test hung at shutdown); the statement
-// form works.
+// NOTE: every co_await here is a statement of its own, its result named, never inside an `if`
+// or `while` condition: built by g++ 12.2, the watchdog's `if (!co_await deadline_.wait(...))`
+// never ends when its wait is cancelled (test_http_server hangs in its first shutdown); the
+// statement form works.
 
 namespace weft::http::detail {
 
