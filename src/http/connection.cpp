@@ -792,7 +792,7 @@ auto connection::serve() -> task<void> {
                 counts->states_held.fetch_add(1, std::memory_order_relaxed);
             }
             block_ = std::move(**got);
-            rs_ = take_request_state(st_.opts.limits);
+            rs_ = take_request_state(st_.head_limits);
         }
         const auto more = co_await serve_request();
         if (!more) {
