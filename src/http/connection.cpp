@@ -11,25 +11,25 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 
+#include "request_state.hpp"
+#include "response_head.hpp"
 #include "server_state.hpp"
-#include "swar.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/buffer.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/file.hpp"
 #include "weft/io/reactor.hpp"
 
-// NOTE: every co_await here is a statement of its own, never inside an `if` or `while`
-// condition: built by g++ 12, the watchdog's `if (!co_await deadline_.wait()) co_return;`
-// never ended when its wait was cancelled (every server test hung at shutdown); the statement
-// form works.
+// NOTE: every co_await here is a statement of its own, its result named, never inside an `if`
+// or `while` condition: built by g++ 12.2, the watchdog's `if (!co_await deadline_.wait(...))`
+// never ends when its wait is cancelled (test_http_server hangs in its first shutdown); the
+// statement form works.
 
 namespace weft::http::detail {
 
@@ -41,16 +41,9 @@ constexpr std::uint64_t linger_bytes_max = 64 * 1024;  // read after an error, t
 constexpr std::uint64_t file_chunk = 1024 * 1024;
 constexpr std::size_t unsent_low_water = 64 * 1024;  // see connection::limit_unsent
 
-struct date_cache {
-    std::time_t second = -1;
-    char text[32] = {};
-    std::size_t len = 0;
-};
-thread_local date_cache tl_date;
-
-void two(char* p, int v) {
-    p[0] = static_cast<char>('0' + v / 10);
-    p[1] = static_cast<char>('0' + v % 10);
+// Whether a response with `status` may carry a body: not 1xx, 204 or 304 (RFC 9110 6.4.1).
+constexpr auto status_has_body(int status) noexcept -> bool {
+    return status >= 200 && status != 204 && status != 304;
 }
 
 auto as_bytes(std::string_view s) -> std::span<const std::byte> {
@@ -74,104 +67,7 @@ void report_failure(const char* who, const request_head& head, const std::except
                  head.path().data(), what.c_str());
 }
 
-// The request states this thread keeps for reuse. A connection may take one on a thread and
-// give it back on another (its task moved), so a thread's list may run dry (a new state is
-// made) or fill up (the state is freed): at most cached_states_max are kept per thread.
-constexpr std::size_t cached_states_max = 64;
-constexpr std::size_t kept_buffer_max = 16 * 1024;  // larger carry/out buffers are released
-
-struct request_state_cache {
-    std::vector<request_state*> free;
-    request_state_cache() { free.reserve(cached_states_max); }
-    request_state_cache(const request_state_cache&) = delete;
-    auto operator=(const request_state_cache&) -> request_state_cache& = delete;
-    ~request_state_cache() {
-        for (request_state* p : free) {
-            delete p;
-        }
-    }
-};
-thread_local request_state_cache tl_states;
-
-// NOTE: out of line, as this_thread_frame_lists() is: called from a coroutine that may have
-// moved threads since it last looked, the thread_local's address must be computed here, in an
-// ordinary function, never cached in the coroutine's frame.
-[[gnu::noinline]] auto take_request_state(const request_limits& limits) -> request_state* {
-    request_state_cache& c = tl_states;
-    if (c.free.empty()) {
-        return new request_state(limits);
-    }
-    request_state* p = c.free.back();
-    c.free.pop_back();
-    p->parser.reset(limits);
-    return p;
-}
-
-[[gnu::noinline]] void give_back_request_state(request_state* p) noexcept {
-    for (std::string& carry : p->carry) {
-        carry.clear();
-        if (carry.capacity() > kept_buffer_max) {
-            carry.shrink_to_fit();
-        }
-    }
-    p->out.clear();
-    if (p->out.capacity() > kept_buffer_max) {
-        p->out.release();
-    }
-    p->segs.clear();
-    p->held.clear();
-    request_state_cache& c = tl_states;
-    if (c.free.size() < cached_states_max) {
-        c.free.push_back(p);  // within the capacity reserved: does not allocate
-    } else {
-        delete p;
-    }
-}
-
 }  // namespace
-
-auto http_date() noexcept -> std::string_view {
-    const std::time_t now = std::time(nullptr);
-    date_cache& d = tl_date;
-    if (now != d.second) {
-        // IMF-fixdate (RFC 9110 5.6.7), rendered by hand: strftime follows the C locale.
-        static constexpr const char* days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
-        static constexpr const char* months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                                 "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-        std::tm tm{};
-        gmtime_r(&now, &tm);
-        char* p = d.text;
-        for (int i = 0; i < 3; ++i) {
-            *p++ = days[tm.tm_wday][i];
-        }
-        *p++ = ',';
-        *p++ = ' ';
-        two(p, tm.tm_mday);
-        p += 2;
-        *p++ = ' ';
-        for (int i = 0; i < 3; ++i) {
-            *p++ = months[tm.tm_mon][i];
-        }
-        *p++ = ' ';
-        const int year = tm.tm_year + 1900;
-        two(p, year / 100);
-        two(p + 2, year % 100);
-        p += 4;
-        *p++ = ' ';
-        two(p, tm.tm_hour);
-        p[2] = ':';
-        two(p + 3, tm.tm_min);
-        p[5] = ':';
-        two(p + 6, tm.tm_sec);
-        p += 8;
-        for (char c : std::string_view{" GMT"}) {
-            *p++ = c;
-        }
-        d.len = static_cast<std::size_t>(p - d.text);
-        d.second = now;
-    }
-    return {d.text, d.len};
-}
 
 auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void> {
     if (st->opts.tls) {
@@ -251,9 +147,9 @@ auto connection::watchdog() -> task<void> {
     for (;;) {
         // Capped at the shortest timeout from now, the wait is never armed past a deadline set
         // later, so every move of the deadline is a plain store (deadline_timer::wait).
-        const auto ok1 = co_await deadline_.wait(deadline_timer::clock::now() + watch_period_);
-        if (!ok1) {
-            co_return;  // the connection ended first
+        const auto woke = co_await deadline_.wait(deadline_timer::clock::now() + watch_period_);
+        if (!woke) {
+            co_return;  // cancelled: the connection ended first
         }
         if (deadline_.expired()) {
             if (!lingering_) {
@@ -528,164 +424,16 @@ auto connection::wait_for_room(transfer_pace& pace) -> task<result<void>> {
     co_return room;
 }
 
-namespace {
-
-// Whether a response with `status` may carry a body: not 1xx, 204 or 304 (RFC 9110 6.4.1).
-constexpr auto status_has_body(int status) noexcept -> bool {
-    return status >= 200 && status != 204 && status != 304;
-}
-
-// Appends `v` at p; returns the end.
-auto put(char* p, std::string_view v) noexcept -> char* {
-    std::memcpy(p, v.data(), v.size());
-    return p + v.size();
-}
-
-// The start of a head: the status line, Server (if named), Date and Content-Type (if any).
-// At most head_start_max(reason, server, date, type) bytes.
-auto put_head_start(char* p,
-                    int status,
-                    std::string_view reason,
-                    std::string_view server,
-                    std::string_view date,
-                    std::string_view type) noexcept -> char* {
-    p = put(p, "HTTP/1.1 ");
-    *p++ = static_cast<char>('0' + status / 100 % 10);
-    *p++ = static_cast<char>('0' + status / 10 % 10);
-    *p++ = static_cast<char>('0' + status % 10);
-    *p++ = ' ';
-    p = put(p, reason);
-    p = put(p, "\r\n");
-    if (!server.empty()) {
-        p = put(p, "Server: ");
-        p = put(p, server);
-        p = put(p, "\r\n");
-    }
-    p = put(p, "Date: ");
-    p = put(p, date);
-    p = put(p, "\r\n");
-    if (!type.empty()) {
-        p = put(p, "Content-Type: ");
-        p = put(p, type);
-        p = put(p, "\r\n");
-    }
-    return p;
-}
-
-constexpr auto head_start_max(std::string_view reason,
-                              std::string_view server,
-                              std::string_view date,
-                              std::string_view type) noexcept -> std::size_t {
-    return 13 + reason.size() + 2 + 10 + server.size() + 8 + date.size() + 16 + type.size();
-}
-
-// The start of the last head written on this thread (put_head_start's bytes), reused while the
-// next head's status, Server, Date and Content-Type are the same: most responses of a server
-// share all four, so their head is one copy of this, then Content-Length and the end. Rebuilt
-// when one differs (the Date once a second); a Server or Content-Type too long for it is never
-// kept (such heads are rendered in full). Trivially destructible, so the thread_local needs no
-// guard on access. NOTE: only read from ordinary functions (write_head), never across a
-// coroutine's suspension (see take_request_state).
-struct head_start_cache {
-    std::time_t second = -1;  // tl_date's second when rendered; -1: nothing kept
-    int status = 0;
-    std::uint8_t server_len = 0;
-    std::uint8_t type_len = 0;
-    std::uint16_t len = 0;
-    char server[64] = {};
-    char type[64] = {};
-    char text[256] = {};
-};
-thread_local head_start_cache tl_head_start;
-static_assert(head_start_max(std::string_view{"Request Header Fields Too Large"},
-                             std::string_view{"0123456789012345678901234567890123456789012345678901"
-                                              "234567890123"},
-                             std::string_view{"Sun, 06 Nov 1994 08:49:37 GMT"},
-                             std::string_view{"0123456789012345678901234567890123456789012345678901"
-                                              "234567890123"}) <= sizeof head_start_cache::text);
-
-}  // namespace
-
 void connection::write_head(
     const response& r, std::uint64_t length, bool chunked, bool keep, std::string_view small_body) {
-    // The head (and `small_body` after it) is built in place at the end of rs_->out, in room
-    // that is not zero-filled first, and added as one piece.
-    const int status = r.status();
-    const std::string_view server = st_.opts.server_name;
-    const std::string_view date = http_date();
-    const std::string_view type = r.content_type();
-    head_start_cache& c = tl_head_start;
-    bool from_cache = c.second == tl_date.second && c.status == status &&
-                      c.type_len == type.size() && c.server_len == server.size() &&
-                      swar::same_bytes(c.type, type.data(), type.size()) &&
-                      swar::same_bytes(c.server, server.data(), server.size());
-    if (!from_cache && type.size() <= sizeof c.type && server.size() <= sizeof c.server) {
-        const char* const end =
-            put_head_start(c.text, status, reason_phrase(status), server, date, type);
-        c.len = static_cast<std::uint16_t>(end - c.text);
-        if (!type.empty()) {  // (an empty view's data() may be null: no memcpy from it)
-            std::memcpy(c.type, type.data(), type.size());
-        }
-        c.type_len = static_cast<std::uint8_t>(type.size());
-        if (!server.empty()) {
-            std::memcpy(c.server, server.data(), server.size());
-        }
-        c.server_len = static_cast<std::uint8_t>(server.size());
-        c.status = status;
-        c.second = tl_date.second;
-        from_cache = true;
-    }
-    const std::string_view reason = from_cache ? std::string_view{} : reason_phrase(status);
-    std::size_t need =
-        (from_cache ? c.len : head_start_max(reason, server, date, type)) + 96 + small_body.size();
-    const response::header_list& fields = r.headers();
-    for (const auto& [name, value] : fields) {
-        need += name.size() + value.size() + 4;
-    }
     const std::size_t start = rs_->out.size();
-    char* const begin = rs_->out.prepare(need);
-    char* p = from_cache ? put(begin, {c.text, c.len})
-                         : put_head_start(begin, status, reason, server, date, type);
-    for (const auto& [name, value] : fields) {
-        p = put(p, name);
-        p = put(p, ": ");
-        p = put(p, value);
-        p = put(p, "\r\n");
-    }
-    // The framing (response.hpp): none for 1xx and 204 (RFC 9110 8.6); the handler's stated
-    // length where no body is measured (a 304, a HEAD answered with no body); else the body's.
-    if (status >= 200 && status != 204) {
-        std::optional<std::uint64_t> stated;
-        if (status == 304 || (head_request_ && r.form() == body_form::none)) {
-            stated = r.declared_length();
-        }
-        if (stated) {
-            length = *stated;
-            chunked = false;
-        } else if (status == 304) {
-            length = UINT64_MAX;
-            chunked = false;
-        }
-        if (chunked) {
-            p = put(p, "Transfer-Encoding: chunked\r\n");
-        } else if (length != UINT64_MAX) {
-            p = put(p, "Content-Length: ");
-            p = std::to_chars(p, p + 20, length).ptr;
-            p = put(p, "\r\n");
-        }
-    }
-    if (!keep) {
-        p = put(p, "Connection: close\r\n\r\n");
-    } else if (version_minor_ == 0) {
-        p = put(p, "Connection: keep-alive\r\n\r\n");
-    } else {
-        p = put(p, "\r\n");
-    }
-    if (!small_body.empty()) {
-        p = put(p, small_body);
-    }
-    const auto len = static_cast<std::size_t>(p - begin);
-    rs_->out.commit(len);
+    const std::size_t len = append_response_head(rs_->out, r, st_.opts.server_name,
+                                                 {.length = length,
+                                                  .chunked = chunked,
+                                                  .keep = keep,
+                                                  .head_request = head_request_,
+                                                  .version_minor = version_minor_},
+                                                 small_body);
     if (!rs_->segs.empty() && rs_->segs.back().ptr == nullptr) {
         rs_->segs.back().len += len;
     } else {
@@ -869,8 +617,8 @@ private:
 // that throws is reported as a throwing handler is; its body is left unfinished (a chunked one
 // unterminated, a sized one short), which tells the client.
 [[gnu::noinline]] auto connection::send_stream(stream_body& body, bool chunked) -> task<bool> {
-    const auto ok = co_await flush();
-    if (!ok) {
+    const auto head_sent = co_await flush();
+    if (!head_sent) {
         co_return false;
     }
     stream_writer w{*this, chunked};
@@ -891,8 +639,8 @@ private:
         co_return false;  // a chunked body left unterminated tells the client
     }
     if (chunked) {
-        const auto ok2 = co_await w.end();
-        if (!ok2) {
+        const auto ended = co_await w.end();
+        if (!ended) {
             co_return false;
         }
     }
@@ -943,8 +691,8 @@ void connection::queue(response& r, bool keep) {
         file_body& f = r.body_file();
         write_head(r, f.length, false, keep);
         if (!bodiless) {
-            const auto ok2 = co_await send_file(f);
-            if (!ok2) {
+            const auto file_sent = co_await send_file(f);
+            if (!file_sent) {
                 co_return false;
             }
         }
@@ -962,8 +710,8 @@ void connection::queue(response& r, bool keep) {
         }
         write_head(r, sb.length.value_or(UINT64_MAX), chunked, keep);
         if (!bodiless) {  // the producer is not run for a body that is not sent
-            const auto ok3 = co_await send_stream(sb, chunked);
-            if (!ok3) {
+            const auto stream_sent = co_await send_stream(sb, chunked);
+            if (!stream_sent) {
                 co_return false;
             }
         }
@@ -978,8 +726,8 @@ void connection::queue(response& r, bool keep) {
     body += '\n';
     response r = response::text(std::move(body), status);
     queue(r, false);
-    const auto ok5 = co_await flush();
-    if (!ok5) {
+    const auto sent = co_await flush();
+    if (!sent) {
         co_return;
     }
     // A staged close: half-close, then read and drop what the client still sends for a
@@ -1044,7 +792,7 @@ auto connection::serve() -> task<void> {
                 counts->states_held.fetch_add(1, std::memory_order_relaxed);
             }
             block_ = std::move(**got);
-            rs_ = take_request_state(st_.opts.limits);
+            rs_ = take_request_state(st_.head_limits);
         }
         const auto more = co_await serve_request();
         if (!more) {
@@ -1077,8 +825,8 @@ auto connection::serve() -> task<void> {
             co_await reject(status_of(rs_->parser.error()), describe(rs_->parser.error()));
             co_return false;
         }
-        const auto ok6 = co_await flush();
-        if (!ok6) {  // answer pipelined requests before waiting for more
+        const auto answered = co_await flush();
+        if (!answered) {  // answer pipelined requests before waiting for more
             co_return false;
         }
         deadline_.expires_at(header_deadline_);
@@ -1157,8 +905,8 @@ auto connection::serve() -> task<void> {
     // A stream's producer may read the body as it sends: what it leaves is skipped after it.
     const bool streamed = r.form() == body_form::stream;
     if (!streamed && !rs_->body.done()) {  // the usual case (no body, all of it read): no wait
-        const auto ok7 = co_await finish_body();
-        if (!ok7) {
+        const auto body_drained = co_await finish_body();
+        if (!body_drained) {
             close_ = true;
         }
     }
@@ -1166,16 +914,16 @@ auto connection::serve() -> task<void> {
         close_ = true;  // the handler's Connection: close (response.hpp)
     }
     const bool keep = !close_ && !st_.draining.load(std::memory_order_acquire);
-    bool ok8 = keep;
+    bool stays_open = keep;
     if (r.form() == body_form::file || streamed) {
-        ok8 = co_await send(r, keep);
+        stays_open = co_await send(r, keep);
     } else {
         queue(r, keep);
     }
-    if (ok8 && streamed && !rs_->body.done()) {
-        ok8 = co_await finish_body();  // false: closed after a complete response
+    if (stays_open && streamed && !rs_->body.done()) {
+        stays_open = co_await finish_body();  // false: closed after a complete response
     }
-    if (!ok8) {
+    if (!stays_open) {
         // The last response: sent at once (a fresh socket takes a few hundred bytes whole),
         // and closed without a shutdown first: with nothing left unread, close sends the FIN
         // (and with bytes unread it resets, shutdown or not). When the client asked for the
@@ -1196,8 +944,8 @@ auto connection::serve() -> task<void> {
     }
     // ---- pipelining: answer what is already here before writing -------------------
     if (pos_ == storage().size() || pending_ >= o.max_pipelined) {
-        const auto ok9 = co_await flush();
-        if (!ok9) {
+        const auto flushed = co_await flush();
+        if (!flushed) {
             co_return false;
         }
     }

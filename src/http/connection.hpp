@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "output_buffer.hpp"
+#include "request_state.hpp"
 #include "transport.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/stop.hpp"
@@ -49,43 +49,11 @@ struct receive_counts {
 };
 inline std::atomic<receive_counts*> receive_counts_for_test{nullptr};
 
-/// The Date field's value for now, rendered at most once a second per thread.
-[[nodiscard]] auto http_date() noexcept -> std::string_view;
-
 /// The waiting a body read or a response write has done on its client, against
 /// server_options::min_rate: `waited` <= min_rate_grace + `bytes` / min_rate must hold.
 struct transfer_pace {
     std::chrono::nanoseconds waited{0};
     std::uint64_t bytes = 0;
-};
-
-/// A piece of the pending output: [off, off + len) of request_state::out when `ptr` is null,
-/// else `len` bytes at `ptr` (a large body, sent from where it is).
-struct out_segment {
-    const char* ptr;
-    std::size_t off;
-    std::size_t len;
-};
-
-/// What a connection needs only while it holds bytes of a request: the parser (its head keeps
-/// request_head::inline_fields fields inline), the body decoder, the carry buffers of a request
-/// that spans receives and the output waiting for one vectored write. A connection takes one
-/// when a request's first bytes arrive and gives it back when it goes idle (nothing received
-/// and unanswered, nothing left to write), so an idle connection holds none. They are kept per
-/// thread for reuse (take_request_state / give_back_request_state in connection.cpp): no
-/// allocation per request.
-struct request_state {
-    explicit request_state(const request_limits& limits) noexcept : parser(limits) {}
-
-    request_parser parser;
-    body_decoder body;
-    request_limits body_limits;
-    // The bytes of a request that spans receives: one gathers them; the other holds, untouched,
-    // the head of a request whose body is being gathered (see connection's input).
-    std::string carry[2];
-    output_buffer out;  // response heads and small bodies, in order
-    std::vector<out_segment> segs;
-    std::vector<response> held;  // responses whose bodies segs points into
 };
 
 class connection {

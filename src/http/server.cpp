@@ -54,6 +54,7 @@ auto method_token(method m) -> std::string_view {
 
 server::state::state(server_options o)
     : opts(std::move(o)),
+      head_limits(opts.limits),
       max_open(opts.max_connections != 0 ? opts.max_connections : default_max_connections()),
       slots(static_cast<std::ptrdiff_t>(max_open)) {}
 
@@ -106,10 +107,13 @@ server::server(server_options o) : st_(std::make_shared<state>(std::move(o))) {}
 server::~server() = default;
 
 void server::route(method m, std::string_view pattern, handler h, route_options o) {
-    st_->routes.add(method_token(m), pattern, std::move(h), o);
+    route(method_token(m), pattern, std::move(h), o);
 }
 
 void server::route(std::string_view m, std::string_view pattern, handler h, route_options o) {
+    if (o.body_limit && *o.body_limit > st_->head_limits.body) {
+        st_->head_limits.body = *o.body_limit;
+    }
     st_->routes.add(m, pattern, std::move(h), o);
 }
 

@@ -28,6 +28,10 @@ struct server::state {
 
     server_options opts;
     router routes;
+    // What a request's head is parsed under: opts.limits, its body limit raised to the largest
+    // route_options::body_limit (server::route keeps it), so that a route may take a larger
+    // body than the server's default; each request is held to its route's limit once routed.
+    request_limits head_limits;
     std::vector<middleware> layers;
     std::size_t max_open;  // opts.max_connections, or its default
     semaphore slots;       // one per connection that may be open

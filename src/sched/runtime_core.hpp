@@ -43,9 +43,12 @@ namespace weft::detail {
 /// in S too, and the submitter's idle_count load, sequenced after F, sees the RMW: it finds
 /// the worker parked and wakes it. Relaxed queue loads would not be in S, and nothing would tie
 /// them to F (x86's locked RMW orders them anyway; the model, and weaker CPUs, do not).
-/// Local deque pushes check idle_count_ with a relaxed load first (a fence per fork would cost
-/// more than the fork): the owner is awake and will run that work itself, and re-checks every
-/// 61 ticks, so nothing is stranded.
+/// Local deque pushes (worker_base::notify_idle) take the same path: the bottom_ store, a
+/// seq_cst fence, then idle_count, relaxed (the fence orders it; only a count seen above 0
+/// goes on to notify_parked). Without that fence a push could miss a worker parking at the same
+/// moment, and the pusher's owner is not always there to run the task itself: the task it runs
+/// may keep its thread until the pushed one has run (tools/loom's parking model finds that
+/// deadlock when the fence is left out).
 /// A task in another worker's LIFO slot is not work for a parker: only its owner may run it,
 /// and the owner is awake (it put it there).
 /// - At most half the workers search (steal) at once; the last searcher to find work wakes

@@ -707,6 +707,42 @@ TEST_P(http_process_backend, descriptor_exhaustion_at_emfile) {
     offer_beyond_descriptors(o);
 }
 
+// The file_server example ends on SIGTERM with exit status 0 after serving, with keep-alive
+// connections left open (each made requests, a small file and one sent by sendfile) and one
+// that never sent a byte: the drain closes idle connections at once, so nothing waits for its
+// timeout. A server that stayed up is killed after the grace period and fails the test.
+TEST_P(http_process_backend, file_server_exits_on_sigterm_with_connections_open) {
+    const temp_dir tmp;
+    ASSERT_FALSE(tmp.path.empty());
+    std::ofstream(tmp.path / "a.txt") << "file a\n";
+    const std::string big(100'000, 'x');
+    std::ofstream(tmp.path / "big.bin", std::ios::binary)
+        .write(big.data(), static_cast<std::streamsize>(big.size()));
+    server_process::options o = child_options();
+    o.path = WEFT_FILE_SERVER_PATH;
+    o.args = {"--root", tmp.path.string(), "--port", "0", "--workers", "2"};
+    server_process srv;
+    ASSERT_TRUE(srv.start(o));
+    std::vector<fd_guard> open;
+    int served = 0;
+    for (int i = 0; i < 20; ++i) {
+        fd_guard fd{connect_local(srv.port())};
+        ASSERT_GE(fd.get(), 0);
+        for (const std::string_view path : {"/a.txt", "/big.bin"}) {
+            ASSERT_TRUE(
+                send_all(fd.get(), "GET " + std::string(path) + " HTTP/1.1\r\nHost: a\r\n\r\n"));
+            const auto r = read_response(fd.get());
+            served += r && r->status == 200 ? 1 : 0;
+        }
+        open.push_back(std::move(fd));
+    }
+    open.emplace_back(connect_local(srv.port()));
+    EXPECT_EQ(served, 40);
+    const int status = srv.terminate(20s);
+    EXPECT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(backends,
                          http_process_backend,
                          ::testing::Values(io_backend::io_uring, io_backend::epoll),

@@ -175,6 +175,40 @@ TEST_P(server_test, request_bodies_content_length_and_chunked) {
     });
 }
 
+// A route's body_limit is its limit, above the server's limits.body as well as below it: the
+// head is parsed under the largest route limit and each request held to its route's once routed.
+TEST_P(server_test, a_route_body_limit_above_the_server_limit_takes_larger_bodies) {
+    server_options o;
+    o.limits.body = 1000;
+    auto routes = [](server& srv) {
+        const auto size_of_body = [](request& req) -> task<response> {
+            auto body = (co_await req.body().read_all()).value();
+            co_return response::text(std::to_string(body.size()));
+        };
+        srv.route(method::post, "/big", size_of_body, {.body_limit = 100'000});
+        srv.route(method::post, "/small", size_of_body);
+    };
+    run(std::move(o), routes, [](socket_address addr, server&) -> task<void> {
+        auto c = (co_await client::connect(addr)).value();
+        auto r = (co_await c.request("POST", "/big", std::string(5000, 'b'))).value();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_EQ(r.body, "5000"sv);
+        std::string chunked = "POST /big HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+        chunked += "1388\r\n" + std::string(5000, 'c') + "\r\n0\r\n\r\n";
+        (co_await c.send_raw(chunked)).value();
+        r = (co_await c.read_response()).value();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_EQ(r.body, "5000"sv);
+        // The server's limit still holds on a route without one, and the route's on its own.
+        auto small = (co_await client::connect(addr)).value();
+        r = (co_await small.request("POST", "/small", std::string(5000, 's'))).value();
+        EXPECT_EQ(r.status, 413);
+        auto over = (co_await client::connect(addr)).value();
+        r = (co_await over.request("POST", "/big", std::string(100'001, 'o'))).value();
+        EXPECT_EQ(r.status, 413);
+    });
+}
+
 TEST_P(server_test, expect_continue_sent_on_first_read_and_not_when_unread) {
     run(
         {},

@@ -19,8 +19,9 @@ using handler = std::function<task<response>(request&)>;
 
 /// Per-route settings.
 struct route_options {
-    /// This route's body limit, instead of server_options::limits.body (Content-Length over it
-    /// is 413 before the body is read).
+    /// This route's body limit, instead of server_options::limits.body, larger or smaller (a
+    /// Content-Length over it is 413 before the body is read; a chunked body is 413 once its
+    /// chunk sizes cross it). Heads are parsed under the largest limit of any route.
     std::optional<std::uint64_t> body_limit;
 };
 

@@ -8,6 +8,8 @@
 //! Follows: src/sched/runtime_core.cpp
 //! Follows: src/sched/worker.hpp
 //! Follows: src/sched/worker.cpp
+//! Follows: include/weft/core/detail/worker_base.hpp
+//! Follows: include/weft/core/detail/work_deque.hpp
 use loom::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering::*};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
@@ -19,9 +21,11 @@ use loom::thread;
 // fence after the parker's RMW (loom does model fences); in C++ the seq_cst RMW and loads are
 // in the single total order S, which gives the same guarantee (runtime_core.hpp's argument).
 
-// MUTANT (feature "mutant"): notify_parked without its seq_cst fence, so the submitter's
-// publication and its idle_count load may pass the parker's idle_count increment and queue
-// check (store buffering): the worker sleeps with the work queued.
+// MUTANT (feature "mutant"): the submitters without their seq_cst fences: notify_parked's, so
+// an injector publication and its idle_count load may pass the parker's idle_count increment
+// and queue check (store buffering), and a local push's, so its relaxed idle_count check may
+// read the count from before a parker's increment while the parker reads the deque from before
+// the push. Either way a worker sleeps with the work queued.
 const MUTANT: bool = cfg!(feature = "mutant");
 
 /// A worker's park driver (futex_driver / the reactor's eventfd): an unpark before the park
@@ -49,6 +53,9 @@ impl Driver {
 }
 
 struct Runtime {
+    // Each worker's deque, as its size (bottom_ - top_): the owner pushes, thieves take.
+    // @work_deque.hpp"bottom_.store(b + 1, std::memory_order_release);"
+    local: Vec<AtomicUsize>,
     // @"std::atomic<std::size_t> injected_{0};  // == injector_.size()"
     injected: AtomicUsize,
     // @"std::deque<void*> injector_;            // guarded by inject_mu_" (a count here)
@@ -67,6 +74,7 @@ struct Runtime {
 impl Runtime {
     fn new(workers: usize) -> Self {
         Runtime {
+            local: (0..workers).map(|_| AtomicUsize::new(0)).collect(),
             injected: AtomicUsize::new(0),
             injector: Mutex::new(0),
             idle: Mutex::new(Vec::new()),
@@ -104,6 +112,37 @@ impl Runtime {
         // @"injector_.erase(injector_.begin(), injector_.begin() + static_cast<std::ptrdiff_t>(n)); injected_.store(injector_.size(), std::memory_order_seq_cst);"
         self.injected.store(*q, SeqCst);
         true
+    }
+
+    // worker_base::push(): a task spawned (or woken) on worker `me`, by the task it runs. The
+    // owner alone pushes, so the model's deque is a count.
+    fn push_local(&self, me: usize) {
+        // @work_deque.hpp"bottom_.store(b + 1, std::memory_order_release);"
+        self.local[me].fetch_add(1, Release);
+        // @worker_base.hpp"void notify_idle() noexcept {"
+        if !MUTANT {
+            // @worker_base.hpp"std::atomic_thread_fence(std::memory_order_seq_cst);"
+            fence(SeqCst);
+        }
+        // @worker_base.hpp"if (idle_hint_->load(std::memory_order_relaxed) != 0) {"
+        if self.idle_count.load(Relaxed) != 0 {
+            // @worker_base.hpp"on_push(); // a worker is parked: let it come and steal"
+            // (with no IO home, on_push is notify_parked:
+            // @worker.cpp"if (rt_.notify_parked()) { bump(wakes); }")
+            self.notify_parked();
+        }
+    }
+
+    // The owner's pop or a thief's steal: one task from worker `w`'s deque, if any.
+    fn take_local(&self, w: usize) -> bool {
+        let mut n = self.local[w].load(SeqCst);
+        while n != 0 {
+            match self.local[w].compare_exchange(n, n - 1, SeqCst, SeqCst) {
+                Ok(_) => return true,
+                Err(m) => n = m,
+            }
+        }
+        false
     }
 
     // @"auto runtime_core::notify_parked() noexcept -> bool {"
@@ -157,9 +196,11 @@ impl Runtime {
                 self.idle_count.fetch_sub(1, SeqCst);
             }
         };
-        // @"if (rt_.has_work_for(*this, stealable_) || !inbox_empty() ||": the injector (the
-        // model's only queue), seq_cst (@"return injected_.load(std::memory_order_seq_cst) == 0;")
-        if self.injected.load(SeqCst) != 0 {
+        // @"if (rt_.has_work_for(*this, stealable_) || !inbox_empty() ||": the injector, seq_cst
+        // (@"return injected_.load(std::memory_order_seq_cst) == 0;"), then every deque
+        // (@"if (w->stealable_size_seq_cst() != 0) {", through
+        // @work_deque.hpp"const std::int64_t b = bottom_.load(std::memory_order_seq_cst);")
+        if self.injected.load(SeqCst) != 0 || self.local.iter().any(|l| l.load(SeqCst) != 0) {
             unlist();
             return;
         }
@@ -169,13 +210,16 @@ impl Runtime {
 }
 
 // A worker runs until the workers took `want` tasks together (the shared `done`): the loop of
-// @"void sched_worker::run() {" with the injector as its only source of work.
+// @"void sched_worker::run() {": its own deque, the injector, then the other deques (a steal).
 fn worker(rt: &Runtime, me: usize, done: &AtomicUsize, want: usize) {
     loop {
         if done.load(SeqCst) == want {
             return;
         }
-        if rt.take_injected() {
+        let took = rt.take_local(me)
+            || rt.take_injected()
+            || (0..rt.local.len()).any(|w| w != me && rt.take_local(w));
+        if took {
             if rt.wsearching[me].swap(false, Relaxed) {
                 // @"// The last searcher to find work wakes another, so bursts fan out."
                 // @"if (rt_.searching.fetch_sub(1, std::memory_order_seq_cst) == 1) {"
@@ -232,5 +276,29 @@ fn two_workers_and_an_outside_submitter() {
             w.join().unwrap();
         }
         assert_eq!(done.load(SeqCst), 2);
+    });
+}
+
+// No IO home (a push wakes a helper at once): worker 0 runs a task that spawns onto its own
+// deque and then keeps its thread until the spawned task has run (it spins, or blocks), while
+// worker 1, out of work, parks. Worker 1 must see the spawn before it sleeps, or the push must
+// see worker 1 listed and wake it: otherwise both wait for good, which loom reports.
+#[test]
+fn a_local_spawn_reaches_a_worker_that_is_parking() {
+    loom::model(|| {
+        let rt = Arc::new(Runtime::new(2));
+        let done = Arc::new(AtomicUsize::new(0));
+        let helper = {
+            let (rt, done) = (rt.clone(), done.clone());
+            thread::spawn(move || worker(&rt, 1, &done, 1))
+        };
+        // Worker 0's running task: the spawn, then its thread kept until the spawned task ran
+        // (the helper's `done` and its unpark of every driver end the wait).
+        rt.push_local(0);
+        while done.load(SeqCst) != 1 {
+            rt.drivers[0].park();
+        }
+        helper.join().unwrap();
+        assert_eq!(done.load(SeqCst), 1);
     });
 }

@@ -37,8 +37,8 @@ public:
     void push(std::coroutine_handle<> h) {
         if (!deque_.push(h.address())) {
             overflow(h);
-        } else if (idle_hint_ != nullptr && idle_hint_->load(std::memory_order_relaxed) != 0) {
-            on_push();  // a worker is parked: let it come and steal
+        } else {
+            notify_idle();
         }
     }
 
@@ -58,9 +58,21 @@ public:
             overflow(h);
         }
     }
+    /// Owner thread, after a push: wakes a parked worker to steal it, if there is one. The
+    /// parking protocol's submitter side (sched's runtime_core): the seq_cst fence orders the
+    /// deque's publication (bottom_) before the look at the idle count, against a parker's seq_cst
+    /// increment of that count and its seq_cst loads of the deques. Without it the look may read
+    /// the count from before the increment while the parker reads the deque from before the push
+    /// (store buffering): the parker sleeps, and if the task running here keeps its thread (spins
+    /// or blocks until the pushed task has run), nobody runs it. The load after the fence may be
+    /// relaxed: the fence puts it in the protocol's total order (tools/loom's parking model proves
+    /// both).
     void notify_idle() noexcept {
-        if (idle_hint_ != nullptr && idle_hint_->load(std::memory_order_relaxed) != 0) {
-            on_push();
+        if (idle_hint_ != nullptr) {
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            if (idle_hint_->load(std::memory_order_relaxed) != 0) {
+                on_push();  // a worker is parked: let it come and steal
+            }
         }
     }
 
@@ -78,8 +90,8 @@ public:
         if (void* prev = lifo_.load(std::memory_order_relaxed)) {
             if (!deque_.push(mark_displaced(prev))) {
                 overflow(std::coroutine_handle<>::from_address(prev));
-            } else if (idle_hint_ != nullptr && idle_hint_->load(std::memory_order_relaxed) != 0) {
-                on_push();
+            } else {
+                notify_idle();
             }
         }
         lifo_.store(h.address(), std::memory_order_relaxed);
