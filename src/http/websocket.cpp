@@ -185,7 +185,8 @@ struct websocket::impl {
             co_return g.error();
         }
         if (close_sent.load(std::memory_order_relaxed)) {
-            co_return make_error_code(websocket_errc::closed);  // nothing follows a close frame (RFC 6455 5.5.1)
+            co_return make_error_code(
+                websocket_errc::closed);  // nothing follows a close frame (RFC 6455 5.5.1)
         }
         if (op == detail::ws_opcode::close) {
             close_sent.store(true, std::memory_order_release);
@@ -442,7 +443,12 @@ auto websocket::connect(socket_address addr,
     unsigned char raw[16];
     random_bytes(raw, sizeof raw);
     const std::string key = base64(raw, sizeof raw);
-    std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + host +
+    // Host names the port unless it is the scheme's default (RFC 9110 7.2).
+    std::string host_field = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    if (addr.port() != (p->own_opts.tls ? 443 : 80)) {
+        host_field += ":" + std::to_string(addr.port());
+    }
+    std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + host_field +
                       "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: " + key +
                       "\r\nSec-WebSocket-Version: 13\r\n";
     if (!protocols.empty()) {
