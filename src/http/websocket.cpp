@@ -299,16 +299,40 @@ struct websocket::impl {
                 // a continuation with no message begun, or a new message inside one
                 co_return co_await fail(close_code::protocol_error);
             }
-            auto ok = co_await need(h.size + h.length);
-            if (!ok) {
-                co_return ok.error();
+            const bool data_frame = !detail::is_control(op);
+            if (data_frame && op != detail::ws_opcode::continuation) {
+                in_message = true;
+                message_text = op == detail::ws_opcode::text;
+                message.clear();
+                utf8.reset();
             }
-            char* payload = in.data() + in_pos + h.size;
+            // The payload is unmasked, and a text message's UTF-8 checked, as its bytes arrive:
+            // a bad sequence fails the connection before the rest of its frame is waited for
+            // (RFC 6455 8.1, fail fast).
+            const bool check_utf8 = data_frame && message_text;
             const auto len = static_cast<std::size_t>(h.length);
-            if (h.masked) {
-                detail::apply_mask(payload, len, h.mask);
+            std::size_t done = 0;  // payload bytes unmasked (and checked) so far
+            for (;;) {
+                const std::size_t held = std::min(len, in.size() - in_pos - h.size);
+                if (held > done) {
+                    char* from = in.data() + in_pos + h.size + done;
+                    if (h.masked) {
+                        detail::apply_mask(from, held - done, h.mask, done);
+                    }
+                    if (check_utf8 && !utf8.feed({from, held - done})) {
+                        co_return co_await fail(close_code::invalid_data);
+                    }
+                    done = held;
+                }
+                if (done == len) {
+                    break;
+                }
+                auto ok = co_await need(h.size + done + 1);
+                if (!ok) {
+                    co_return ok.error();
+                }
             }
-            const std::string_view data{payload, len};
+            const std::string_view data{in.data() + in_pos + h.size, len};
             in_pos += h.size + len;
 
             switch (op) {
@@ -326,15 +350,6 @@ struct websocket::impl {
                     co_return co_await on_close(data);
                 default:
                     break;
-            }
-            if (op != detail::ws_opcode::continuation) {
-                in_message = true;
-                message_text = op == detail::ws_opcode::text;
-                message.clear();
-                utf8.reset();
-            }
-            if (message_text && !utf8.feed(data)) {
-                co_return co_await fail(close_code::invalid_data);
             }
             message.append(data);
             if (h.fin) {

@@ -400,6 +400,12 @@ TEST_P(websocket_server, invalid_utf8_is_found_in_its_fragment) {
     EXPECT_EQ(close_for(frame(0x1, "\xED\xA0\x80", false)), 1007);
 }
 
+TEST_P(websocket_server, invalid_utf8_is_refused_before_the_rest_of_its_frame) {
+    // A 100-byte text frame of which only the first 10 bytes ever come, the first invalid.
+    const std::string f = frame(0x1, std::string{"\xC0"} + std::string(99, 'a'));
+    EXPECT_EQ(close_for(f.substr(0, 2 + 4 + 10)), 1007);
+}
+
 TEST_P(websocket_server, invalid_close_code_is_closed_1002) {
     EXPECT_EQ(close_for(frame(0x8, close_payload(1005))), 1002);
 }
