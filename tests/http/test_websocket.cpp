@@ -256,6 +256,12 @@ protected:
                     seen_.handler_done.set();
                 },
                 ws_options());
+            websocket_options strict = ws_options();
+            strict.check_origin = [](std::string_view origin) {
+                return origin == "https://good.example";
+            };
+            srv.websocket(
+                "/strict", [](websocket&) -> task<void> { co_return; }, std::move(strict));
             srv.websocket(
                 "/throw",
                 [](websocket& ws) -> task<void> {
@@ -560,6 +566,28 @@ TEST_P(websocket_server, handshake_refusals) {
     EXPECT_TRUE(no_upgrade.starts_with("HTTP/1.1 426 ")) << no_upgrade;
     EXPECT_TRUE(bad_version.starts_with("HTTP/1.1 426 ")) << bad_version;
     EXPECT_NE(bad_version.find("Sec-WebSocket-Version: 13"), std::string::npos) << bad_version;
+}
+
+TEST_P(websocket_server, origin_hook_refuses_with_403) {
+    std::string evil;
+    std::string good;
+    run([&](socket_address addr, server&) -> task<void> {
+        for (auto [origin, out] :
+             {std::pair{"https://evil.example", &evil}, std::pair{"https://good.example", &good}}) {
+            auto s = (co_await tcp_stream::connect(addr)).value();
+            const std::string req =
+                "GET /strict HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                "Sec-WebSocket-Version: 13\r\nOrigin: " +
+                std::string{origin} + "\r\n\r\n";
+            (void)co_await s.write_all(as_bytes(req));
+            char b[512];
+            auto n = co_await s.read_some(std::as_writable_bytes(std::span{b}));
+            out->assign(b, n ? *n : 0);
+        }
+    });
+    EXPECT_TRUE(evil.starts_with("HTTP/1.1 403 ")) << evil;
+    EXPECT_TRUE(good.starts_with("HTTP/1.1 101 ")) << good;
 }
 
 WEFT_TEST_ON_BOTH_BACKENDS(websocket_server);
