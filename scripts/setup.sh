@@ -14,6 +14,10 @@
 #          (scripts/memcheck.sh; its header lets io_uring completions annotate kernel writes),
 #          libssl-dev (OpenSSL 3: weft::tls)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
+#   autobahn: Autobahn|Testsuite (the WebSocket conformance run, scripts/autobahn.sh). It is
+#          Python 2.7 code and Debian 12 has no python2: a python2.7 on PATH or in pyenv is
+#          used (pyenv builds 2.7.18 where it has none), and the suite goes under
+#          $WEFT_AUTOBAHN_DIR (default ~/.cache/weft/autobahn) with its pinned dependencies.
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -51,3 +55,24 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib
+
+autobahn_dir=${WEFT_AUTOBAHN_DIR:-$HOME/.cache/weft/autobahn}
+if [ ! -f "$autobahn_dir/python" ]; then
+    py2=$(python2.7 -c 'import sys; print(sys.executable)' 2>/dev/null || true)
+    if [ -z "$py2" ] && command -v pyenv >/dev/null; then
+        v=$(pyenv versions --bare | grep '^2\.7' | tail -1 || true)
+        if [ -z "$v" ]; then
+            pyenv install -s 2.7.18
+            v=2.7.18
+        fi
+        py2="$(pyenv root)/versions/$v/bin/python2.7"
+    fi
+    if [ -z "$py2" ]; then
+        echo "setup: no python2.7 (nor pyenv to build one) for the Autobahn|Testsuite" >&2
+        exit 1
+    fi
+    site="$autobahn_dir/lib/python2.7/site-packages"
+    PYTHONPATH="$site" "$py2" -m pip install -q --prefix "$autobahn_dir" "setuptools<45" wheel
+    PYTHONPATH="$site" "$py2" -m pip install -q --prefix "$autobahn_dir" autobahntestsuite
+    echo "$py2" >"$autobahn_dir/python"
+fi

@@ -3,7 +3,10 @@
 #   $OUT/go-coflux     $OUT/go-echo     $OUT/go-sake     Go         (bench/peers/go;
 #                      $OUT/go-echoclient: the echo rows' load client from outside weft;
 #                      $OUT/go-httphello: net/http with the routes of examples/hello_http;
-#                      $OUT/go-fileserver: net/http's http.FileServer, for http-static)
+#                      $OUT/go-fileserver: net/http's http.FileServer, for http-static;
+#                      $OUT/go-wsecho, $OUT/go-wsload: gorilla/websocket's echo server and the
+#                      websocket suite's load client)
+#   $OUT/tungstenite-echo               Rust/tokio-tungstenite (bench/peers/tungstenite)
 #   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio;
 #                      $OUT/tokio-hyper: hyper 1.x's HTTP/1 server)
 #                      $OUT/minihttp    Rust/may_minihttp (bench/peers/minihttp; the pipelining ceiling)
@@ -56,7 +59,7 @@ publish() { # src dst
 
 # --- Go -----------------------------------------------------------------------------------------
 if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
-    for prog in coflux echo echoclient sake httphello fileserver; do
+    for prog in coflux echo echoclient sake httphello fileserver wsecho wsload; do
         say "building go-$prog"
         # GOTOOLCHAIN=local: build with the installed Go, never download another toolchain.
         if (cd "$here/go" && GOTOOLCHAIN=local "$go" build -trimpath -o "$out/go-$prog" "./cmd/$prog"); then
@@ -66,7 +69,7 @@ if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
         fi
     done
 else
-    skip "go-coflux go-echo go-echoclient go-sake go-httphello go-fileserver" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
+    skip "go-coflux go-echo go-echoclient go-sake go-httphello go-fileserver go-wsecho go-wsload" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
 fi
 
 # --- tokio --------------------------------------------------------------------------------------
@@ -104,6 +107,20 @@ if [ -n "${cargo:-}" ]; then
     fi
 else
     skip minihttp "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
+fi
+
+# --- tokio-tungstenite (the websocket suite's peer; a crate of its own, like minihttp) ------------
+if [ -n "${cargo:-}" ]; then
+    say "building tungstenite-echo"
+    if CARGO_TARGET_DIR="$out/tungstenite-target" "$cargo" build --release --locked --quiet \
+            --manifest-path "$here/tungstenite/Cargo.toml" &&
+       publish "$out/tungstenite-target/release/tungstenite-echo" "$out/tungstenite-echo"; then
+        say "built $out/tungstenite-echo"
+    else
+        say "FAILED tungstenite-echo"; failed+=(tungstenite-echo)
+    fi
+else
+    skip tungstenite-echo "'cargo' not found (install Rust: https://rustup.rs, or apt-get install cargo)"
 fi
 
 # --- CMake peers (oneTBB, Asio, Beast) ----------------------------------------------------------

@@ -12,3 +12,4 @@
 #include "weft/http/response.hpp"
 #include "weft/http/router.hpp"
 #include "weft/http/server.hpp"
+#include "weft/http/websocket.hpp"

@@ -20,6 +20,7 @@
 #include "request_state.hpp"
 #include "response_head.hpp"
 #include "server_state.hpp"
+#include "websocket_route.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/io/buffer.hpp"
 #include "weft/io/error.hpp"
@@ -883,6 +884,14 @@ auto connection::serve() -> task<void> {
             failed = true;  // answered below (no co_await in a handler block)
             failure = std::current_exception();
         }
+    }
+    if (!failed && r.status() == 101 && m.h->target<websocket_route>() != nullptr) {
+        // A WebSocket route's 101: the socket is the route's from here (websocket_route.hpp).
+        const auto ok10 = co_await flush();  // the answers to requests pipelined before it
+        if (ok10) {
+            co_await m.h->target<websocket_route>()->serve(st_, r, s_, storage().substr(pos_));
+        }
+        co_return false;
     }
     if (!failed && (r.status() < 200 || r.status() > 999)) {
         // A 1xx is interim: the client would take the next response for this one's.

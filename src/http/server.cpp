@@ -117,6 +117,12 @@ void server::route(std::string_view m, std::string_view pattern, handler h, rout
     st_->routes.add(m, pattern, std::move(h), o);
 }
 
+void server::websocket(std::string_view pattern, websocket_handler h, websocket_options o) {
+    st_->routes.add("GET", pattern,
+                    detail::websocket_route{std::make_shared<detail::websocket_route_data>(
+                        detail::websocket_route_data{std::move(h), std::move(o)})});
+}
+
 void server::use(middleware m) { st_->layers.push_back(std::move(m)); }
 
 auto server::options() const noexcept -> const server_options& { return st_->opts; }
@@ -227,6 +233,9 @@ auto server::shutdown() -> task<void> {
                                                  std::memory_order_seq_cst)) {
                 c->stop.request_stop();  // idle keep-alive: close it now
             }
+        }
+        for (detail::websocket_session* w : st->sessions) {
+            w->drain();  // close 1001, then the peer's close within close_timeout
         }
         wait = st->open.load(std::memory_order_seq_cst) > 0;
         if (!wait) {

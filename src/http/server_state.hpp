@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "connection.hpp"
+#include "websocket_route.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/http/router.hpp"
 #include "weft/http/server.hpp"
@@ -53,6 +54,8 @@ struct server::state {
     std::mutex mu;                        // guards what follows
     detail::connection* conns = nullptr;  // registered connections (intrusive list)
     std::vector<stop_state*> acceptors;
+    // Upgraded WebSocket connections: shutdown() sends each its close 1001 (drain()).
+    std::vector<detail::websocket_session*> sessions;
     event drained;  // set once draining and no connection is open
 };
 

@@ -1,3 +1,5 @@
 module weftbench/peers/go
 
 go 1.21
+
+require github.com/gorilla/websocket v1.5.3

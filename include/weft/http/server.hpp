@@ -15,6 +15,7 @@
 #include "weft/http/request_limits.hpp"
 #include "weft/http/response.hpp"
 #include "weft/http/router.hpp"
+#include "weft/http/websocket.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/tls/tls_context.hpp"
@@ -126,6 +127,12 @@ public:
     /// Routes `method` requests for `pattern` to `h` (router.hpp for patterns). Before serving.
     void route(http::method m, std::string_view pattern, handler h, route_options o = {});
     void route(std::string_view method, std::string_view pattern, handler h, route_options o = {});
+    /// Serves WebSocket upgrades (RFC 6455) of GET `pattern`: the handshake is checked
+    /// (version 13, the key, `o.check_origin`, a subprotocol from `o.subprotocols`), the
+    /// middleware runs on the upgrade request (it may refuse it), and on 101 the connection
+    /// becomes `h`'s. Before serving. The connection stays the server's: shutdown() sends it
+    /// close 1001 and waits for the client's close up to o.close_timeout.
+    void websocket(std::string_view pattern, websocket_handler h, websocket_options o = {});
     /// Adds a middleware; the first added runs outermost. Before serving.
     void use(middleware m);
 
