@@ -1,0 +1,129 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "weft/core/result.hpp"
+#include "weft/core/task.hpp"
+#include "weft/http/client.hpp"
+#include "weft/io/resolve.hpp"
+#include "weft/tls/tls_context.hpp"
+
+namespace weft::http {
+
+/// What the pooled client refuses on its own account (client_category()).
+enum class client_errc {
+    bad_url = 1,         ///< not an absolute http:// or https:// URL
+    too_many_redirects,  ///< more than client_options::max_redirects
+    redirect_downgrade,  ///< a redirect from https to http (client_options::allow_downgrade)
+};
+
+[[nodiscard]] auto client_category() noexcept -> const std::error_category&;
+
+[[nodiscard]] inline auto make_error_code(client_errc e) noexcept -> std::error_code {
+    return {static_cast<int>(e), client_category()};
+}
+
+/// How client_pool connects, reuses, retries and follows.
+struct client_options {
+    /// Connections to one origin (scheme, host, port), in use and idle together; a request that
+    /// finds them all in use waits for one.
+    std::size_t max_per_host = 8;
+    /// Idle connections kept across all origins; past it, the one idle longest is closed.
+    std::size_t max_idle = 64;
+    /// An idle connection older than this is closed instead of reused.
+    std::chrono::milliseconds idle_timeout{30000};
+    /// TCP connect (every address of the host together).
+    std::chrono::milliseconds connect_timeout{10000};
+    /// The TLS handshake of an https origin.
+    std::chrono::milliseconds tls_handshake_timeout{10000};
+    /// The whole request: waiting for a connection, every retry and redirect, the body read.
+    std::chrono::milliseconds request_timeout{30000};
+    /// Response head and (decoded) body limits: message_size past them.
+    std::size_t max_response_head = 64 * 1024;
+    std::uint64_t max_response_body = std::uint64_t{64} << 20;
+    /// Redirects followed (301, 302, 303, 307, 308); 0: none, the 3xx response is returned.
+    int max_redirects = 0;
+    /// Follow a redirect from https to http.
+    bool allow_downgrade = false;
+    /// Retries of idempotent requests (GET, HEAD, PUT, DELETE, OPTIONS, TRACE) whose reused
+    /// connection failed before any byte of the response: allowed while retries stay within
+    /// `retry_ratio` of the requests of the last 10 s plus `retry_min_per_second` per second.
+    double retry_ratio = 0.2;
+    int retry_min_per_second = 3;
+    /// How host names are resolved.
+    resolve_options resolve{};
+    /// https origins: verification on, the system trust store, ALPN http/1.1 by default.
+    tls_client_options tls{.alpn = {"http/1.1"}};
+};
+
+/// One request. `headers` are added as given (Host, Content-Length are the client's).
+struct client_request {
+    std::string method = "GET";
+    std::string url{};
+    std::vector<std::pair<std::string, std::string>> headers{};
+    std::string body{};
+};
+
+/// Counts a test or an operator reads (a snapshot).
+struct client_pool_stats {
+    std::uint64_t connections_opened = 0;
+    std::uint64_t requests = 0;
+    std::uint64_t retries = 0;
+    std::size_t idle = 0;
+};
+
+namespace detail {
+struct client_pool_state;
+}
+
+/// An HTTP/1.1 client over pooled keep-alive connections, per origin. Takes absolute URLs
+/// (http:// and https://, verified with SNI and ALPN http/1.1 through weft::tls); resolves names
+/// with weft::resolve and connects with weft::connect (both families, staggered).
+///
+/// Reuse: after a response read whole on a connection the server keeps open, the connection
+/// goes back to its origin's idle list; one that failed, or whose response was cut short or
+/// ambiguous, is closed. A request on a reused connection that fails before any byte of the
+/// response came back (the server closed it while idle) is sent again once on a new
+/// connection if it is idempotent and the retry budget allows; a POST gets the error.
+///
+/// Errors (values): client_category() ones, resolve_category() ones, bad_message for a
+/// malformed or ambiguous response (Content-Length with Transfer-Encoding), message_size past
+/// the limits, timed_out (request_timeout), the transport's, operation_canceled.
+///
+/// Threads: any task on a weft runtime, any number at once. The pool must outlive the requests
+/// in flight on it.
+///
+///     weft::http::client_pool http{{.max_per_host = 4}};
+///     auto r = co_await http.get("https://example.com/");   // result<client_response>
+///     if (r && r->status == 200) { use(r->body); }
+class client_pool {
+public:
+    explicit client_pool(client_options options = {});
+    ~client_pool();
+    client_pool(const client_pool&) = delete;
+    auto operator=(const client_pool&) -> client_pool& = delete;
+
+    [[nodiscard]] auto request(client_request req) -> task<result<client_response>>;
+    [[nodiscard]] auto get(std::string url) -> task<result<client_response>>;
+    [[nodiscard]] auto post(std::string url, std::string body, std::string content_type)
+        -> task<result<client_response>>;
+
+    [[nodiscard]] auto stats() const -> client_pool_stats;
+
+private:
+    std::unique_ptr<detail::client_pool_state> s_;
+};
+
+}  // namespace weft::http
+
+template <>
+struct std::is_error_code_enum<weft::http::client_errc> : std::true_type {};
