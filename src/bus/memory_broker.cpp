@@ -34,7 +34,9 @@ namespace weft::bus {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
+// The runtime's clock: a runtime with a manual clock (weft::testing) moves ack waits,
+// redeliveries and delayed nacks with it.
+using clock = runtime_clock;
 
 // Ack deadlines are issued from the kernel's coarse monotonic clock, not clock::now(): reading
 // it is a few loads from the vDSO page without reading the CPU's counter (a clock::now() per
@@ -45,7 +47,12 @@ using clock = std::chrono::steady_clock;
 // nothing beside ack timeouts of seconds). Expiry checks and a member's sleep use the precise
 // clock, so no member wakes for a deadline and then finds it not yet due. The coarse clock
 // never goes back, so deadlines are still issued in order, which the FIFO of deadlines needs.
+// Under a manual clock (a test runtime) the deadline is the clock's own reading: it never
+// moves between reads unless the runtime steps it.
 auto deadline_base() noexcept -> clock::time_point {
+    if (clock::manual() != nullptr) {
+        return clock::now();
+    }
     auto read = [](clockid_t id, auto get) {
         timespec ts{};
         get(id, &ts);

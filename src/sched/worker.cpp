@@ -15,6 +15,7 @@
 #include <system_error>
 #include <utility>
 
+#include "runtime_clock_tl.hpp"
 #include "runtime_core.hpp"
 
 namespace weft::detail {
@@ -433,7 +434,14 @@ void sched_worker::park() {
         deferring.store(false, std::memory_order_relaxed);
     }
     std::optional<std::int64_t> timeout;
-    {
+    if (rt_.manual() != nullptr) {
+        // A manual clock does not move while the worker sleeps: no timer bounds the sleep; the
+        // last worker to go idle moves the clock instead (runtime_core::step_clock).
+        if (driver_->poll() || rt_.step_clock(*this)) {
+            unlist();
+            return;
+        }
+    } else {
         std::lock_guard lock(timers_.mu);
         if (auto d = timers_.wheel.next_deadline()) {
             timeout = rt_.ms_to_ns_from_now(*d);
@@ -566,6 +574,7 @@ auto sched_worker::voluntary_switches() noexcept -> std::uint64_t {
 void sched_worker::run() {
     set_current_worker(this);
     tl_sched_worker = this;
+    tl_manual_clock = rt_.manual();
     bool attached = false;
     try {
         driver_->attach();
@@ -606,6 +615,7 @@ void sched_worker::run() {
         ::close(schedstat_fd_);
         schedstat_fd_ = -1;
     }
+    tl_manual_clock = nullptr;
     tl_sched_worker = nullptr;
     set_current_worker(nullptr);
 }
