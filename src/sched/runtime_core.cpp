@@ -27,7 +27,9 @@ auto with_driver(runtime_options o) -> runtime_options {
 
 runtime_core::runtime_core(runtime_options o)
     : opts(with_driver(std::move(o))),
-      planned_workers(opts.workers != 0 ? opts.workers : available_cpus()),
+      planned_workers(opts.seed           ? 1U
+                      : opts.workers != 0 ? opts.workers
+                                          : available_cpus()),
       blocking(opts.max_blocking_threads == 0 ? 1 : opts.max_blocking_threads),
       gathers_io(opts.consolidate_io && opts.stealing && planned_workers > 1 &&
                  static_cast<bool>(opts.make_driver)),

@@ -72,7 +72,9 @@ sched_worker::sched_worker(runtime_core& rt, unsigned index)
       timers_(*this),
       driver_(rt.opts.make_driver ? rt.opts.make_driver(index) : make_futex_driver()),
       rng_(0x9E3779B97F4A7C15ULL * (index + 1)),
-      seen_(rt.planned_workers) {}
+      seen_(rt.planned_workers),
+      seeded_(rt.opts.seed.has_value()),
+      seed_state_(rt.opts.seed.value_or(0)) {}
 
 void sched_worker::start() {
     thread_ = std::thread([this] { run(); });
@@ -291,6 +293,36 @@ auto sched_worker::next_task() -> void* {
         }
     }
     return pop();
+}
+
+auto sched_worker::next_seeded() -> void* {
+    // Everything runnable, in an order fixed by the state alone (one thread, no stealing):
+    // due timers and IO completions first queue their tasks, then the posted, injected and
+    // queued tasks are gathered; the generator picks among them.
+    fire_timers();
+    driver_->poll();
+    while (void* h = take_inbox()) {
+        ready_.push_back(h);
+    }
+    while (void* h = take_injected()) {
+        ready_.push_back(h);
+    }
+    while (void* h = pop()) {
+        ready_.push_back(h);
+    }
+    if (ready_.empty()) {
+        return nullptr;
+    }
+    // splitmix64: a full-period generator whose every output depends on the whole seed.
+    std::uint64_t z = (seed_state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    const std::size_t i = static_cast<std::size_t>(z % ready_.size());
+    void* h = ready_[i];
+    ready_[i] = ready_.back();
+    ready_.pop_back();
+    return h;
 }
 
 auto sched_worker::become_searching() noexcept -> bool {
@@ -584,7 +616,7 @@ void sched_worker::run() {
         rt_.worker_started(std::current_exception());
     }
     while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
-        void* h = next_task();
+        void* h = seeded_ ? next_seeded() : next_task();
         // An expensive poll (epoll_wait) is left to park(): a first look here mostly found
         // nothing, and park's own wait returns at once when events are ready.
         if (h == nullptr && (fire_timers() || (driver_->poll_is_cheap() && driver_->poll()))) {

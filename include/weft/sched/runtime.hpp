@@ -62,6 +62,11 @@ struct runtime_options {
     /// still while tasks run and jumps to the next deadline when all of them are idle. Checked
     /// as one pointer where time is read; the default path makes no virtual call.
     std::shared_ptr<manual_clock> clock = {};
+    /// Deterministic scheduling (weft::testing's seeded runtime): one worker (`workers` is
+    /// taken as 1) that picks the next task to run at random among everything runnable, with a
+    /// generator seeded by this value, so a seed names one interleaving and replays it. Empty
+    /// (the default): the ordinary scheduler.
+    std::optional<std::uint64_t> seed = {};
 };
 
 /// What a worker has done so far (see runtime::worker_metrics).
