@@ -229,15 +229,19 @@ auto runtime_core::ms_to_ns_from_now(std::uint64_t when_ms) const noexcept -> st
     return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
 }
 
-auto runtime_core::step_clock(sched_worker& self) -> bool {
+auto runtime_core::step_clock(sched_worker& self) -> clock_step {
     std::lock_guard step(step_mu_);
     // Idle: every worker on the idle list (self included), nothing injected and no blocking
     // call that could still queue work (the caller polled its reactor and found nothing; the
     // other workers' reactors are not polled, so a runtime with a manual clock and IO should
     // have one worker, as weft::testing's runtimes do).
-    if (idle_count.load(std::memory_order_seq_cst) != workers.size() || !injector_empty() ||
-        blocking.in_flight() != 0) {
-        return false;
+    if (idle_count.load(std::memory_order_seq_cst) != workers.size() || !injector_empty()) {
+        return clock_step::none;
+    }
+    if (blocking.in_flight() != 0) {
+        // Its thread queues the task, then lowers the count: a wake-up can come before the
+        // count drops, and none comes after it.
+        return clock_step::blocked;
     }
     std::optional<std::uint64_t> next;
     for (auto& w : workers) {
@@ -247,21 +251,20 @@ auto runtime_core::step_clock(sched_worker& self) -> bool {
         }
     }
     if (!next) {
-        return false;
+        return clock_step::none;
     }
-    const auto at = epoch_ + std::chrono::milliseconds(*next);
     if (*next > now_ms()) {
-        if (at > clock_->limit()) {
-            return false;  // paused: only advance() opens time up to its target
+        if (*next > to_ms_ceil(clock_->limit())) {
+            return clock_step::none;  // paused: only advance() opens time up to its target
         }
-        clock_->move_to(at);
+        clock_->move_to(epoch_ + std::chrono::milliseconds(*next));
     }
     for (auto& w : workers) {
         if (w.get() != &self) {
             w->unpark();  // its wheel may hold timers due now
         }
     }
-    return true;
+    return clock_step::due;
 }
 
 auto runtime_core::next_io_home(int home, const std::vector<window_load>& w) noexcept -> int {

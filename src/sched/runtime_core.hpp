@@ -118,11 +118,17 @@ public:
         return clock_ != nullptr ? clock_->now() : std::chrono::steady_clock::now();
     }
     [[nodiscard]] auto manual() const noexcept -> manual_clock* { return clock_; }
+    /// What step_clock did.
+    enum class clock_step : unsigned char {
+        due,      ///< a timer is due now: the caller returns from park and fires it
+        blocked,  ///< a spawn_blocking call is in flight: look again soon (see park)
+        none,     ///< nothing to step to, or others still run: sleep until woken
+    };
     /// With a manual clock, called by `self` when it is about to sleep in park: if every worker
     /// is parked and nothing else can make progress (no injected task, no blocking call), moves
     /// the clock to the earliest armed timer of any worker (within the clock's limit) and
-    /// wakes the workers. True when a timer is now due: the caller returns from park and fires.
-    auto step_clock(sched_worker& self) -> bool;
+    /// wakes the workers.
+    auto step_clock(sched_worker& self) -> clock_step;
     [[nodiscard]] auto now_ms() const noexcept -> std::uint64_t;
     [[nodiscard]] auto to_ms_ceil(std::chrono::steady_clock::time_point t) const noexcept
         -> std::uint64_t;

@@ -28,6 +28,11 @@ namespace {
 constexpr std::uint32_t fairness_interval = 61;
 // Most tasks taken from the injector or from a victim in one go.
 constexpr std::size_t max_batch = 128;
+// With a manual clock, a worker that goes idle while a spawn_blocking call is in flight sleeps
+// this long at most (real time) before it looks at the clock again: the call's thread wakes it
+// when it queues the task, but lowers the in-flight count only after that.
+constexpr std::int64_t blocked_recheck_ns = 200'000;
+
 // Before parking, a searching worker keeps looking for this many rounds (with a growing pause
 // between them, ~10-20 us in all). A producer that spawns a little slower than the consumer
 // drains would otherwise make the consumer park and be woken through a futex every few tasks;
@@ -468,10 +473,23 @@ void sched_worker::park() {
     std::optional<std::int64_t> timeout;
     if (rt_.manual() != nullptr) {
         // A manual clock does not move while the worker sleeps: no timer bounds the sleep; the
-        // last worker to go idle moves the clock instead (runtime_core::step_clock).
-        if (driver_->poll() || rt_.step_clock(*this)) {
+        // last worker to go idle moves the clock instead (runtime_core::step_clock), once no IO
+        // completion is ready. The poll may take the wake-up of work published meanwhile (the
+        // reactor's wake is one of its events): look at the queues again after it, as the
+        // parking protocol's re-check does, or the park below would sleep past that work.
+        if (driver_->poll() || rt_.has_work_for(*this, stealable_) || !inbox_empty()) {
             unlist();
             return;
+        }
+        switch (rt_.step_clock(*this)) {
+            case runtime_core::clock_step::due:
+                unlist();
+                return;
+            case runtime_core::clock_step::blocked:
+                timeout = blocked_recheck_ns;  // real time: until the blocking call is counted out
+                break;
+            case runtime_core::clock_step::none:
+                break;
         }
     } else {
         std::lock_guard lock(timers_.mu);
