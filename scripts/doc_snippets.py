@@ -12,7 +12,7 @@ names the page and its line) and DIR/snippets.cmake, one call per block:
 A block with `main(` is a program: built and linked against weft. Any other block is compiled
 (an object library, not linked), so it must be a whole translation unit: its includes, and its
 code at namespace scope. COMPONENTS are the optional libraries a block includes (bus_sqlite,
-bus_pg, bus_nats, bus_kafka); a block is skipped when the build lacks one.
+bus_pg, bus_nats, bus_kafka, testing); a block is skipped when the build lacks one.
 
 A block whose info string is `cpp fragment` is not extracted: for the rare excerpt that cannot
 stand alone (the page then says where the whole program is). Files are rewritten only when
@@ -29,6 +29,7 @@ COMPONENT_HEADERS = {
     "bus_pg": re.compile(r"weft/bus/pg_"),
     "bus_nats": re.compile(r"weft/bus/nats_backend"),
     "bus_kafka": re.compile(r"weft/bus/kafka_backend"),
+    "testing": re.compile(r"weft/testing/"),
 }
 FENCE = re.compile(r"^(\s*)```(.*)$")
 

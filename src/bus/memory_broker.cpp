@@ -18,6 +18,7 @@
 
 #include "weft/bus/errc.hpp"
 #include "weft/core/detail/spin_lock.hpp"
+#include "weft/core/join_handle.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
 
@@ -34,7 +35,9 @@ namespace weft::bus {
 
 namespace {
 
-using clock = std::chrono::steady_clock;
+// The runtime's clock: a runtime with a manual clock (weft::testing) moves ack waits,
+// redeliveries and delayed nacks with it.
+using clock = runtime_clock;
 
 // Ack deadlines are issued from the kernel's coarse monotonic clock, not clock::now(): reading
 // it is a few loads from the vDSO page without reading the CPU's counter (a clock::now() per
@@ -45,7 +48,12 @@ using clock = std::chrono::steady_clock;
 // nothing beside ack timeouts of seconds). Expiry checks and a member's sleep use the precise
 // clock, so no member wakes for a deadline and then finds it not yet due. The coarse clock
 // never goes back, so deadlines are still issued in order, which the FIFO of deadlines needs.
+// Under a manual clock (a test runtime) the deadline is the clock's own reading: it never
+// moves between reads unless the runtime steps it.
 auto deadline_base() noexcept -> clock::time_point {
+    if (clock::manual() != nullptr) {
+        return clock::now();
+    }
     auto read = [](clockid_t id, auto get) {
         timespec ts{};
         get(id, &ts);
@@ -324,11 +332,11 @@ public:
         return p;
     }
 
-    /// Removes every entry of `member`.
+    /// Removes every entry of `member` (nullptr: of every member).
     auto take_all(const memory_member* member) -> std::vector<pending_message> {
         std::vector<pending_message> out;
         for (entry& e : slots_) {
-            if (e.used && e.member == member) {
+            if (e.used && (member == nullptr || e.member == member)) {
                 out.push_back(take(e));
             }
         }
@@ -492,12 +500,35 @@ struct memory_broker::state {
     std::mutex fault_mu;
     std::function<std::error_code(const envelope&)> fault;  // guarded by fault_mu
 
+    // The broker faults (memory_broker::drop_acks ... go_away): `consumer_faults` (relaxed:
+    // a fault set while a settlement runs may apply to it or not, as with a real broker) lets
+    // acks and deliveries skip the counters when none is set; `away` also raises `faulty`.
+    std::atomic<bool> away{false};
+    std::atomic<bool> consumer_faults{false};
+    std::atomic<std::uint32_t> acks_to_drop{0};
+    std::atomic<std::int64_t> ack_delay_ms{0};
+    std::atomic<std::uint32_t> deliveries_to_duplicate{0};
+
     auto injected_fault(const envelope& env) -> std::error_code {
         if (!faulty.load(std::memory_order_acquire)) {
             return {};
         }
+        if (away.load(std::memory_order_acquire)) {
+            return make_error_code(bus_errc::broker_unreachable);
+        }
         std::lock_guard lock(fault_mu);
         return fault ? fault(env) : std::error_code{};
+    }
+    void refresh_faulty() {  // under fault_mu
+        faulty.store(static_cast<bool>(fault) || away.load(std::memory_order_relaxed),
+                     std::memory_order_release);
+    }
+    /// Takes one from `n` if it is not 0.
+    static auto take_one(std::atomic<std::uint32_t>& n) noexcept -> bool {
+        std::uint32_t v = n.load(std::memory_order_relaxed);
+        while (v != 0 && !n.compare_exchange_weak(v, v - 1, std::memory_order_relaxed)) {
+        }
+        return v != 0;
     }
 };
 
@@ -687,13 +718,20 @@ auto memory_member::step(std::vector<envelope>& dead,
     if (const auto e = g_->earliest(); e && *e <= base) {
         expire(clock::now(), dead);
     }
-    std::deque<pending_message>* from = !g_->due.empty()     ? &g_->due
+    const bool away = s_->consumer_faults.load(std::memory_order_relaxed) &&
+                      s_->away.load(std::memory_order_relaxed);
+    std::deque<pending_message>* from = away                 ? nullptr
+                                        : !g_->due.empty()   ? &g_->due
                                         : !g_->fresh.empty() ? &g_->fresh
                                                              : nullptr;
     if (from != nullptr) {
         pending_message p = std::move(from->front());
         from->pop_front();
         ++p.deliveries;
+        if (s_->consumer_faults.load(std::memory_order_relaxed) &&
+            memory_broker::state::take_one(s_->deliveries_to_duplicate)) {
+            g_->due.push_front(p);  // handed out again next, as a redelivery
+        }
         out.attempt = p.deliveries;
         out.env = p.msg.env;
         const auto deadline = base + g_->config.ack_wait;
@@ -702,11 +740,13 @@ auto memory_member::step(std::vector<envelope>& dead,
         g_->settle_waiters();
         return step_kind::delivered;
     }
-    until = g_->earliest();
+    until = away ? std::nullopt : g_->earliest();  // away: come_back() wakes it
     planned = until;
     in_waiting = true;
     g_->waiting.push_back(this);
-    g_->settle_waiters();  // expiry may have made messages due for others too
+    if (!away) {  // away, what is ready waits for come_back(), which wakes every member
+        g_->settle_waiters();  // expiry may have made messages due for others too
+    }
     return step_kind::wait;
 }
 
@@ -764,6 +804,25 @@ auto memory_member::take_unsettled(std::uint64_t token) -> std::optional<pending
 }
 
 auto memory_member::ack(std::uint64_t token) -> result<void> {
+    if (s_->consumer_faults.load(std::memory_order_relaxed)) {
+        if (s_->away.load(std::memory_order_relaxed)) {
+            return make_error_code(bus_errc::broker_unreachable);
+        }
+        if (memory_broker::state::take_one(s_->acks_to_drop)) {
+            return {};  // answered, and lost
+        }
+        if (const auto d = s_->ack_delay_ms.load(std::memory_order_relaxed); d > 0) {
+            auto late = [](std::shared_ptr<memory_member> self, std::uint64_t t,
+                           std::chrono::milliseconds wait) -> task<void> {
+                if ((co_await sleep_for(wait)).has_value()) {
+                    std::lock_guard lock(self->t_->mu);
+                    (void)self->take_unsettled(t);  // gone already: redelivered meanwhile
+                }
+            };
+            (void)spawn(late(shared_from_this(), token, std::chrono::milliseconds(d)));
+            return {};
+        }
+    }
     std::optional<pending_message> p;  // declared first: released after the lock
     std::lock_guard lock(t_->mu);
     p = take_unsettled(token);
@@ -774,6 +833,10 @@ auto memory_member::ack(std::uint64_t token) -> result<void> {
 }
 
 auto memory_member::nack(std::uint64_t token, std::chrono::milliseconds delay) -> result<void> {
+    if (s_->consumer_faults.load(std::memory_order_relaxed) &&
+        s_->away.load(std::memory_order_relaxed)) {
+        return make_error_code(bus_errc::broker_unreachable);
+    }
     std::vector<envelope> dead;
     {
         std::lock_guard lock(t_->mu);
@@ -803,6 +866,10 @@ auto memory_member::term(std::uint64_t token, std::string_view reason) -> result
 }
 
 auto memory_member::in_progress(std::uint64_t token) -> result<void> {
+    if (s_->consumer_faults.load(std::memory_order_relaxed) &&
+        s_->away.load(std::memory_order_relaxed)) {
+        return make_error_code(bus_errc::broker_unreachable);
+    }
     std::lock_guard lock(t_->mu);
     auto* u = g_->in_flight.find(token);
     if (u == nullptr || u->member != this) {
@@ -899,8 +966,62 @@ void memory_broker::resume() {
 
 void memory_broker::set_publish_fault(std::function<std::error_code(const envelope&)> fault) {
     std::lock_guard lock(state_->fault_mu);
-    state_->faulty.store(static_cast<bool>(fault), std::memory_order_release);
     state_->fault = std::move(fault);
+    state_->refresh_faulty();
+}
+
+void memory_broker::drop_acks(std::uint32_t n) {
+    state_->acks_to_drop.store(n, std::memory_order_relaxed);
+    state_->consumer_faults.store(true, std::memory_order_relaxed);
+}
+
+void memory_broker::delay_acks(std::chrono::milliseconds d) {
+    state_->ack_delay_ms.store(d.count(), std::memory_order_relaxed);
+    state_->consumer_faults.store(true, std::memory_order_relaxed);
+}
+
+void memory_broker::duplicate_deliveries(std::uint32_t n) {
+    state_->deliveries_to_duplicate.store(n, std::memory_order_relaxed);
+    state_->consumer_faults.store(true, std::memory_order_relaxed);
+}
+
+void memory_broker::go_away() {
+    std::lock_guard lock(state_->fault_mu);
+    state_->away.store(true, std::memory_order_relaxed);
+    state_->consumer_faults.store(true, std::memory_order_relaxed);
+    state_->refresh_faulty();
+}
+
+void memory_broker::come_back() {
+    {
+        std::lock_guard lock(state_->fault_mu);
+        state_->away.store(false, std::memory_order_relaxed);
+        state_->refresh_faulty();
+    }
+    std::vector<topic_state*> topics;
+    {
+        std::lock_guard lock(state_->topics_mu);
+        for (auto& [name, t] : state_->topics) {
+            topics.push_back(t.get());
+        }
+    }
+    for (topic_state* t : topics) {
+        std::lock_guard lock(t->mu);
+        for (auto& [name, g] : t->groups) {
+            // Unsettled deliveries are handed out again first, oldest message first.
+            std::vector<pending_message> back = g->in_flight.take_all(nullptr);
+            g->deadlines.clear();
+            std::sort(back.begin(), back.end(),
+                      [](const auto& a, const auto& b) { return a.msg.seq < b.msg.seq; });
+            for (auto it = back.rbegin(); it != back.rend(); ++it) {
+                g->due.push_front(std::move(*it));
+            }
+            // Every waiting member looks again: each parked without a planned wake-up.
+            while (!g->waiting.empty()) {
+                g->wake_one();
+            }
+        }
+    }
 }
 
 auto memory_broker::stored(std::string_view topic) const -> std::uint64_t {

@@ -245,7 +245,7 @@ struct relay_pipeline::state {
         k.failed = none;
         k.parked = true;
         ++parked;
-        k.not_before = std::chrono::steady_clock::now() + k.backoff;
+        k.not_before = runtime_clock::now() + k.backoff;
         k.backoff = std::min(k.backoff * 2, options.max_backoff);
         next_due = std::min(next_due, k.not_before);
         pop_ahead_of_cut(k, cut);
@@ -276,7 +276,7 @@ struct relay_pipeline::state {
         if (parked == 0) {
             return;
         }
-        const auto now = std::chrono::steady_clock::now();
+        const auto now = runtime_clock::now();
         if (now < next_due) {
             return;
         }
@@ -531,7 +531,7 @@ auto relay_pipeline::pump() -> task<void> {
                 } else if (s.next_due != std::chrono::steady_clock::time_point::max()) {
                     wait = std::max(std::chrono::milliseconds{1},
                                     std::chrono::ceil<std::chrono::milliseconds>(
-                                        s.next_due - std::chrono::steady_clock::now()));
+                                        s.next_due - runtime_clock::now()));
                 } else {
                     wait = s.options.max_poll;
                 }

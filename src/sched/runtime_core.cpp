@@ -27,11 +27,14 @@ auto with_driver(runtime_options o) -> runtime_options {
 
 runtime_core::runtime_core(runtime_options o)
     : opts(with_driver(std::move(o))),
-      planned_workers(opts.workers != 0 ? opts.workers : available_cpus()),
+      planned_workers(opts.seed           ? 1U
+                      : opts.workers != 0 ? opts.workers
+                                          : available_cpus()),
       blocking(opts.max_blocking_threads == 0 ? 1 : opts.max_blocking_threads),
       gathers_io(opts.consolidate_io && opts.stealing && planned_workers > 1 &&
                  static_cast<bool>(opts.make_driver)),
-      epoch_(std::chrono::steady_clock::now()) {
+      clock_(opts.clock.get()),
+      epoch_(now()) {
     const unsigned n = planned_workers;
     workers.reserve(n);
     for (unsigned i = 0; i < n; ++i) {
@@ -206,7 +209,7 @@ auto runtime_core::has_work_for(const sched_worker& self, bool may_steal) const 
 }
 
 auto runtime_core::now_ms() const noexcept -> std::uint64_t {
-    const auto d = std::chrono::steady_clock::now() - epoch_;
+    const auto d = now() - epoch_;
     return static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
 }
@@ -222,8 +225,46 @@ auto runtime_core::to_ms_ceil(std::chrono::steady_clock::time_point t) const noe
 
 auto runtime_core::ms_to_ns_from_now(std::uint64_t when_ms) const noexcept -> std::int64_t {
     const auto target = epoch_ + std::chrono::milliseconds(when_ms);
-    const auto d = target - std::chrono::steady_clock::now();
+    const auto d = target - now();
     return std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+}
+
+auto runtime_core::step_clock(sched_worker& self) -> clock_step {
+    std::lock_guard step(step_mu_);
+    // Idle: every worker on the idle list (self included), nothing injected and no blocking
+    // call that could still queue work (the caller polled its reactor and found nothing; the
+    // other workers' reactors are not polled, so a runtime with a manual clock and IO should
+    // have one worker, as weft::testing's runtimes do).
+    if (idle_count.load(std::memory_order_seq_cst) != workers.size() || !injector_empty()) {
+        return clock_step::none;
+    }
+    if (blocking.in_flight() != 0) {
+        // Its thread queues the task, then lowers the count: a wake-up can come before the
+        // count drops, and none comes after it.
+        return clock_step::blocked;
+    }
+    std::optional<std::uint64_t> next;
+    for (auto& w : workers) {
+        std::lock_guard lock(w->timers().mu);
+        if (auto d = w->timers().wheel.next_deadline(); d && (!next || *d < *next)) {
+            next = d;
+        }
+    }
+    if (!next) {
+        return clock_step::none;
+    }
+    if (*next > now_ms()) {
+        if (*next > to_ms_ceil(clock_->limit())) {
+            return clock_step::none;  // paused: only advance() opens time up to its target
+        }
+        clock_->move_to(epoch_ + std::chrono::milliseconds(*next));
+    }
+    for (auto& w : workers) {
+        if (w.get() != &self) {
+            w->unpark();  // its wheel may hold timers due now
+        }
+    }
+    return clock_step::due;
 }
 
 auto runtime_core::next_io_home(int home, const std::vector<window_load>& w) noexcept -> int {

@@ -116,6 +116,22 @@ public:
     [[nodiscard]] auto has_work_for(const sched_worker& self, bool may_steal) const noexcept
         -> bool;
 
+    /// The runtime's time: opts.clock when set, steady_clock otherwise.
+    [[nodiscard]] auto now() const noexcept -> std::chrono::steady_clock::time_point {
+        return clock_ != nullptr ? clock_->now() : std::chrono::steady_clock::now();
+    }
+    [[nodiscard]] auto manual() const noexcept -> manual_clock* { return clock_; }
+    /// What step_clock did.
+    enum class clock_step : unsigned char {
+        due,      ///< a timer is due now: the caller returns from park and fires it
+        blocked,  ///< a spawn_blocking call is in flight: look again soon (see park)
+        none,     ///< nothing to step to, or others still run: sleep until woken
+    };
+    /// With a manual clock, called by `self` when it is about to sleep in park: if every worker
+    /// is parked and nothing else can make progress (no injected task, no blocking call), moves
+    /// the clock to the earliest armed timer of any worker (within the clock's limit) and
+    /// wakes the workers.
+    auto step_clock(sched_worker& self) -> clock_step;
     [[nodiscard]] auto now_ms() const noexcept -> std::uint64_t;
     [[nodiscard]] auto to_ms_ceil(std::chrono::steady_clock::time_point t) const noexcept
         -> std::uint64_t;
@@ -190,6 +206,8 @@ private:
     std::condition_variable start_cv_;
     std::size_t started_ = 0;         // guarded by start_mu_
     std::exception_ptr start_error_;  // guarded by start_mu_
+    manual_clock* const clock_;       // opts.clock.get()
+    std::mutex step_mu_;              // one clock step at a time
     std::chrono::steady_clock::time_point epoch_;
     mutable std::mutex inject_mu_;
     std::deque<void*> injector_;            // guarded by inject_mu_

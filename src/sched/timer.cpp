@@ -63,7 +63,7 @@ auto timer_arm(timer_op& op,
     }
     runtime_core& rt = w->runtime();
     const std::uint64_t when = rt.to_ms_ceil(deadline);
-    if (when <= rt.now_ms() && std::chrono::steady_clock::now() >= deadline) {
+    if (when <= rt.now_ms() && rt.now() >= deadline) {
         if (w->consume_budget()) {
             w->yield_turn(waiter);  // turn used up: let the others run first
             return true;
@@ -105,7 +105,7 @@ auto timer_arm_movable(timer_op& op,
     const std::chrono::steady_clock::time_point deadline{
         std::chrono::nanoseconds{std::min(deadline_ns.load(std::memory_order_seq_cst), cap_ns)}};
     const std::uint64_t when = rt.to_ms_ceil(deadline);
-    if (when <= rt.now_ms() && std::chrono::steady_clock::now() >= deadline) {
+    if (when <= rt.now_ms() && rt.now() >= deadline) {
         armed_on.store(nullptr, std::memory_order_relaxed);
         return false;  // already due
     }

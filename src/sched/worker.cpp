@@ -15,6 +15,7 @@
 #include <system_error>
 #include <utility>
 
+#include "runtime_clock_tl.hpp"
 #include "runtime_core.hpp"
 
 namespace weft::detail {
@@ -27,6 +28,11 @@ namespace {
 constexpr std::uint32_t fairness_interval = 61;
 // Most tasks taken from the injector or from a victim in one go.
 constexpr std::size_t max_batch = 128;
+// With a manual clock, a worker that goes idle while a spawn_blocking call is in flight sleeps
+// this long at most (real time) before it looks at the clock again: the call's thread wakes it
+// when it queues the task, but lowers the in-flight count only after that.
+constexpr std::int64_t blocked_recheck_ns = 200'000;
+
 // Before parking, a searching worker keeps looking for this many rounds (with a growing pause
 // between them, ~10-20 us in all). A producer that spawns a little slower than the consumer
 // drains would otherwise make the consumer park and be woken through a futex every few tasks;
@@ -71,7 +77,9 @@ sched_worker::sched_worker(runtime_core& rt, unsigned index)
       timers_(*this),
       driver_(rt.opts.make_driver ? rt.opts.make_driver(index) : make_futex_driver()),
       rng_(0x9E3779B97F4A7C15ULL * (index + 1)),
-      seen_(rt.planned_workers) {}
+      seen_(rt.planned_workers),
+      seeded_(rt.opts.seed.has_value()),
+      seed_state_(rt.opts.seed.value_or(0)) {}
 
 void sched_worker::start() {
     thread_ = std::thread([this] { run(); });
@@ -292,6 +300,36 @@ auto sched_worker::next_task() -> void* {
     return pop();
 }
 
+auto sched_worker::next_seeded() -> void* {
+    // Everything runnable, in an order fixed by the state alone (one thread, no stealing):
+    // due timers and IO completions first queue their tasks, then the posted, injected and
+    // queued tasks are gathered; the generator picks among them.
+    fire_timers();
+    driver_->poll();
+    while (void* h = take_inbox()) {
+        ready_.push_back(h);
+    }
+    while (void* h = take_injected()) {
+        ready_.push_back(h);
+    }
+    while (void* h = pop()) {
+        ready_.push_back(h);
+    }
+    if (ready_.empty()) {
+        return nullptr;
+    }
+    // splitmix64: a full-period generator whose every output depends on the whole seed.
+    std::uint64_t z = (seed_state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    const std::size_t i = static_cast<std::size_t>(z % ready_.size());
+    void* h = ready_[i];
+    ready_[i] = ready_.back();
+    ready_.pop_back();
+    return h;
+}
+
 auto sched_worker::become_searching() noexcept -> bool {
     if (searching) {
         return true;
@@ -433,7 +471,27 @@ void sched_worker::park() {
         deferring.store(false, std::memory_order_relaxed);
     }
     std::optional<std::int64_t> timeout;
-    {
+    if (rt_.manual() != nullptr) {
+        // A manual clock does not move while the worker sleeps: no timer bounds the sleep; the
+        // last worker to go idle moves the clock instead (runtime_core::step_clock), once no IO
+        // completion is ready. The poll may take the wake-up of work published meanwhile (the
+        // reactor's wake is one of its events): look at the queues again after it, as the
+        // parking protocol's re-check does, or the park below would sleep past that work.
+        if (driver_->poll() || rt_.has_work_for(*this, stealable_) || !inbox_empty()) {
+            unlist();
+            return;
+        }
+        switch (rt_.step_clock(*this)) {
+            case runtime_core::clock_step::due:
+                unlist();
+                return;
+            case runtime_core::clock_step::blocked:
+                timeout = blocked_recheck_ns;  // real time: until the blocking call is counted out
+                break;
+            case runtime_core::clock_step::none:
+                break;
+        }
+    } else {
         std::lock_guard lock(timers_.mu);
         if (auto d = timers_.wheel.next_deadline()) {
             timeout = rt_.ms_to_ns_from_now(*d);
@@ -566,6 +624,7 @@ auto sched_worker::voluntary_switches() noexcept -> std::uint64_t {
 void sched_worker::run() {
     set_current_worker(this);
     tl_sched_worker = this;
+    tl_manual_clock = rt_.manual();
     bool attached = false;
     try {
         driver_->attach();
@@ -575,7 +634,7 @@ void sched_worker::run() {
         rt_.worker_started(std::current_exception());
     }
     while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
-        void* h = next_task();
+        void* h = seeded_ ? next_seeded() : next_task();
         // An expensive poll (epoll_wait) is left to park(): a first look here mostly found
         // nothing, and park's own wait returns at once when events are ready.
         if (h == nullptr && (fire_timers() || (driver_->poll_is_cheap() && driver_->poll()))) {
@@ -606,6 +665,7 @@ void sched_worker::run() {
         ::close(schedstat_fd_);
         schedstat_fd_ = -1;
     }
+    tl_manual_clock = nullptr;
     tl_sched_worker = nullptr;
     set_current_worker(nullptr);
 }

@@ -108,6 +108,8 @@ private:
     [[nodiscard]] auto others_may_wait() const noexcept -> bool override;
     void run();
     auto next_task() -> void*;
+    /// runtime_options::seed: gathers everything runnable into ready_ and takes one at random.
+    auto next_seeded() -> void*;
     auto find_work() -> void*;
     auto become_searching() noexcept -> bool;
     auto steal_once() -> void*;
@@ -167,6 +169,11 @@ private:
     // found the home not deferring, back to the least when it found it deferring.
     std::int64_t watch_ns_ = 0;
     bool watched_ = false;  // the last park was a watch that found the home not deferring
+    // runtime_options::seed: the tasks gathered for a seeded pick, and the generator's state.
+    // Empty whenever the worker parks (a pick is made while it holds any).
+    const bool seeded_;
+    std::uint64_t seed_state_ = 0;
+    std::vector<void*> ready_;
 };
 
 }  // namespace weft::detail

@@ -8,6 +8,7 @@
 #include "weft/bus/memory_broker.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/sched/yield.hpp"
+#include "weft/testing/test_clock.hpp"
 
 namespace {
 
@@ -24,7 +25,12 @@ INSTANTIATE_TEST_SUITE_P(memory,
                              },
                              .pause = [](backend& b) { static_cast<memory_broker&>(b).pause(); },
                              .resume = [](backend& b) { static_cast<memory_broker&>(b).resume(); },
-                             .runtime_for = {},
+                             // The test clock: ack timeouts, nack delays and the suite's
+                             // own waits take no wall time, and fire in deadline order.
+                             .runtime_for =
+                                 [](unsigned workers) {
+                                     return weft::testing::test_clock_runtime({.workers = workers});
+                                 },
                              .topic_prefix = ""}));
 
 TEST(memory_broker, features_and_name) {

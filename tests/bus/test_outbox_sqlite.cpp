@@ -23,6 +23,7 @@
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 #include "weft/sched/timer.hpp"
+#include "weft/testing/test_clock.hpp"
 
 namespace {
 
@@ -779,7 +780,7 @@ TEST(sqlite_inbox, a_redelivered_duplicate_is_acked_and_skipped) {
     app_db app{path};
     sqlite_inbox inbox{app.get()};
     memory_broker broker;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};  // ack_wait in no wall time
     int handled = 0;
     auto apply = [&](sqlite_txn& txn, const envelope& e) -> weft::result<void> {
         ++handled;
@@ -791,7 +792,7 @@ TEST(sqlite_inbox, a_redelivered_duplicate_is_acked_and_skipped) {
     };
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
-        subscriber sub{broker, {.ack_wait = 100ms}};
+        subscriber sub{broker, {.ack_wait = 10min}};
         auto s = (co_await sub.subscribe("orders", "billing")).value();
         (co_await pub.publish(event_for("k", 1))).value();
 
@@ -859,11 +860,11 @@ TEST(sqlite_inbox, a_duplicate_in_the_open_transaction_is_acked_on_commit) {
     app_db app{dir.file("consumer.db")};
     sqlite_inbox inbox{app.get()};
     memory_broker broker;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};  // ack_wait in no wall time
     auto apply = [&](sqlite_txn&, const envelope&) -> weft::result<void> { return {}; };
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
-        subscriber sub{broker, {.ack_wait = 100ms}};
+        subscriber sub{broker, {.ack_wait = 10min}};
         auto s = (co_await sub.subscribe("orders", "billing")).value();
         (co_await pub.publish(event_for("k", 1))).value();
         auto d1 = (co_await s.next()).value();
@@ -875,7 +876,7 @@ TEST(sqlite_inbox, a_duplicate_in_the_open_transaction_is_acked_on_commit) {
             EXPECT_EQ(inbox.handle(txn, d2, apply).value(), inbox_outcome::duplicate);
             // dropped: rolled back, the id is not recorded
         })).value();
-        auto d3 = co_await weft::with_timeout(2s, s.next());  // not acked: delivered again
+        auto d3 = co_await weft::with_timeout(20min, s.next());  // not acked: delivered again
         EXPECT_TRUE(d3 && *d3);
         if (!d3 || !*d3) {
             co_return;
@@ -901,10 +902,10 @@ TEST(sqlite_inbox, a_throwing_handler_records_nothing) {
     app_db app{dir.file("consumer.db")};
     sqlite_inbox inbox{app.get()};
     memory_broker broker;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};  // ack_wait in no wall time
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
-        subscriber sub{broker, {.ack_wait = 100ms}};
+        subscriber sub{broker, {.ack_wait = 10min}};
         auto s = (co_await sub.subscribe("orders", "billing")).value();
         (co_await pub.publish(event_for("k", 1))).value();
         auto d1 = (co_await s.next()).value();

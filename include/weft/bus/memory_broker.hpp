@@ -66,6 +66,24 @@ public:
     /// publish with the error, and nothing is stored. Empty (the default) removes the hook. The
     /// hook must not call the broker.
     void set_publish_fault(std::function<std::error_code(const envelope&)> fault);
+    /// Test hooks for a broker that misbehaves (fault injection, not for production), on the
+    /// clock of the runtime the consumers run on (weft::testing's test clock moves them):
+    /// - drop_acks(n): the next `n` acks are answered ok and lost: each delivery stays unsettled
+    ///   and comes back after its ack timeout.
+    /// - delay_acks(d): every ack from now on answers ok at once and settles `d` later on the
+    ///   runtime clock (0: at once again); one later than the ack timeout finds the delivery
+    ///   redelivered and is lost. Needs a runtime worker (the late ack is a detached task).
+    /// - duplicate_deliveries(n): the next `n` deliveries are handed out twice, the copy as
+    ///   another delivery of the same message (attempt + 1), each to be settled on its own.
+    void drop_acks(std::uint32_t n);
+    void delay_acks(std::chrono::milliseconds d);
+    void duplicate_deliveries(std::uint32_t n);
+    /// go_away(): a broker that is down. Publishes fail with bus_errc::broker_unreachable and
+    /// store nothing; ack, nack and in_progress fail with it too; members receive nothing.
+    /// come_back(): it is up again, and, as a restarted broker that forgot its consumers,
+    /// hands every delivery that was unsettled when it left out again (attempt + 1).
+    void go_away();
+    void come_back();
     /// Messages stored in `topic` so far (its last sequence); 0 for a topic never published to.
     [[nodiscard]] auto stored(std::string_view topic) const -> std::uint64_t;
 

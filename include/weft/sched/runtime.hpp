@@ -16,6 +16,7 @@
 #include "weft/core/task.hpp"
 #include "weft/sched/detail/context.hpp"
 #include "weft/sched/driver.hpp"
+#include "weft/sched/runtime_clock.hpp"
 
 namespace weft {
 
@@ -56,6 +57,16 @@ struct runtime_options {
     /// where they are), only the home's choice and its quieter fairness tick apply. On by
     /// default: it keeps the echo server's p99 at or below tokio's (docs/design/decisions.md).
     bool consolidate_io = true;
+    /// Where the runtime reads its time. Empty (the default): steady_clock. A manual_clock
+    /// (weft::testing's test clock) makes every timer on this runtime follow it: time stands
+    /// still while tasks run and jumps to the next deadline when all of them are idle. Checked
+    /// as one pointer where time is read; the default path makes no virtual call.
+    std::shared_ptr<manual_clock> clock = {};
+    /// Deterministic scheduling (weft::testing's seeded runtime): one worker (`workers` is
+    /// taken as 1) that picks the next task to run at random among everything runnable, with a
+    /// generator seeded by this value, so a seed names one interleaving and replays it. Empty
+    /// (the default): the ordinary scheduler.
+    std::optional<std::uint64_t> seed = {};
 };
 
 /// What a worker has done so far (see runtime::worker_metrics).

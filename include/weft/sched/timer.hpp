@@ -18,6 +18,7 @@
 #include "weft/core/task.hpp"
 #include "weft/sched/detail/deadline_after.hpp"
 #include "weft/sched/detail/timer_op.hpp"
+#include "weft/sched/runtime_clock.hpp"
 
 namespace weft {
 
@@ -68,7 +69,7 @@ template <typename Rep, typename Period>
 ///     // connection: dl.expires_after(10s); ... dl.expires_after(60s);
 class deadline_timer {
 public:
-    using clock = std::chrono::steady_clock;
+    using clock = runtime_clock;
 
     deadline_timer() noexcept = default;
     explicit deadline_timer(clock::time_point t) noexcept : ns_(to_ns(t)) {}

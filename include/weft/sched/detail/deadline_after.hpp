@@ -11,9 +11,11 @@
 #include <type_traits>
 #include <utility>
 
+#include "weft/sched/runtime_clock.hpp"
+
 namespace weft::detail {
 
-/// steady_clock::now() + d, rounded up to the clock's tick (a timer never fires early) and
+/// runtime_clock::now() + d, rounded up to the clock's tick (a timer never fires early) and
 /// saturated to the clock's range: a deadline past its last tick is time_point::max(), which
 /// the timers take as "never" (duration::max() of any unit; a NaN too), and one before its
 /// first tick is time_point::min(), a deadline already passed. A plain `now() + d` overflows
@@ -23,7 +25,7 @@ template <typename Rep, typename Period>
     -> std::chrono::steady_clock::time_point {
     using clock = std::chrono::steady_clock;
     using tick = clock::duration;
-    const clock::time_point now = clock::now();
+    const clock::time_point now = runtime_clock::now();
     const tick::rep now_ticks = now.time_since_epoch().count();
     if constexpr (std::is_integral_v<Rep> && std::ratio_greater_equal_v<Period, clock::period>) {
         // The common case, exact in integers: |d| below 2^62 ticks added to a reading in
