@@ -29,19 +29,29 @@ for bin in $bins; do
     fi
 done
 cmake --build "$build" --target "${present[@]}"
-failed=0
 rm -rf "$build/shuffle-xml"
 mkdir -p "$build/shuffle-xml"
-for seed in $(seq "$first" $((first + count - 1))); do
+# One seed's runs of every binary; a failure is one line in the seed's .failed file. Two seeds
+# run at a time (WEFT_SHUFFLE_JOBS), one per core: each test binary is timed by its own watchdog
+# and by counts, never by durations, so sharing the cores changes no verdict.
+run_seed() {
+    local seed=$1
     for bin in "${present[@]}"; do
         if ! WEFT_SHUFFLE_SEED=$seed WEFT_STRESS_SCALE=${WEFT_STRESS_SCALE:-4} \
             "$build/tests/$bin" --gtest_brief=1 --gtest_output="xml:$build/shuffle-xml/$bin-$seed.xml" \
             >"$build/shuffle-$bin-$seed.log" 2>&1; then
-            echo "shuffle: $bin FAILED with WEFT_SHUFFLE_SEED=$seed (log: $build/shuffle-$bin-$seed.log)"
-            failed=$((failed + 1))
+            echo "shuffle: $bin FAILED with WEFT_SHUFFLE_SEED=$seed (log: $build/shuffle-$bin-$seed.log)" |
+                tee -a "$build/shuffle-$seed.failed"
         fi
     done
-done
+}
+export -f run_seed
+export build
+export WEFT_SHUFFLE_PRESENT="${present[*]}"
+rm -f "$build"/shuffle-*.failed
+seq "$first" $((first + count - 1)) |
+    xargs -P "${WEFT_SHUFFLE_JOBS:-2}" -I{} bash -c 'present=($WEFT_SHUFFLE_PRESENT); run_seed {}'
+failed=$(cat "$build"/shuffle-*.failed 2>/dev/null | wc -l)
 echo "shuffle: seeds $first..$((first + count - 1)) of ${present[*]}: $failed failed runs"
 # Every skip of every run, with its reason; io_uring cases skipped where io_uring works fail.
 python3 scripts/check_skips.py --step shuffle "$build"/shuffle-xml/*.xml || failed=$((failed + 1))
