@@ -13,7 +13,8 @@
  * queue.buffering.max.messages = 2 x max_pending + 1024, queue.buffering.max.kbytes=1048576,
  * no compression (librdkafka's default, as weft's); a topic of its own per run (one
  * partition, replication factor 1) made through the admin API before the clock starts; key =
- * the message's index, headers ce_* as weft's CloudEvents binary mode sends (ce_id a 36-character id). The in-flight window is weft's:
+ * the message's index, the ce_* headers weft's CloudEvents binary mode sends (ce_id a
+ * 36-character id). The in-flight window is weft's:
  * at max_pending unacknowledged messages the program serves delivery reports
  * (rd_kafka_poll) before producing more; reports arrive through the classic dr_msg_cb on the
  * producing thread. Latency: produce call to delivery report. Body: `body` bytes, the size of
