@@ -6,10 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "go_program.hpp"
 #include "weft/bus/nats_backend.hpp"
 #include "weft/bus/publisher.hpp"
 #include "weft/bus/subscriber.hpp"
@@ -19,28 +19,12 @@
 namespace {
 
 using namespace weft::bus;
+using weft::interop::go_program;
+using weft::interop::run;
 
 auto nats_url() -> std::string {
     const char* u = std::getenv("WEFT_NATS_URL");
     return u != nullptr ? u : "nats://127.0.0.1:14222";
-}
-
-/// Runs `command` through the shell; its exit status, its output echoed into the test log.
-auto run(const std::string& command) -> int {
-    std::printf("$ %s\n", command.c_str());
-    std::fflush(stdout);
-    const int status = std::system((command + " 2>&1").c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-auto go_program() -> std::string {
-    static const std::string bin = [] {
-        const std::string out = std::string(WEFT_INTEROP_BUILD_DIR) + "/weft-interop-go";
-        const int rc =
-            run("cd '" + std::string(WEFT_INTEROP_GO_DIR) + "' && go build -o '" + out + "' .");
-        return rc == 0 ? out : std::string();
-    }();
-    return bin;
 }
 
 auto make_nats() -> std::unique_ptr<nats_backend> {

@@ -5,18 +5,25 @@
 //
 //	weft-interop-go consume URL SUBJECT ID SOURCE TYPE SUBJECTATTR TENANT PAYLOAD
 //	weft-interop-go publish URL SUBJECT ID PAYLOAD
+//	weft-interop-go kafka-consume BROKERS TOPIC ID SOURCE TYPE KEY TENANT PAYLOAD
+//	weft-interop-go kafka-publish BROKERS TOPIC ID PAYLOAD
 //
-// consume reads the first message on SUBJECT's stream and checks every attribute and the
-// body byte for byte; exit status 0 when all match, 1 naming the first that does not.
+// consume reads the first message on SUBJECT's stream (the first record of TOPIC) and checks
+// every attribute and the body byte for byte; exit status 0 when all match, 1 naming the first
+// that does not. On Kafka the binding's ce_ headers carry the values as they are, and the
+// record key is the envelope key.
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func fail(format string, args ...any) {
@@ -33,9 +40,85 @@ func attr(m *nats.Msg, name string) string {
 	return v
 }
 
+func kafka(args []string) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(args[1]), kgo.ConsumeTopics(args[2]),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		fail("kafka client: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	switch args[0] {
+	case "kafka-consume":
+		if len(args) != 9 {
+			fail("usage: kafka-consume BROKERS TOPIC ID SOURCE TYPE KEY TENANT PAYLOAD")
+		}
+		a := args[2:]
+		for {
+			fetches := cl.PollFetches(ctx)
+			if ctx.Err() != nil {
+				fail("no record on %s", a[0])
+			}
+			var rec *kgo.Record
+			fetches.EachRecord(func(r *kgo.Record) {
+				if rec == nil {
+					rec = r
+				}
+			})
+			if rec == nil {
+				continue
+			}
+			h := map[string]string{}
+			for _, x := range rec.Headers {
+				h[x.Key] = string(x.Value)
+			}
+			want := map[string]string{"ce_specversion": "1.0", "ce_id": a[1], "ce_source": a[2],
+				"ce_type": a[3], "ce_subject": a[4], "ce_tenant": a[5]}
+			for name, v := range want {
+				if h[name] != v {
+					fail("%s = %q, want %q", name, h[name], v)
+				}
+			}
+			if _, err := time.Parse(time.RFC3339Nano, h["ce_time"]); err != nil {
+				fail("ce_time %q: %v", h["ce_time"], err)
+			}
+			if string(rec.Key) != a[4] {
+				fail("record key %q, want %q", rec.Key, a[4])
+			}
+			if string(rec.Value) != a[6] {
+				fail("value %q, want %q", rec.Value, a[6])
+			}
+			fmt.Println("ok: every attribute and the payload as weft published them")
+			return
+		}
+	case "kafka-publish":
+		if len(args) != 5 {
+			fail("usage: kafka-publish BROKERS TOPIC ID PAYLOAD")
+		}
+		hs := []kgo.RecordHeader{{Key: "ce_specversion", Value: []byte("1.0")},
+			{Key: "ce_id", Value: []byte(args[3])},
+			{Key: "ce_source", Value: []byte("/go-service")},
+			{Key: "ce_type", Value: []byte("go.event")},
+			{Key: "ce_time", Value: []byte("2026-03-04T05:06:07.089Z")},
+			{Key: "content-type", Value: []byte("text/plain")},
+			{Key: "ce_lang", Value: []byte("go")}}
+		r := &kgo.Record{Topic: args[2], Key: []byte("go key"), Value: []byte(args[4]),
+			Headers: hs}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			fail("produce: %v", err)
+		}
+		fmt.Println("ok: published")
+	}
+}
+
 func main() {
 	if len(os.Args) < 3 {
-		fail("usage: consume|publish URL ...")
+		fail("usage: consume|publish|kafka-consume|kafka-publish URL ...")
+	}
+	if strings.HasPrefix(os.Args[1], "kafka-") {
+		kafka(os.Args[1:])
+		return
 	}
 	nc, err := nats.Connect(os.Args[2], nats.Timeout(5*time.Second))
 	if err != nil {
