@@ -19,6 +19,21 @@ inline auto run(const std::string& command) -> int {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/// What `command` wrote to standard output (and its error output), read through popen.
+inline auto output_of(const std::string& command) -> std::string {
+    std::printf("$ %s\n", command.c_str());
+    std::string out;
+    if (FILE* p = ::popen((command + " 2>&1").c_str(), "r")) {
+        char buf[4096];
+        for (std::size_t n = 0; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) {
+            out.append(buf, n);
+        }
+        ::pclose(p);
+    }
+    std::printf("%s\n", out.c_str());
+    return out;
+}
+
 /// The built program's path (WEFT_INTEROP_GO_BIN, one per test binary: two may build at once), or
 /// "" when `go build` failed (its output is in the log).
 inline auto go_program() -> std::string {

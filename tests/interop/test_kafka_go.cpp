@@ -1,7 +1,8 @@
 // weft and a service written without it (tests/interop/go: Go, franz-go only) read each other's
 // events through the fixture's Kafka broker (WEFT_KAFKA_BROKERS): the Go program checks every
 // ce_ header, the record key and the value of an event weft published, and weft checks the
-// record the Go program produced. Two cases only: the JVM broker is the suite's slowest part.
+// record the Go program produced; kcat -J (apt's kcat, a librdkafka tool) shows the attributes
+// as headers and the payload as text. Few cases: the JVM broker is the suite's slowest part.
 
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@ namespace {
 using namespace weft::bus;
 using namespace std::chrono_literals;
 using weft::interop::go_program;
+using weft::interop::output_of;
 using weft::interop::run;
 
 auto kafka_brokers() -> std::string {
@@ -91,6 +93,35 @@ TEST(interop_go, weft_reads_the_record_a_go_service_produced) {
         }
         EXPECT_TRUE(d.ack());
     }());
+}
+
+TEST(interop_go, kcat_shows_attributes_as_headers_and_the_payload_as_text) {
+    const std::string t = "weft-interop-kcat-" + message_id::generate().to_string();
+    auto b = make_kafka(t);
+    const message_id id = message_id::generate();
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{*b};
+        envelope e;
+        e.id = id;
+        e.topic = t;
+        e.key = "order-42";
+        e.type = "order.placed";
+        e.headers = {{"tenant", "acme"}};
+        e.payload = "hello from weft";
+        (co_await pub.publish(std::move(e))).value();
+        (co_await pub.close()).value();
+    }());
+    const std::string out =
+        output_of("kcat -C -b '" + kafka_brokers() + "' -t '" + t + "' -o beginning -c 1 -e -J");
+    for (const std::string& part :
+         {std::string(R"("payload":"hello from weft")"), std::string(R"("key":"order-42")"),
+          std::string(R"("ce_specversion","1.0")"), R"("ce_id",")" + id.to_string() + R"(")",
+          std::string(R"("ce_source","/orders-service")"),
+          std::string(R"("ce_type","order.placed")"), std::string(R"("ce_subject","order-42")"),
+          std::string(R"("ce_tenant","acme")"), std::string(R"("ce_time",")")}) {
+        EXPECT_NE(out.find(part), std::string::npos) << part;
+    }
 }
 
 }  // namespace
