@@ -27,7 +27,7 @@ apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-
           libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
           libssl-dev libc-ares-dev
           maven openjdk-17-jre-headless postgresql-15 libpq-dev strace fonts-noto-cjk
-          iptables iproute2 valgrind)
+          iptables iproute2 valgrind kcat)
 missing=()
 for p in "${apt_pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -32,6 +32,14 @@ public:
                 return "another outbox relay is running on this outbox";
             case bus_errc::unconfirmed:
                 return "the broker did not confirm this message (it may or may not be stored)";
+            case bus_errc::not_expressible:
+                return "the envelope cannot be sent as a CloudEvent: each header name must be a "
+                       "CloudEvents attribute name (1 to 20 of a-z and 0-9, not specversion, id, "
+                       "type, time, subject or data) given once, the type must not be empty and "
+                       "all text must be UTF-8";
+            case bus_errc::malformed_event:
+                return "a received message is not a valid event in the wire format its headers "
+                       "declare (CloudEvents binary or structured, or weft's encoding)";
         }
         return "unknown weft.bus error";
     }

@@ -8,9 +8,11 @@
 #include <thread>
 #include <utility>
 
+#include "envelope_id_text.hpp"
 #include "kafka_connection.hpp"
 #include "kafka_consumer.hpp"
 #include "kafka_producer.hpp"
+#include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 
 namespace weft::bus {
@@ -62,6 +64,69 @@ auto kafka_conf(const kafka_backend_options& options,
         set(name, value);
     }
     return conf;
+}
+
+auto kafka_record(const envelope& env,
+                  const wire_options& wire,
+                  std::string& buffer,
+                  std::string_view& value,
+                  rd_kafka_headers_t*& headers) -> std::error_code {
+    headers = nullptr;
+    buffer.clear();
+    switch (wire.mode) {
+        case wire_mode::binary: {
+            thread_local std::string why;
+            if (const std::error_code ec = cloudevents::check(env, why)) {
+                return ec;
+            }
+            thread_local std::string text;
+            thread_local std::vector<cloudevents::wire_header> hs;
+            cloudevents::to_binary(env, wire.source, cloudevents::binding::kafka, hs, text);
+            headers = rd_kafka_headers_new(hs.size());
+            for (const auto& h : hs) {
+                rd_kafka_header_add(headers, h.name.data(), static_cast<ssize_t>(h.name.size()),
+                                    h.value.data(), static_cast<ssize_t>(h.value.size()));
+            }
+            value = env.payload;
+            return {};
+        }
+        case wire_mode::structured: {
+            thread_local std::string why;
+            if (const std::error_code ec = cloudevents::check(env, why)) {
+                return ec;
+            }
+            cloudevents::to_structured(env, wire.source, buffer);
+            headers = rd_kafka_headers_new(1);
+            const std::string_view ct = cloudevents::structured_content_type;
+            rd_kafka_header_add(headers, "content-type", -1, ct.data(),
+                                static_cast<ssize_t>(ct.size()));
+            value = buffer;
+            return {};
+        }
+        case wire_mode::weft:
+            break;
+    }
+    encode(env, buffer);
+    std::array<char, id_text_size> id{};
+    id_text(env.id, id.data());
+    headers = rd_kafka_headers_new(1);
+    rd_kafka_header_add(headers, "weft-id", -1, id.data(), static_cast<ssize_t>(id.size()));
+    value = buffer;
+    return {};
+}
+
+void kafka_headers(const rd_kafka_message_t* m, std::vector<cloudevents::wire_header>& out) {
+    rd_kafka_headers_t* hs = nullptr;
+    if (rd_kafka_message_headers(m, &hs) != RD_KAFKA_RESP_ERR_NO_ERROR || hs == nullptr) {
+        return;
+    }
+    const char* name = nullptr;
+    const void* v = nullptr;
+    std::size_t n = 0;
+    for (std::size_t i = 0;
+         rd_kafka_header_get_all(hs, i, &name, &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+        out.push_back({name, std::string_view(v != nullptr ? static_cast<const char*>(v) : "", n)});
+    }
 }
 
 auto kafka_produce(rd_kafka_t* rk,

@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "cloudevents.hpp"
 #include "weft/bus/kafka_backend.hpp"
 
 namespace weft::bus {
@@ -67,6 +68,20 @@ namespace weft::bus {
                                  rd_kafka_topic_t* rkt = nullptr,
                                  std::int32_t partition = RD_KAFKA_PARTITION_UA)
     -> rd_kafka_resp_err_t;
+
+/// The record value and headers of `env` as `wire` says: in binary mode the payload (a view of
+/// env.payload) and the ce_ headers with content-type; structured, the JSON event (in
+/// `buffer`) with content-type application/cloudevents+json; weft, the binary encoding (in
+/// `buffer`) with `weft-id`. `headers` is new and the caller's (null on an error). Errors:
+/// not_expressible (the CloudEvents modes).
+[[nodiscard]] auto kafka_record(const envelope& env,
+                                const wire_options& wire,
+                                std::string& buffer,
+                                std::string_view& value,
+                                rd_kafka_headers_t*& headers) -> std::error_code;
+
+/// The headers of a received record, appended to `out` (views into `m`, valid while it is).
+void kafka_headers(const rd_kafka_message_t* m, std::vector<cloudevents::wire_header>& out);
 
 /// Where a message of a group is: the key of its delivery count. Ordered by group, partition,
 /// offset, so that a partition's counts below an offset are one range.

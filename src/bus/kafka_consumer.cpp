@@ -292,7 +292,7 @@ void kafka_consumer::dead_letter(entry_iter it,
     entry& e = it->second;
     e.state = entry_state::dead_lettering;
     copies.push_back({kafka_copy::dead_letter, it->first, e.partition, e.anchor, e.env,
-                      std::move(reason), e.attempt});
+                      std::move(reason), e.attempt, false});
 }
 
 auto kafka_consumer::hand_out(entry_iter it, clock::time_point now) -> delivery {
@@ -349,7 +349,7 @@ void kafka_consumer::check_lag(std::int32_t partition, std::vector<copy_request>
         return;
     }
     e.copying = true;
-    copies.push_back({kafka_copy::requeue, id, partition, anchor, e.env, {}, e.attempt});
+    copies.push_back({kafka_copy::requeue, id, partition, anchor, e.env, {}, e.attempt, false});
 }
 
 void kafka_consumer::store(std::int32_t partition) {
@@ -429,18 +429,36 @@ auto kafka_consumer::fetched(const rd_kafka_message_t* m, std::vector<copy_reque
             move_anchor(it, offset);
         }
     } else if (!seen) {
-        auto env = decode(std::string_view(static_cast<const char*>(m->payload), m->len));
-        // Not a weft envelope: nothing a member could do with it, and no envelope for the dead
-        // letters. Counts as settled (no entry).
-        if (env) {
-            const std::uint64_t id = ++next_id_;
-            auto it = entries_.try_emplace(id).first;
-            entry& e = it->second;
+        thread_local std::vector<cloudevents::wire_header> headers;
+        headers.clear();
+        kafka_headers(m, headers);
+        const std::string_view value(static_cast<const char*>(m->payload), m->len);
+        const std::string_view record_key(static_cast<const char*>(m->key), m->key_len);
+        std::string why;
+        auto env = cloudevents::read(headers, value, config_.topic, record_key,
+                                     cloudevents::binding::kafka, why);
+        const std::uint64_t id = ++next_id_;
+        auto it = entries_.try_emplace(id).first;
+        entry& e = it->second;
+        e.partition = partition;
+        e.anchor = offset;
+        e.state = entry_state::dead_lettering;  // no timer yet
+        ps.anchors[offset] = id;
+        if (!env) {
+            // No wire mode reads it: nothing a member could do with it. It goes to the dead
+            // letters as it came, with its defect in weft-malformed; it counts as settled once
+            // Kafka has that copy (the committed offset waits for it, so nothing is lost).
+            envelope raw;
+            raw.key = record_key;
+            raw.payload = value;
+            for (const auto& h : headers) {
+                raw.headers.push_back(header{std::string(h.name), std::string(h.value)});
+            }
+            e.env = std::make_shared<const envelope>(std::move(raw));
+            copies.push_back(
+                {kafka_copy::dead_letter, id, partition, offset, e.env, std::move(why), 0, true});
+        } else {
             e.env = std::make_shared<const envelope>(std::move(*env));
-            e.partition = partition;
-            e.anchor = offset;
-            e.state = entry_state::dead_lettering;  // no timer yet
-            ps.anchors[offset] = id;
             e.attempt = std::max(header_number<std::uint32_t>(hs, "weft-deliveries", 0),
                                  conn_->take_count(message_key(partition, offset)));
             if (config_.max_deliveries != 0 && e.attempt >= config_.max_deliveries) {
@@ -492,23 +510,48 @@ auto kafka_consumer::find_pending(std::uint64_t token, std::vector<copy_request>
 }
 
 void kafka_consumer::send(std::vector<copy_request>& copies) {
+    const wire_options& wire = conn_->options.wire;
+    std::string buffer;
+    std::string_view value;
+    rd_kafka_headers_t* hs = nullptr;
+    // The configured wire mode; an envelope a CloudEvent cannot express (a header named as
+    // weft allowed before) goes in weft's encoding, which every weft subscriber reads.
+    const auto record = [&](const envelope& env) {
+        if (kafka_record(env, wire, buffer, value, hs)) {
+            (void)kafka_record(env, wire_options{.mode = wire_mode::weft}, buffer, value, hs);
+        }
+        return std::string(value);
+    };
     for (auto& c : copies) {
+        if (c.raw) {
+            hs = rd_kafka_headers_new(c.env->headers.size() + 2);
+            for (const header& h : c.env->headers) {
+                rd_kafka_header_add(hs, h.name.data(), static_cast<ssize_t>(h.name.size()),
+                                    h.value.data(), static_cast<ssize_t>(h.value.size()));
+            }
+            rd_kafka_header_add(hs, "weft-malformed", -1, c.reason.data(),
+                                static_cast<ssize_t>(c.reason.size()));
+            rd_kafka_header_add(hs, "weft-original-topic", -1, config_.topic.data(),
+                                static_cast<ssize_t>(config_.topic.size()));
+            conn_->copy(weak_from_this(), c.kind, c.entry, config_.dead_letter_topic,
+                        RD_KAFKA_PARTITION_UA, c.env->key, c.env->payload, hs);
+            continue;
+        }
         if (c.kind == kafka_copy::dead_letter) {
             envelope out = *c.env;
             out.topic = config_.dead_letter_topic;
-            out.headers.push_back(header{"weft-dead-letter-reason", c.reason});
-            out.headers.push_back(header{"weft-original-topic", config_.topic});
-            out.headers.push_back(header{"weft-original-group", config_.group});
-            out.headers.push_back(header{"weft-deliveries", std::to_string(c.deliveries)});
+            out.headers.push_back(header{"weftdeadletterreason", c.reason});
+            out.headers.push_back(header{"weftoriginaltopic", config_.topic});
+            out.headers.push_back(header{"weftoriginalgroup", config_.group});
+            out.headers.push_back(header{"weftdeliveries", std::to_string(c.deliveries)});
+            const std::string bytes = record(out);
             conn_->copy(weak_from_this(), c.kind, c.entry, config_.dead_letter_topic,
-                        RD_KAFKA_PARTITION_UA, out.key, encode(out), nullptr);
+                        RD_KAFKA_PARTITION_UA, out.key, bytes, hs);
             continue;
         }
-        const std::string id = c.env->id.to_string();
+        const std::string bytes = record(*c.env);
         const std::string from = std::to_string(c.anchor);
         const std::string deliveries = std::to_string(c.deliveries);
-        rd_kafka_headers_t* hs = rd_kafka_headers_new(4);
-        rd_kafka_header_add(hs, "weft-id", -1, id.data(), static_cast<ssize_t>(id.size()));
         rd_kafka_header_add(hs, "weft-requeued-for", -1, config_.group.data(),
                             static_cast<ssize_t>(config_.group.size()));
         rd_kafka_header_add(hs, "weft-requeued-from", -1, from.data(),
@@ -516,7 +559,7 @@ void kafka_consumer::send(std::vector<copy_request>& copies) {
         rd_kafka_header_add(hs, "weft-deliveries", -1, deliveries.data(),
                             static_cast<ssize_t>(deliveries.size()));
         conn_->copy(weak_from_this(), c.kind, c.entry, config_.topic, c.partition, c.env->key,
-                    encode(*c.env), hs);
+                    bytes, hs);
     }
     copies.clear();
 }

@@ -129,6 +129,10 @@ private:
         std::shared_ptr<const envelope> env;
         std::string reason;  // dead letters
         std::uint32_t deliveries;
+        /// A record no wire mode reads (a malformed event): `env` holds it as it came (key,
+        /// value as payload, headers) and `reason` its defect; it goes to the dead letters
+        /// unchanged but for the headers weft-malformed and weft-original-topic.
+        bool raw;
     };
     using entry_iter = std::unordered_map<std::uint64_t, entry>::iterator;
 

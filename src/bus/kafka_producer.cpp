@@ -593,28 +593,36 @@ auto kafka_producer::make(std::shared_ptr<kafka_backend::connection> conn,
 }
 
 void kafka_producer::start(envelope env, std::uint32_t slot) {
-    // librdkafka copies key and value (RD_KAFKA_MSG_F_COPY): the encoding buffer is reused.
+    // librdkafka copies key and value (RD_KAFKA_MSG_F_COPY): the buffer is reused.
     thread_local std::string bytes;
-    bytes.clear();
-    encode(env, bytes);
-    produce(env.id, env.topic, env.key, bytes, slot);
+    std::string_view value;
+    rd_kafka_headers_t* headers = nullptr;
+    if (const std::error_code ec =
+            kafka_record(env, st_->conn->options.wire, bytes, value, headers)) {
+        st_->outstanding.fetch_add(1);
+        st_->fail_now(slot, ec);
+        return;
+    }
+    produce(env.topic, env.key, value, headers, slot);
 }
 
 auto kafka_producer::start_encoded(const encoded_envelope& e, std::uint32_t slot) -> bool {
-    produce(e.id, e.topic, e.key, e.bytes, slot);
+    if (st_->conn->options.wire.mode != wire_mode::weft) {
+        return false;  // the CloudEvents modes need the envelope's fields: the publisher decodes
+    }
+    std::array<char, id_text_size> id{};
+    id_text(e.id, id.data());
+    produce(e.topic, e.key, e.bytes, state::id_headers(id), slot);
     return true;
 }
 
-void kafka_producer::produce(const message_id& msg_id,
-                             std::string_view topic,
+void kafka_producer::produce(std::string_view topic,
                              std::string_view key,
                              std::string_view value,
+                             rd_kafka_headers_t* headers,
                              std::uint32_t slot) {
     state& st = *st_;
     st.outstanding.fetch_add(1);
-    std::array<char, id_text_size> id{};
-    id_text(msg_id, id.data());
-    rd_kafka_headers_t* headers = state::id_headers(id);
     std::vector<std::pair<std::uint32_t, rd_kafka_resp_err_t>> failed;
     {
         std::lock_guard lock(st.rk_mu);

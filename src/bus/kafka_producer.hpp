@@ -60,11 +60,11 @@ public:
     explicit kafka_producer(std::shared_ptr<state> s) noexcept : st_(std::move(s)) {}
 
 private:
-    /// Hands `value` (an envelope's encoding) to librdkafka, which copies it.
-    void produce(const message_id& msg_id,
-                 std::string_view topic,
+    /// Hands `value` and `headers` (taken) to librdkafka, which copies the value.
+    void produce(std::string_view topic,
                  std::string_view key,
                  std::string_view value,
+                 rd_kafka_headers_t* headers,
                  std::uint32_t slot);
 
     std::shared_ptr<state> st_;

@@ -666,10 +666,10 @@ auto memory_member::dead_letter(const pending_message& p, std::string_view reaso
     -> envelope {
     envelope e = *p.msg.env;
     e.topic = g_->config.dead_letter_topic;
-    e.headers.push_back(header{"weft-dead-letter-reason", std::string(reason)});
-    e.headers.push_back(header{"weft-original-topic", t_->name});
-    e.headers.push_back(header{"weft-original-group", g_->config.group});
-    e.headers.push_back(header{"weft-deliveries", std::to_string(p.deliveries)});
+    e.headers.push_back(header{"weftdeadletterreason", std::string(reason)});
+    e.headers.push_back(header{"weftoriginaltopic", t_->name});
+    e.headers.push_back(header{"weftoriginalgroup", g_->config.group});
+    e.headers.push_back(header{"weftdeliveries", std::to_string(p.deliveries)});
     return e;
 }
 

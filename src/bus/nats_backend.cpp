@@ -1,5 +1,6 @@
 #include "weft/bus/nats_backend.hpp"
 
+#include <cstdlib>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -8,6 +9,7 @@
 #include "nats_connection.hpp"
 #include "nats_consumer.hpp"
 #include "nats_producer.hpp"
+#include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 
@@ -176,15 +178,88 @@ auto nats_backend::connection::stream_for(std::string_view topic) const
     return nullptr;
 }
 
-void nats_backend::connection::dead_letter(natsMsg* original,
-                                           std::string_view topic,
-                                           const std::string& id,
-                                           const std::string& encoded) {
-    const std::string subject(topic);
-    const std::string msg_id = id + "-dead-letter";
+auto make_nats_message(const envelope& env,
+                       const wire_options& wire,
+                       int max_payload,
+                       natsMsg*& out,
+                       std::size_t& wire_bytes) -> std::error_code {
+    out = nullptr;
+    if (wire.mode != wire_mode::weft) {
+        thread_local std::string why;
+        if (const std::error_code ec = cloudevents::check(env, why)) {
+            return ec;
+        }
+    }
+    // natsMsg_Create and natsMsgHeader_Add copy: the buffers are reused.
+    thread_local std::string bytes;
+    thread_local std::string values;
+    thread_local std::vector<cloudevents::wire_header> headers;
+    bytes.clear();
+    headers.clear();
+    std::string_view body;
+    switch (wire.mode) {
+        case wire_mode::binary:
+            cloudevents::to_binary(env, wire.source, cloudevents::binding::nats, headers, values);
+            body = env.payload;
+            break;
+        case wire_mode::structured:
+            cloudevents::to_structured(env, wire.source, bytes);
+            headers.push_back({"Content-Type", cloudevents::structured_content_type});
+            body = bytes;
+            break;
+        case wire_mode::weft:
+            encode(env, bytes);
+            body = bytes;
+            break;
+    }
+    wire_bytes = body.size();
+    for (const auto& h : headers) {
+        wire_bytes += h.name.size() + h.value.size() + 4;  // "name: value\r\n"
+    }
+    if (max_payload > 0 && wire_bytes > static_cast<std::size_t>(max_payload)) {
+        return make_error_code(bus_errc::message_too_large);
+    }
     natsMsg* m = nullptr;
-    if (natsMsg_Create(&m, subject.c_str(), nullptr, encoded.data(),
-                       static_cast<int>(encoded.size())) != NATS_OK) {
+    if (const natsStatus s = natsMsg_Create(&m, env.topic.c_str(), nullptr, body.data(),
+                                            static_cast<int>(body.size()));
+        s != NATS_OK) {
+        return nats_error(s);
+    }
+    for (const auto& h : headers) {
+        // NUL-terminated, as cnats takes them (see to_binary).
+        if (const natsStatus s = natsMsgHeader_Add(m, h.name.data(), h.value.data());
+            s != NATS_OK) {
+            natsMsg_Destroy(m);
+            return nats_error(s);
+        }
+    }
+    out = m;
+    return {};
+}
+
+void nats_headers(natsMsg* m, std::vector<cloudevents::wire_header>& out) {
+    const char** keys = nullptr;
+    int count = 0;
+    if (natsMsgHeader_Keys(m, &keys, &count) != NATS_OK) {
+        return;
+    }
+    for (int i = 0; i < count; ++i) {
+        const char** values = nullptr;
+        int n = 0;
+        if (natsMsgHeader_Values(m, keys[i], &values, &n) == NATS_OK) {
+            for (int k = 0; k < n; ++k) {
+                out.push_back({keys[i], values[k]});
+            }
+            free(static_cast<void*>(values));
+        }
+    }
+    free(static_cast<void*>(keys));
+}
+
+void nats_backend::connection::dead_letter(natsMsg* original,
+                                           natsMsg* m,
+                                           const std::string& msg_id) {
+    if (m == nullptr) {
         natsMsg_Nak(original, nullptr);
         natsMsg_Destroy(original);
         return;

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cloudevents.hpp"
 #include "weft/bus/nats_backend.hpp"
 
 namespace weft::bus {
@@ -23,6 +24,21 @@ namespace weft::bus {
 
 /// True when `subject` (no wildcards) matches `pattern` ('*' one token, '>' the rest).
 [[nodiscard]] auto nats_subject_matches(std::string_view pattern, std::string_view subject) -> bool;
+
+/// The message for `env` (to the subject env.topic) as `wire` says: in binary mode the
+/// payload as the body and the attributes as ce- headers; structured, the JSON event with
+/// Content-Type; weft, the binary encoding. `wire_bytes`: what body and headers take. Errors:
+/// not_expressible (the CloudEvents modes), message_too_large (over `max_payload` when it
+/// is > 0), a cnats status. Reuses thread-local buffers.
+[[nodiscard]] auto make_nats_message(const envelope& env,
+                                     const wire_options& wire,
+                                     int max_payload,
+                                     natsMsg*& out,
+                                     std::size_t& wire_bytes) -> std::error_code;
+
+/// The headers of a received message (names and values as cnats holds them: valid while
+/// `m` is), appended to `out`.
+void nats_headers(natsMsg* m, std::vector<cloudevents::wire_header>& out);
 
 struct nats_backend::connection {
     nats_backend_options options;
@@ -53,12 +69,11 @@ struct nats_backend::connection {
     [[nodiscard]] auto server_list() const -> std::string;
     /// The stream that takes `topic`, or nullptr.
     [[nodiscard]] auto stream_for(std::string_view topic) const -> const nats_stream_config*;
-    /// Publishes `dead` (an encoded envelope) to `topic` asynchronously and settles `original`
-    /// (owned from here on) when the server answers. Never waits.
-    void dead_letter(natsMsg* original,
-                     std::string_view topic,
-                     const std::string& id,
-                     const std::string& encoded);
+    /// Publishes `dead` (made for the dead-letter subject, owned from here on; nullptr when it
+    /// could not be made) asynchronously with Nats-Msg-Id `msg_id`, and settles `original`
+    /// (owned from here on) when the server answers: terminated once the dead letter is
+    /// stored, NAKed otherwise. Never waits.
+    void dead_letter(natsMsg* original, natsMsg* dead, const std::string& msg_id);
 };
 
 }  // namespace weft::bus

@@ -135,13 +135,20 @@ auto nats_consumer::pull() -> pulled {
         seq = meta->Sequence.Stream;
         jsMsgMetaData_Destroy(meta);
     }
-    auto env = decode(
-        std::string_view(natsMsg_GetData(m), static_cast<std::size_t>(natsMsg_GetDataLength(m))));
+    thread_local std::vector<cloudevents::wire_header> headers;
+    headers.clear();
+    nats_headers(m, headers);
+    std::string why;
+    auto env = cloudevents::read(
+        headers,
+        std::string_view(natsMsg_GetData(m), static_cast<std::size_t>(natsMsg_GetDataLength(m))),
+        natsMsg_GetSubject(m), "", cloudevents::binding::nats, why);
     if (!env) {
-        // Not a weft envelope: nothing a member could do with it, and no envelope to put in
-        // the dead letters. Terminated, so it is not delivered again.
-        natsMsg_Term(m, nullptr);
-        natsMsg_Destroy(m);
+        // Not an event in any mode weft reads: no member could do anything with it. It goes
+        // to the dead letters as it came (its headers and body), with the defect in
+        // Weft-Malformed, so nothing is lost and the reason can be read there; the original is
+        // terminated once the copy is stored.
+        send_malformed_to_dead_letters(m, seq, why);
         return {};
     }
     if (config_.max_deliveries != 0 && delivered > config_.max_deliveries) {
@@ -337,11 +344,40 @@ void nats_consumer::send_to_dead_letters(natsMsg* m,
                                          std::uint32_t deliveries) {
     envelope dead = env;
     dead.topic = config_.dead_letter_topic;
-    dead.headers.push_back(header{"weft-dead-letter-reason", std::string(reason)});
-    dead.headers.push_back(header{"weft-original-topic", config_.topic});
-    dead.headers.push_back(header{"weft-original-group", config_.group});
-    dead.headers.push_back(header{"weft-deliveries", std::to_string(deliveries)});
-    conn_->dead_letter(m, dead.topic, env.id.to_string(), encode(dead));
+    dead.headers.push_back(header{"weftdeadletterreason", std::string(reason)});
+    dead.headers.push_back(header{"weftoriginaltopic", config_.topic});
+    dead.headers.push_back(header{"weftoriginalgroup", config_.group});
+    dead.headers.push_back(header{"weftdeliveries", std::to_string(deliveries)});
+    natsMsg* out = nullptr;
+    std::size_t size = 0;
+    if (make_nats_message(dead, conn_->options.wire, 0, out, size)) {
+        // An envelope a CloudEvent cannot express (a header named as weft allowed before):
+        // the dead letter goes in weft's encoding, which every weft subscriber reads.
+        (void)make_nats_message(dead, wire_options{.mode = wire_mode::weft}, 0, out, size);
+    }
+    conn_->dead_letter(m, out, env.id.to_string() + "-dead-letter");
+}
+
+void nats_consumer::send_malformed_to_dead_letters(natsMsg* m,
+                                                   std::uint64_t stream_seq,
+                                                   std::string_view why) {
+    natsMsg* out = nullptr;
+    if (natsMsg_Create(&out, config_.dead_letter_topic.c_str(), nullptr, natsMsg_GetData(m),
+                       natsMsg_GetDataLength(m)) == NATS_OK) {
+        std::vector<cloudevents::wire_header> headers;
+        nats_headers(m, headers);
+        std::string encoded;
+        for (const auto& h : headers) {
+            if (natsMsgHeader_Add(out, h.name.data(), h.value.data()) != NATS_OK) {
+                break;
+            }
+        }
+        cloudevents::encode_percent(why, encoded);  // header values are printable ASCII
+        natsMsgHeader_Set(out, "Weft-Malformed", encoded.c_str());
+        natsMsgHeader_Set(out, "Weft-Original-Topic", config_.topic.c_str());
+    }
+    conn_->dead_letter(
+        m, out, "malformed-" + config_.topic + "-" + std::to_string(stream_seq) + "-dead-letter");
 }
 
 void nats_consumer::close() noexcept {

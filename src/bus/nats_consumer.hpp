@@ -69,6 +69,9 @@ private:
                               const envelope& env,
                               std::string_view reason,
                               std::uint32_t deliveries);
+    /// A message no mode reads: copied as it came to the dead letters with the defect
+    /// (`why`) in the header Weft-Malformed; terminated once the copy is stored.
+    void send_malformed_to_dead_letters(natsMsg* m, std::uint64_t stream_seq, std::string_view why);
 
     std::shared_ptr<nats_backend::connection> conn_;
     const consumer_config config_;

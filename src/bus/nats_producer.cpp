@@ -477,26 +477,22 @@ auto nats_producer::make(std::shared_ptr<nats_backend::connection> conn,
 void nats_producer::start(envelope env, std::uint32_t slot) {
     state& st = *st_;
     st.outstanding.fetch_add(1);
-    // natsMsg_Create copies the bytes: the encoding buffer is reused.
-    thread_local std::string bytes;
-    bytes.clear();
-    encode(env, bytes);
-    if (st.max_payload > 0 && bytes.size() > static_cast<std::size_t>(st.max_payload)) {
-        st.fail_now(slot, make_error_code(bus_errc::message_too_large));
-        return;
-    }
+    const wire_options& wire = st.conn->options.wire;
     natsMsg* m = nullptr;
-    if (const natsStatus s = natsMsg_Create(&m, env.topic.c_str(), nullptr, bytes.data(),
-                                            static_cast<int>(bytes.size()));
-        s != NATS_OK) {
-        st.fail_now(slot, nats_error(s));
+    std::size_t body_and_headers = 0;
+    if (const std::error_code ec =
+            make_nats_message(env, wire, st.max_payload, m, body_and_headers)) {
+        st.fail_now(slot, ec);
         return;
     }
     // What the message takes in the write buffer: HPUB line (subject, reply inbox, sizes),
     // the Nats-Msg-Id header, the payload; 128 covers all but subject, id and payload.
-    const std::size_t wire = bytes.size() + env.topic.size() + id_text_size + 128;
-    state::held_msg h{
-        m, slot, {}, wire, std::chrono::steady_clock::now() + st.conn->options.publish_timeout};
+    const std::size_t wire_size = body_and_headers + env.topic.size() + id_text_size + 128;
+    state::held_msg h{m,
+                      slot,
+                      {},
+                      wire_size,
+                      std::chrono::steady_clock::now() + st.conn->options.publish_timeout};
     id_text(env.id, h.id.data());  // the last byte stays NUL
     {
         std::lock_guard in(st.incoming_mu);

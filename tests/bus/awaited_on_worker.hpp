@@ -36,6 +36,7 @@ inline void expect_awaited_publishes_stay_on_their_worker(backend& b,
         publisher pub{b, {.max_pending = 256}};
         envelope first;
         first.topic = topic;
+        first.type = "test.event";
         first.payload = "p";
         (co_await pub.publish(std::move(first))).value();
         std::atomic<int> ok{0};
@@ -48,6 +49,7 @@ inline void expect_awaited_publishes_stay_on_their_worker(backend& b,
                     for (int i = 0; i < per_task; ++i) {
                         envelope e;
                         e.topic = topic;
+                        e.type = "test.event";
                         e.key = "k";
                         e.payload = "p";
                         const auto on = weft::this_runtime()->worker_index;

@@ -314,11 +314,11 @@ TEST_P(bus_conformance, term_goes_to_dead_letters) {
         auto dead = (co_await dlq.next()).value();
         EXPECT_EQ(dead.message().id, id);
         EXPECT_EQ(dead.message().payload, "poison");
-        const header* reason = dead.message().find_header("weft-dead-letter-reason");
+        const header* reason = dead.message().find_header("weftdeadletterreason");
         EXPECT_NE(reason, nullptr);
         EXPECT_EQ(reason != nullptr ? reason->value : "", "cannot parse");
-        EXPECT_EQ(dead.message().find_header("weft-original-topic")->value, t);
-        EXPECT_EQ(dead.message().find_header("weft-original-group")->value, "g");
+        EXPECT_EQ(dead.message().find_header("weftoriginaltopic")->value, t);
+        EXPECT_EQ(dead.message().find_header("weftoriginalgroup")->value, "g");
         EXPECT_TRUE(dead.ack());
         EXPECT_EQ((co_await this->next_within(s, 60ms)).error(), std::errc::timed_out);
         (co_await pub.close()).value();
@@ -349,10 +349,9 @@ TEST_P(bus_conformance, max_deliveries_then_dead_letters) {
         auto dlq = (co_await sub.subscribe(t + ".dlq", "ops")).value();
         auto dead = (co_await dlq.next()).value();
         EXPECT_EQ(dead.message().id, d1.message().id);
-        EXPECT_EQ(dead.message().find_header("weft-deliveries")->value, "3");
-        EXPECT_NE(
-            dead.message().find_header("weft-dead-letter-reason")->value.find("max deliveries"),
-            std::string::npos);
+        EXPECT_EQ(dead.message().find_header("weftdeliveries")->value, "3");
+        EXPECT_NE(dead.message().find_header("weftdeadletterreason")->value.find("max deliveries"),
+                  std::string::npos);
         EXPECT_TRUE(dead.ack());
         (co_await pub.close()).value();
     }());

@@ -127,6 +127,7 @@ TEST(kafka_backend, topics_are_made_at_start_and_the_ack_names_the_partition) {
         publisher pub{b};
         envelope e;
         e.topic = topic;
+        e.type = "test.event";
         e.key = "k";
         e.payload = "x";
         auto a = (co_await pub.publish(std::move(e))).value();
@@ -135,6 +136,7 @@ TEST(kafka_backend, topics_are_made_at_start_and_the_ack_names_the_partition) {
         EXPECT_EQ(a.sequence, 0U);
         envelope e2;
         e2.topic = topic;
+        e2.type = "test.event";
         e2.key = "k";
         e2.payload = "y";
         auto a2 = (co_await pub.publish(std::move(e2))).value();
@@ -145,52 +147,197 @@ TEST(kafka_backend, topics_are_made_at_start_and_the_ack_names_the_partition) {
 
 // The record's `weft-id` header is the envelope id's text (for consumers that do not decode
 // the envelope): read back with a plain librdkafka consumer.
-TEST(kafka_backend, the_weft_id_header_is_the_envelope_id) {
-    const std::string topic = "weft-test-header-" + message_id::generate().to_string();
-    auto b = make_kafka();
-    weft::runtime rt{weft::io_runtime_options(2)};
-    message_id sent;
-    rt.block_on([&]() -> weft::task<void> {
-        publisher pub{*b};
-        envelope e;
-        e.topic = topic;
-        e.key = "k";
-        e.payload = "x";
-        sent = e.id = message_id::generate();
-        (co_await pub.publish(std::move(e))).value();
-        (co_await pub.close()).value();
-    }());
+/// The records of `topic` from its beginning (partition 0), read by plain librdkafka as a
+/// service in another language would, until `count` arrived or 10 s passed.
+struct raw_record {
+    std::string key;
+    std::string value;
+    std::vector<std::pair<std::string, std::string>> headers;
+    auto header(std::string_view name) const -> std::string {
+        for (const auto& [n, v] : headers) {
+            if (n == name) {
+                return v;
+            }
+        }
+        return "<absent>";
+    }
+};
+
+auto read_raw(const std::string& topic, std::size_t count) -> std::vector<raw_record> {
     char err[512];
     rd_kafka_conf_t* conf = rd_kafka_conf_new();
-    ASSERT_EQ(
-        rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof(err)),
-        RD_KAFKA_CONF_OK);
-    rd_kafka_conf_set(conf, "group.id", "weft-test-header", err, sizeof(err));
+    rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof(err));
+    rd_kafka_conf_set(conf, "group.id", "weft-test-raw", err, sizeof(err));
     rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
-    ASSERT_NE(rk, nullptr) << err;
+    EXPECT_NE(rk, nullptr) << err;
+    std::vector<raw_record> out;
+    if (rk == nullptr) {
+        return out;
+    }
     rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(parts, topic.c_str(), 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
-    ASSERT_EQ(rd_kafka_assign(rk, parts), RD_KAFKA_RESP_ERR_NO_ERROR);
+    EXPECT_EQ(rd_kafka_assign(rk, parts), RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_topic_partition_list_destroy(parts);
-    std::string header;
-    for (int i = 0; i < 100 && header.empty(); ++i) {
+    for (int i = 0; i < 100 && out.size() < count; ++i) {
         rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
         if (m == nullptr) {
             continue;
         }
-        rd_kafka_headers_t* hs = nullptr;
-        const void* v = nullptr;
-        std::size_t n = 0;
-        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
-            rd_kafka_message_headers(m, &hs) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-            rd_kafka_header_get_last(hs, "weft-id", &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            header.assign(static_cast<const char*>(v), n);
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            raw_record r;
+            r.key.assign(static_cast<const char*>(m->key), m->key_len);
+            r.value.assign(static_cast<const char*>(m->payload), m->len);
+            rd_kafka_headers_t* hs = nullptr;
+            if (rd_kafka_message_headers(m, &hs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                const char* name = nullptr;
+                const void* v = nullptr;
+                std::size_t n = 0;
+                for (std::size_t k = 0;
+                     rd_kafka_header_get_all(hs, k, &name, &v, &n) == RD_KAFKA_RESP_ERR_NO_ERROR;
+                     ++k) {
+                    r.headers.emplace_back(name, std::string(static_cast<const char*>(v), n));
+                }
+            }
+            out.push_back(std::move(r));
         }
         rd_kafka_message_destroy(m);
     }
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
-    EXPECT_EQ(header, sent.to_string());
+    return out;
+}
+
+/// Produces one record with plain librdkafka (waits for it to be stored).
+void produce_raw(const std::string& topic,
+                 const std::string& key,
+                 const std::string& value,
+                 const std::vector<std::pair<std::string, std::string>>& headers) {
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof(err));
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    ASSERT_NE(rk, nullptr) << err;
+    rd_kafka_headers_t* hs = rd_kafka_headers_new(headers.size());
+    for (const auto& [n, v] : headers) {
+        rd_kafka_header_add(hs, n.c_str(), -1, v.data(), static_cast<ssize_t>(v.size()));
+    }
+    rd_kafka_vu_t vus[4];
+    vus[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+    vus[0].u.cstr = topic.c_str();
+    vus[1].vtype = RD_KAFKA_VTYPE_KEY;
+    vus[1].u.mem = {const_cast<char*>(key.data()), key.size()};
+    vus[2].vtype = RD_KAFKA_VTYPE_VALUE;
+    vus[2].u.mem = {const_cast<char*>(value.data()), value.size()};
+    vus[3].vtype = RD_KAFKA_VTYPE_HEADERS;
+    vus[3].u.headers = hs;
+    rd_kafka_error_t* e = rd_kafka_produceva(rk, vus, 4);
+    EXPECT_EQ(e, nullptr);
+    if (e != nullptr) {
+        rd_kafka_error_destroy(e);
+        rd_kafka_headers_destroy(hs);
+    }
+    EXPECT_EQ(rd_kafka_flush(rk, 10'000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+}
+
+auto typed(const std::string& topic, std::string key, std::string payload) -> envelope {
+    envelope e;
+    e.topic = topic;
+    e.key = std::move(key);
+    e.type = "order.placed";
+    e.payload = std::move(payload);
+    return e;
+}
+
+// CloudEvents binary content mode per the Kafka binding: ce_ headers, content-type for
+// datacontenttype, the key as the record key, the payload as the value byte for byte; a
+// header name an attribute cannot have is refused, and nothing of it is stored.
+TEST(kafka_backend, publish_is_cloudevents_binary_on_the_wire) {
+    const std::string topic = "weft-test-ce-" + message_id::generate().to_string();
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 1ms;
+    o.wire.source = "/orders-service";
+    kafka_backend b{o};
+    weft::runtime rt{weft::io_runtime_options(2)};
+    const message_id sent = message_id::generate();
+    const std::string payload("{\"total\": 12}\0\xff", 15);
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b};
+        envelope bad = typed(topic, "k", "refused");
+        bad.headers = {{"Trace-Id", "x"}};
+        auto r = co_await pub.publish(std::move(bad));
+        EXPECT_EQ(r.error(), bus_errc::not_expressible);
+        envelope e = typed(topic, "order-42", payload);
+        e.id = sent;
+        e.headers = {{"tenant", "acme"}, {"datacontenttype", "application/json"}};
+        e.time = std::chrono::system_clock::time_point{std::chrono::seconds{1'767'225'600}};
+        (co_await pub.publish(std::move(e))).value();
+        (co_await pub.close()).value();
+    }());
+    const auto records = read_raw(topic, 1);
+    ASSERT_EQ(records.size(), 1U);
+    const raw_record& r = records[0];
+    EXPECT_EQ(r.value, payload);
+    EXPECT_EQ(r.key, "order-42");
+    EXPECT_EQ(r.header("ce_specversion"), "1.0");
+    EXPECT_EQ(r.header("ce_id"), sent.to_string());
+    EXPECT_EQ(r.header("ce_source"), "/orders-service");
+    EXPECT_EQ(r.header("ce_type"), "order.placed");
+    EXPECT_EQ(r.header("ce_time"), "2026-01-01T00:00:00.000000000Z");
+    EXPECT_EQ(r.header("ce_subject"), "order-42");
+    EXPECT_EQ(r.header("ce_tenant"), "acme");
+    EXPECT_EQ(r.header("content-type"), "application/json");
+    EXPECT_EQ(r.headers.size(), 8U);
+}
+
+// A record a foreign service produced is read; a malformed one goes, as it came, to the
+// dead-letter topic with its defect in weft-malformed, and the member goes on.
+TEST(kafka_backend, subscriber_reads_foreign_events_and_dead_letters_malformed_ones) {
+    const std::string topic = "weft-test-foreign-" + message_id::generate().to_string();
+    kafka_backend_options o;
+    o.brokers = kafka_brokers();
+    o.linger = 1ms;
+    o.topics = {topic};  // and its dead-letter topic, before anything is produced to them
+    auto b = std::make_unique<kafka_backend>(std::move(o));
+    const message_id id = message_id::generate();
+    std::vector<std::pair<std::string, std::string>> good = {{"ce_specversion", "1.0"},
+                                                             {"ce_id", id.to_string()},
+                                                             {"ce_source", "/inventory"},
+                                                             {"ce_type", "stock.reserved"},
+                                                             {"ce_time", "2026-01-02T03:04:05.5Z"},
+                                                             {"content-type", "application/json"},
+                                                             {"ce_tenant", "acme"}};
+    auto bad = good;
+    bad[1].second = "not-a-uuid";
+    produce_raw(topic, "sku-1", "malformed", bad);
+    produce_raw(topic, "sku-2", R"({"n":3})", good);
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        subscriber sub{*b};
+        auto s = (co_await sub.subscribe(topic, "g")).value();
+        auto d = (co_await s.next()).value();
+        const envelope& e = d.message();
+        EXPECT_EQ(e.id, id);
+        EXPECT_EQ(e.key, "sku-2");  // the record key: no ce_subject
+        EXPECT_EQ(e.type, "stock.reserved");
+        EXPECT_EQ(e.payload, R"({"n":3})");
+        EXPECT_EQ(e.time, std::chrono::system_clock::time_point{
+                              std::chrono::milliseconds{1'767'323'045'500}});
+        const header* ct = e.find_header("datacontenttype");
+        EXPECT_EQ(ct != nullptr ? ct->value : "", "application/json");
+        const header* tenant = e.find_header("tenant");
+        EXPECT_EQ(tenant != nullptr ? tenant->value : "", "acme");
+        EXPECT_TRUE(d.ack());
+    }());
+    const auto dead = read_raw(topic + ".dead-letter", 1);
+    ASSERT_EQ(dead.size(), 1U);
+    EXPECT_EQ(dead[0].value, "malformed");
+    EXPECT_EQ(dead[0].key, "sku-1");
+    EXPECT_EQ(dead[0].header("weft-malformed"),
+              "CloudEvents binary: id 'not-a-uuid' is not a UUID");
+    EXPECT_EQ(dead[0].header("weft-original-topic"), topic);
+    EXPECT_EQ(dead[0].header("ce_id"), "not-a-uuid");
 }
 
 // Delivery reports wake weft once per batch: with a window of messages in flight, far fewer
@@ -210,6 +357,7 @@ void acks_complete_in_batches(kafka_ack_path path) {
         publisher pub{*b, {.max_pending = 512}};
         envelope first;  // the topic made before the measured run
         first.topic = t;
+        first.type = "test.event";
         first.payload = "p";
         (co_await pub.publish(std::move(first))).value();
         const auto before = b->stats();
@@ -226,6 +374,7 @@ void acks_complete_in_batches(kafka_ack_path path) {
             for (int i = 0; i < n; ++i) {
                 envelope e;
                 e.topic = t;
+                e.type = "test.event";
                 e.key = "k" + std::to_string(i % 16);
                 e.payload = "p";
                 (co_await pub.publish_async(std::move(e))).value();
@@ -294,6 +443,7 @@ TEST(kafka_backend, stopped_awaited_publishes_are_canceled_and_their_late_acks_f
         auto make = [&] {
             envelope e;
             e.topic = t;
+            e.type = "test.event";
             e.key = "k";
             e.payload = "p";
             return e;
@@ -367,6 +517,7 @@ TEST(kafka_backend, full_batches_leave_without_waiting_for_linger) {
             for (int i = 0; i < window; ++i) {
                 envelope e;
                 e.topic = t;
+                e.type = "test.event";
                 e.key = "k" + std::to_string(i % 4);
                 e.payload = "p";
                 (co_await pub.publish_async(std::move(e))).value();
@@ -402,6 +553,7 @@ void fatal_producer_error_recreates_it_and_resends(kafka_ack_path path) {
         publisher pub{b, {.max_pending = 64}};
         envelope first;  // the topic and the producer's idempotence state made first
         first.topic = t;
+        first.type = "test.event";
         first.key = "k";
         first.payload = "first";
         (co_await pub.publish(std::move(first))).value();
@@ -409,6 +561,7 @@ void fatal_producer_error_recreates_it_and_resends(kafka_ack_path path) {
         auto send = [&](int i) -> weft::task<void> {
             envelope e;
             e.topic = t;
+            e.type = "test.event";
             e.key = "k" + std::to_string(i % 4);
             e.payload = std::to_string(i);
             sent.insert((co_await pub.publish_async(std::move(e))).value());
@@ -485,12 +638,14 @@ void fatal_error_resends_before_any_later_publish(kafka_ack_path path) {
         publisher pub{b, {.max_pending = 128}};
         envelope first;
         first.topic = t;
+        first.type = "test.event";
         first.key = "k";
         first.payload = "first";
         (co_await pub.publish(std::move(first))).value();
         auto send = [&](int i) -> weft::task<void> {
             envelope e;
             e.topic = t;
+            e.type = "test.event";
             e.key = "k" + std::to_string(i % keys);
             e.payload = std::to_string(i);
             (co_await pub.publish_async(std::move(e))).value();
@@ -561,6 +716,7 @@ TEST(kafka_backend, encoded_publishes_are_stored_as_encoded) {
             envelope e;
             e.id = message_id::generate();
             e.topic = t;
+            e.type = "test.event";
             e.key = "k";
             e.payload = std::to_string(i);
             std::string bytes;
@@ -605,6 +761,7 @@ auto publish_numbered(kafka_backend& b, const std::string& topic, int n) -> weft
         for (int i = 0; i < n; ++i) {
             envelope e;
             e.topic = topic;
+            e.type = "test.event";
             e.key = "k" + std::to_string(i % 64);
             e.payload = std::to_string(i);
             (co_await pub.publish_async(std::move(e))).value();

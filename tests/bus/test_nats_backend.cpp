@@ -3,6 +3,7 @@
 // private port, WEFT_NATS_URL); a server that is not there fails these tests, never skips them.
 
 #include <gtest/gtest.h>
+#include <nats/nats.h>
 
 #include <cstdlib>
 #include <string>
@@ -81,6 +82,7 @@ TEST(nats_backend, topic_without_a_stream_is_an_error_value) {
         publisher pub{*b};
         envelope e;
         e.topic = "weft.nowhere." + message_id::generate().to_string();
+        e.type = "test.event";
         e.payload = "x";
         auto r = co_await pub.publish(std::move(e));
         EXPECT_EQ(r.error(), bus_errc::no_stream) << r.error().message();
@@ -115,6 +117,7 @@ TEST(nats_backend, topics_get_their_streams_and_the_ack_names_it) {
         publisher pub{b};
         envelope e;
         e.topic = topic;
+        e.type = "test.event";
         e.payload = "x";
         auto a = (co_await pub.publish(std::move(e))).value();
         EXPECT_EQ(a.stream, topic);
@@ -148,6 +151,7 @@ void acks_complete_once(nats_ack_path path) {
             for (int i = 0; i < n; ++i) {
                 envelope e;
                 e.topic = t;
+                e.type = "test.event";
                 e.payload = "p";
                 (co_await pub.publish_async(std::move(e))).value();
             }
@@ -219,6 +223,7 @@ void no_publish_blocks_inside_cnats(nats_ack_path path) {
             for (int i = 0; i < n; ++i) {
                 envelope e;
                 e.topic = t;
+                e.type = "test.event";
                 e.payload = payload;
                 (co_await pub.publish_async(std::move(e))).value();
             }
@@ -248,6 +253,249 @@ TEST(nats_backend, no_publish_blocks_inside_cnats) {
 
 TEST(nats_backend, no_publish_blocks_inside_cnats_with_the_handler_pool) {
     no_publish_blocks_inside_cnats(nats_ack_path::handler_pool);
+}
+
+// ---- The wire format: CloudEvents binary content mode (the NATS binding), read by a client
+// that is not weft (cnats's own API here; the Go program in tests/interop does the same). ----
+
+auto make_nats_wire(wire_options wire) -> std::unique_ptr<nats_backend> {
+    nats_backend_options o;
+    o.url = nats_url();
+    o.streams = {nats_stream_config{
+        .name = "WEFT_TEST", .subjects = {"weft.test.>"}, .storage = nats_storage::memory}};
+    o.wire = std::move(wire);
+    return std::make_unique<nats_backend>(std::move(o));
+}
+
+/// A plain cnats connection, with a core subscription on `subject` (a JetStream publish to a
+/// stream's subject reaches core subscribers as well).
+struct raw_nats {
+    natsConnection* nc = nullptr;
+    natsSubscription* sub = nullptr;
+    jsCtx* js = nullptr;
+    explicit raw_nats(const std::string& subject = "") {
+        EXPECT_EQ(natsConnection_ConnectTo(&nc, nats_url().c_str()), NATS_OK);
+        EXPECT_EQ(natsConnection_JetStream(&js, nc, nullptr), NATS_OK);
+        if (!subject.empty()) {
+            EXPECT_EQ(natsConnection_SubscribeSync(&sub, nc, subject.c_str()), NATS_OK);
+            EXPECT_EQ(natsConnection_Flush(nc), NATS_OK);
+        }
+    }
+    raw_nats(const raw_nats&) = delete;
+    auto operator=(const raw_nats&) -> raw_nats& = delete;
+    ~raw_nats() {
+        natsSubscription_Destroy(sub);
+        jsCtx_Destroy(js);
+        natsConnection_Destroy(nc);
+    }
+    /// The next message on the subscription (owned by the caller), or nullptr after 5 s.
+    auto next() -> natsMsg* {
+        natsMsg* m = nullptr;
+        return natsSubscription_NextMsg(&m, sub, 5000) == NATS_OK ? m : nullptr;
+    }
+    /// A JetStream publish of `body` with `headers`, as a service in another language would.
+    void publish(const std::string& subject,
+                 std::string_view body,
+                 const std::vector<std::pair<std::string, std::string>>& headers) {
+        natsMsg* m = nullptr;
+        ASSERT_EQ(natsMsg_Create(&m, subject.c_str(), nullptr, body.data(),
+                                 static_cast<int>(body.size())),
+                  NATS_OK);
+        for (const auto& [n, v] : headers) {
+            ASSERT_EQ(natsMsgHeader_Add(m, n.c_str(), v.c_str()), NATS_OK);
+        }
+        jsPubAck* pa = nullptr;
+        jsErrCode code = static_cast<jsErrCode>(0);
+        EXPECT_EQ(js_PublishMsg(&pa, js, m, nullptr, &code), NATS_OK);
+        jsPubAck_Destroy(pa);
+        natsMsg_Destroy(m);
+    }
+};
+
+/// An envelope built outside the coroutines: g++ 12 copies an aggregate with designated
+/// initializers made inside a coroutine bitwise, leaving its strings pointing into the frame.
+auto event(const std::string& topic,
+           std::string key,
+           std::string type,
+           std::vector<header> headers,
+           std::string payload) -> envelope {
+    envelope e;
+    e.topic = topic;
+    e.key = std::move(key);
+    e.type = std::move(type);
+    e.headers = std::move(headers);
+    e.payload = std::move(payload);
+    return e;
+}
+
+auto header_of(natsMsg* m, const char* name) -> std::string {
+    const char* v = nullptr;
+    return natsMsgHeader_Get(m, name, &v) == NATS_OK ? std::string(v) : "<absent>";
+}
+
+auto foreign_event(const std::string& id) -> std::vector<std::pair<std::string, std::string>> {
+    return {{"ce-specversion", "1.0"},
+            {"ce-id", id},
+            {"ce-source", "/inventory"},
+            {"ce-type", "stock.reserved"},
+            {"ce-time", "2026-01-02T03:04:05.123456789Z"},
+            {"ce-subject", "sku%2042"},
+            {"ce-datacontenttype", "application/json"},
+            {"ce-tenant", "acme"}};
+}
+
+TEST(nats_backend, publish_is_cloudevents_binary_on_the_wire) {
+    auto b = make_nats_wire({.mode = wire_mode::binary, .source = "/orders-service"});
+    const std::string t = "weft.test.ce-" + message_id::generate().to_string();
+    raw_nats raw{t};
+    const std::string payload("{\"total\": 12}\0\xff", 15);
+    const message_id id = message_id::generate();
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{*b};
+        envelope e = event(t, "order 42", "order.placed",
+                           {{"tenant", "acme"}, {"datacontenttype", "application/json"}}, payload);
+        e.id = id;
+        e.time = std::chrono::system_clock::time_point{std::chrono::seconds{1'767'225'600}};
+        (co_await pub.publish(std::move(e))).value();
+        (co_await pub.close()).value();
+    }());
+    natsMsg* m = raw.next();
+    ASSERT_NE(m, nullptr);
+    EXPECT_EQ(std::string(natsMsg_GetData(m), static_cast<std::size_t>(natsMsg_GetDataLength(m))),
+              payload);  // the body is the payload, byte for byte
+    EXPECT_EQ(header_of(m, "ce-specversion"), "1.0");
+    EXPECT_EQ(header_of(m, "ce-id"), id.to_string());
+    EXPECT_EQ(header_of(m, "ce-source"), "/orders-service");
+    EXPECT_EQ(header_of(m, "ce-type"), "order.placed");
+    EXPECT_EQ(header_of(m, "ce-time"), "2026-01-01T00:00:00.000000000Z");
+    EXPECT_EQ(header_of(m, "ce-subject"), "order%2042");
+    EXPECT_EQ(header_of(m, "ce-tenant"), "acme");
+    EXPECT_EQ(header_of(m, "ce-datacontenttype"), "application/json");
+    EXPECT_EQ(header_of(m, "Nats-Msg-Id"), id.to_string());  // JetStream de-duplication
+    natsMsg_Destroy(m);
+}
+
+TEST(nats_backend, header_a_cloudevent_cannot_carry_is_refused_at_publish) {
+    auto b = make_nats_wire({});
+    const std::string t = "weft.test.refused-" + message_id::generate().to_string();
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{*b};
+        subscriber sub{*b};
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        for (const char* name : {"Trace-Id", "weft-trace", "abcdefghijklmnopqrstu", "id"}) {
+            envelope bad = event(t, "k", "x", {{name, "v"}}, "bad");
+            auto r = co_await pub.publish(std::move(bad));
+            EXPECT_FALSE(r) << name;
+            if (!r) {
+                EXPECT_EQ(r.error(), bus_errc::not_expressible) << r.error().message();
+                EXPECT_NE(r.error().message().find("attribute name"), std::string::npos);
+            }
+        }
+        envelope untyped = event(t, "k", "", {}, "untyped");
+        EXPECT_EQ((co_await pub.publish(std::move(untyped))).error(), bus_errc::not_expressible);
+        (co_await pub.publish(event(t, "k", "x", {}, "good"))).value();
+        // Nothing of the refused ones reached the stream: the next message is the good one.
+        auto d = (co_await s.next()).value();
+        EXPECT_EQ(d.message().payload, "good");
+        EXPECT_TRUE(d.ack());
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST(nats_backend, subscriber_reads_an_event_a_foreign_service_published) {
+    auto b = make_nats_wire({});
+    const std::string t = "weft.test.foreign-" + message_id::generate().to_string();
+    raw_nats raw;
+    const message_id id = message_id::generate();
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        subscriber sub{*b};
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        raw.publish(t, R"({"sku":"42","n":3})", foreign_event(id.to_string()));
+        auto d = (co_await s.next()).value();
+        const envelope& e = d.message();
+        EXPECT_EQ(e.id, id);
+        EXPECT_EQ(e.topic, t);
+        EXPECT_EQ(e.type, "stock.reserved");
+        EXPECT_EQ(e.key, "sku 42");
+        EXPECT_EQ(e.payload, R"({"sku":"42","n":3})");
+        std::chrono::system_clock::time_point want{std::chrono::seconds{1'767'323'045}};
+        want += std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::nanoseconds{123'456'789});
+        EXPECT_EQ(e.time, want);
+        EXPECT_NE(e.find_header("source"), nullptr);
+        EXPECT_EQ(e.find_header("source")->value, "/inventory");
+        EXPECT_EQ(e.find_header("datacontenttype")->value, "application/json");
+        EXPECT_EQ(e.find_header("tenant")->value, "acme");
+        EXPECT_TRUE(d.ack());
+    }());
+}
+
+// A malformed event is no delivery: it goes, as it came, to the dead-letter topic with its
+// defect in Weft-Malformed (naming the mode), and the subscription goes on to the next one.
+TEST(nats_backend, malformed_event_goes_to_dead_letters_naming_mode_and_defect) {
+    auto b = make_nats_wire({});
+    const std::string t = "weft.test.malformed-" + message_id::generate().to_string();
+    raw_nats raw{t + ".dead-letter"};
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        subscriber sub{*b};
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        auto no_version = foreign_event(message_id::generate().to_string());
+        no_version.erase(no_version.begin());  // ce-specversion
+        raw.publish(t, "first", no_version);
+        auto bad_time = foreign_event(message_id::generate().to_string());
+        bad_time[4].second = "yesterday";
+        raw.publish(t, "second", bad_time);
+        raw.publish(t, "third", foreign_event(message_id::generate().to_string()));
+        auto d = (co_await s.next()).value();
+        EXPECT_EQ(d.message().payload, "third");
+        EXPECT_TRUE(d.ack());
+    }());
+    const std::pair<const char*, const char*> expected[] = {
+        {"first", "CloudEvents%20binary:%20no%20ce-specversion%20header"},
+        {"second", "CloudEvents%20binary:%20time%20'yesterday'%20is%20not%20an%20RFC%203339"}};
+    for (const auto& [body, defect] : expected) {
+        natsMsg* m = raw.next();
+        ASSERT_NE(m, nullptr) << body;
+        EXPECT_EQ(std::string(natsMsg_GetData(m)), body);
+        EXPECT_NE(header_of(m, "Weft-Malformed").find(defect), std::string::npos)
+            << header_of(m, "Weft-Malformed");
+        EXPECT_EQ(header_of(m, "Weft-Original-Topic"), t);
+        EXPECT_EQ(header_of(m, "ce-type"), "stock.reserved");  // its headers kept
+        natsMsg_Destroy(m);
+    }
+}
+
+// A subscriber reads every mode a publisher may use, whatever its own backend's setting.
+TEST(nats_backend, subscriber_reads_every_wire_mode) {
+    auto reader = make_nats_wire({});
+    const std::string t = "weft.test.modes-" + message_id::generate().to_string();
+    const std::string binary_payload("\x01\x02 not json", 11);
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        subscriber sub{*reader};
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        for (const wire_mode mode : {wire_mode::binary, wire_mode::structured, wire_mode::weft}) {
+            auto b = make_nats_wire({.mode = mode});
+            publisher pub{*b};
+            for (const std::string& payload : {std::string(R"({"a":[1,2]})"), binary_payload}) {
+                envelope e = event(t, "k", "t", {{"h1", "v"}}, payload);
+                const message_id id = message_id::generate();
+                e.id = id;
+                (co_await pub.publish(std::move(e))).value();
+                auto d = (co_await s.next()).value();
+                EXPECT_EQ(d.message().id, id);
+                EXPECT_EQ(d.message().payload, payload) << static_cast<int>(mode);
+                EXPECT_EQ(d.message().key, "k");
+                EXPECT_EQ(d.message().find_header("h1")->value, "v");
+                EXPECT_TRUE(d.ack());
+            }
+            (co_await pub.close()).value();
+        }
+    }());
 }
 
 }  // namespace

@@ -165,6 +165,7 @@ TEST(nats_cluster, publishing_and_consuming_go_on_when_a_node_is_killed) {
                         envelope e;
                         e.id = message_id::generate();
                         e.topic = topic;
+                        e.type = "test.event";
                         e.payload = "p" + std::to_string(p) + "-" + std::to_string(i);
                         const std::string id = e.id.to_string();
                         // Until acknowledged, with the same id: the stream drops a copy it

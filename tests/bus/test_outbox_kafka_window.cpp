@@ -3,6 +3,7 @@
 // WEFT_KAFKA_BROKERS). A broker that is not there fails these tests, never skips them.
 
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -169,6 +170,102 @@ TEST(kafka_outbox_window, a_keys_window_spans_batches) {
     RecordProperty("peak_unacked_per_key", std::to_string(m.peak_unacked_per_key));
     EXPECT_EQ(run.left, 0U);
     expect_each_once_in_order(run, keys, per_key);
+}
+
+// Outbox rows keep weft's binary encoding (what every earlier version wrote); the relay sends
+// them in the backend's wire mode: as CloudEvents binary records (ce_ headers, the payload as
+// the value) by default, read back by a plain librdkafka consumer and by a weft subscriber.
+TEST(kafka_outbox_window, weft_encoded_rows_are_relayed_as_cloudevents) {
+    const auto dir = std::filesystem::temp_directory_path() / unique("ce");
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const std::string path = dir / "app.db";
+    const std::string topic = unique("ce") + "-" + message_id::generate().to_string();
+    kafka_backend_options ko;
+    ko.brokers = kafka_brokers();
+    ko.topics = {topic};
+    kafka_backend broker{std::move(ko)};
+    sqlite_outbox outbox{path, {.relay = {.broker = &broker}}};
+    std::vector<message_id> ids;
+    {
+        sqlite3* db = nullptr;
+        ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+        {
+            sqlite_txn txn{db};
+            for (int i = 0; i < 3; ++i) {
+                envelope e;
+                e.topic = topic;
+                e.key = "order-7";
+                e.type = "order.changed";
+                e.headers = {{"tenant", "acme"}};
+                e.payload = std::string("{\"n\":") + std::to_string(i) + "}";
+                ids.push_back(outbox.stage(txn, std::move(e)).value());
+            }
+            ASSERT_TRUE(txn.commit());
+        }
+        outbox.release(db);
+        sqlite3_close_v2(db);
+    }
+    weft::runtime rt{weft::io_runtime_options(2)};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{broker};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        for (int i = 0; i < 2'000 && outbox.metrics().published < 3; ++i) {
+            (void)co_await weft::sleep_for(5ms);
+        }
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+        subscriber sub{broker};
+        auto s = (co_await sub.subscribe(topic, "check")).value();
+        for (int i = 0; i < 3; ++i) {
+            auto d = (co_await s.next()).value();
+            EXPECT_EQ(d.message().id, ids[static_cast<std::size_t>(i)]);
+            EXPECT_EQ(d.message().payload, "{\"n\":" + std::to_string(i) + "}");
+            const header* tenant = d.message().find_header("tenant");
+            EXPECT_EQ(tenant != nullptr ? tenant->value : "", "acme");
+            (void)d.ack();
+        }
+        s.close();
+    }());
+    // The records themselves, as a client that is not weft reads them.
+    char err[512];
+    rd_kafka_conf_t* conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", kafka_brokers().c_str(), err, sizeof(err));
+    rd_kafka_conf_set(conf, "group.id", "weft-test-raw", err, sizeof(err));
+    rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    ASSERT_NE(rk, nullptr) << err;
+    rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(parts, topic.c_str(), 0)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    ASSERT_EQ(rd_kafka_assign(rk, parts), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(parts);
+    std::size_t seen = 0;
+    for (int i = 0; i < 100 && seen < 3; ++i) {
+        rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+        if (m == nullptr) {
+            continue;
+        }
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            rd_kafka_headers_t* hs = nullptr;
+            const void* v = nullptr;
+            std::size_t n = 0;
+            ASSERT_EQ(rd_kafka_message_headers(m, &hs), RD_KAFKA_RESP_ERR_NO_ERROR);
+            ASSERT_EQ(rd_kafka_header_get_last(hs, "ce_id", &v, &n), RD_KAFKA_RESP_ERR_NO_ERROR);
+            EXPECT_EQ(std::string(static_cast<const char*>(v), n), ids[seen].to_string());
+            ASSERT_EQ(rd_kafka_header_get_last(hs, "ce_tenant", &v, &n),
+                      RD_KAFKA_RESP_ERR_NO_ERROR);
+            EXPECT_EQ(std::string(static_cast<const char*>(v), n), "acme");
+            EXPECT_EQ(std::string(static_cast<const char*>(m->payload), m->len),
+                      "{\"n\":" + std::to_string(seen) + "}");
+            EXPECT_EQ(std::string(static_cast<const char*>(m->key), m->key_len), "order-7");
+            ++seen;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    EXPECT_EQ(seen, 3U);
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

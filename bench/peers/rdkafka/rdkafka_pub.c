@@ -13,7 +13,8 @@
  * queue.buffering.max.messages = 2 x max_pending + 1024, queue.buffering.max.kbytes=1048576,
  * no compression (librdkafka's default, as weft's); a topic of its own per run (one
  * partition, replication factor 1) made through the admin API before the clock starts; key =
- * the message's index, header weft-id = a 36-character id. The in-flight window is weft's:
+ * the message's index, the ce_* headers weft's CloudEvents binary mode sends (ce_id a
+ * 36-character id). The in-flight window is weft's:
  * at max_pending unacknowledged messages the program serves delivery reports
  * (rd_kafka_poll) before producing more; reports arrive through the classic dr_msg_cb on the
  * producing thread. Latency: produce call to delivery report. Body: `body` bytes, the size of
@@ -130,7 +131,14 @@ static void produce(rd_kafka_t* rk, const char* topic, const char* key, const ch
         rd_kafka_resp_err_t e = rd_kafka_producev(
             rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, strlen(key)),
             RD_KAFKA_V_VALUE((void*)data, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_HEADER("weft-id", id, 36), RD_KAFKA_V_OPAQUE((void*)idx), RD_KAFKA_V_END);
+            /* The headers weft's default wire format (CloudEvents binary) puts on each of its
+             * bench messages, of the same sizes, so both sides send the same bytes. */
+            RD_KAFKA_V_HEADER("ce_specversion", "1.0", 3), RD_KAFKA_V_HEADER("ce_id", id, 36),
+            RD_KAFKA_V_HEADER("ce_source", "/weft", 5),
+            RD_KAFKA_V_HEADER("ce_type", "bench.event", 11),
+            RD_KAFKA_V_HEADER("ce_time", "2026-01-01T00:00:00.000000000Z", 30),
+            RD_KAFKA_V_HEADER("ce_subject", key, (ssize_t)strlen(key)),
+            RD_KAFKA_V_OPAQUE((void*)idx), RD_KAFKA_V_END);
         if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
             return;
         }

@@ -20,6 +20,9 @@ enum class bus_errc {
     broker_error,          ///< the broker refused the request for another reason
     relay_active,          ///< another outbox relay holds this outbox (its file, its partitions)
     unconfirmed,           ///< the broker never confirmed this message: it may or may not be stored
+    not_expressible,  ///< publish: the envelope cannot be sent as a CloudEvent (a header name that
+                      ///< is not an attribute name, an empty type...): refused, never renamed
+    malformed_event,  ///< receive: not a valid event in the wire format its headers declare
 };
 
 [[nodiscard]] auto bus_category() noexcept -> const std::error_category&;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "weft/bus/backend.hpp"
+#include "weft/bus/wire_format.hpp"
 
 namespace weft::bus {
 
@@ -56,6 +57,8 @@ struct kafka_backend_options {
     std::chrono::milliseconds heartbeat_interval{500};
     /// Setup calls (topic creation, its metadata): the bound before they fail with timed_out.
     std::chrono::milliseconds admin_timeout{10'000};
+    /// How publishes are put on the wire (CloudEvents binary by default; see wire_format.hpp).
+    wire_options wire{};
 };
 
 /// Counters of one backend (all producers, all consumers), for measurements and tests.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "weft/bus/backend.hpp"
+#include "weft/bus/wire_format.hpp"
 
 namespace weft::bus {
 
@@ -77,6 +78,8 @@ struct nats_backend_options {
     nats_ack_path ack_path = nats_ack_path::reactor_batch;
     /// handler_pool only: the weft tasks per publisher that complete acks (at least 1).
     unsigned ack_handlers = 4;
+    /// How publishes are put on the wire (CloudEvents binary by default; see wire_format.hpp).
+    wire_options wire{};
 };
 
 /// Counters of one backend (all producers together), for measurements.

@@ -22,8 +22,8 @@ struct subscriber_options {
     /// ack timeout, its member closing) the message goes to the dead-letter topic. 0: no limit.
     std::uint32_t max_deliveries = 0;
     /// Where dead letters go; empty: "<topic>.dead-letter". A dead letter is the envelope
-    /// (same id) with the headers `weft-dead-letter-reason`, `weft-original-topic`,
-    /// `weft-original-group` and `weft-deliveries` added.
+    /// (same id) with the headers `weftdeadletterreason`, `weftoriginaltopic`,
+    /// `weftoriginalgroup` and `weftdeliveries` added.
     std::string dead_letter_topic{};
 };
 

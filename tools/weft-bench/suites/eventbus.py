@@ -29,9 +29,10 @@ NATS_PORT = int(os.environ.get("WEFT_BENCH_NATS_PORT", "14290"))
 KAFKA_PORT = int(os.environ.get("WEFT_BENCH_KAFKA_PORT", "19290"))
 PG_PORT = int(os.environ.get("WEFT_BENCH_PG_PORT", "15290"))
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
-# Every program gets the same message: a 128-byte payload in weft's envelope (about 220 bytes
-# encoded, the size bench_bus prints as envelope_bytes); the raw clients send 220-byte bodies.
-EXTRA = ("payload=128", "body=220", f"nats_port={NATS_PORT}", f"kafka_port={KAFKA_PORT}",
+# Every program gets the same message: a 128-byte payload, which weft sends as the body with
+# its attributes in CloudEvents headers (its default wire format); the raw C clients send a
+# 128-byte body with the same headers.
+EXTRA = ("payload=128", "body=128", f"nats_port={NATS_PORT}", f"kafka_port={KAFKA_PORT}",
          f"pg_port={PG_PORT}")
 MEMORY = ("weft", "go")  # the memory rows: weft's memory_broker and Watermill's GoChannel
 # x_seed = msg/s at Extreme over the seed's Extreme figure: context, not a verdict on weft (the
@@ -258,9 +259,10 @@ SUITE = Suite(
           "NATS JetStream, Kafka and in-process",
     seed_file="004_adf3256d86a463bb.txt",
     notes="Every system publishes to a stream / topic of its own made before the clock starts, "
-          "after one untimed message; 128-byte payloads (weft's envelope: ~220 bytes on the "
-          "wire; the raw clients and the Go NATS/Kafka peer send 220-byte bodies), key = the "
-          "message index, a 36-character message id (Nats-Msg-Id / Kafka header weft-id). "
+          "after one untimed message; 128-byte payloads as the body (weft: CloudEvents binary "
+          "mode, its attributes in ce- / ce_ headers; the raw C clients send the same headers, "
+          "the Go NATS/Kafka peer an id header only), key = the "
+          "message index, a 36-character message id (Nats-Msg-Id / ce_id). "
           "Window: max_pending=1024 messages in flight (cnats: PublishAsync."
           "MaxPending; librdkafka: the program polls at 1024 unacknowledged; franz-go: "
           "MaxBufferedRecords) except in the Go seed shape on NATS, which has the seed's own "
