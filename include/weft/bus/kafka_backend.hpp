@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "weft/bus/backend.hpp"
+#include "weft/bus/broker_tls.hpp"
 
 namespace weft::bus {
 
@@ -56,6 +57,9 @@ struct kafka_backend_options {
     std::chrono::milliseconds heartbeat_interval{500};
     /// Setup calls (topic creation, its metadata): the bound before they fail with timed_out.
     std::chrono::milliseconds admin_timeout{10'000};
+    /// TLS to the brokers (security.protocol=ssl; the host name verified): `brokers` names
+    /// their SSL listeners.
+    broker_tls tls{};
 };
 
 /// Counters of one backend (all producers, all consumers), for measurements and tests.

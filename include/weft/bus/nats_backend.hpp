@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "weft/bus/backend.hpp"
+#include "weft/bus/broker_tls.hpp"
 
 namespace weft::bus {
 
@@ -77,6 +78,8 @@ struct nats_backend_options {
     nats_ack_path ack_path = nats_ack_path::reactor_batch;
     /// handler_pool only: the weft tasks per publisher that complete acks (at least 1).
     unsigned ack_handlers = 4;
+    /// TLS to the servers: on when `tls.enabled` or a URL says "tls://".
+    broker_tls tls{};
 };
 
 /// Counters of one backend (all producers together), for measurements.
