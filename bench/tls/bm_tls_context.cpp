@@ -3,15 +3,18 @@
 // locks, openssl #17064, #20286). Each thread here plays a worker: it runs full TLS 1.3
 // handshakes (a new connection per request), or request/response records on one established
 // connection (keep-alive), with both ends in memory (a BIO pair) so that only OpenSSL's cost
-// is measured. Compare the shared and per_worker rows at --benchmark_filter=.*/threads:2.
+// is measured. Compare the shared and per_worker rows at the same thread count (1, 2, 4, ... up
+// to the machine's CPUs).
 
 #include <benchmark/benchmark.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "tls/cert_factory.hpp"
 #include "weft/tls/tls_context.hpp"
@@ -117,17 +120,21 @@ void BM_keep_alive_request(benchmark::State& state) {
     state.SetItemsProcessed(state.iterations());
 }
 
-BENCHMARK(BM_handshake<true>)->Name("handshake/shared")->Threads(1)->Threads(2)->UseRealTime();
-BENCHMARK(BM_handshake<false>)->Name("handshake/per_worker")->Threads(1)->Threads(2)->UseRealTime();
+// 1, 2, 4, ... threads up to the machine's CPUs.
+const int max_threads = static_cast<int>(std::max(2U, std::thread::hardware_concurrency()));
+
+BENCHMARK(BM_handshake<true>)->Name("handshake/shared")->ThreadRange(1, max_threads)->UseRealTime();
+BENCHMARK(BM_handshake<false>)
+    ->Name("handshake/per_worker")
+    ->ThreadRange(1, max_threads)
+    ->UseRealTime();
 BENCHMARK(BM_keep_alive_request<true>)
     ->Name("keep_alive_request/shared")
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, max_threads)
     ->UseRealTime();
 BENCHMARK(BM_keep_alive_request<false>)
     ->Name("keep_alive_request/per_worker")
-    ->Threads(1)
-    ->Threads(2)
+    ->ThreadRange(1, max_threads)
     ->UseRealTime();
 
 }  // namespace
