@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts, stops and reports the message brokers weft::bus's integration tests run against.
-# Usage: scripts/brokers.sh start|stop|status [nats|kafka|postgres|nats-cluster|all] (default: all)
+# Usage: scripts/brokers.sh start|stop|status [nats|kafka|postgres|nats-cluster|nats-tls|all]
+#        (default: all)
 #        scripts/brokers.sh kill nats            SIGKILL the server (a crash); `start` restarts it
 #        scripts/brokers.sh kill nats-cluster N  SIGKILL node N (0, 1, 2); `start` restarts it
 #
@@ -20,6 +21,15 @@
 #   above. `start` starts the nodes that are not running (all three at first, or the one a
 #   `kill` took down, with its store; WEFT_NATS_FRESH=1 empties the stores of nodes not
 #   running) and returns once every node's /healthz answers ok.
+# nats-tls: one more nats-server as `nats` above, with JetStream (its store in
+#   $WEFT_BROKERS_DIR/nats-tls-<port>), whose client port 127.0.0.1:$WEFT_NATS_TLS_PORT (default
+#   14232; monitoring on the next) speaks TLS only and requires a client certificate
+#   (verify: true), both issued by the test CA below. Only when named: `all` does not start it.
+# tls certificates: made once with the openssl CLI into $WEFT_BROKERS_DIR/tls (made again
+#   when the server certificate expires within a day): ca.pem (the test CA; its key ca.key),
+#   server.pem and server.key (for localhost and 127.0.0.1, with the CA in its chain), and
+#   client.pem and client.key (a client certificate from the same CA); P-256 keys, PKCS#8.
+#   `scripts/brokers.sh certs` makes them and prints the directory.
 # kafka: a single-node KRaft broker (no ZooKeeper) from Maven Central: the jars
 #   scripts/kafka/pom.xml names (Kafka 4.1) and their runtime dependencies are fetched once by
 #   `mvn dependency:copy-dependencies` into .cache/kafka/lib, storage is formatted by
@@ -28,7 +38,9 @@
 #   in one process, node 1, 127.0.0.1:$WEFT_KAFKA_PORT (default 19092) for clients and the
 #   next port for the controller; data, log and PID file in $WEFT_BROKERS_DIR/kafka-<port>.
 #   `start` returns once the broker answers a Metadata request listing itself
-#   (scripts/kafka/kafka_ready.py); every start begins with empty storage. Stopped by its PID,
+#   (scripts/kafka/kafka_ready.py); every start begins with empty storage. A second client
+#   listener, SSL on the port after the controller's ($WEFT_KAFKA_PORT + 2), presents the test
+#   certificates below (PEM key and trust stores) and requires a client certificate. Stopped by its PID,
 #   never by name. WEFT_KAFKA_KEEP_DATA=1 makes it a restart: `stop` keeps the data and
 #   `start` runs on the storage a stop kept (topics, messages and committed offsets survive),
 #   as the conformance suite's broker-outage tests do.
@@ -62,10 +74,14 @@ nats_dir=$state_dir/nats-$nats_port
 nats_pid=$nats_dir/nats-server.pid
 nats_log=$nats_dir/nats-server.log
 
+nats_tls_port=${WEFT_NATS_TLS_PORT:-14232}
+nats_tls_dir=$state_dir/nats-tls-$nats_tls_port
+tls_dir=$state_dir/tls
 kafka_version=$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' scripts/kafka/pom.xml)
 kafka_lib=${WEFT_KAFKA_LIB:-$root/.cache/kafka/lib}
 kafka_port=${WEFT_KAFKA_PORT:-19092}
 kafka_controller_port=$((kafka_port + 1))
+kafka_tls_port=$((kafka_port + 2))
 kafka_dir=$state_dir/kafka-$kafka_port
 kafka_pid=$kafka_dir/kafka.pid
 kafka_log=$kafka_dir/kafka.log
@@ -288,6 +304,97 @@ nats_status() {
     fi
 }
 
+# ---- test certificates and nats-tls --------------------------------------------------------
+tls_issue() {  # name subject san -> $tls_dir/name.pem (leaf, then the CA) and name.key
+    local d=$tls_dir
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" \
+        -keyout "$d/$1.key" -out "$d/$1.csr" 2>/dev/null
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=CA:FALSE\n' \
+        "$3" >"$d/$1.ext"
+    openssl x509 -req -in "$d/$1.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+        -days 30 -sha256 -extfile "$d/$1.ext" -out "$d/$1.leaf" 2>/dev/null
+    cat "$d/$1.leaf" "$d/ca.pem" >"$d/$1.pem"
+    rm -f "$d/$1.csr" "$d/$1.ext" "$d/$1.leaf"
+}
+
+tls_certs() {
+    command -v openssl >/dev/null || die "tls: the openssl command is not installed"
+    # Fixtures start in parallel: one maker at a time, the others then find the files.
+    mkdir -p "$state_dir"
+    exec {tls_lock}>"$state_dir/tls.lock"
+    flock "$tls_lock"
+    if [ -f "$tls_dir/server.pem" ] && [ -f "$tls_dir/client.key" ] &&
+        openssl x509 -in "$tls_dir/server.pem" -noout -checkend 86400 >/dev/null 2>&1; then
+        exec {tls_lock}>&-
+        return 0
+    fi
+    rm -rf "$tls_dir"
+    mkdir -p "$tls_dir"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 \
+        -subj "/CN=weft brokers test CA" -keyout "$tls_dir/ca.key" -out "$tls_dir/ca.pem" \
+        2>/dev/null || die "tls: the CA could not be made"
+    tls_issue server localhost "DNS:localhost,IP:127.0.0.1"
+    tls_issue client weft-bus-client "DNS:weft-bus-client"
+    # Kafka's PEM key store: the key (PKCS#8, unencrypted), then the chain.
+    cat "$tls_dir/server.key" "$tls_dir/server.pem" >"$tls_dir/server-keystore.pem"
+    [ -s "$tls_dir/client.pem" ] || die "tls: the certificates could not be made"
+    exec {tls_lock}>&-
+}
+
+nats_tls_start() {
+    local pid_file=$nats_tls_dir/nats-server.pid log=$nats_tls_dir/nats-server.log
+    if pid_alive "$pid_file"; then
+        echo "brokers: nats-tls already running (pid $(cat "$pid_file"), port $nats_tls_port)"
+        return 0
+    fi
+    nats_install
+    tls_certs
+    mkdir -p "$nats_tls_dir/store"
+    {
+        printf 'listen: "127.0.0.1:%s"\nhttp: "127.0.0.1:%s"\n' "$nats_tls_port" "$((nats_tls_port + 1))"
+        printf 'tls {\n    cert_file: "%s"\n    key_file: "%s"\n    ca_file: "%s"\n    verify: true\n    timeout: 2\n}\n' \
+            "$tls_dir/server.pem" "$tls_dir/server.key" "$tls_dir/ca.pem"
+        nats_jetstream_conf "$nats_tls_dir/store"
+    } >"$nats_tls_dir/nats-server.conf"
+    nats_launch "$nats_tls_dir/nats-server.conf" "$pid_file" "$log"
+    for _ in $(seq 1 100); do
+        if ! kill -0 "$launched" 2>/dev/null; then
+            echo "brokers: nats-tls exited at start; its log ($log):" >&2
+            tail -n 30 "$log" >&2 2>/dev/null || true
+            exit 1
+        fi
+        if [ -f "$pid_file" ] && nats_healthy "$((nats_tls_port + 1))" "?js-enabled-only=true"; then
+            echo "brokers: nats-tls started (pid $(cat "$pid_file"), tls://127.0.0.1:$nats_tls_port, certificates $tls_dir)"
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "brokers: nats-tls did not answer on port $((nats_tls_port + 1)) within 10 s; its log:" >&2
+    tail -n 30 "$log" >&2 2>/dev/null || true
+    kill "$launched" 2>/dev/null || true
+    exit 1
+}
+
+nats_tls_stop() {
+    local pid_file=$nats_tls_dir/nats-server.pid
+    if ! pid_alive "$pid_file"; then
+        rm -f "$pid_file"
+        echo "brokers: nats-tls not running"
+        return 0
+    fi
+    local pid
+    pid=$(cat "$pid_file")
+    kill -TERM "$pid"
+    for _ in $(seq 1 100); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$pid_file"
+    rm -rf "$nats_tls_dir/store"
+    echo "brokers: nats-tls stopped (pid $pid)"
+}
+
 kafka_install() {
     local stamp=$kafka_lib/.weft-kafka-$kafka_version
     if [ -f "$stamp" ]; then
@@ -322,6 +429,7 @@ kafka_start() {
         return 0
     fi
     kafka_install
+    tls_certs
     local t0=$SECONDS
     [ -n "$kafka_dir" ] || die "kafka: no state directory"
     local keep=0
@@ -338,10 +446,15 @@ kafka_start() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$kafka_controller_port
-listeners=PLAINTEXT://127.0.0.1:$kafka_port,CONTROLLER://127.0.0.1:$kafka_controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$kafka_port
+listeners=PLAINTEXT://127.0.0.1:$kafka_port,CONTROLLER://127.0.0.1:$kafka_controller_port,SSL://127.0.0.1:$kafka_tls_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$kafka_port,SSL://127.0.0.1:$kafka_tls_port
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$tls_dir/server-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls_dir/ca.pem
+ssl.client.auth=required
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$kafka_dir/data
 num.partitions=1
@@ -603,6 +716,29 @@ fi
 
 action=${1:-}
 which=${2:-all}
+if [ "$which" = nats-tls ] || [ "$action" = certs ]; then
+    case "$action" in
+        start) nats_tls_start ;;
+        stop) nats_tls_stop ;;
+        status)
+            if pid_alive "$nats_tls_dir/nats-server.pid"; then
+                echo "nats-tls: running (pid $(cat "$nats_tls_dir/nats-server.pid"), tls://127.0.0.1:$nats_tls_port)"
+            else
+                echo "nats-tls: stopped"
+                exit 3
+            fi
+            ;;
+        certs)
+            tls_certs
+            echo "$tls_dir"
+            ;;
+        *)
+            echo "usage: scripts/brokers.sh start|stop|status nats-tls; scripts/brokers.sh certs" >&2
+            exit 64
+            ;;
+    esac
+    exit 0
+fi
 if [ "$which" = nats-cluster ]; then
     case "$action" in
         start) cluster_start ;;

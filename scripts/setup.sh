@@ -12,7 +12,8 @@
 #          responses per write), fonts-noto-cjk (the seeds' Chinese in the report and plots),
 #          iptables and iproute2 (the lossy-link fault test's namespaces and drops), valgrind
 #          (scripts/memcheck.sh; its header lets io_uring completions annotate kernel writes),
-#          libssl-dev (OpenSSL 3: weft::tls), libc-ares-dev (c-ares: weft::resolve)
+#          libssl-dev (OpenSSL 3: weft::tls), libc-ares-dev (c-ares: weft::resolve), openssl
+#          (the CLI: s_client in the TLS tests, the brokers' test certificates in brokers.sh)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
 #   autobahn: Autobahn|Testsuite (the WebSocket conformance run, scripts/autobahn.sh). It is
 #          Python 2.7 code and Debian 12 has no python2: a python2.7 on PATH or in pyenv is
@@ -25,7 +26,7 @@ set -euo pipefail
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
           libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
-          libssl-dev libc-ares-dev
+          libssl-dev libc-ares-dev openssl
           maven openjdk-17-jre-headless postgresql-15 libpq-dev strace fonts-noto-cjk
           iptables iproute2 valgrind kcat)
 missing=()

@@ -56,6 +56,21 @@ auto kafka_conf(const kafka_backend_options& options,
     };
     set("bootstrap.servers", options.brokers);
     set("client.id", "weft-bus");
+    if (options.tls.enabled) {
+        set("security.protocol", "ssl");
+        // The broker's name is checked against its certificate (librdkafka's default since
+        // 2.0; said here so that an older one does too).
+        set("ssl.endpoint.identification.algorithm", "https");
+        if (!options.tls.ca_file.empty()) {
+            set("ssl.ca.location", options.tls.ca_file);
+        }
+        if (!options.tls.cert_file.empty()) {
+            set("ssl.certificate.location", options.tls.cert_file);
+        }
+        if (!options.tls.key_file.empty()) {
+            set("ssl.key.location", options.tls.key_file);
+        }
+    }
     // librdkafka's own debug contexts (e.g. "cgrp,consumer"), logged to stderr: for diagnosis.
     if (const char* debug = std::getenv("WEFT_KAFKA_DEBUG"); debug != nullptr && *debug != 0) {
         set("debug", debug);

@@ -327,6 +327,16 @@ nats_backend::nats_backend(nats_backend_options options) : conn_(std::make_share
     if (st == NATS_OK) {
         st = natsOptions_SetIOBufSize(opts, c.options.io_buffer_bytes);
     }
+    const broker_tls& tls = c.options.tls;
+    if (st == NATS_OK && tls.enabled) {
+        st = natsOptions_SetSecure(opts, true);
+    }
+    if (st == NATS_OK && !tls.ca_file.empty()) {
+        st = natsOptions_LoadCATrustedCertificates(opts, tls.ca_file.c_str());
+    }
+    if (st == NATS_OK && (!tls.cert_file.empty() || !tls.key_file.empty())) {
+        st = natsOptions_LoadCertificatesChain(opts, tls.cert_file.c_str(), tls.key_file.c_str());
+    }
     if (st == NATS_OK) {
         st = natsConnection_Connect(&c.nc, opts);
     }

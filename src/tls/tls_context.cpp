@@ -4,6 +4,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <array>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -168,7 +169,7 @@ auto select_server_name(SSL* ssl, int* /*alert*/, void* arg) -> int {
         }
     }
     if (pick != nullptr) {
-        SSL_set_SSL_CTX(ssl, pick->ctx);
+        SSL_set_SSL_CTX(ssl, pick->ctx.load(std::memory_order_acquire).get());
     }
     return SSL_TLSEXT_ERR_OK;
 }
@@ -203,21 +204,12 @@ auto read_file(const std::filesystem::path& p) -> std::string {
     return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
-}  // namespace
-
-detail::tls_context_state::~tls_context_state() { SSL_CTX_free(ctx); }
-
-auto tls_certificate::from_files(const std::filesystem::path& chain,
-                                 const std::filesystem::path& key) -> tls_certificate {
-    return {read_file(chain), read_file(key)};
-}
-
-auto tls_context::server(tls_server_options o) -> tls_context {
-    auto st = std::make_shared<detail::tls_context_state>();
-    st->server = true;
-    st->handshake_timeout = o.handshake_timeout;
-    st->ctx = new_ctx(TLS_server_method(), o.min_version);
-    SSL_CTX* ctx = st->ctx;
+// A server SSL_CTX from `o`, its callbacks bound to `st`. Throws std::system_error.
+auto server_ctx(const tls_server_options& o, detail::tls_context_state* st)
+    -> std::shared_ptr<SSL_CTX> {
+    std::shared_ptr<SSL_CTX> owner{new_ctx(TLS_server_method(), o.min_version),
+                                   detail::ssl_ctx_free{}};
+    SSL_CTX* ctx = owner.get();
     const std::string& suites = o.tls12_ciphers.empty() ? modern_tls12_ciphers : o.tls12_ciphers;
     if (SSL_CTX_set_cipher_list(ctx, suites.c_str()) != 1) {
         fail("no usable TLS 1.2 cipher suite");
@@ -233,11 +225,52 @@ auto tls_context::server(tls_server_options o) -> tls_context {
         SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
         SSL_CTX_set_num_tickets(ctx, 0);
     }
-    st->alpn = alpn_wire(o.alpn);
-    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, st.get());
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, st);
     SSL_CTX_set_tlsext_servername_callback(ctx, select_server_name);
-    SSL_CTX_set_tlsext_servername_arg(ctx, st.get());
+    SSL_CTX_set_tlsext_servername_arg(ctx, st);
+    return owner;
+}
+
+}  // namespace
+
+auto tls_certificate::from_files(const std::filesystem::path& chain,
+                                 const std::filesystem::path& key) -> tls_certificate {
+    return {read_file(chain), read_file(key)};
+}
+
+auto tls_context::server(tls_server_options o) -> tls_context {
+    auto st = std::make_shared<detail::tls_context_state>();
+    st->server = true;
+    st->handshake_timeout = o.handshake_timeout;
+    st->alpn = alpn_wire(o.alpn);
+    st->ctx.store(server_ctx(o, st.get()), std::memory_order_release);
+    st->server_options = std::move(o);
     return tls_context{std::move(st)};
+}
+
+auto tls_context::reload(tls_certificate certificate) -> result<void> {
+    if (!st_->server) {
+        throw std::logic_error("weft::tls_context::reload: server contexts only");
+    }
+    const std::lock_guard lock{st_->reload_mutex};
+    tls_server_options o = st_->server_options;
+    o.certificate = std::move(certificate);
+    std::shared_ptr<SSL_CTX> fresh;
+    try {
+        fresh = server_ctx(o, st_.get());
+    } catch (const std::system_error& e) {
+        return e.code();
+    }
+    // The ticket keys carry over: a session resumed after the reload was issued before it.
+    const auto old = st_->ctx.load(std::memory_order_acquire);
+    std::array<unsigned char, 80> keys{};
+    if (SSL_CTX_get_tlsext_ticket_keys(old.get(), keys.data(), keys.size()) == 1) {
+        (void)SSL_CTX_set_tlsext_ticket_keys(fresh.get(), keys.data(), keys.size());
+    }
+    OPENSSL_cleanse(keys.data(), keys.size());
+    st_->ctx.store(std::move(fresh), std::memory_order_release);
+    st_->server_options = std::move(o);
+    return {};
 }
 
 auto tls_context::client(tls_client_options o) -> tls_context {
@@ -245,8 +278,9 @@ auto tls_context::client(tls_client_options o) -> tls_context {
     st->server = false;
     st->verify = o.verify_peer;
     st->handshake_timeout = o.handshake_timeout;
-    st->ctx = new_ctx(TLS_client_method(), o.min_version);
-    SSL_CTX* ctx = st->ctx;
+    std::shared_ptr<SSL_CTX> owner{new_ctx(TLS_client_method(), o.min_version),
+                                   detail::ssl_ctx_free{}};
+    SSL_CTX* ctx = owner.get();
     if (o.verify_peer) {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
         if (o.ca_file.empty() && o.ca_pem.empty()) {
@@ -275,6 +309,7 @@ auto tls_context::client(tls_client_options o) -> tls_context {
             fail("the ALPN list was refused");
         }
     }
+    st->ctx.store(std::move(owner), std::memory_order_release);
     return tls_context{std::move(st)};
 }
 
@@ -293,6 +328,14 @@ auto tls_context::verifies_peer() const noexcept -> bool { return st_->verify; }
 auto tls_context::handshake_timeout() const noexcept -> std::chrono::milliseconds {
     return st_->handshake_timeout;
 }
-auto tls_context::native_handle() const noexcept -> ssl_ctx_st* { return st_->ctx; }
+auto tls_context::native_handle() const noexcept -> ssl_ctx_st* {
+    return st_->ctx.load(std::memory_order_acquire).get();
+}
+
+auto detail::new_ssl(const tls_context& ctx) -> ssl_st* {
+    // The shared_ptr holds the SSL_CTX until SSL_new has taken OpenSSL's own reference.
+    const auto current = ctx.st_->ctx.load(std::memory_order_acquire);
+    return SSL_new(current.get());
+}
 
 }  // namespace weft

@@ -135,7 +135,7 @@ auto new_session(tcp_stream s, const tls_context& ctx)
     -> std::unique_ptr<tls_session, tls_session_deleter> {
     std::unique_ptr<tls_session, tls_session_deleter> t{new tls_session(std::move(s))};
     ERR_clear_error();
-    t->ssl = SSL_new(ctx.native_handle());
+    t->ssl = detail::new_ssl(ctx);
     if (t->ssl == nullptr) {
         throw std::bad_alloc();
     }

@@ -1,9 +1,11 @@
 // tls_stream over both IO backends: handshake and echo, the client's refusals (each naming its
 // reason), the server's handshake timeout, garbage, truncation, cancellation of a pending read,
-// SNI, ALPN, and real OpenSSL peers (s_client) for the version floor and resumption.
+// SNI, ALPN, certificate reload, and real OpenSSL peers (s_client) for the version floor and
+// resumption.
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -427,11 +429,14 @@ TEST_P(tls, alpn_refuses_a_client_with_no_common_protocol) {
     EXPECT_NE(ec.message().find("no application protocol"), std::string::npos) << ec.message();
 }
 
-// A real OpenSSL peer against an accept loop: `openssl s_client` with `args`, its output.
+// A real OpenSSL peer against an accept loop: `openssl s_client` once per entry of `runs`
+// with its arguments, `before_run(i)` called before run i; their outputs.
 auto s_client(wt::backend_test& self,
               weft::runtime_options ro,
               const tls_context& server_ctx,
-              const std::vector<std::vector<std::string>>& runs) -> std::vector<wt::child_result> {
+              const std::vector<std::vector<std::string>>& runs,
+              const std::function<void(std::size_t)>& before_run = {})
+    -> std::vector<wt::child_result> {
     (void)self;
     std::vector<wt::child_result> out;
     weft::runtime rt{ro};
@@ -457,6 +462,9 @@ auto s_client(wt::backend_test& self,
                 });
             });
             for (const auto& args : runs) {
+                if (before_run) {
+                    before_run(out.size());
+                }
                 // -ign_eof: read until the server closes (after its greeting, and after the
                 // session ticket it sends once the handshake is done), not until stdin ends.
                 std::vector<std::string> argv = {"openssl", "s_client", "-ign_eof", "-connect",
@@ -505,6 +513,141 @@ TEST_P(tls, session_ticket_resumes) {
     EXPECT_NE(runs[0].output.find("New, TLSv1.3"), std::string::npos) << runs[0].output;
     EXPECT_NE(runs[1].output.find("Reused, TLSv1.3"), std::string::npos) << runs[1].output;
     std::filesystem::remove_all(sess.parent_path());
+}
+
+// An accept loop for `server_ctx` echoing on every connection it accepts, while `client(addr)`
+// runs; the loop is stopped when the client is done.
+template <typename Client>
+void with_echo_server(weft::runtime_options ro, const tls_context& server_ctx, Client client) {
+    weft::runtime rt{ro};
+    rt.block_on([&]() -> task<void> {
+        auto l = weft::tcp_listener::bind(loopback()).value();
+        const auto addr = l.local_address().value();
+        co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+            s.spawn([&]() -> task<void> {
+                co_await weft::with_scope([&](weft::scope& conns) -> task<void> {
+                    for (;;) {
+                        auto c = co_await l.accept();
+                        if (!c) {
+                            co_return;
+                        }
+                        conns.spawn([](tcp_stream tcp, const tls_context& ctx) -> task<void> {
+                            auto t = co_await tls_stream::accept(std::move(tcp), ctx);
+                            std::array<std::byte, 1024> buf{};
+                            while (t) {
+                                auto n = co_await t->read_some(buf);
+                                if (!n || !co_await t->write_all(std::span{buf}.first(*n))) {
+                                    break;
+                                }
+                            }
+                        }(std::move(*c), server_ctx));
+                    }
+                });
+            });
+            co_await client(addr);
+            s.request_stop();
+        });
+    }());
+}
+
+// One round trip on `t`: `msg` written, as many bytes read back.
+auto echo(tls_stream& t, std::string msg) -> task<std::string> {
+    if (!co_await t.write_all(as_bytes(msg))) {
+        co_return "";
+    }
+    std::string got;
+    std::array<std::byte, 1024> buf{};
+    while (got.size() < msg.size()) {
+        auto n = co_await t.read_some(buf);
+        if (!n) {
+            break;
+        }
+        got.append(reinterpret_cast<const char*>(buf.data()), *n);
+    }
+    co_return got;
+}
+
+// The certificate served is told apart by trust: A is issued by the shared CA, B by another
+// one, and each client trusts one CA only.
+TEST_P(tls, reload_serves_the_new_certificate_to_new_connections_only) {
+    const auto& a = the_pki();
+    const auto ca_b = wt::make_ca("weft reload CA");
+    const auto leaf_b = wt::make_leaf("localhost", &ca_b);
+    auto server_ctx = a.server();
+    const auto trusts_a = a.client();
+    const auto trusts_b = [&] {
+        weft::tls_client_options o;
+        o.ca_pem = ca_b.cert_pem();
+        return tls_context::client(o);
+    }();
+    std::vector<std::error_code> handshakes;  // in order: a, b, b, a, b, b
+    std::vector<std::string> echoes;
+    std::error_code mismatched;
+    std::error_code garbage;
+    with_echo_server(options(), server_ctx, [&](weft::socket_address addr) -> task<void> {
+        auto open = [&](const tls_context& c) -> task<result<tls_stream>> {
+            auto tcp = (co_await tcp_stream::connect(addr)).value();
+            auto t = co_await tls_stream::connect(std::move(tcp), c, "localhost");
+            handshakes.push_back(t ? std::error_code{} : t.error());
+            co_return t;
+        };
+        auto before = co_await open(trusts_a);  // opened before the reload, kept open
+        (void)co_await open(trusts_b);
+        if (!before) {
+            co_return;
+        }
+        echoes.push_back(co_await echo(*before, "one"));
+        EXPECT_TRUE(server_ctx.reload(leaf_b.as_certificate()).has_value());
+        auto after = co_await open(trusts_b);
+        (void)co_await open(trusts_a);
+        echoes.push_back(co_await echo(*before, "two"));  // the old connection still works
+        // A reload that cannot be used is an error value, and B stays.
+        auto r = server_ctx.reload({a.leaf.cert_pem(), leaf_b.key_pem()});
+        mismatched = r ? std::error_code{} : r.error();
+        r = server_ctx.reload({"not a certificate", "not a key"});
+        garbage = r ? std::error_code{} : r.error();
+        auto kept = co_await open(trusts_b);
+        (void)co_await open(trusts_a);
+        if (after && kept) {
+            echoes.push_back(co_await echo(*after, "three"));
+            echoes.push_back(co_await echo(*kept, "four"));
+        }
+    });
+    const std::error_code unknown_issuer(X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY,
+                                         weft::x509_verify_category());
+    ASSERT_EQ(handshakes.size(), 6U);
+    EXPECT_FALSE(handshakes[0]) << handshakes[0].message();  // A, to a client trusting A
+    EXPECT_EQ(handshakes[1], unknown_issuer);                // A, to a client trusting B
+    EXPECT_FALSE(handshakes[2]) << handshakes[2].message();  // reloaded: B
+    EXPECT_EQ(handshakes[3], unknown_issuer);
+    EXPECT_FALSE(handshakes[4]) << handshakes[4].message();  // failed reloads: still B
+    EXPECT_EQ(handshakes[5], unknown_issuer);
+    EXPECT_EQ(echoes, (std::vector<std::string>{"one", "two", "three", "four"}));
+    EXPECT_EQ(mismatched.category(), weft::openssl_category()) << mismatched.message();
+    EXPECT_NE(mismatched.message().find("key values mismatch"), std::string::npos)
+        << mismatched.message();
+    EXPECT_TRUE(garbage) << "a reload with no certificate succeeded";
+}
+
+TEST_P(tls, reload_keeps_the_session_ticket_keys) {
+    if (!wt::have_program("openssl")) {
+        GTEST_SKIP() << "no openssl command";
+    }
+    auto server_ctx = the_pki().server();
+    const auto sess = wt::write_temp_file("session.pem", "");
+    bool reloaded = false;
+    const auto runs =
+        s_client(*this, options(), server_ctx,
+                 {{"-sess_out", sess.string()}, {"-sess_in", sess.string()}}, [&](std::size_t run) {
+                     if (run == 1) {
+                         reloaded = server_ctx.reload(the_pki().leaf.as_certificate()).has_value();
+                     }
+                 });
+    std::filesystem::remove_all(sess.parent_path());
+    EXPECT_TRUE(reloaded);
+    ASSERT_EQ(runs.size(), 2U);
+    EXPECT_NE(runs[0].output.find("New, TLSv1.3"), std::string::npos) << runs[0].output;
+    EXPECT_NE(runs[1].output.find("Reused, TLSv1.3"), std::string::npos) << runs[1].output;
 }
 
 WEFT_TEST_ON_BOTH_BACKENDS(tls);

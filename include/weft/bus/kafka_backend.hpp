@@ -10,6 +10,7 @@
 
 #include "weft/bus/backend.hpp"
 #include "weft/bus/wire_format.hpp"
+#include "weft/bus/broker_tls.hpp"
 
 namespace weft::bus {
 
@@ -59,6 +60,9 @@ struct kafka_backend_options {
     std::chrono::milliseconds admin_timeout{10'000};
     /// How publishes are put on the wire (CloudEvents binary by default; see wire_format.hpp).
     wire_options wire{};
+    /// TLS to the brokers (security.protocol=ssl; the host name verified): `brokers` names
+    /// their SSL listeners.
+    broker_tls tls{};
 };
 
 /// Counters of one backend (all producers, all consumers), for measurements and tests.

@@ -10,6 +10,7 @@
 
 #include "weft/bus/backend.hpp"
 #include "weft/bus/wire_format.hpp"
+#include "weft/bus/broker_tls.hpp"
 
 namespace weft::bus {
 
@@ -80,6 +81,8 @@ struct nats_backend_options {
     unsigned ack_handlers = 4;
     /// How publishes are put on the wire (CloudEvents binary by default; see wire_format.hpp).
     wire_options wire{};
+    /// TLS to the servers: on when `tls.enabled` or a URL says "tls://".
+    broker_tls tls{};
 };
 
 /// Counters of one backend (all producers together), for measurements.

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "weft/core/result.hpp"
+
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+struct ssl_st;      // OpenSSL's SSL
 
 namespace weft {
 
@@ -59,14 +62,18 @@ struct tls_client_options {
     std::chrono::milliseconds handshake_timeout{std::chrono::seconds{10}};
 };
 
+class tls_context;
+
 namespace detail {
-struct tls_context_state;  // src/tls/tls_context.cpp
-}
+struct tls_context_state;  // src/tls/tls_context_state.hpp
+/// A new SSL for a connection, from the context's current SSL_CTX (nullptr: out of memory).
+[[nodiscard]] auto new_ssl(const tls_context& ctx) -> ssl_st*;
+}  // namespace detail
 
 /// The configuration TLS connections share: one OpenSSL SSL_CTX (certificates, trust store,
 /// versions, suites, ALPN, session-ticket keys), used by every worker. A cheap handle: copies
 /// share the same SSL_CTX. Thread-safe to use from any number of connections at once; the
-/// setters (add_server_name) are for before the first connection.
+/// setters (add_server_name) are for before the first connection; reload() may run at any time.
 ///
 ///     auto ctx = weft::tls_context::server({.certificate =
 ///         weft::tls_certificate::from_files("chain.pem", "key.pem")});
@@ -86,13 +93,31 @@ public:
     /// context's. Both must be server contexts. Before the first connection.
     void add_server_name(std::string name, const tls_context& ctx);
 
+    /// Certificate reload without a restart: connections accepted from now on present
+    /// `certificate`; those already open (or mid-handshake) keep the one they started with.
+    /// Everything else stays as configured (versions, suites, ALPN, SNI names; session-ticket
+    /// keys too, so sessions issued before resume after). A certificate and key that cannot be
+    /// used (unreadable, mismatched) are an error value, openssl_category(), and the current
+    /// certificate stays. Any thread, at any time, concurrently with connections. Server
+    /// contexts only (std::logic_error otherwise). A name added with add_server_name is
+    /// reloaded through its own context. Settings made through native_handle() are not
+    /// carried over.
+    ///
+    ///     for (;;) {  // SIGHUP: read the files again
+    ///         (void)co_await weft::wait_for_signal({SIGHUP});
+    ///         auto r = ctx.reload(weft::tls_certificate::from_files("chain.pem", "key.pem"));
+    ///     }
+    [[nodiscard]] auto reload(tls_certificate certificate) -> result<void>;
+
     [[nodiscard]] auto is_server() const noexcept -> bool;
     [[nodiscard]] auto verifies_peer() const noexcept -> bool;
     [[nodiscard]] auto handshake_timeout() const noexcept -> std::chrono::milliseconds;
-    /// The SSL_CTX, for settings weft has no option for (before the first connection).
+    /// The SSL_CTX new connections start from, for settings weft has no option for (before the
+    /// first connection; a reload() replaces it by one built from the options alone).
     [[nodiscard]] auto native_handle() const noexcept -> ssl_ctx_st*;
 
 private:
+    friend auto detail::new_ssl(const tls_context& ctx) -> ssl_st*;
     explicit tls_context(std::shared_ptr<detail::tls_context_state> st) noexcept
         : st_(std::move(st)) {}
     std::shared_ptr<detail::tls_context_state> st_;
