@@ -12,7 +12,8 @@
 #          responses per write), fonts-noto-cjk (the seeds' Chinese in the report and plots),
 #          iptables and iproute2 (the lossy-link fault test's namespaces and drops), valgrind
 #          (scripts/memcheck.sh; its header lets io_uring completions annotate kernel writes),
-#          libssl-dev (OpenSSL 3: weft::tls)
+#          libssl-dev (OpenSSL 3: weft::tls), libnghttp2-dev (HTTP/2 in weft::http) and
+#          nghttp2-client (h2load: the http2 suite's load tool)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
@@ -21,7 +22,7 @@ set -euo pipefail
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
           libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
-          libssl-dev
+          libssl-dev libnghttp2-dev nghttp2-client
           maven openjdk-17-jre-headless postgresql-15 libpq-dev strace fonts-noto-cjk
           iptables iproute2 valgrind)
 missing=()
