@@ -15,6 +15,7 @@
 #          libssl-dev (OpenSSL 3: weft::tls), libnghttp2-dev (HTTP/2 in weft::http) and
 #          nghttp2-client (h2load: the http2 suite's load tool)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
+#   go:    h2spec (HTTP/2 conformance)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -52,3 +53,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib
+
+# h2spec (HTTP/2 conformance: tests/http/h2spec.sh), a Go program, into $(go env GOPATH)/bin.
+if ! command -v h2spec >/dev/null && [ ! -x "$(go env GOPATH)/bin/h2spec" ]; then
+    GOFLAGS=-buildvcs=false go install "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
+fi

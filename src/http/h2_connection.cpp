@@ -23,6 +23,7 @@ namespace weft::http::detail {
 
 namespace {
 
+constexpr std::size_t reset_ids_max = 128;    // streams reset lately, remembered
 constexpr std::size_t write_max = 64 * 1024;  // gathered from nghttp2 per write
 constexpr std::size_t piece_max = 16 * 1024;  // a streamed body's write, taken this at a time
 
@@ -32,6 +33,9 @@ auto as_view(const std::uint8_t* p, std::size_t n) -> std::string_view {
 
 auto conn_of(void* user) -> h2_connection& { return *static_cast<h2_connection*>(user); }
 
+auto cb_begin_frame(nghttp2_session*, const nghttp2_frame_hd* hd, void* user) -> int {
+    return conn_of(user).on_begin_frame(*hd);
+}
 auto cb_begin_headers(nghttp2_session*, const nghttp2_frame* f, void* user) -> int {
     return conn_of(user).on_begin_headers(*f);
 }
@@ -76,6 +80,7 @@ auto callbacks() -> const nghttp2_session_callbacks* {
         if (nghttp2_session_callbacks_new(&c) != 0) {
             throw std::bad_alloc();
         }
+        nghttp2_session_callbacks_set_on_begin_frame_callback(c, cb_begin_frame);
         nghttp2_session_callbacks_set_on_begin_headers_callback(c, cb_begin_headers);
         nghttp2_session_callbacks_set_on_header_callback(c, cb_header);
         nghttp2_session_callbacks_set_on_frame_recv_callback(c, cb_frame_recv);
@@ -228,6 +233,28 @@ void h2_connection::post(action a) {
 
 // ---- nghttp2's callbacks -------------------------------------------------------------
 
+// A client's stream ids only grow (RFC 9113 5.1.1): HEADERS on an id below the highest one
+// seen, for a stream that is not open, opens a stream the client skipped (a connection error,
+// PROTOCOL_ERROR) - unless the stream was reset lately, when frames the client sent before it
+// saw the reset are ignored (RFC 9113 5.1, "closed"). nghttp2 ignores such a block silently
+// when it has no record of the stream, so the rule is kept here.
+auto h2_connection::on_begin_frame(const nghttp2_frame_hd& hd) -> int {
+    if (hd.type != NGHTTP2_HEADERS || (hd.stream_id & 1) == 0) {
+        return 0;
+    }
+    if (hd.stream_id > max_request_id_) {
+        max_request_id_ = hd.stream_id;
+        return 0;
+    }
+    if (nghttp2_session_find_stream(session_, hd.stream_id) != nullptr ||
+        std::find(reset_ids_.begin(), reset_ids_.end(), hd.stream_id) != reset_ids_.end()) {
+        return 0;
+    }
+    goaway_ = true;
+    (void)nghttp2_session_terminate_session(session_, NGHTTP2_PROTOCOL_ERROR);
+    return 0;
+}
+
 auto h2_connection::on_begin_headers(const nghttp2_frame& f) -> int {
     if (f.headers.cat != NGHTTP2_HCAT_REQUEST) {
         return 0;  // trailers: their fields are not kept
@@ -356,7 +383,13 @@ auto h2_connection::on_data_chunk(std::int32_t id, std::string_view data) -> int
     return 0;
 }
 
-auto h2_connection::on_stream_close(std::int32_t id, std::uint32_t /*code*/) -> int {
+auto h2_connection::on_stream_close(std::int32_t id, std::uint32_t code) -> int {
+    if (code != NGHTTP2_NO_ERROR) {
+        if (reset_ids_.size() == reset_ids_max) {
+            reset_ids_.pop_front();
+        }
+        reset_ids_.push_back(id);
+    }
     auto it = streams_.find(id);
     if (it == streams_.end()) {
         return 0;

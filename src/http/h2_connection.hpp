@@ -120,6 +120,7 @@ public:
     event wake_{event::reset_mode::automatic};
 
     // nghttp2's callbacks (h2_connection.cpp), on the loop.
+    auto on_begin_frame(const nghttp2_frame_hd& hd) -> int;
     auto on_begin_headers(const nghttp2_frame& f) -> int;
     auto on_header(const nghttp2_frame& f, std::string_view name, std::string_view value) -> int;
     auto on_frame_recv(const nghttp2_frame& f) -> int;
@@ -159,6 +160,8 @@ private:
     std::uint32_t running_ = 0;                         // handler tasks not yet done
     std::string outbuf_;
 
+    std::int32_t max_request_id_ = 0;     // the highest stream id of a HEADERS frame
+    std::deque<std::int32_t> reset_ids_;  // streams reset lately (see on_begin_frame)
     // RST_STREAM token bucket (http2_options::reset_burst, resets_per_second).
     double reset_tokens_;
     std::chrono::steady_clock::time_point reset_refilled_;
