@@ -647,6 +647,9 @@ void h2_connection::submit(h2_stream& s) {
     if (!r.content_type().empty()) {
         add("content-type", r.content_type());
     }
+    if (r.status() == 304) {
+        length = r.declared_length();  // the length a 200 would have had, if the handler says
+    }
     std::string len_text;
     if (length && r.status() >= 200 && r.status() != 204) {
         len_text = std::to_string(*length);
@@ -784,6 +787,8 @@ auto h2_connection::flush() -> task<bool> {
                                                outbuf_.size()};
         transfer_pace pace;
         const auto ok = co_await c_.write_paced({&piece, 1}, 0, pace);
+        // write_paced leaves the deadline cleared: set_timeouts() sets it again from now.
+        idle_ = stalled_ = body_waiting_ = false;
         c_.st_.writes.fetch_add(1, std::memory_order_relaxed);
         if (!ok) {
             co_return false;
@@ -919,6 +924,11 @@ auto h2_connection::serve() -> task<void> {
                         break;  // the client closed or reset, or the deadline passed
                     }
                     in = std::move(**got);
+                    if (receive_counts* const counts =
+                            receive_counts_for_test.load(std::memory_order_relaxed)) {
+                        counts->receives.fetch_add(1, std::memory_order_relaxed);
+                        counts->bytes.fetch_add(in.size(), std::memory_order_relaxed);
+                    }
                 }
             }
             s.request_stop();  // the handlers still running: their client is gone
@@ -938,6 +948,9 @@ auto h2_connection::serve() -> task<void> {
 namespace weft::http::detail {
 
 auto connection::serve_h2(bytes first) -> task<void> {
+    if (receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed)) {
+        counts->states_held.fetch_sub(1, std::memory_order_relaxed);  // HTTP/2 holds none
+    }
     h2_connection h2{*this, std::move(first)};
     co_await h2.serve();
 }

@@ -267,6 +267,37 @@ TEST_P(http2, h2_by_alpn_over_tls) {
     EXPECT_EQ(b.body, std::string(streamed_size, 's'));
 }
 
+TEST_P(http2, idle_connection_closes_after_keep_alive_timeout_over_tls) {
+    const wt::issued_cert ca = wt::make_ca("weft h2 CA");
+    const wt::issued_cert leaf = wt::make_leaf("localhost", &ca);
+    tls_server_options to;
+    to.certificate = leaf.as_certificate();
+    to.alpn = {"h2"};
+    server_options o;
+    o.tls = tls_context::server(to);
+    o.keep_alive_timeout = 100ms;
+    tls_client_options co;
+    co.ca_pem = ca.cert_pem();
+    co.alpn = {"h2"};
+    const auto client_ctx = tls_context::client(co);
+    h2_peer<tls_stream>::response got;
+    bool closed = false;
+    run(std::move(o), [&](socket_address addr, server&) -> task<void> {
+        auto tcp = (co_await tcp_stream::connect(addr)).value();
+        auto t = (co_await tls_stream::connect(std::move(tcp), client_ctx, "localhost")).value();
+        h2_peer p{t};
+        (co_await p.start()).value();
+        (co_await p.send_request(1, "GET", "/")).value();
+        got = (co_await p.read_response(1)).value();
+        // A PING answered while idle (a write) must not lift the idle deadline.
+        (co_await p.send(frame(f_ping, 0, 0, "12345678"))).value();
+        closed = co_await p.read_until_close();
+    });
+    EXPECT_EQ(got.status, 200);
+    EXPECT_TRUE(closed);
+    EXPECT_GE(stats_.timed_out, 1U);
+}
+
 WEFT_TEST_ON_BOTH_BACKENDS(http2);
 
 }  // namespace
