@@ -25,7 +25,6 @@ namespace {
 
 constexpr std::size_t reset_ids_max = 128;    // streams reset lately, remembered
 constexpr std::size_t write_max = 64 * 1024;  // gathered from nghttp2 per write
-constexpr std::size_t piece_max = 16 * 1024;  // a streamed body's write, taken this at a time
 
 auto as_view(const std::uint8_t* p, std::size_t n) -> std::string_view {
     return {reinterpret_cast<const char*>(p), n};
