@@ -13,7 +13,8 @@
 #          iptables and iproute2 (the lossy-link fault test's namespaces and drops), valgrind
 #          (scripts/memcheck.sh; its header lets io_uring completions annotate kernel writes),
 #          libssl-dev (OpenSSL 3: weft::tls), libnghttp2-dev (HTTP/2 in weft::http) and
-#          nghttp2-client (h2load: the http2 suite's load tool)
+#          nghttp2-client (h2load, HTTP/2 load by hand), openssl (tests/http/h2spec.sh
+#          makes its certificate)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
 #   go:    h2spec (HTTP/2 conformance)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
@@ -23,7 +24,7 @@ set -euo pipefail
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
           libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
-          libssl-dev libnghttp2-dev nghttp2-client
+          libssl-dev openssl libnghttp2-dev nghttp2-client
           maven openjdk-17-jre-headless postgresql-15 libpq-dev strace fonts-noto-cjk
           iptables iproute2 valgrind)
 missing=()
