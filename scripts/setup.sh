@@ -13,12 +13,15 @@
 #          iptables and iproute2 (the lossy-link fault test's namespaces and drops), valgrind
 #          (scripts/memcheck.sh; its header lets io_uring completions annotate kernel writes),
 #          libssl-dev (OpenSSL 3: weft::tls), libc-ares-dev (c-ares: weft::resolve), openssl
-#          (the CLI: s_client in the TLS tests, the brokers' test certificates in brokers.sh)
+#          (the CLI: s_client in the TLS tests, the brokers' test certificates in brokers.sh,
+#          tests/http/h2spec.sh's certificate), libnghttp2-dev (HTTP/2 in weft::http) and
+#          nghttp2-client (h2load, HTTP/2 load by hand)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one)
 #   autobahn: Autobahn|Testsuite (the WebSocket conformance run, scripts/autobahn.sh). It is
 #          Python 2.7 code and Debian 12 has no python2: a python2.7 on PATH or in pyenv is
 #          used (pyenv builds 2.7.18 where it has none), and the suite goes under
 #          $WEFT_AUTOBAHN_DIR (default ~/.cache/weft/autobahn) with its pinned dependencies.
+#   go:    h2spec (HTTP/2 conformance)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -26,7 +29,7 @@ set -euo pipefail
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
           libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
-          libssl-dev libc-ares-dev openssl
+          libssl-dev libc-ares-dev openssl libnghttp2-dev nghttp2-client
           maven openjdk-17-jre-headless postgresql-15 libpq-dev strace fonts-noto-cjk
           iptables iproute2 valgrind kcat)
 missing=()
@@ -76,4 +79,9 @@ if [ ! -f "$autobahn_dir/python" ]; then
     PYTHONPATH="$site" "$py2" -m pip install -q --prefix "$autobahn_dir" "setuptools<45" wheel
     PYTHONPATH="$site" "$py2" -m pip install -q --prefix "$autobahn_dir" autobahntestsuite
     echo "$py2" >"$autobahn_dir/python"
+fi
+
+# h2spec (HTTP/2 conformance: tests/http/h2spec.sh), a Go program, into $(go env GOPATH)/bin.
+if ! command -v h2spec >/dev/null && [ ! -x "$(go env GOPATH)/bin/h2spec" ]; then
+    GOFLAGS=-buildvcs=false go install "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
 fi

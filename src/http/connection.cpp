@@ -17,6 +17,7 @@
 #include <string>
 #include <system_error>
 
+#include "h2_connection.hpp"
 #include "request_state.hpp"
 #include "response_head.hpp"
 #include "server_state.hpp"
@@ -80,6 +81,11 @@ auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -
         }
         transport tls{*t};
         connection c{*st, tls};
+        c.h2_ = t->alpn() == "h2";  // chosen by the client: HTTP/2 from the first byte
+        if (c.h2_ && !st->opts.http2.enabled) {
+            st->leave(nullptr);  // a context that offers h2 to a server that does not speak it
+            co_return;
+        }
         co_await c.run();
         (void)t->shutdown_write();  // close_notify, so the client reads a clean end
         co_return;
@@ -771,6 +777,7 @@ auto connection::serve() -> task<void> {
                 co_return;
             }
             std::optional<result<bytes>> got;
+            const bool first = fresh_;
             if (fresh_) {
                 fresh_ = false;
                 got = receive_first();
@@ -791,6 +798,12 @@ auto connection::serve() -> task<void> {
                 counts->receives.fetch_add(1, std::memory_order_relaxed);
                 counts->bytes.fetch_add((*got)->size(), std::memory_order_relaxed);
                 counts->states_held.fetch_add(1, std::memory_order_relaxed);
+            }
+            if (h2_ || (first && st_.opts.http2.enabled &&
+                        h2_preface_start(
+                            {reinterpret_cast<const char*>((*got)->data()), (*got)->size()}))) {
+                co_await serve_h2(std::move(**got));
+                co_return;
             }
             block_ = std::move(**got);
             rs_ = take_request_state(st_.head_limits);
@@ -971,15 +984,29 @@ auto no_body_all() -> task<result<std::string>> { co_return std::string{}; }
 }  // namespace
 
 auto body_reader::read() -> task<result<std::string_view>> {
+    if (h2_ != nullptr) {
+        return h2_->conn.body_read(*h2_);
+    }
     return c_ != nullptr ? c_->body_read() : no_body();
 }
 auto body_reader::read_all() -> task<result<std::string>> {
+    if (h2_ != nullptr) {
+        return h2_->conn.body_read_all(*h2_);
+    }
     return c_ != nullptr ? c_->body_read_all() : no_body_all();
 }
 auto body_reader::received() const noexcept -> std::uint64_t {
+    if (h2_ != nullptr) {
+        return h2_->delivered;
+    }
     return c_ != nullptr ? c_->body_received() : 0;
 }
-auto body_reader::done() const noexcept -> bool { return c_ == nullptr || c_->body_done(); }
+auto body_reader::done() const noexcept -> bool {
+    if (h2_ != nullptr) {
+        return h2_->read_end;
+    }
+    return c_ == nullptr || c_->body_done();
+}
 
 auto request::peer() const noexcept -> const socket_address& {
     return body_.c_ != nullptr ? body_.c_->peer() : *peer_;

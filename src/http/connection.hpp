@@ -28,8 +28,11 @@
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_stream.hpp"
 #include "weft/sched/timer.hpp"
+#include "weft/sync/event.hpp"
 
 namespace weft::http::detail {
+
+class h2_connection;
 
 /// Test hook: what connections take into their request buffers, counted for tests that must
 /// know where the server's receives begin and end (tests/http/paced_sender.hpp sends each piece
@@ -94,8 +97,13 @@ public:
     stop_state stop;
     connection* prev = nullptr;
     connection* next = nullptr;
+    // Set while the connection speaks HTTP/2 (h2_connection.cpp): the drain sets the event
+    // (under the server's lock) instead of closing the connection, which then sends GOAWAY.
+    std::atomic<event*> drain_wake{nullptr};
 
 private:
+    friend class h2_connection;  // takes the connection over (serve()), with its deadline
+
     // -- input: the received bytes of the current request --------------------------------
     // A request that arrives in one receive is parsed and served from that `bytes` block, with
     // no copy. One that spans receives is gathered in rs_->carry[carry_] (which the parser
@@ -135,6 +143,8 @@ public:
 
 private:
     auto serve() -> task<void>;
+    // HTTP/2 from `first` (the first bytes received) to the end (h2_connection.cpp).
+    auto serve_h2(bytes first) -> task<void>;
     auto serve_request() -> task<bool>;
     void give_back_state() noexcept;  // rs_ back to the thread's cache; rs_ = nullptr
     auto finish_body() -> task<bool>;
@@ -183,6 +193,7 @@ private:
     bool head_request_ = false;
     bool close_ = false;      // close after the current response
     bool lingering_ = false;  // the deadline now is the linger after an error
+    bool h2_ = false;         // the TLS client chose "h2" by ALPN
     int version_minor_ = 1;
     std::size_t pending_ = 0;  // responses in rs_->out / rs_->segs
 };

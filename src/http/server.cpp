@@ -232,6 +232,8 @@ auto server::shutdown() -> task<void> {
             if (c->state.compare_exchange_strong(expected, detail::connection::phase::closing,
                                                  std::memory_order_seq_cst)) {
                 c->stop.request_stop();  // idle keep-alive: close it now
+            } else if (event* h2 = c->drain_wake.load(std::memory_order_seq_cst)) {
+                h2->set();  // HTTP/2: sends GOAWAY, serves its open streams, then closes
             }
         }
         for (detail::websocket_session* w : st->sessions) {

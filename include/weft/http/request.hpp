@@ -16,7 +16,9 @@ namespace weft::http {
 
 namespace detail {
 class connection;
-}
+class h2_connection;
+struct h2_stream;
+}  // namespace detail
 
 /// The body of a request, read as it arrives: `read()` gives the next piece (a view into the
 /// connection's receive buffer, valid until the next read), an empty view at the end. Chunked
@@ -46,9 +48,12 @@ public:
 
 private:
     friend class detail::connection;
+    friend class detail::h2_connection;
     friend class request;
     explicit body_reader(detail::connection* c) noexcept : c_(c) {}
+    // At most one of them: the HTTP/1.1 connection, or the HTTP/2 stream, the body comes from.
     detail::connection* c_;
+    detail::h2_stream* h2_ = nullptr;
 };
 
 /// One request, as a handler sees it: the parsed head (views into the received bytes, valid
@@ -91,6 +96,7 @@ public:
 
 private:
     friend class detail::connection;
+    friend class detail::h2_connection;
     friend class router;
     request(const request_head* h, const socket_address* peer, detail::connection* c) noexcept
         : head_(h), peer_(peer), body_(c) {}

@@ -11,6 +11,7 @@
 
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
+#include "weft/http/http2_options.hpp"
 #include "weft/http/request.hpp"
 #include "weft/http/request_limits.hpp"
 #include "weft/http/response.hpp"
@@ -82,6 +83,8 @@ struct server_options {
     /// waits for it that long at most); a failed one closes it (server_stats::tls_failed).
     /// Files are sent through TLS (read, then encrypted), not with sendfile.
     std::optional<tls_context> tls{};
+    /// HTTP/2 (h2c with prior knowledge, h2 by ALPN) and its limits; see http2_options.
+    http2_options http2{};
     /// listen(): called with each bound address once it is listening (port 0 picks one).
     std::function<void(const socket_address&)> on_listening{};
 };

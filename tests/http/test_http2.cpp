@@ -1,0 +1,304 @@
+// HTTP/2 on http::server, on both backends: h2c with prior knowledge and h2 by ALPN over TLS,
+// served by the same routes as HTTP/1.1 on the same port; request bodies larger than the
+// window (the server opens it as the handler reads), streamed responses under the client's
+// window, a handler's exception answered 500 on its stream alone, GOAWAY in the drain.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <string>
+
+#include "backend_test.hpp"
+#include "h2_peer.hpp"
+#include "tls/cert_factory.hpp"
+#include "weft/core/scope.hpp"
+#include "weft/http/client.hpp"
+#include "weft/http/server.hpp"
+#include "weft/io/tcp_listener.hpp"
+#include "weft/sched/runtime.hpp"
+#include "weft/sync/event.hpp"
+#include "weft/tls/tls_stream.hpp"
+
+namespace weft::http::test {
+namespace {
+
+using namespace std::chrono_literals;
+namespace wt = weft::test;
+
+constexpr std::size_t upload_size = 300 * 1024;  // several initial windows (64 KiB)
+constexpr std::size_t streamed_size = 256 * 1024;
+
+auto field(const header_list& h, std::string_view name) -> std::string {
+    for (const auto& [n, v] : h) {
+        if (n == name) {
+            return v;
+        }
+    }
+    return {};
+}
+
+class http2 : public wt::backend_test {
+protected:
+    std::atomic<int> handled_{0};
+    event release_;  // what /wait handlers wait for
+    server_stats stats_;
+
+    void routes(server& srv) {
+        srv.route(method::get, "/", [this](request& req) -> task<response> {
+            handled_.fetch_add(1);
+            co_return response::text("Hello, World! " + std::to_string(req.version_minor()));
+        });
+        srv.route(method::post, "/upload", [this](request& req) -> task<response> {
+            handled_.fetch_add(1);
+            std::size_t n = 0;
+            for (;;) {
+                auto piece = co_await req.body().read();
+                if (!piece) {
+                    co_return response::text("read failed", 500);
+                }
+                if (piece->empty()) {
+                    break;
+                }
+                n += piece->size();
+            }
+            co_return response::text(std::to_string(n));
+        });
+        srv.route(method::get, "/stream", [this](request&) -> task<response> {
+            handled_.fetch_add(1);
+            co_return response::stream([](body_writer& w) -> task<result<void>> {
+                const std::string piece(16 * 1024, 's');
+                for (std::size_t sent = 0; sent < streamed_size; sent += piece.size()) {
+                    auto r = co_await w.write(piece);
+                    if (!r) {
+                        co_return r;
+                    }
+                }
+                co_return result<void>{};
+            });
+        });
+        srv.route(method::get, "/throw", [this](request&) -> task<response> {
+            handled_.fetch_add(1);
+            throw std::runtime_error("a handler's failure, on purpose");
+            co_return response{200};
+        });
+        srv.route(method::get, "/wait", [this](request&) -> task<response> {
+            handled_.fetch_add(1);
+            (void)co_await release_.wait();
+            co_return response::text("released");
+        });
+        srv.route(method::get, "/big", [](request&) -> task<response> {
+            co_return response::text(std::string(1024 * 1024, 'z'));
+        });
+    }
+
+    template <typename Body>
+    void run(server_options o, Body body) {
+        runtime rt{options()};
+        rt.block_on([&]() -> task<void> {
+            server srv{std::move(o)};
+            routes(srv);
+            auto l = tcp_listener::bind(socket_address::parse("127.0.0.1", 0).value()).value();
+            const auto addr = l.local_address().value();
+            co_await with_scope([&](scope& s) -> task<void> {
+                s.spawn(srv.serve(l));
+                co_await body(addr, srv);
+                release_.set();
+                co_await srv.shutdown();
+            });
+            stats_ = srv.stats();
+        }());
+    }
+};
+
+TEST_P(http2, h2c_and_http11_share_routes_and_port) {
+    std::string h1;
+    h2_peer<tcp_stream>::response got;
+    run({}, [&](socket_address addr, server&) -> task<void> {
+        auto c = (co_await client::connect(addr)).value();
+        h1 = (co_await c.get("/")).value().body;
+        auto s = (co_await tcp_stream::connect(addr)).value();
+        h2_peer p{s};
+        (co_await p.start()).value();
+        (co_await p.send_request(1, "GET", "/")).value();
+        got = (co_await p.read_response(1)).value();
+    });
+    EXPECT_EQ(h1, "Hello, World! 1");
+    EXPECT_EQ(got.status, 200);
+    EXPECT_EQ(got.body, "Hello, World! 1");
+    EXPECT_EQ(field(got.fields, "content-type"), "text/plain; charset=utf-8");
+    EXPECT_EQ(field(got.fields, "content-length"), "15");
+    EXPECT_EQ(stats_.requests, 2U);
+}
+
+TEST_P(http2, request_body_beyond_the_window_is_read_as_the_handler_consumes) {
+    h2_peer<tcp_stream>::response got;
+    run({}, [&](socket_address addr, server&) -> task<void> {
+        auto s = (co_await tcp_stream::connect(addr)).value();
+        h2_peer p{s};
+        (co_await p.start()).value();
+        const std::string body(upload_size, 'u');
+        (co_await p.send(frame(f_headers, end_headers, 1, p.request_block("POST", "/upload"))))
+            .value();
+        // Sends as the server's windows allow: DATA up to the window, then waits for updates.
+        std::int64_t conn_window = 65535;  // the connection's, until the server's SETTINGS
+        std::int64_t stream_window = 65535;
+        std::size_t sent = 0;
+        while (sent < body.size()) {
+            const auto room = static_cast<std::size_t>(std::min(conn_window, stream_window));
+            if (room > 0) {
+                const std::size_t n = std::min<std::size_t>({room, 16384, body.size() - sent});
+                const bool last = sent + n == body.size();
+                (co_await p.send(frame(f_data, last ? end_stream : 0, 1, body.substr(sent, n))))
+                    .value();
+                sent += n;
+                conn_window -= static_cast<std::int64_t>(n);
+                stream_window -= static_cast<std::int64_t>(n);
+                continue;
+            }
+            auto f = (co_await p.read_frame()).value();
+            if (f.type == f_window_update) {
+                (f.stream == 0 ? conn_window : stream_window) += get_u32(f.payload) & 0x7fffffff;
+            } else if (f.type == f_settings && (f.flags & ack) == 0) {
+                for (std::size_t i = 0; i + 6 <= f.payload.size(); i += 6) {
+                    if (f.payload[i + 1] == 0x4) {  // INITIAL_WINDOW_SIZE
+                        stream_window += std::int64_t{get_u32(f.payload, i + 2)} - 65535;
+                    }
+                }
+                (co_await p.on_frame(f)).value();
+            } else {
+                (co_await p.on_frame(f)).value();
+            }
+        }
+        got = (co_await p.read_response(1)).value();
+    });
+    EXPECT_EQ(got.status, 200);
+    EXPECT_EQ(got.body, std::to_string(upload_size));
+}
+
+TEST_P(http2, streamed_response_follows_the_client_window) {
+    h2_peer<tcp_stream>::response got;
+    run({}, [&](socket_address addr, server&) -> task<void> {
+        auto s = (co_await tcp_stream::connect(addr)).value();
+        h2_peer p{s};
+        (co_await p.start()).value();  // the default window, 64 KiB: the rest needs updates
+        (co_await p.send_request(1, "GET", "/stream")).value();
+        got = (co_await p.read_response(1)).value();
+    });
+    EXPECT_EQ(got.status, 200);
+    EXPECT_EQ(got.body, std::string(streamed_size, 's'));
+}
+
+TEST_P(http2, handler_exception_is_500_on_its_stream_alone) {
+    h2_peer<tcp_stream>::response failed;
+    h2_peer<tcp_stream>::response after;
+    run({}, [&](socket_address addr, server&) -> task<void> {
+        auto s = (co_await tcp_stream::connect(addr)).value();
+        h2_peer p{s};
+        (co_await p.start()).value();
+        (co_await p.send_request(1, "GET", "/throw")).value();
+        failed = (co_await p.read_response(1)).value();
+        (co_await p.send_request(3, "GET", "/")).value();  // the same connection still serves
+        after = (co_await p.read_response(3)).value();
+    });
+    EXPECT_EQ(failed.status, 500);
+    EXPECT_EQ(after.status, 200);
+}
+
+TEST_P(http2, drain_sends_goaway_and_finishes_open_streams) {
+    h2_peer<tcp_stream>::response got;
+    std::uint32_t goaway = UINT32_MAX;
+    bool closed = false;
+    run({}, [&](socket_address addr, server& srv) -> task<void> {
+        auto s = (co_await tcp_stream::connect(addr)).value();
+        h2_peer p{s};
+        (co_await p.start()).value();
+        (co_await p.send_request(1, "GET", "/wait")).value();
+        while (handled_.load() == 0) {
+            (void)co_await sleep_for(1ms);
+        }
+        co_await with_scope([&](scope& sc) -> task<void> {
+            sc.spawn([&]() -> task<void> { co_await srv.shutdown(); });
+            while (p.goaway_code == UINT32_MAX) {
+                auto f = (co_await p.read_frame()).value();
+                (co_await p.on_frame(f)).value();
+            }
+            goaway = p.goaway_code;
+            release_.set();  // the stream in flight ends after the GOAWAY
+            got = (co_await p.read_response(1)).value();
+            closed = co_await p.read_until_close();
+        });
+    });
+    EXPECT_EQ(goaway, 0U);  // NO_ERROR
+    EXPECT_EQ(got.status, 200);
+    EXPECT_EQ(got.body, "released");
+    EXPECT_TRUE(closed);
+}
+
+TEST_P(http2, h2_by_alpn_over_tls) {
+    const wt::issued_cert ca = wt::make_ca("weft h2 CA");
+    const wt::issued_cert leaf = wt::make_leaf("localhost", &ca);
+    tls_server_options to;
+    to.certificate = leaf.as_certificate();
+    to.alpn = {"h2", "http/1.1"};
+    server_options o;
+    o.tls = tls_context::server(to);
+    tls_client_options co;
+    co.ca_pem = ca.cert_pem();
+    co.alpn = {"h2"};
+    const auto client_ctx = tls_context::client(co);
+    std::string alpn;
+    h2_peer<tls_stream>::response a;
+    h2_peer<tls_stream>::response b;
+    run(std::move(o), [&](socket_address addr, server&) -> task<void> {
+        auto tcp = (co_await tcp_stream::connect(addr)).value();
+        auto t = (co_await tls_stream::connect(std::move(tcp), client_ctx, "localhost")).value();
+        alpn = t.alpn();
+        h2_peer p{t};
+        (co_await p.start()).value();
+        (co_await p.send_request(1, "GET", "/")).value();
+        (co_await p.send_request(3, "GET", "/stream")).value();  // multiplexed with stream 1
+        a = (co_await p.read_response(1)).value();
+        b = (co_await p.read_response(3)).value();
+    });
+    EXPECT_EQ(alpn, "h2");
+    EXPECT_EQ(a.status, 200);
+    EXPECT_EQ(a.body, "Hello, World! 1");
+    EXPECT_EQ(b.body, std::string(streamed_size, 's'));
+}
+
+TEST_P(http2, idle_connection_closes_after_keep_alive_timeout_over_tls) {
+    const wt::issued_cert ca = wt::make_ca("weft h2 CA");
+    const wt::issued_cert leaf = wt::make_leaf("localhost", &ca);
+    tls_server_options to;
+    to.certificate = leaf.as_certificate();
+    to.alpn = {"h2"};
+    server_options o;
+    o.tls = tls_context::server(to);
+    o.keep_alive_timeout = 100ms;
+    tls_client_options co;
+    co.ca_pem = ca.cert_pem();
+    co.alpn = {"h2"};
+    const auto client_ctx = tls_context::client(co);
+    h2_peer<tls_stream>::response got;
+    bool closed = false;
+    run(std::move(o), [&](socket_address addr, server&) -> task<void> {
+        auto tcp = (co_await tcp_stream::connect(addr)).value();
+        auto t = (co_await tls_stream::connect(std::move(tcp), client_ctx, "localhost")).value();
+        h2_peer p{t};
+        (co_await p.start()).value();
+        (co_await p.send_request(1, "GET", "/")).value();
+        got = (co_await p.read_response(1)).value();
+        // A PING answered while idle (a write) must not lift the idle deadline.
+        (co_await p.send(frame(f_ping, 0, 0, "12345678"))).value();
+        closed = co_await p.read_until_close();
+    });
+    EXPECT_EQ(got.status, 200);
+    EXPECT_TRUE(closed);
+    EXPECT_GE(stats_.timed_out, 1U);
+}
+
+WEFT_TEST_ON_BOTH_BACKENDS(http2);
+
+}  // namespace
+}  // namespace weft::http::test
