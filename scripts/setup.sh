@@ -13,7 +13,8 @@
 #          iptables and iproute2 (the lossy-link fault test's namespaces and drops), valgrind
 #          (scripts/memcheck.sh; its header lets io_uring completions annotate kernel writes),
 #          libssl-dev (OpenSSL 3: weft::tls)
-#   pip:   matplotlib (plots in the weft-bench report; its tests render one)
+#   pip:   matplotlib (plots in the weft-bench report; its tests render one), prometheus_client
+#          (its parsers read weft's metrics exposition in the metrics_parse test)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -51,3 +52,4 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib
+python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
