@@ -50,6 +50,18 @@ auto method_token(method m) -> std::string_view {
     throw std::invalid_argument("weft::http::server::route: method::other has no name");
 }
 
+auto stats_of(const server::state& st) noexcept -> server_stats {
+    server_stats s;
+    s.accepted = st.accepted.load(std::memory_order_relaxed);
+    s.requests = st.requests.load(std::memory_order_relaxed);
+    s.rejected = st.rejected.load(std::memory_order_relaxed);
+    s.timed_out = st.timed_out.load(std::memory_order_relaxed);
+    s.tls_failed = st.tls_failed.load(std::memory_order_relaxed);
+    s.writes = st.writes.load(std::memory_order_relaxed);
+    s.open = st.open.load(std::memory_order_relaxed);
+    return s;
+}
+
 }  // namespace
 
 server::state::state(server_options o)
@@ -102,32 +114,30 @@ void server::state::leave(detail::connection* c) {
     slots.release();
 }
 
-server::server(server_options o) : st_(std::make_shared<state>(std::move(o))) {}
+server::server(server_options o) : st_(std::make_shared<state>(std::move(o))) {
+    if (st_->opts.metrics) {
+        st_->metrics = std::make_unique<detail::server_metrics>(
+            *st_->opts.metrics, [s = st_.get()] { return stats_of(*s); });
+    }
+}
 server::~server() = default;
 
 void server::route(method m, std::string_view pattern, handler h, route_options o) {
-    st_->routes.add(method_token(m), pattern, std::move(h), o);
+    route(method_token(m), pattern, std::move(h), o);
 }
 
 void server::route(std::string_view m, std::string_view pattern, handler h, route_options o) {
     st_->routes.add(m, pattern, std::move(h), o);
+    if (st_->metrics) {
+        st_->metrics->add_route(m, pattern);
+    }
 }
 
 void server::use(middleware m) { st_->layers.push_back(std::move(m)); }
 
 auto server::options() const noexcept -> const server_options& { return st_->opts; }
 
-auto server::stats() const noexcept -> server_stats {
-    server_stats s;
-    s.accepted = st_->accepted.load(std::memory_order_relaxed);
-    s.requests = st_->requests.load(std::memory_order_relaxed);
-    s.rejected = st_->rejected.load(std::memory_order_relaxed);
-    s.timed_out = st_->timed_out.load(std::memory_order_relaxed);
-    s.tls_failed = st_->tls_failed.load(std::memory_order_relaxed);
-    s.writes = st_->writes.load(std::memory_order_relaxed);
-    s.open = st_->open.load(std::memory_order_relaxed);
-    return s;
-}
+auto server::stats() const noexcept -> server_stats { return stats_of(*st_); }
 
 auto server::serve(tcp_listener& l) -> task<void> {
     std::shared_ptr<state> st = st_;  // connections hold it too: it outlives them all

@@ -1,11 +1,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "connection.hpp"
+#include "server_metrics.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/http/router.hpp"
 #include "weft/http/server.hpp"
@@ -25,6 +28,22 @@ struct server::state {
     auto enter(detail::connection* c) -> bool;
     /// `c` null: a connection that ended before enter() (a failed TLS handshake).
     void leave(detail::connection* c);
+
+    /// Request metrics (server_options::metrics): the connection calls request_started before
+    /// a request's route runs and request_done once its response is ready.
+    [[nodiscard]] auto request_started() const noexcept
+        -> detail::server_metrics::clock::time_point {
+        return metrics ? detail::server_metrics::clock::now()
+                       : detail::server_metrics::clock::time_point{};
+    }
+    void request_done(std::size_t route,
+                      method m,
+                      int status,
+                      detail::server_metrics::clock::time_point started) noexcept {
+        if (metrics) {
+            metrics->record(route, m, status, started);
+        }
+    }
 
     server_options opts;
     router routes;
@@ -50,6 +69,8 @@ struct server::state {
     detail::connection* conns = nullptr;  // registered connections (intrusive list)
     std::vector<stop_state*> acceptors;
     event drained;  // set once draining and no connection is open
+    // Last: its collector reads the counters above, and is removed before they go.
+    std::unique_ptr<detail::server_metrics> metrics;  // null: no server_options::metrics
 };
 
 }  // namespace weft::http

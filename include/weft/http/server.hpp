@@ -17,6 +17,7 @@
 #include "weft/http/router.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_listener.hpp"
+#include "weft/metrics/registry.hpp"
 #include "weft/tls/tls_context.hpp"
 
 namespace weft::http {
@@ -83,6 +84,10 @@ struct server_options {
     std::optional<tls_context> tls{};
     /// listen(): called with each bound address once it is listening (port 0 picks one).
     std::function<void(const socket_address&)> on_listening{};
+    /// A registry to count requests in: by route template, method and status class, a latency
+    /// histogram per route, and the server_stats counters (docs/guide/operating.md lists them).
+    /// Empty (the default): nothing is recorded. Serve it with metrics_handler.
+    std::optional<metrics::registry> metrics{};
 };
 
 /// Counters, read at any time (each one is exact; together they are a snapshot in motion).
