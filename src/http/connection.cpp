@@ -1155,7 +1155,7 @@ auto connection::serve() -> task<void> {
         co_await reject(status_of(rs_->body.error()), describe(rs_->body.error()));
         co_return false;
     }
-    st_.request_done(m.route, head.method(), r.status(), started);
+    st_.request_done(m.route, head, r.status(), started);
     // A stream's producer may read the body as it sends: what it leaves is skipped after it.
     const bool streamed = r.form() == body_form::stream;
     if (!streamed && !rs_->body.done()) {  // the usual case (no body, all of it read): no wait

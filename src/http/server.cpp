@@ -69,6 +69,22 @@ server::state::state(server_options o)
       max_open(opts.max_connections != 0 ? opts.max_connections : default_max_connections()),
       slots(static_cast<std::ptrdiff_t>(max_open)) {}
 
+void server::state::access(std::size_t route,
+                           const request_head& head,
+                           int status,
+                           detail::server_metrics::clock::time_point started) noexcept {
+    const double ms =
+        std::chrono::duration<double, std::milli>(detail::server_metrics::clock::now() - started)
+            .count();
+    const std::string_view pattern =
+        route < patterns.size() ? std::string_view(patterns[route]) : std::string_view{};
+    opts.access_log->info("request", {{"method", head.method_name()},
+                                      {"path", head.path()},
+                                      {"route", pattern},
+                                      {"status", status},
+                                      {"duration_ms", ms}});
+}
+
 auto server::state::call(request& req, const handler& h) -> task<response> {
     if (layers.empty()) {
         return h(req);
@@ -128,6 +144,7 @@ void server::route(method m, std::string_view pattern, handler h, route_options 
 
 void server::route(std::string_view m, std::string_view pattern, handler h, route_options o) {
     st_->routes.add(m, pattern, std::move(h), o);
+    st_->patterns.emplace_back(pattern);
     if (st_->metrics) {
         st_->metrics->add_route(m, pattern);
     }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "connection.hpp"
@@ -29,21 +30,30 @@ struct server::state {
     /// `c` null: a connection that ended before enter() (a failed TLS handshake).
     void leave(detail::connection* c);
 
-    /// Request metrics (server_options::metrics): the connection calls request_started before
-    /// a request's route runs and request_done once its response is ready.
+    /// Request metrics and the access log (server_options::metrics, access_log): the
+    /// connection calls request_started before a request's route runs and request_done once
+    /// its response is ready. Neither reads the clock when both are off.
     [[nodiscard]] auto request_started() const noexcept
         -> detail::server_metrics::clock::time_point {
-        return metrics ? detail::server_metrics::clock::now()
-                       : detail::server_metrics::clock::time_point{};
+        return metrics || opts.access_log != nullptr ? detail::server_metrics::clock::now()
+                                                     : detail::server_metrics::clock::time_point{};
     }
     void request_done(std::size_t route,
-                      method m,
+                      const request_head& head,
                       int status,
                       detail::server_metrics::clock::time_point started) noexcept {
         if (metrics) {
-            metrics->record(route, m, status, started);
+            metrics->record(route, head.method(), status, started);
+        }
+        if (opts.access_log != nullptr && opts.access_log->enabled(log::level::info)) {
+            access(route, head, status, started);
         }
     }
+    void access(std::size_t route,
+                const request_head& head,
+                int status,
+                detail::server_metrics::clock::time_point started) noexcept;
+    std::vector<std::string> patterns;  // by route number: the access log's `route`
 
     server_options opts;
     router routes;

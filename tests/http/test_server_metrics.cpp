@@ -1,7 +1,9 @@
 // server_options::metrics and metrics_handler over real sockets: what each request adds to the
 // registry, and the scrape's format by its Accept field.
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <stdexcept>
 #include <string>
@@ -126,6 +128,44 @@ TEST(server_metrics, two_servers_share_one_registry) {
     // The servers' collectors went with them.
     const auto fs = reg.collect();
     EXPECT_EQ(value_of(fs, "weft_http_connections_open", {}), -1);
+}
+
+// server_options::access_log: one record per answered request with its path, route template and
+// status; none for the requests of a server without one.
+TEST(access_log, one_record_per_request) {
+    int p[2];
+    ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    {
+        log::logger lg{{.format = log::log_format::logfmt, .fd = p[1]}};
+        runtime rt{{.workers = 2}};
+        rt.block_on([&]() -> task<void> {
+            server srv{{.access_log = &lg}};
+            srv.route(method::get, "/items/{id}",
+                      [](request&) -> task<response> { co_return response::text("item"); });
+            auto l = tcp_listener::bind(socket_address::parse("127.0.0.1", 0).value()).value();
+            const auto addr = l.local_address().value();
+            co_await with_scope([&](scope& s) -> task<void> {
+                s.spawn(srv.serve(l));
+                auto c = (co_await client::connect(addr)).value();
+                EXPECT_EQ((co_await c.get("/items/7")).value().status, 200);
+                EXPECT_EQ((co_await c.get("/nowhere")).value().status, 404);
+                co_await srv.shutdown();
+            });
+        }());
+        lg.flush();
+        EXPECT_EQ(lg.written(), 2U);
+    }
+    ::close(p[1]);
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(p[0], buf, sizeof(buf))) > 0;) {
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(p[0]);
+    EXPECT_NE(out.find("msg=request method=GET path=/items/7 route=/items/{id} status=200 "),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("path=/nowhere route=\"\" status=404 "), std::string::npos) << out;
 }
 
 }  // namespace
