@@ -33,6 +33,7 @@
 #include <string>
 #include <string_view>
 #include <weft/bus/memory_broker.hpp>
+#include <weft/bus/outbox_collector.hpp>
 #include <weft/bus/publisher.hpp>
 #include <weft/bus/sqlite_inbox.hpp>
 #include <weft/bus/sqlite_outbox.hpp>
@@ -241,6 +242,7 @@ private:
 auto run(const config& cfg,
          bus::backend& broker,
          gateway& gw,
+         weft::metrics::registry reg,
          std::function<weft::task<int>(http::server&)> body) -> weft::task<int> {
     bus::publisher pub{broker, {.max_pending = 256}};
     bus::subscriber sub{broker, {.ack_wait = 5s}};
@@ -249,8 +251,12 @@ auto run(const config& cfg,
         std::fprintf(stderr, "event_gateway: subscribe: %s\n", s.error().message().c_str());
         co_return 1;
     }
-    http::server srv;
+    // GET /metrics: the server's requests, the runtime and the outbox (weft_outbox_*).
+    http::server srv{{.metrics = reg}};
     gw.add_routes(srv);
+    srv.route(http::method::get, "/metrics", http::metrics_handler(reg));
+    const auto outbox_metrics =
+        bus::collect_outbox(reg, "orders", [&gw] { return gw.outbox().metrics(); });
     int status = 0;
     co_await weft::with_scope([&](weft::scope& sc) -> weft::task<void> {
         sc.spawn([&]() -> weft::task<void> {
@@ -324,6 +330,12 @@ auto self_check(gateway& gw, http::server& srv) -> weft::task<int> {
         // broken gateway fails here instead of hanging (CTest's timeout is the backstop).
         for (int waited = 0; gw.handled() < orders && waited < 30'000; waited += 5) {
             (void)co_await weft::sleep_for(5ms);
+        }
+        auto m = co_await c.get("/metrics");
+        if (!m || m->status != 200 ||
+            m->body.find("weft_outbox_published_total{outbox=\"orders\"} " +
+                         std::to_string(orders) + "\n") == std::string::npos) {
+            fail("GET /metrics does not show every order published");
         }
         co_await srv.shutdown();
     });
@@ -399,7 +411,9 @@ auto main(int argc, char** argv) -> int {
         auto broker = make_broker(cfg);  // NATS connects here: before the runtime starts
         gateway gw{cfg.db};
         weft::runtime rt{{.workers = 2}};
-        status = rt.block_on(run(cfg, *broker, gw, [&](http::server& srv) -> weft::task<int> {
+        weft::metrics::registry reg;
+        const auto runtime_metrics = weft::metrics::collect_runtime(reg, rt);
+        status = rt.block_on(run(cfg, *broker, gw, reg, [&](http::server& srv) -> weft::task<int> {
             if (cfg.self_check) {
                 return self_check(gw, srv);
             }

@@ -1,13 +1,16 @@
 // hello_http: an HTTP/1.1 server with two routes, the shape every HTTP peer of weft-bench
 // serves: GET / -> 200 "Hello, World!" (text/plain), POST /echo -> the request body back (read
-// whole, so a body framing error surfaces as a 4xx).
+// whole, so a body framing error surfaces as a 4xx), GET /metrics -> the server's and the
+// runtime's metrics (Prometheus text, or OpenMetrics when the Accept field asks for it).
 //
-//   hello_http [--port N] [--workers N] [--per-core] [--max-connections N]
+//   hello_http [--port N] [--workers N] [--per-core] [--max-connections N] [--no-metrics]
 //
 // With --port (0: any free port) it prints "listening on HOST:PORT" once ready, serves until SIGINT
 // or SIGTERM, then drains (requests in flight finish) and exits 0. --per-core runs thread-per-core:
 // no work stealing, one SO_REUSEPORT listener per worker. --max-connections caps the open
-// connections (default: 90% of RLIMIT_NOFILE). Without --port it checks itself: it
+// connections (default: 90% of RLIMIT_NOFILE). --no-metrics records nothing and has no
+// /metrics route (the cost of metrics is hello_http against hello_http --no-metrics).
+// Without --port it checks itself: it
 // serves on a free port, sends requests with weft's client (keep-alive, pipelined, chunked,
 // 404/405, a malformed request) and exits 0 if every answer is right.
 // WEFT_IO_BACKEND=io_uring|epoll picks the backend.
@@ -25,7 +28,15 @@ namespace {
 
 namespace http = weft::http;
 
-void add_routes(http::server& srv) {
+/// The server's options: metrics recorded into `reg` unless it is empty.
+auto options_for(const std::optional<weft::metrics::registry>& reg) -> http::server_options {
+    return {.metrics = reg};
+}
+
+void add_routes(http::server& srv, const std::optional<weft::metrics::registry>& reg) {
+    if (reg) {
+        srv.route(http::method::get, "/metrics", http::metrics_handler(*reg));
+    }
     srv.route(http::method::get, "/", [](http::request&) -> weft::task<http::response> {
         co_return http::response::text("Hello, World!");
     });
@@ -35,13 +46,17 @@ void add_routes(http::server& srv) {
     });
 }
 
-auto serve_until_signal(unsigned port, std::size_t max_connections) -> weft::task<int> {
-    http::server srv{
-        {.max_connections = max_connections, .on_listening = [](const weft::socket_address& a) {
-             std::printf("listening on %s\n", a.to_string().c_str());
-             std::fflush(stdout);
-         }}};
-    add_routes(srv);
+auto serve_until_signal(unsigned port,
+                        std::size_t max_connections,
+                        std::optional<weft::metrics::registry> reg) -> weft::task<int> {
+    http::server_options o = options_for(reg);
+    o.max_connections = max_connections;
+    o.on_listening = [](const weft::socket_address& a) {
+        std::printf("listening on %s\n", a.to_string().c_str());
+        std::fflush(stdout);
+    };
+    http::server srv{std::move(o)};
+    add_routes(srv, reg);
     const auto addr = weft::socket_address::parse("0.0.0.0", static_cast<std::uint16_t>(port));
     if (!addr) {
         std::fprintf(stderr, "hello_http: bad port %u\n", port);
@@ -72,9 +87,9 @@ auto check(bool ok, const char* what, int& failures) -> void {
     }
 }
 
-auto self_check() -> weft::task<int> {
-    http::server srv;
-    add_routes(srv);
+auto self_check(weft::metrics::registry reg) -> weft::task<int> {
+    http::server srv{options_for(reg)};
+    add_routes(srv, reg);
     auto l = weft::tcp_listener::bind(weft::socket_address::parse("127.0.0.1", 0).value());
     if (!l) {
         std::fprintf(stderr, "hello_http: bind: %s\n", l.error().message().c_str());
@@ -106,6 +121,12 @@ auto self_check() -> weft::task<int> {
             .value();
         r = (co_await bad.read_response()).value();
         check(r.status == 400 && !r.keep_alive, "conflicting Content-Length -> 400", failures);
+        r = (co_await c.get("/metrics")).value();
+        check(r.status == 200 &&
+                  r.body.find("weft_http_requests_total{route=\"/\",method=\"GET\","
+                              "status=\"2xx\"} 2\n") != std::string::npos &&
+                  r.body.find("weft_runtime_workers ") != std::string::npos,
+              "GET /metrics", failures);
         co_await srv.shutdown();
     });
     std::printf("hello_http (%s): self-check %s\n",
@@ -121,6 +142,7 @@ auto main(int argc, char** argv) -> int {
     unsigned workers = 0;
     bool per_core = false;
     std::size_t max_connections = 0;  // 0: the server's default, 90% of RLIMIT_NOFILE
+    bool metrics = true;
     for (int i = 1; i < argc; ++i) {
         const std::string_view a = argv[i];
         if (a == "--port" && i + 1 < argc) {
@@ -135,14 +157,21 @@ auto main(int argc, char** argv) -> int {
             per_core = true;
         } else if (a == "--max-connections" && i + 1 < argc) {
             max_connections = std::strtoull(argv[++i], nullptr, 10);
+        } else if (a == "--no-metrics") {
+            metrics = false;
         } else {
-            std::fprintf(
-                stderr,
-                "usage: hello_http [--port N] [--workers N] [--per-core] [--max-connections N]\n");
+            std::fprintf(stderr,
+                         "usage: hello_http [--port N] [--workers N] [--per-core] "
+                         "[--max-connections N] [--no-metrics]\n");
             return 2;
         }
     }
     weft::runtime rt{{.workers = workers, .stealing = !per_core}};
-    return !port ? rt.block_on(self_check())
-                 : rt.block_on(serve_until_signal(*port, max_connections));
+    weft::metrics::registry reg;
+    const auto keep = weft::metrics::collect_runtime(reg, rt);  // dropped before rt
+    if (!port) {
+        return rt.block_on(self_check(reg));
+    }
+    return rt.block_on(
+        serve_until_signal(*port, max_connections, metrics ? std::optional{reg} : std::nullopt));
 }

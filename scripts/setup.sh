@@ -16,7 +16,8 @@
 #          (the CLI: s_client in the TLS tests, the brokers' test certificates in brokers.sh,
 #          tests/http/h2spec.sh's certificate), libnghttp2-dev (HTTP/2 in weft::http) and
 #          nghttp2-client (h2load, HTTP/2 load by hand)
-#   pip:   matplotlib (plots in the weft-bench report; its tests render one)
+#   pip:   matplotlib (plots in the weft-bench report; its tests render one), prometheus_client
+#          (its parsers read weft's metrics exposition in the metrics_parse test)
 #   autobahn: Autobahn|Testsuite (the WebSocket conformance run, scripts/autobahn.sh). It is
 #          Python 2.7 code and Debian 12 has no python2: a python2.7 on PATH or in pyenv is
 #          used (pyenv builds 2.7.18 where it has none), and the suite goes under
@@ -59,6 +60,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 python3 -c 'import matplotlib' 2>/dev/null || python3 -m pip install -q matplotlib
+python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 
 autobahn_dir=${WEFT_AUTOBAHN_DIR:-$HOME/.cache/weft/autobahn}
 if [ ! -f "$autobahn_dir/python" ]; then

@@ -5,6 +5,7 @@
 #include "weft/http/body_decoder.hpp"
 #include "weft/http/client.hpp"
 #include "weft/http/client_pool.hpp"
+#include "weft/http/metrics_handler.hpp"
 #include "weft/http/parse_error.hpp"
 #include "weft/http/request.hpp"
 #include "weft/http/request_head.hpp"

@@ -26,6 +26,8 @@
 #include "weft/io/tcp_listener.hpp"
 #include "weft/io/tcp_stream.hpp"
 #include "weft/io/udp_socket.hpp"
+#include "weft/metrics/registry.hpp"
+#include "weft/metrics/runtime_collector.hpp"
 #include "weft/sched/cpu_count.hpp"
 #include "weft/sched/driver.hpp"
 #include "weft/sched/runtime.hpp"

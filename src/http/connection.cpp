@@ -882,6 +882,7 @@ auto connection::serve() -> task<void> {
     const bool client_closes = close_;  // HTTP/1.0 without keep-alive, or Connection: close
 
     clear_deadline();
+    const auto started = st_.request_started();
     response r;
     bool failed = false;
     std::exception_ptr failure;
@@ -924,6 +925,7 @@ auto connection::serve() -> task<void> {
         co_await reject(status_of(rs_->body.error()), describe(rs_->body.error()));
         co_return false;
     }
+    st_.request_done(m.route, head, r.status(), started);
     // A stream's producer may read the body as it sends: what it leaves is skipped after it.
     const bool streamed = r.form() == body_form::stream;
     if (!streamed && !rs_->body.done()) {  // the usual case (no body, all of it read): no wait

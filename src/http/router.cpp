@@ -16,6 +16,7 @@ struct router::node {
         std::string method;
         handler h;
         route_options options;
+        std::size_t index = 0;  // router::match::route
     };
     std::vector<std::pair<std::string, std::unique_ptr<node>>> statics;
     std::unique_ptr<node> param;
@@ -132,7 +133,7 @@ void router::add(std::string_view method, std::string_view pattern, handler h, r
             bad(pattern, "this method and pattern are already routed");
         }
     }
-    list.push_back(node::route{std::string(method), std::move(h), o});
+    list.push_back(node::route{std::string(method), std::move(h), o, added_++});
     if (!rest && pattern.find('{') == std::string_view::npos &&
         std::none_of(exact_.begin(), exact_.end(), [&](const auto& e) { return e.second == n; })) {
         exact_.emplace_back(std::string(pattern), n);
@@ -156,6 +157,7 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
                 out.status = 200;
                 out.h = &r->h;
                 out.options = &r->options;
+                out.route = r->index;
                 return out;
             }
             break;  // the walk tells 405 from a parameter's or catch-all's route
@@ -235,6 +237,7 @@ auto router::find(std::string_view method, std::string_view path, request& req) 
         out.status = 200;
         out.h = &found->h;
         out.options = &found->options;
+        out.route = found->index;
         return out;
     }
     np = 0;

@@ -50,6 +50,18 @@ auto method_token(method m) -> std::string_view {
     throw std::invalid_argument("weft::http::server::route: method::other has no name");
 }
 
+auto stats_of(const server::state& st) noexcept -> server_stats {
+    server_stats s;
+    s.accepted = st.accepted.load(std::memory_order_relaxed);
+    s.requests = st.requests.load(std::memory_order_relaxed);
+    s.rejected = st.rejected.load(std::memory_order_relaxed);
+    s.timed_out = st.timed_out.load(std::memory_order_relaxed);
+    s.tls_failed = st.tls_failed.load(std::memory_order_relaxed);
+    s.writes = st.writes.load(std::memory_order_relaxed);
+    s.open = st.open.load(std::memory_order_relaxed);
+    return s;
+}
+
 }  // namespace
 
 server::state::state(server_options o)
@@ -57,6 +69,22 @@ server::state::state(server_options o)
       head_limits(opts.limits),
       max_open(opts.max_connections != 0 ? opts.max_connections : default_max_connections()),
       slots(static_cast<std::ptrdiff_t>(max_open)) {}
+
+void server::state::access(std::size_t route,
+                           const request_head& head,
+                           int status,
+                           detail::server_metrics::clock::time_point started) noexcept {
+    const double ms =
+        std::chrono::duration<double, std::milli>(detail::server_metrics::clock::now() - started)
+            .count();
+    const std::string_view pattern =
+        route < patterns.size() ? std::string_view(patterns[route]) : std::string_view{};
+    opts.access_log->info("request", {{"method", head.method_name()},
+                                      {"path", head.path()},
+                                      {"route", pattern},
+                                      {"status", status},
+                                      {"duration_ms", ms}});
+}
 
 auto server::state::call(request& req, const handler& h) -> task<response> {
     if (layers.empty()) {
@@ -103,7 +131,12 @@ void server::state::leave(detail::connection* c) {
     slots.release();
 }
 
-server::server(server_options o) : st_(std::make_shared<state>(std::move(o))) {}
+server::server(server_options o) : st_(std::make_shared<state>(std::move(o))) {
+    if (st_->opts.metrics) {
+        st_->metrics = std::make_unique<detail::server_metrics>(
+            *st_->opts.metrics, [s = st_.get()] { return stats_of(*s); });
+    }
+}
 server::~server() = default;
 
 void server::route(method m, std::string_view pattern, handler h, route_options o) {
@@ -115,6 +148,10 @@ void server::route(std::string_view m, std::string_view pattern, handler h, rout
         st_->head_limits.body = *o.body_limit;
     }
     st_->routes.add(m, pattern, std::move(h), o);
+    st_->patterns.emplace_back(pattern);
+    if (st_->metrics) {
+        st_->metrics->add_route(m, pattern);
+    }
 }
 
 void server::websocket(std::string_view pattern, websocket_handler h, websocket_options o) {
@@ -127,17 +164,7 @@ void server::use(middleware m) { st_->layers.push_back(std::move(m)); }
 
 auto server::options() const noexcept -> const server_options& { return st_->opts; }
 
-auto server::stats() const noexcept -> server_stats {
-    server_stats s;
-    s.accepted = st_->accepted.load(std::memory_order_relaxed);
-    s.requests = st_->requests.load(std::memory_order_relaxed);
-    s.rejected = st_->rejected.load(std::memory_order_relaxed);
-    s.timed_out = st_->timed_out.load(std::memory_order_relaxed);
-    s.tls_failed = st_->tls_failed.load(std::memory_order_relaxed);
-    s.writes = st_->writes.load(std::memory_order_relaxed);
-    s.open = st_->open.load(std::memory_order_relaxed);
-    return s;
-}
+auto server::stats() const noexcept -> server_stats { return stats_of(*st_); }
 
 auto server::serve(tcp_listener& l) -> task<void> {
     std::shared_ptr<state> st = st_;  // connections hold it too: it outlives them all

@@ -1,11 +1,15 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "connection.hpp"
+#include "server_metrics.hpp"
 #include "websocket_route.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/http/router.hpp"
@@ -26,6 +30,31 @@ struct server::state {
     auto enter(detail::connection* c) -> bool;
     /// `c` null: a connection that ended before enter() (a failed TLS handshake).
     void leave(detail::connection* c);
+
+    /// Request metrics and the access log (server_options::metrics, access_log): the
+    /// connection calls request_started before a request's route runs and request_done once
+    /// its response is ready. Neither reads the clock when both are off.
+    [[nodiscard]] auto request_started() const noexcept
+        -> detail::server_metrics::clock::time_point {
+        return metrics || opts.access_log != nullptr ? detail::server_metrics::clock::now()
+                                                     : detail::server_metrics::clock::time_point{};
+    }
+    void request_done(std::size_t route,
+                      const request_head& head,
+                      int status,
+                      detail::server_metrics::clock::time_point started) noexcept {
+        if (metrics) {
+            metrics->record(route, head.method(), status, started);
+        }
+        if (opts.access_log != nullptr && opts.access_log->enabled(log::level::info)) {
+            access(route, head, status, started);
+        }
+    }
+    void access(std::size_t route,
+                const request_head& head,
+                int status,
+                detail::server_metrics::clock::time_point started) noexcept;
+    std::vector<std::string> patterns;  // by route number: the access log's `route`
 
     server_options opts;
     router routes;
@@ -57,6 +86,8 @@ struct server::state {
     // Upgraded WebSocket connections: shutdown() sends each its close 1001 (drain()).
     std::vector<detail::websocket_session*> sessions;
     event drained;  // set once draining and no connection is open
+    // Last: its collector reads the counters above, and is removed before they go.
+    std::unique_ptr<detail::server_metrics> metrics;  // null: no server_options::metrics
 };
 
 }  // namespace weft::http

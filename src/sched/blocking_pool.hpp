@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "weft/sched/spawn_blocking.hpp"
@@ -38,6 +39,11 @@ public:
     /// Jobs queued or running (for shutdown's quiescence check).
     [[nodiscard]] auto in_flight() const noexcept -> std::size_t {
         return s_->in_flight.load(std::memory_order_seq_cst);
+    }
+    /// Threads started and still there, and of those the ones inside a call (runtime::metrics).
+    [[nodiscard]] auto threads() const -> std::pair<unsigned, unsigned> {
+        std::lock_guard lock(s_->mu);
+        return {s_->threads, s_->running};
     }
     /// Joins every thread (after they finished what they were running), or, once abandoned,
     /// detaches them.

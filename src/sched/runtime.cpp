@@ -1,5 +1,7 @@
 #include "weft/sched/runtime.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 
 #include "runtime_core.hpp"
@@ -18,11 +20,25 @@ auto runtime::worker_count() const noexcept -> unsigned {
 }
 
 auto runtime::worker_metrics(unsigned i) const -> weft::worker_metrics {
-    const detail::sched_worker& w = *core_->workers.at(i);
+    detail::sched_worker& w = *core_->workers.at(i);
     return {.park_attempts = w.park_attempts.load(std::memory_order_relaxed),
             .sleeps = w.sleeps.load(std::memory_order_relaxed),
             .wakes = w.wakes.load(std::memory_order_relaxed),
-            .deferred_wakes = w.deferred_wakes.load(std::memory_order_relaxed)};
+            .deferred_wakes = w.deferred_wakes.load(std::memory_order_relaxed),
+            .queued = static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.queued())),
+            .timers = w.timers().pending.load(std::memory_order_relaxed)};
+}
+
+auto runtime::metrics() const -> runtime_metrics {
+    const detail::runtime_core& c = *core_;
+    const auto [threads, busy] = c.blocking.threads();
+    return {.workers = static_cast<unsigned>(c.workers.size()),
+            .parked = c.idle_count.load(std::memory_order_relaxed),
+            .searching = c.searching.load(std::memory_order_relaxed),
+            .injected = c.injected(),
+            .blocking_threads = threads,
+            .blocking_busy = busy,
+            .blocking_in_flight = c.blocking.in_flight()};
 }
 
 auto runtime::stop() noexcept -> stop_state& { return core_->root; }

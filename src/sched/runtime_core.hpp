@@ -104,6 +104,10 @@ public:
     void inject(void* h);
     void inject_batch(void* const* hs, std::size_t n);
     auto take_injected(void** out, std::size_t max) -> std::size_t;
+    /// Tasks in the injector now (relaxed: a reading for runtime::metrics).
+    [[nodiscard]] auto injected() const noexcept -> std::size_t {
+        return injected_.load(std::memory_order_relaxed);
+    }
     [[nodiscard]] auto injector_empty() const noexcept -> bool {
         return injected_.load(std::memory_order_seq_cst) == 0;
     }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -50,6 +51,8 @@ public:
         const handler* h = nullptr;
         const route_options* options = nullptr;
         std::string allow;  ///< for 405: the methods the path has, comma-separated
+        /// The route's number: 0 for the first add()ed, and so on; npos when none matched.
+        std::size_t route = static_cast<std::size_t>(-1);
     };
     /// Finds the route for `method` and `path`, filling `req`'s path parameters. A HEAD request
     /// takes the GET route when there is no HEAD one.
@@ -59,6 +62,7 @@ public:
 private:
     struct node;
     std::unique_ptr<node> root_;
+    std::size_t added_ = 0;  // routes added so far
     // The nodes of patterns made of static segments only, by their whole path: a request for
     // one of them is found by comparing its path with these (the tree walk tries the static
     // child first at every level, so it would find the same route), without a walk.

@@ -19,6 +19,8 @@
 #include "weft/http/websocket.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_listener.hpp"
+#include "weft/log/logger.hpp"
+#include "weft/metrics/registry.hpp"
 #include "weft/tls/tls_context.hpp"
 
 namespace weft::http {
@@ -87,6 +89,13 @@ struct server_options {
     http2_options http2{};
     /// listen(): called with each bound address once it is listening (port 0 picks one).
     std::function<void(const socket_address&)> on_listening{};
+    /// A registry to count requests in: by route template, method and status class, a latency
+    /// histogram per route, and the server_stats counters (docs/guide/operating.md lists them).
+    /// Empty (the default): nothing is recorded. Serve it with metrics_handler.
+    std::optional<metrics::registry> metrics{};
+    /// The access log: one `info` record per answered request (method, path, route, status,
+    /// duration_ms) in this logger, which must outlive the server. Null (the default): none.
+    log::logger* access_log = nullptr;
 };
 
 /// Counters, read at any time (each one is exact; together they are a snapshot in motion).

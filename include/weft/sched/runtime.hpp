@@ -81,6 +81,26 @@ struct worker_metrics {
     /// Pushes on the IO home (runtime_options::consolidate_io) that woke nobody at once because
     /// the home was expected to run them next; wakes counts the times it called a helper later.
     std::uint64_t deferred_wakes = 0;
+    /// Tasks queued on the worker now (its deque and LIFO slot; a moment's reading).
+    std::uint64_t queued = 0;
+    /// Timers armed on the worker and not yet fired or cancelled (a moment's reading).
+    std::uint64_t timers = 0;
+};
+
+/// The runtime as a whole, read at one moment (each field on its own, not as a snapshot).
+struct runtime_metrics {
+    unsigned workers = 0;
+    /// Workers parked (asleep or about to sleep) with nothing to run.
+    unsigned parked = 0;
+    /// Workers looking for work to steal.
+    unsigned searching = 0;
+    /// Tasks queued from outside the workers, not yet taken by one.
+    std::uint64_t injected = 0;
+    /// Threads of the blocking pool (spawn_blocking), and of those the ones inside a call.
+    unsigned blocking_threads = 0;
+    unsigned blocking_busy = 0;
+    /// Blocking calls queued or running.
+    std::uint64_t blocking_in_flight = 0;
 };
 
 /// The M:N scheduler: N worker threads, each with a bounded work-stealing deque, a timer wheel
@@ -119,6 +139,8 @@ public:
     [[nodiscard]] auto worker_count() const noexcept -> unsigned;
     /// Counters of worker `i` (any thread; each counter is read on its own, not as a snapshot).
     [[nodiscard]] auto worker_metrics(unsigned i) const -> worker_metrics;
+    /// The runtime's gauges now (any thread; takes the blocking pool's lock once).
+    [[nodiscard]] auto metrics() const -> runtime_metrics;
     /// The root cancellation of every task on this runtime.
     [[nodiscard]] auto stop() noexcept -> stop_state&;
 
