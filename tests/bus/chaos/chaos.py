@@ -22,10 +22,12 @@ its partition and offset (relay.N.log), and on PostgreSQL a trigger logs each ou
 acknowledgement before it and to the broker's log. The producer holds while a broker restart
 outlasts --restart-cost, so slow restarts do not use up the staging the crash points need.
 
-Pass (no --control): the ids committed in the business table equal the ids the consumer
-processed, each exactly once; per key the processed sequence is 1, 2, ... n without a gap or a
-step back; the outbox is empty. Duplicates the inbox absorbed and deliveries that arrived
-ahead of their predecessor are reported. A control passes when its violation is reported:
+The consumer appends every delivery to deliveries.log as it arrives, before its inbox or its
+order guard decides, and each outcome after it committed (chaos_node.cpp, --log); the verdict is
+read from that log (check(), below). Pass (no --control): every id committed in the business
+table processed, none twice; per key no event delivered by the broker for the first time after
+a later event of its key; every row the consumer committed in the log; the outbox empty, no
+dead letters. A control passes when its violation is reported:
   no-inbox         every publish with a fresh id, the consumer without its inbox, the relay
                    crashed after acks -> events processed twice. On Kafka the ids stay: a
                    restarted relay's producer is a new one, which the broker's idempotence
@@ -37,15 +39,17 @@ ahead of their predecessor are reported. A control passes when its violation is 
   unbounded-window a relay that publishes every event at once, without waiting for the ack
                    of its key's previous one, and re-sends a failed one later on its own
                    (WEFT_OUTBOX_FAULT=unbounded_window), the broker stopped while the relay
-                   publishes and killed while stopped, the consumer handling each new event
-                   as it comes (inbox on, no wait for a predecessor) -> per-key order broken
-Controls run on NATS (no-inbox on Kafka too); mark-done-first and unbounded-window on SQLite.
+                   publishes and killed while stopped, the consumer as always (inbox and order
+                   guard on) -> per-key order broken, seen in the log before the guard
+memory-storage and unbounded-window run on NATS; no-inbox and mark-done-first on Kafka too.
+Every run prints its seed (--seed, else a random one) and the command line that replays it.
 Exit status 0: passed (or the control saw its violation); 1: failed.
 """
 
 import argparse
 import os
 import random
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -166,11 +170,6 @@ def query(path, sql):
         db.close()
 
 
-def count(path, sql):
-    rows = query(path, sql)
-    return rows[0][0] if rows else 0
-
-
 class SqliteApp:
     """The producer's side on SQLite: the business table `orders`, the outbox `weft_outbox`."""
 
@@ -218,33 +217,84 @@ def app_count(app, sql):
     return rows[0][0] if rows else 0
 
 
-def check(app, consumer_db):
-    """The verdict: a dict of counts, and the list of violations."""
+def read_log(path):
+    """The consumer's delivery log (chaos_node consume --log): a list of (kind, id, key, seq,
+    envelope id, attempt) in write order, and the number of torn lines skipped (a line a
+    SIGKILL cut short lacks its closing " .")."""
+    entries, torn = [], 0
+    if not os.path.exists(path):
+        return entries, torn
+    with open(path) as f:
+        for line in f:
+            v = line.split()
+            if len(v) != 7 or v[6] != "." or v[0] not in ("D", "P", "U", "R"):
+                torn += 1
+                continue
+            try:
+                entries.append((v[0], int(v[1]), v[2], int(v[3]), v[4], int(v[5])))
+            except ValueError:
+                torn += 1
+    return entries, torn
+
+
+def processed_ids(log_path):
+    """The ids the log shows processed (P) or absorbed by the inbox as processed before (U)."""
+    return {e[1] for e in read_log(log_path)[0] if e[0] in ("P", "U")}
+
+
+def check(app, log_path, consumer_db, consumer_runs):
+    """The verdict from the delivery log: a dict of counts, and the list of violations.
+
+    Loss: a committed id with neither a P line nor a U line (the inbox's word that an earlier
+    consumer processed it, its P line lost to a SIGKILL after the commit). Duplicates: an id
+    with more than one P line. Order, from the D lines (written before the consumer's order
+    guard or inbox decides): per key, the first delivery of an event after a delivery of a
+    later event of its key is an order break when it is the event's first delivery by the
+    broker (attempt 1); with attempt above 1 the broker had delivered it in order to a
+    consumer killed before it wrote the line, and it is counted as a late redelivery."""
     committed = {r[0]: (r[1], r[2]) for r in app.query("SELECT id, key, seq FROM %s" % app.orders)}
-    received = query(consumer_db, "SELECT biz, key, seq FROM received ORDER BY n")
-    times = {}
-    for biz, _, _ in received:
-        times[biz] = times.get(biz, 0) + 1
-    lost = [i for i in committed if i not in times]
+    entries, torn = read_log(log_path)
+    times, absorbed = {}, set()
+    max_delivered, seen = {}, set()
+    order_breaks, late_redeliveries, early_refused, dups_absorbed = 0, 0, 0, 0
+    first_break = None
+    for kind, biz, key, seq, _, attempt in entries:
+        if kind == "P":
+            times[biz] = times.get(biz, 0) + 1
+        elif kind == "U":
+            absorbed.add(biz)
+            dups_absorbed += 1
+        elif kind == "R":
+            early_refused += 1
+        elif biz not in seen:  # an event's first logged delivery
+            seen.add(biz)
+            if seq < max_delivered.get(key, 0):
+                if attempt == 1:
+                    order_breaks += 1
+                    if first_break is None:
+                        first_break = "%s seq %d after seq %d" % (key, seq, max_delivered[key])
+                else:
+                    late_redeliveries += 1
+            max_delivered[key] = max(seq, max_delivered.get(key, 0))
+    lost = [i for i in committed if i not in times and i not in absorbed]
     twice = [i for i, n in times.items() if n > 1]
-    unknown = [i for i in times if i not in committed]
-    order_breaks = 0
-    last = {}
-    for biz, key, seq in received:
-        if seq != last.get(key, 0) + 1:
-            order_breaks += 1
-        last[key] = max(seq, last.get(key, 0))
+    unknown = [i for i in set(times) | absorbed if i not in committed]
+    in_table = {r[0] for r in query(consumer_db, "SELECT DISTINCT biz FROM received")}
+    unlogged = in_table - set(times) - absorbed
     res = {
         "committed": len(committed),
+        "deliveries_logged": sum(1 for e in entries if e[0] == "D"),
         "processed_once": sum(1 for n in times.values() if n == 1),
         "lost": len(lost),
         "processed_twice": len(twice),
         "unknown": len(unknown),
         "order_breaks": order_breaks,
+        "late_redeliveries": late_redeliveries,
         "outbox_left": app_count(app, "SELECT count(*) FROM %s" % app.outbox),
         "dead_letters": app_count(app, "SELECT count(*) FROM %s_dead" % app.outbox),
-        "duplicates_absorbed_by_inbox": count(consumer_db, "SELECT count(*) FROM dups"),
-        "early_deliveries_nacked": count(consumer_db, "SELECT count(*) FROM early"),
+        "duplicates_absorbed_by_inbox": dups_absorbed,
+        "early_deliveries_nacked": early_refused,
+        "torn_log_lines": torn,
     }
     bad = []
     if res["lost"]:
@@ -254,7 +304,12 @@ def check(app, consumer_db):
     if res["unknown"]:
         bad.append("processed but never committed %d" % res["unknown"])
     if res["order_breaks"]:
-        bad.append("per-key order broken %d times" % res["order_breaks"])
+        bad.append("per-key order broken %d times (first: %s)" % (res["order_breaks"], first_break))
+    if unlogged:
+        bad.append("processed but missing from the delivery log: %d (first ids %s)"
+                   % (len(unlogged), sorted(unlogged)[:10]))
+    if torn > consumer_runs:  # each consumer process ends in a SIGKILL
+        bad.append("%d torn log lines for %d consumer processes" % (torn, consumer_runs))
     if res["outbox_left"]:
         bad.append("outbox not empty: %d rows" % res["outbox_left"])
     if res["dead_letters"]:
@@ -262,7 +317,7 @@ def check(app, consumer_db):
     return res, bad
 
 
-def wait_drained(app, consumer_db, events, timeout, settle=None):
+def wait_drained(app, log_path, events, timeout, settle=None):
     """Until the outbox is empty and the consumer processed `events` distinct ids; with
     `settle`, also returns once the outbox is empty and nothing new was processed for that many
     seconds (where losses are expected, the wait ends when progress ends, not at a guess)."""
@@ -270,7 +325,7 @@ def wait_drained(app, consumer_db, events, timeout, settle=None):
     last, since = -1, time.monotonic()
     while time.monotonic() < deadline:
         left = app_count(app, "SELECT count(*) FROM %s" % app.outbox)
-        done = count(consumer_db, "SELECT count(DISTINCT biz) FROM received")
+        done = len(processed_ids(log_path))
         if left == 0 and done >= events:
             return True
         if done != last:
@@ -299,7 +354,10 @@ def main():
     ap.add_argument("--consumer-kills", type=int, default=3)
     ap.add_argument("--crash-points", type=int, default=3, help="runs of each crash point")
     ap.add_argument("--drain-timeout", type=float, default=60)
-    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--seed", type=int, default=None,
+                    help="of every random choice: the producer's keys and transaction sizes, the "
+                    "order, instants and lengths of the actions, the crash points' counts "
+                    "(default: a random one, printed)")
     ap.add_argument("--control", choices=["none", "no-inbox", "mark-done-first", "memory-storage",
                                           "unbounded-window"], default="none")
     ap.add_argument("--db", choices=["sqlite", "pg"], default="sqlite", help="the outbox's database")
@@ -320,15 +378,22 @@ def main():
         args.restart_cost = 20.0 if args.broker == "kafka" else 1.0
     if args.keys is None:
         args.keys = 20 if args.control == "unbounded-window" else 100
-    if args.control not in ("none", "no-inbox") and args.broker != "nats":
+    if args.control in ("memory-storage", "unbounded-window") and args.broker != "nats":
         raise SystemExit("the %s control runs on NATS" % args.control)
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1, 2**31)
     rnd = random.Random(args.seed)
+    argv = [a for a in sys.argv[1:] if not a.startswith("--seed")]
+    replay = " ".join(shlex.quote(a) for a in [sys.executable, os.path.abspath(__file__)] + argv
+                      + ["--seed=%d" % args.seed])
     log("seed %d, %s, %s, control %s, %d events over %d keys"
         % (args.seed, args.broker, args.db, args.control, args.events, args.keys))
+    log("replay: " + replay)
 
     work = tempfile.mkdtemp(prefix="weft-chaos-")
     app_db = os.path.join(work, "app.db")
     consumer_db = os.path.join(work, "consumer.db")
+    log_path = os.path.join(work, "deliveries.log")
     topic = "chaos.%s.%d" % (args.control.replace("-", "_"), os.getpid())
     storage = "memory" if args.control == "memory-storage" else "file"
     broker = Broker(args.broker, args.port)
@@ -336,7 +401,7 @@ def main():
     url = broker.url
 
     relay_flags = ["--fresh-ids"] if args.control == "no-inbox" and args.broker == "nats" else []
-    consumer_flags = {"no-inbox": ["--no-inbox"], "unbounded-window": ["--no-order-guard"]}.get(args.control, [])
+    consumer_flags = (["--no-inbox"] if args.control == "no-inbox" else []) + ["--log", log_path]
     relay_env = dict(os.environ)
     relay_env["WEFT_CHAOS_WINDOW"] = str(args.window)
     # Every message the relay hands to the broker's client and every outcome, in relay.N.log
@@ -359,10 +424,8 @@ def main():
         args.pause_ms = max(2, int(1000.0 * n_actions / (args.events / 2.5)))
     # The producer holds (starts no transaction) while this file exists: see hold_producer.
     hold_file = os.path.join(work, "hold")
-    producer_env = dict(os.environ, WEFT_CHAOS_HOLD=hold_file)
+    producer_env = dict(os.environ, WEFT_CHAOS_HOLD=hold_file, WEFT_CHAOS_SEED=str(args.seed))
     if args.db == "pg":
-        if args.control in ("mark-done-first", "unbounded-window"):
-            raise SystemExit("the %s fault is run on the SQLite relay only" % args.control)
         app = PgApp(args.pg_conninfo, "chaos_%d" % os.getpid())
         app.drop()
         producer = Proc("producer", [args.node, "produce-pg", args.pg_conninfo, app.prefix, str(args.events),
@@ -427,13 +490,13 @@ def main():
             relay.start()
             if producer.wait(120) != 0:
                 raise RuntimeError("producer failed (log in %s)" % work)
-            wait_drained(app, consumer_db, 0, args.drain_timeout)
+            wait_drained(app, log_path, 0, args.drain_timeout)
             broker.restart()
             stats["broker_restarts"] += 1
             relay.kill()
             relay.start()  # makes the stream again (empty)
             consumer.start()
-            wait_drained(app, consumer_db, args.events, args.drain_timeout, settle=3)
+            wait_drained(app, log_path, args.events, args.drain_timeout, settle=3)
         elif args.control in ("no-inbox", "mark-done-first"):
             point = "after_ack" if args.control == "no-inbox" else "after_mark_done"
             consumer.start()
@@ -443,7 +506,7 @@ def main():
                 crash_run(point)
             if producer.wait(120) != 0:
                 raise RuntimeError("producer failed (log in %s)" % work)
-            wait_drained(app, consumer_db, args.events, args.drain_timeout, settle=3)
+            wait_drained(app, log_path, args.events, args.drain_timeout, settle=3)
             time.sleep(2)  # late redeliveries would be counted too
         elif args.control == "unbounded-window":
             # The broker stopped while the relay publishes and killed while stopped: what the
@@ -463,7 +526,7 @@ def main():
                 raise RuntimeError("the producer finished before the first broker kill: raise --pause-ms")
             if producer.wait(120) != 0:
                 raise RuntimeError("producer failed (log in %s)" % work)
-            wait_drained(app, consumer_db, args.events, args.drain_timeout, settle=3)
+            wait_drained(app, log_path, args.events, args.drain_timeout, settle=3)
             time.sleep(2)
         else:
             consumer.start()
@@ -514,11 +577,11 @@ def main():
             if producer.wait(300) != 0:
                 raise RuntimeError("producer failed (log in %s)" % work)
             stats["staging_s"] = "%.0f" % (time.monotonic() - t_start)
-            if not wait_drained(app, consumer_db, args.events, args.drain_timeout):
+            if not wait_drained(app, log_path, args.events, args.drain_timeout):
                 log("not drained within %.0f s" % args.drain_timeout)
         relay.kill()
         consumer.kill()
-        res, bad = check(app, consumer_db)
+        res, bad = check(app, log_path, consumer_db, consumer.starts)
         res.update(stats)
         res.update({"crash_" + k: v for k, v in sorted(crash_hits.items())})
         res["relay_starts"] = relay.starts
@@ -529,12 +592,17 @@ def main():
         log("result " + " ".join("%s=%s" % kv for kv in res.items()))
         if args.control == "none":
             ok = not bad
-            log("PASS" if ok else "FAIL: " + "; ".join(bad))
+            log("PASS" if ok else "FAIL: " + "; ".join(bad) + "; replay: " + replay)
         else:
             want = {"no-inbox": "processed_twice", "unbounded-window": "order_breaks"}.get(args.control, "lost")
             ok = res[want] > 0
             log("control %s: %s (%s)" % (args.control, "violation reported as expected" if ok
                                          else "NO VIOLATION SEEN: the test could not fail", "; ".join(bad)))
+            if not ok:
+                log("replay: " + replay)
+    except Exception:
+        log("replay: " + replay)
+        raise
     finally:
         for p in (producer, relay, consumer):
             p.kill()

@@ -5,7 +5,7 @@
 //   chaos_node produce <app.db> <events> <keys> <topic> <pause_ms>
 //   chaos_node relay   <app.db> <broker_url> <topic> file|memory [--fresh-ids]
 //   chaos_node consume <consumer.db> <broker_url> <topic> file|memory [--no-inbox]
-//                      [--no-order-guard]
+//                      [--log <file>]
 //   chaos_node produce-pg <conninfo> <prefix> <events> <keys> <topic> <pause_ms>
 //   chaos_node relay-pg   <conninfo> <prefix> <broker_url> <topic> file|memory [--fresh-ids]
 //
@@ -29,16 +29,24 @@
 // switches the broker's de-duplication and the inbox off).
 // WEFT_CHAOS_TRACE=1 makes the relay write a line per message handed to the broker's client and
 // per outcome (trace_sink, below); WEFT_CHAOS_HOLD=<file> makes the producer wait while that file
-// exists; on PostgreSQL a trigger records every outbox row deleted (`<prefix>_deleted`). With
-// them a lost event can be followed: was it acknowledged (and at which partition and offset)
-// before its row was deleted, and does the broker's log hold it there.
-// The consumer records every event it handles in `received` (in handling order) in the same
-// transaction as the inbox's id; per key it handles seq n only after n - 1 (a delivery that
-// arrives early is nacked and logged in `early`), and logs duplicates the inbox absorbed in
-// `dups`. --no-inbox handles every delivery as it comes (the positive control for
-// duplicates); --no-order-guard keeps the inbox but handles every new event as it comes, early
-// or not, so that `received` shows the broker's order (the positive control for order).
+// exists; WEFT_CHAOS_SEED=<n> seeds the producer's keys and transaction sizes; on PostgreSQL a
+// trigger records every outbox row deleted (`<prefix>_deleted`). With them a lost event can be
+// followed: was it acknowledged (and at which partition and offset) before its row was deleted, and
+// does the broker's log hold it there. The consumer records every event it handles in `received`
+// (in handling order) in the same transaction as the inbox's id; per key it handles seq n only
+// after n - 1 (a delivery that arrives early is nacked and logged in `early`), and logs duplicates
+// the inbox absorbed in `dups`. --no-inbox handles every delivery as it comes (the positive control
+// for duplicates). --log <file> appends a line per delivery to <file> before anything decides about
+// it (the order guard included), and a line per outcome after its transaction committed:
+//   D <id> <key> <seq> <envelope id> <attempt> .   delivered
+//   P|U|R <id> <key> <seq> <envelope id> <attempt> .   processed, duplicate (the inbox), refused
+//                                                      as early (nacked)
+// one write(2) per line on an O_APPEND descriptor, so a SIGKILL leaves at most a torn last
+// line (no trailing " ."); a consumer started on a torn file ends that line first. chaos.py
+// checks loss, duplicates and per-key order from this log: the order guard cannot hide a
+// delivery the broker handed over ahead of its predecessor.
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -135,6 +143,14 @@ auto held() -> bool {
     return path != nullptr && ::access(path, F_OK) == 0;
 }
 
+/// The producer's choice of keys and transaction sizes: from WEFT_CHAOS_SEED (chaos.py passes
+/// its --seed), so that a run replays from its seed.
+auto producer_seed() -> unsigned {
+    const char* s = std::getenv("WEFT_CHAOS_SEED");
+    return s != nullptr ? static_cast<unsigned>(std::strtoull(s, nullptr, 10))
+                        : static_cast<unsigned>(::getpid());
+}
+
 auto produce(const std::string& path, int events, int keys, const std::string& topic, int pause_ms)
     -> int {
     sqlite_outbox outbox{path};  // creates the outbox schema; the relay runs elsewhere
@@ -143,7 +159,7 @@ auto produce(const std::string& path, int events, int keys, const std::string& t
          "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, key TEXT NOT NULL, "
          "seq INTEGER NOT NULL)");
     std::vector<int> next_seq(static_cast<std::size_t>(keys), 1);
-    std::mt19937 rng(static_cast<unsigned>(::getpid()));
+    std::mt19937 rng(producer_seed());
     int staged = 0;
     while (staged < events) {
         const int in_txn = std::min(events - staged, static_cast<int>(rng() % 4) + 1);
@@ -410,7 +426,7 @@ auto produce_pg(const std::string& conninfo,
                            prefix + "_outbox FOR EACH ROW EXECUTE FUNCTION " + deleted + "_log()"))
             .value();
         std::vector<int> next_seq(static_cast<std::size_t>(keys), 1);
-        std::mt19937 rng(static_cast<unsigned>(::getpid()));
+        std::mt19937 rng(producer_seed());
         int staged = 0;
         const std::string insert =
             "INSERT INTO " + prefix + "_orders (id, key, seq) VALUES ($1, $2, $3)";
@@ -512,15 +528,65 @@ void log_row(sqlite3* db, const char* table, const parsed& p, std::uint32_t atte
 
 enum class handled { processed, duplicate, early };
 
+/// The consumer's delivery log (--log): see the top of this file. Without a path, a no-op.
+class delivery_log {
+public:
+    explicit delivery_log(const std::string& path) {
+        if (path.empty()) {
+            return;
+        }
+        fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd_ < 0) {
+            throw std::runtime_error("cannot open " + path);
+        }
+        // A line torn by the previous consumer's SIGKILL is ended, so that ours start clean.
+        const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        const off_t size = rd >= 0 ? ::lseek(rd, 0, SEEK_END) : 0;
+        char last = '\n';
+        if (size > 0 && ::pread(rd, &last, 1, size - 1) == 1 && last != '\n') {
+            write_all("\n");
+        }
+        if (rd >= 0) {
+            ::close(rd);
+        }
+    }
+    delivery_log(const delivery_log&) = delete;
+    auto operator=(const delivery_log&) -> delivery_log& = delete;
+    ~delivery_log() {
+        if (fd_ >= 0) {
+            ::close(fd_);
+        }
+    }
+    void record(char kind, const parsed& p, const std::string& id, std::uint32_t attempt) {
+        if (fd_ < 0) {
+            return;
+        }
+        write_all(std::string(1, kind) + " " + std::to_string(p.id) + " " + p.key + " " +
+                  std::to_string(p.seq) + " " + id + " " + std::to_string(attempt) + " .\n");
+    }
+
+private:
+    void write_all(const std::string& line) {
+        // One write(2): on an O_APPEND file a line lands whole or, killed, torn at its end.
+        if (::write(fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+            throw std::runtime_error("delivery log: short write");
+        }
+    }
+    int fd_ = -1;
+};
+
 /// One delivery, blocking (run on the blocking pool).
-auto handle_one(sqlite3* db, sqlite_inbox* inbox, bool order_guard, delivery d) -> handled {
+auto handle_one(sqlite3* db, sqlite_inbox* inbox, delivery_log& dlog, delivery d) -> handled {
     const parsed p = parse(d.message().payload);
     const std::uint32_t attempt = d.attempt();
+    const std::string id = d.message().id.to_string();
+    dlog.record('D', p, id, attempt);
     sqlite_txn txn{db};
     if (inbox == nullptr) {  // the control: every delivery handled, acked after commit
         log_row(db, "received", p, attempt);
         txn.on_commit([d]() mutable { (void)d.ack(); });
         txn.commit().value();
+        dlog.record('P', p, id, attempt);
         return handled::processed;
     }
     bool early = false;
@@ -528,7 +594,7 @@ auto handle_one(sqlite3* db, sqlite_inbox* inbox, bool order_guard, delivery d) 
         stmt q(t.db(), "SELECT last FROM progress WHERE key = ?");
         sqlite3_bind_text(q.s, 1, p.key.c_str(), -1, SQLITE_TRANSIENT);
         const std::int64_t last = q.step() == SQLITE_ROW ? sqlite3_column_int64(q.s, 0) : 0;
-        if (order_guard && p.seq > last + 1) {
+        if (p.seq > last + 1) {
             early = true;
             return std::make_error_code(std::errc::resource_unavailable_try_again);
         }
@@ -545,6 +611,7 @@ auto handle_one(sqlite3* db, sqlite_inbox* inbox, bool order_guard, delivery d) 
         txn.rollback();
         if (early) {
             log_row(db, "early", p, attempt);
+            dlog.record('R', p, id, attempt);
             (void)d.nack(100ms);  // its predecessor is still on its way (a redelivery)
             return handled::early;
         }
@@ -553,8 +620,10 @@ auto handle_one(sqlite3* db, sqlite_inbox* inbox, bool order_guard, delivery d) 
     txn.commit().value();
     if (*r == inbox_outcome::duplicate) {
         log_row(db, "dups", p, attempt);
+        dlog.record('U', p, id, attempt);
         return handled::duplicate;
     }
+    dlog.record('P', p, id, attempt);
     return handled::processed;
 }
 
@@ -563,7 +632,8 @@ auto consume(const std::string& path,
              const std::string& topic,
              const std::string& storage,
              bool use_inbox,
-             bool order_guard) -> int {
+             const std::string& log_path) -> int {
+    delivery_log dlog{log_path};
     sqlite3* db = open_db(path);
     for (const char* t : {"received", "early", "dups"}) {
         exec(db, std::string("CREATE TABLE IF NOT EXISTS ") + t +
@@ -599,8 +669,8 @@ auto consume(const std::string& path,
             // Named first: with the capturing lambda written inside the co_await expression,
             // the g++ 12 build dropped the subscription's last reference to its consumer after
             // the first delivery (the next next() said subscription_closed); named, it does not.
-            auto job = [db, ib, order_guard, dv = std::move(*d)]() mutable {
-                return handle_one(db, ib, order_guard, std::move(dv));
+            auto job = [db, ib, &dlog, dv = std::move(*d)]() mutable {
+                return handle_one(db, ib, dlog, std::move(dv));
             };
             auto h = co_await weft::spawn_blocking(std::move(job));
             (void)h;
@@ -636,7 +706,13 @@ int main(int argc, char** argv) {
         }
 #endif
         if (a.size() >= 5 && a[0] == "consume") {
-            return consume(a[1], a[2], a[3], a[4], !has("--no-inbox"), !has("--no-order-guard"));
+            std::string log_path;
+            for (std::size_t i = 5; i + 1 < a.size(); ++i) {
+                if (a[i] == "--log") {
+                    log_path = a[i + 1];
+                }
+            }
+            return consume(a[1], a[2], a[3], a[4], !has("--no-inbox"), log_path);
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "chaos_node %s: %s\n", a.empty() ? "" : a[0].c_str(), e.what());
@@ -646,7 +722,7 @@ int main(int argc, char** argv) {
                  "usage: chaos_node produce <db> <events> <keys> <topic> <pause_ms>\n"
                  "       chaos_node relay <db> <broker_url> <topic> file|memory [--fresh-ids]\n"
                  "       chaos_node consume <db> <broker_url> <topic> file|memory [--no-inbox] "
-                 "[--no-order-guard]\n"
+                 "[--log <file>]\n"
                  "       chaos_node produce-pg <conninfo> <prefix> <events> <keys> <topic> "
                  "<pause_ms>\n"
                  "       chaos_node relay-pg <conninfo> <prefix> <broker_url> <topic> file|memory "
