@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "connection.hpp"
+#include "http_date.hpp"
 #include "server_state.hpp"
 #include "weft/core/scope.hpp"
 #include "weft/core/when_any.hpp"
@@ -642,7 +643,7 @@ void h2_connection::submit(h2_stream& s) {
     if (!o.server_name.empty()) {
         add("server", o.server_name);
     }
-    add("date", http_date());
+    add("date", http_date().text);
     if (!r.content_type().empty()) {
         add("content-type", r.content_type());
     }
