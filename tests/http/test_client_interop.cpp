@@ -66,6 +66,17 @@ auto nginx_accepts(http::client_pool& pool) -> task<long> {
     co_return accepts;
 }
 
+/// nginx's stub_status "Active connections" (the one asking included).
+auto nginx_active(http::client_pool& pool) -> task<long> {
+    auto r = co_await pool.get(nginx.url("/status"));
+    if (!r || r->status != 200) {
+        ADD_FAILURE() << "/status: " << describe(r);
+        co_return -1;
+    }
+    const auto colon = r->body.find(':');
+    co_return colon == std::string::npos ? -1 : std::stol(r->body.substr(colon + 1));
+}
+
 auto go_conns(http::client_pool& pool) -> task<long> {
     auto r = co_await pool.get(go.url("/conns"));
     if (!r || r->status != 200) {
@@ -207,7 +218,12 @@ TEST(client_interop_nginx, idle_connection_closed_by_nginx_is_retried) {
         if (!(first && first->status == 200 && first->keep_alive)) {
             co_return;
         }
-        co_await weft::sleep_for(1500ms);  // past nginx's 300 ms keepalive_timeout there
+        // Until nginx closed it (its 300 ms keepalive_timeout there): the connections nginx
+        // holds open are then the observer's alone.
+        http::client_pool observer;
+        while (co_await nginx_active(observer) != 1) {
+            (void)co_await weft::sleep_for(50ms);
+        }
         auto again = co_await pool.get(nginx.url("/short-idle/hello.txt"));
         EXPECT_TRUE(again && again->status == 200 && again->body == "hello from nginx\n")
             << describe(again);
