@@ -1,0 +1,3 @@
+module weft.test/interop
+
+go 1.22
