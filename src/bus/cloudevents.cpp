@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "envelope_id_text.hpp"
+#include "utf8.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 
@@ -35,47 +36,7 @@ auto valid_chars(std::string_view n) noexcept -> bool {
 /// What a writer sends: the MUST and the SHOULD (at most 20 characters).
 auto valid_name(std::string_view n) noexcept -> bool { return n.size() <= 20 && valid_chars(n); }
 
-/// Well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF)?
-auto valid_utf8(std::string_view s) noexcept -> bool {
-    std::size_t i = 0;
-    while (i < s.size()) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        if (b < 0x80) {
-            ++i;
-            continue;
-        }
-        std::size_t len = 0;
-        std::uint32_t cp = 0;
-        if ((b & 0xE0) == 0xC0) {
-            len = 2;
-            cp = b & 0x1F;
-        } else if ((b & 0xF0) == 0xE0) {
-            len = 3;
-            cp = b & 0x0F;
-        } else if ((b & 0xF8) == 0xF0) {
-            len = 4;
-            cp = b & 0x07;
-        } else {
-            return false;
-        }
-        if (s.size() - i < len) {
-            return false;
-        }
-        for (std::size_t k = 1; k < len; ++k) {
-            const auto c = static_cast<unsigned char>(s[i + k]);
-            if ((c & 0xC0) != 0x80) {
-                return false;
-            }
-            cp = (cp << 6) | (c & 0x3F);
-        }
-        const std::uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            return false;
-        }
-        i += len;
-    }
-    return true;
-}
+using detail::valid_utf8;
 
 auto lower_equal(std::string_view a, std::string_view b) noexcept -> bool {
     if (a.size() != b.size()) {

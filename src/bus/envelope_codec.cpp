@@ -5,6 +5,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "utf8.hpp"
 #include "weft/bus/errc.hpp"
 
 namespace weft::bus {
@@ -104,7 +105,7 @@ auto to_unix_ns(std::chrono::system_clock::time_point t) noexcept -> std::int64_
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-auto valid_utf8(std::string_view s) noexcept -> bool;
+using detail::valid_utf8;
 
 /// A JSON string. Text that is not valid UTF-8 has its bytes >= 0x80 written as \u00XX (read as
 /// Latin-1), so the output is valid JSON whatever the input.
@@ -141,48 +142,6 @@ void json_string(std::string& out, std::string_view s) {
         }
     }
     out.push_back('"');
-}
-
-/// Well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, at most U+10FFFF)?
-auto valid_utf8(std::string_view s) noexcept -> bool {
-    std::size_t i = 0;
-    while (i < s.size()) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        std::size_t len = 0;
-        std::uint32_t cp = 0;
-        if (b < 0x80) {
-            ++i;
-            continue;
-        }
-        if ((b & 0xE0) == 0xC0) {
-            len = 2;
-            cp = b & 0x1F;
-        } else if ((b & 0xF0) == 0xE0) {
-            len = 3;
-            cp = b & 0x0F;
-        } else if ((b & 0xF8) == 0xF0) {
-            len = 4;
-            cp = b & 0x07;
-        } else {
-            return false;
-        }
-        if (s.size() - i < len) {
-            return false;
-        }
-        for (std::size_t k = 1; k < len; ++k) {
-            const auto c = static_cast<unsigned char>(s[i + k]);
-            if ((c & 0xC0) != 0x80) {
-                return false;
-            }
-            cp = (cp << 6) | (c & 0x3F);
-        }
-        const std::uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            return false;
-        }
-        i += len;
-    }
-    return true;
 }
 
 void base64(std::string& out, std::string_view s) {
