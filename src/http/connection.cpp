@@ -737,9 +737,12 @@ void connection::queue(response& r, bool keep) {
     if (!sent) {
         co_return;
     }
-    // A staged close: half-close, then read and drop what the client still sends for a
-    // moment, so it reads the response rather than a reset (closing with unread bytes in the
-    // socket sends RST, which may destroy the response in the client's buffer).
+    co_await linger_close();
+}
+
+auto connection::linger_close() -> task<void> {
+    // Closing with unread bytes in the socket sends RST, which may destroy what was sent in
+    // the client's buffer: half-close, then read and drop for a moment.
     (void)s_.shutdown_write();
     lingering_ = true;
     set_deadline(st_.opts.linger_timeout);

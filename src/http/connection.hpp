@@ -157,6 +157,9 @@ private:
     void limit_unsent() noexcept;  // TCP_NOTSENT_LOWAT, once (see connection.cpp)
     auto send_stream(stream_body& body, bool chunked) -> task<bool>;
     auto reject(int status, std::string_view why) -> task<void>;
+    /// A staged close: half-close, then read and drop what the client still sends (at most
+    /// linger_timeout and 64 KiB), so that it reads what was sent rather than a reset.
+    auto linger_close() -> task<void>;
     auto watchdog() -> task<void>;
     void set_deadline(std::chrono::milliseconds d) noexcept;
     void clear_deadline() noexcept;

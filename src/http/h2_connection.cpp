@@ -887,7 +887,7 @@ auto h2_connection::serve() -> task<void> {
                             n == NGHTTP2_ERR_FLOODED || n == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS;
                         (void)nghttp2_session_terminate_session(
                             session_, flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR);
-                        (void)co_await flush();
+                        ended_by_goaway_ = co_await flush();
                         break;
                     }
                     for (const auto& st : to_start_) {
@@ -907,6 +907,7 @@ auto h2_connection::serve() -> task<void> {
                 }
                 if (nghttp2_session_want_read(session_) == 0 &&
                     nghttp2_session_want_write(session_) == 0) {
+                    ended_by_goaway_ = true;
                     break;
                 }
                 set_timeouts();
@@ -953,6 +954,11 @@ auto connection::serve_h2(bytes first) -> task<void> {
     }
     h2_connection h2{*this, std::move(first)};
     co_await h2.serve();
+    if (h2.ended_by_goaway()) {
+        // The client may still be sending (a SETTINGS ack, a WINDOW_UPDATE) as the last
+        // frames leave: closing on those unread bytes would reset the connection under them.
+        co_await linger_close();
+    }
 }
 
 }  // namespace weft::http::detail

@@ -111,6 +111,9 @@ public:
 
     /// Never throws.
     auto serve() -> task<void>;
+    /// The session ended by its own rules (both sides done after a GOAWAY, or a GOAWAY for an
+    /// error) rather than by the client leaving or the deadline: the close is staged.
+    [[nodiscard]] auto ended_by_goaway() const noexcept -> bool { return ended_by_goaway_; }
 
     // For body_reader (from the handler's task).
     auto body_read(h2_stream& s) -> task<result<std::string_view>>;
@@ -165,7 +168,8 @@ private:
     // RST_STREAM token bucket (http2_options::reset_burst, resets_per_second).
     double reset_tokens_;
     std::chrono::steady_clock::time_point reset_refilled_;
-    bool goaway_ = false;        // a GOAWAY submitted (drain or an attack)
+    bool goaway_ = false;  // a GOAWAY submitted (drain or an attack)
+    bool ended_by_goaway_ = false;
     bool idle_ = false;          // no stream open, no handler running: keep_alive_timeout runs
     bool stalled_ = false;       // output waits for the client's window: send_timeout runs
     bool body_waiting_ = false;  // a handler waits for DATA: body_timeout runs
