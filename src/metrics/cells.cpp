@@ -55,6 +55,8 @@ auto new_shard(registry_state& r) -> shard* {
 
 }  // namespace
 
+auto this_thread_last_shard() noexcept -> last_shard& { return tl_last_shard; }
+
 auto local_cells_slow(const std::shared_ptr<registry_state>& r,
                       std::uint64_t id,
                       std::uint32_t cell) noexcept -> std::atomic<std::uint64_t>* {

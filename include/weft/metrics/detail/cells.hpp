@@ -50,6 +50,13 @@ struct last_shard {
 };
 inline thread_local last_shard tl_last_shard{};
 
+/// This thread's last_shard, its address found anew at each call. A coroutine may resume on
+/// another thread between two records, while a compiler, which takes a function's thread as
+/// fixed, may keep a thread_local's address in a register across the suspension (a loop of
+/// records with a co_await in it then writes the first thread's cells from the second: lost
+/// updates, seen under TSan). Out of line, the address cannot be reused; the cost is a call.
+[[gnu::noinline]] auto this_thread_last_shard() noexcept -> last_shard&;
+
 /// Slow path of local_cells: finds or makes the calling thread's shard of `r` and the chunk
 /// holding `cell`. Allocation failure terminates (it is called from noexcept recording).
 auto local_cells_slow(const std::shared_ptr<registry_state>& r,
@@ -61,7 +68,7 @@ auto local_cells_slow(const std::shared_ptr<registry_state>& r,
 inline auto local_cells(const std::shared_ptr<registry_state>& r,
                         std::uint64_t id,
                         std::uint32_t cell) noexcept -> std::atomic<std::uint64_t>* {
-    const last_shard& l = tl_last_shard;
+    const last_shard& l = this_thread_last_shard();
     if (l.registry_id == id) [[likely]] {
         cell_chunk* c = l.s->chunks[cell / chunk_cells].load(std::memory_order_relaxed);
         if (c != nullptr) [[likely]] {
