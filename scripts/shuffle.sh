@@ -51,7 +51,8 @@ export WEFT_SHUFFLE_PRESENT="${present[*]}"
 rm -f "$build"/shuffle-*.failed
 seq "$first" $((first + count - 1)) |
     xargs -P "${WEFT_SHUFFLE_JOBS:-2}" -I{} bash -c 'present=($WEFT_SHUFFLE_PRESENT); run_seed {}'
-failed=$(cat "$build"/shuffle-*.failed 2>/dev/null | wc -l)
+failed=$(cat "$build"/shuffle-*.failed 2>/dev/null || true)
+failed=$(printf '%s' "$failed" | grep -c . || true)
 echo "shuffle: seeds $first..$((first + count - 1)) of ${present[*]}: $failed failed runs"
 # Every skip of every run, with its reason; io_uring cases skipped where io_uring works fail.
 python3 scripts/check_skips.py --step shuffle "$build"/shuffle-xml/*.xml || failed=$((failed + 1))
