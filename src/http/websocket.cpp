@@ -737,7 +737,7 @@ auto websocket_route::serve(server::state& st,
             s.request_stop();  // ends the keepalive and the drain watch
         });
     } catch (...) {
-        // a failure of this session ends it alone
+        // a failure of this WebSocket connection ends it alone
     }
     im.session_stop = nullptr;
     std::lock_guard lock(st.mu);
