@@ -128,6 +128,25 @@ public:
         co_return co_await send(std::string{client_preface} + settings(std::move(entries)));
     }
 
+    /// Reads until the server's SETTINGS has arrived and is acknowledged. A test that then
+    /// writes from one task while another reads must call it first: the reader's ack is a
+    /// write of its own, and one between a HEADERS frame and its CONTINUATION frames is a
+    /// PROTOCOL_ERROR (RFC 9113 section 6.10).
+    auto settle() -> task<result<void>> {
+        for (;;) {
+            auto f = co_await read_frame();
+            if (!f) {
+                co_return f.error();
+            }
+            if (auto r = co_await on_frame(*f); !r) {
+                co_return r;
+            }
+            if (f->type == f_settings && (f->flags & ack) == 0) {
+                co_return result<void>{};
+            }
+        }
+    }
+
     auto send(std::string_view bytes) -> task<result<void>> {
         co_return co_await s_.write_all(std::span<const std::byte>{
             reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()});

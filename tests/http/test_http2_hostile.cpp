@@ -96,6 +96,7 @@ TEST_P(http2_hostile, rapid_reset_is_goaway_enhance_your_calm) {
         auto s = (co_await tcp_stream::connect(addr)).value();
         h2_peer p{s};
         (co_await p.start()).value();
+        (co_await p.settle()).value();  // the reader below writes nothing more
         co_await with_scope([&](scope& sc) -> task<void> {
             sc.spawn([&]() -> task<void> {
                 closed = co_await p.read_until_close();
@@ -130,6 +131,7 @@ TEST_P(http2_hostile, continuation_flood_is_goaway_enhance_your_calm) {
         auto s = (co_await tcp_stream::connect(addr)).value();
         h2_peer p{s};
         (co_await p.start()).value();
+        (co_await p.settle()).value();  // the reader below writes nothing more
         co_await with_scope([&](scope& sc) -> task<void> {
             sc.spawn([&]() -> task<void> {
                 closed = co_await p.read_until_close();
