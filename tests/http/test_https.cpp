@@ -222,7 +222,7 @@ TEST_P(https, connections_leave_no_memory_behind) {
         auto heap_when_idle = [&](int batches) -> task<std::size_t> {
             const auto all = static_cast<std::uint64_t>(batches * 3 * rounds);
             while (srv.stats().accepted != all || srv.stats().open != 0) {
-                co_await weft::sleep_for(1ms);
+                (void)co_await weft::sleep_for(1ms);
             }
             co_return heap_in_use();
         };
