@@ -636,11 +636,15 @@ void sched_worker::run() {
     while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
         void* h = seeded_ ? next_seeded() : next_task();
         // An expensive poll (epoll_wait) is left to park(): a first look here mostly found
-        // nothing, and park's own wait returns at once when events are ready.
-        if (h == nullptr && (fire_timers() || (driver_->poll_is_cheap() && driver_->poll()))) {
+        // nothing, and park's own wait returns at once when events are ready. A seeded worker
+        // takes every task through its generator's pick, so it only parks here: a task taken
+        // past the pick (the block_on root injected just after a look that found nothing)
+        // would shift the generator by one draw and that seed's interleaving with it.
+        if (h == nullptr && !seeded_ &&
+            (fire_timers() || (driver_->poll_is_cheap() && driver_->poll()))) {
             h = pop();
         }
-        if (h == nullptr) {
+        if (h == nullptr && !seeded_) {
             h = find_work();
         }
         if (h != nullptr) {
