@@ -39,8 +39,8 @@ SUITE = Suite(
     seed_file=None,
     notes="No seed has this table. Every server serves TLS with the same self-signed ECDSA "
           "P-256 certificate, made with the openssl CLI for the run; every client negotiates "
-          "TLS 1.3 (its default suite, TLS_AES_256_GCM_SHA384 or TLS_AES_128_GCM_SHA256, is the "
-          "server's pick) and none verifies the certificate. Servers, 2 threads/workers each: "
+          "TLS 1.3 from OpenSSL's default client offer (wrk, Python's ssl: AES-256-GCM first, "
+          "X25519) and none verifies the certificate. Servers, 2 threads/workers each: "
           "weft's bench/http/tls_hello (io_uring, work stealing, weft's tls_context defaults: "
           "TLS 1.2 minimum, session tickets, ALPN http/1.1); nginx (Debian's nginx-light, "
           "`listen ... ssl`, ssl_protocols TLSv1.2 TLSv1.3, every other ssl_* directive at its "

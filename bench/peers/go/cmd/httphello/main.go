@@ -7,9 +7,10 @@
 // sets GOMAXPROCS (0: number of CPUs). With -cert and -key it serves HTTPS (crypto/tls at
 // net/http's defaults: TLS 1.2 minimum, HTTP/2 offered by ALPN to clients that ask for it). With
 // -h2c it also serves HTTP/2 with prior knowledge on the plaintext listener (net/http's
-// Protocols.SetUnencryptedHTTP2, Go 1.24), beside HTTP/1.1. Prints "listening on HOST:PORT" once the listener is
-// bound; drains (http.Server.Shutdown) and exits 0 on SIGTERM/SIGINT. The listener sets
-// TCP_DEFER_ACCEPT as every HTTP server of the comparison does (package httplisten).
+// Protocols.SetUnencryptedHTTP2, Go 1.24), beside HTTP/1.1. Prints "listening on HOST:PORT"
+// once the listener is bound; drains (http.Server.Shutdown) and exits 0 on SIGTERM/SIGINT. The
+// listener sets TCP_DEFER_ACCEPT as every HTTP server of the comparison does (package
+// httplisten).
 package main
 
 import (

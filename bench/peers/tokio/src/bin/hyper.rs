@@ -46,7 +46,9 @@ const HELLO: &[u8] = b"Hello, World!";
 const DEFER_ACCEPT_SECS: libc::c_int = 1;
 
 fn usage(msg: &str) -> ! {
-    eprintln!("hyper: {msg}\nusage: hyper [-h HOST] [-p PORT] [-t THREADS] [--cert F --key F] [--h2 1]");
+    eprintln!(
+        "hyper: {msg}\nusage: hyper [-h HOST] [-p PORT] [-t THREADS] [--cert F --key F] [--h2 1]"
+    );
     exit(2);
 }
 
