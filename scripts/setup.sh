@@ -14,8 +14,9 @@
 #          (scripts/memcheck.sh; its header lets io_uring completions annotate kernel writes),
 #          libssl-dev (OpenSSL 3: weft::tls), libc-ares-dev (c-ares: weft::resolve), openssl
 #          (the CLI: s_client in the TLS tests, the brokers' test certificates in brokers.sh,
-#          tests/http/h2spec.sh's certificate), libnghttp2-dev (HTTP/2 in weft::http) and
-#          nghttp2-client (h2load, HTTP/2 load by hand)
+#          tests/http/h2spec.sh's certificate, weft-bench's https certificate), libnghttp2-dev
+#          (HTTP/2 in weft::http) and nghttp2-client (h2load and nghttp: weft-bench's http2
+#          suite)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one), prometheus_client
 #          (its parsers read weft's metrics exposition in the metrics_parse test)
 #   autobahn: Autobahn|Testsuite (the WebSocket conformance run, scripts/autobahn.sh). It is
