@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -73,26 +74,33 @@ void report_failure(const char* who, const request_head& head, const std::except
 
 auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void> {
     if (st->opts.tls) {
-        auto t = co_await tls_stream::accept(std::move(s), *st->opts.tls);
-        if (!t) {
-            st->tls_failed.fetch_add(1, std::memory_order_relaxed);
-            st->leave(nullptr);  // ended before it was registered
-            co_return;
-        }
-        transport tls{*t};
-        connection c{*st, tls};
-        c.h2_ = t->alpn() == "h2";  // chosen by the client: HTTP/2 from the first byte
-        if (c.h2_ && !st->opts.http2.enabled) {
-            st->leave(nullptr);  // a context that offers h2 to a server that does not speak it
-            co_return;
-        }
-        co_await c.run();
-        (void)t->shutdown_write();  // close_notify, so the client reads a clean end
+        co_await serve_tls(*st, std::move(s));
         co_return;
     }
     transport tcp{s};
     connection c{*st, tcp};
     co_await c.run();
+}
+
+// NOTE: never inlined, and its own coroutine: a frame holds every local of every branch of its
+// body (g++ 12 gives each its own slot), so a plaintext connection's frame, which lives as long
+// as the connection, would otherwise carry a second connection and the TLS stream unused.
+[[gnu::noinline]] auto connection::serve_tls(server::state& st, tcp_stream s) -> task<void> {
+    auto t = co_await tls_stream::accept(std::move(s), *st.opts.tls);
+    if (!t) {
+        st.tls_failed.fetch_add(1, std::memory_order_relaxed);
+        st.leave(nullptr);  // ended before it was registered
+        co_return;
+    }
+    transport tls{*t};
+    connection c{st, tls};
+    c.h2_ = t->alpn() == "h2";  // chosen by the client: HTTP/2 from the first byte
+    if (c.h2_ && !st.opts.http2.enabled) {
+        st.leave(nullptr);  // a context that offers h2 to a server that does not speak it
+        co_return;
+    }
+    co_await c.run();
+    (void)t->shutdown_write();  // close_notify, so the client reads a clean end
 }
 
 connection::connection(server::state& st, transport& s) noexcept
@@ -117,14 +125,15 @@ void connection::give_back_state() noexcept {
 }
 
 auto connection::peer() noexcept -> const socket_address& {
-    if (!peer_known_) {
-        peer_known_ = true;
+    if (!peer_) {
         auto a = s_.peer_address();
-        if (a) {
-            peer_ = *a;
+        peer_.reset(new (std::nothrow) socket_address(a ? *a : socket_address{}));
+        if (!peer_) {
+            static const socket_address unknown;  // no memory to keep it: asked again next time
+            return unknown;
         }
     }
-    return peer_;
+    return *peer_;
 }
 
 void connection::set_deadline(std::chrono::milliseconds d) noexcept { deadline_.expires_after(d); }
