@@ -23,7 +23,7 @@
 #          Python 2.7 code and Debian 12 has no python2: a python2.7 on PATH or in pyenv is
 #          used (pyenv builds 2.7.18 where it has none), and the suite goes under
 #          $WEFT_AUTOBAHN_DIR (default ~/.cache/weft/autobahn) with its pinned dependencies.
-#   go:    h2spec (HTTP/2 conformance)
+#   go:    h2spec (HTTP/2 conformance), Jaeger (the OTLP collector of the trace test)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -87,4 +87,17 @@ fi
 # h2spec (HTTP/2 conformance: tests/http/h2spec.sh), a Go program, into $(go env GOPATH)/bin.
 if ! command -v h2spec >/dev/null && [ ! -x "$(go env GOPATH)/bin/h2spec" ]; then
     GOFLAGS=-buildvcs=false go install "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
+fi
+
+# Jaeger (the OTLP collector test_trace_e2e exports to; scripts/jaeger.sh runs it), into
+# $(go env GOPATH)/bin/jaeger-<version>. Its go.mod has replace directives, which
+# `go install pkg@version` refuses, so the pinned module is downloaded and its cmd/jaeger built
+# in place (the same sources `go install` would build). It takes a while: a few hundred
+# packages.
+jaeger_version=1.76.0
+jaeger_bin="$(go env GOPATH)/bin/jaeger-$jaeger_version"
+if [ ! -x "$jaeger_bin" ]; then
+    jaeger_src=$(go mod download -json "github.com/jaegertracing/jaeger@v$jaeger_version" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+    (cd "$jaeger_src" && GOFLAGS=-buildvcs=false go build -o "$jaeger_bin" ./cmd/jaeger)
 fi

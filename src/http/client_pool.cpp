@@ -439,9 +439,35 @@ client_pool::~client_pool() = default;
 auto client_pool::request(client_request req) -> task<result<client_response>> {
     s_->requests.fetch_add(1, std::memory_order_relaxed);
     s_->budget.on_request();
+    trace::span span;
+    if (req.trace.valid()) {
+        if (s_->options.tracer != nullptr) {
+            span = s_->options.tracer->start(req.method, trace::span_kind::client, req.trace);
+            span.set_attribute("http.request.method", req.method);
+            span.set_attribute("url.full", req.url);
+        }
+        const trace::context& ctx = span.recording() ? span.context() : req.trace;
+        std::erase_if(req.headers, [](const auto& h) {
+            return detail::iequals(h.first, "traceparent") ||
+                   detail::iequals(h.first, "tracestate");
+        });
+        req.headers.emplace_back("traceparent", trace::traceparent(ctx));
+        if (!ctx.state.empty()) {
+            req.headers.emplace_back("tracestate", ctx.state);
+        }
+    }
     auto r = co_await with_timeout(s_->options.request_timeout, run(*s_, std::move(req)));
     if (!r) {
+        span.set_status(trace::status_code::error, r.error().message());
         co_return r.error();
+    }
+    if (*r) {
+        span.set_attribute("http.response.status_code", std::int64_t{(*r)->status});
+        if ((*r)->status >= 400) {
+            span.set_status(trace::status_code::error);
+        }
+    } else {
+        span.set_status(trace::status_code::error, r->error().message());
     }
     co_return std::move(*r);
 }

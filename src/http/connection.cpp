@@ -895,6 +895,10 @@ auto connection::serve() -> task<void> {
 
     clear_deadline();
     const auto started = st_.request_started();
+    trace::span span = st_.request_span(m.route, head);
+    if (span.recording()) {
+        req.trace_ = &span.context();
+    }
     response r;
     bool failed = false;
     std::exception_ptr failure;
@@ -938,6 +942,7 @@ auto connection::serve() -> task<void> {
         co_return false;
     }
     st_.request_done(m.route, head, r.status(), started);
+    server::state::end_request_span(span, r.status());
     // A stream's producer may read the body as it sends: what it leaves is skipped after it.
     const bool streamed = r.form() == body_form::stream;
     if (!streamed && !rs_->body.done()) {  // the usual case (no body, all of it read): no wait

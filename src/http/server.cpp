@@ -86,6 +86,38 @@ void server::state::access(std::size_t route,
                                       {"duration_ms", ms}});
 }
 
+auto server::state::request_span(std::size_t route, const request_head& head) const -> trace::span {
+    if (opts.tracer == nullptr) {
+        return {};
+    }
+    // OpenTelemetry's HTTP server span: "{method} {http.route}", the method alone without one.
+    const std::string_view pattern =
+        route < patterns.size() ? std::string_view(patterns[route]) : std::string_view{};
+    std::string name(head.method_name());
+    if (!pattern.empty()) {
+        name += ' ';
+        name += pattern;
+    }
+    auto s = opts.tracer->start(name, trace::span_kind::server,
+                                trace::extract(head.find("traceparent"), head.find("tracestate")));
+    s.set_attribute("http.request.method", head.method_name());
+    if (!pattern.empty()) {
+        s.set_attribute("http.route", pattern);
+    }
+    return s;
+}
+
+void server::state::end_request_span(trace::span& s, int status) {
+    if (!s.recording()) {
+        return;
+    }
+    s.set_attribute("http.response.status_code", std::int64_t{status});
+    if (status >= 500) {
+        s.set_status(trace::status_code::error);
+    }
+    s.end();
+}
+
 auto server::state::call(request& req, const handler& h) -> task<response> {
     if (layers.empty()) {
         return h(req);

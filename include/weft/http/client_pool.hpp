@@ -16,6 +16,7 @@
 #include "weft/http/client.hpp"
 #include "weft/io/resolve.hpp"
 #include "weft/tls/tls_context.hpp"
+#include "weft/trace/tracer.hpp"
 
 namespace weft::http {
 
@@ -63,14 +64,22 @@ struct client_options {
     resolve_options resolve{};
     /// https origins: verification on, the system trust store, ALPN http/1.1 by default.
     tls_client_options tls{.alpn = {"http/1.1"}};
+    /// A client span (named by the method, with http.request.method, url.full and
+    /// http.response.status_code) for each request that carries a valid trace context, in
+    /// this tracer (which must outlive the pool); its context is the traceparent sent. Null
+    /// (the default): the request's own context is sent as it is.
+    trace::tracer* tracer = nullptr;
 };
 
 /// One request. `headers` are added as given (Host, Content-Length are the client's).
+/// `trace`: the context the request continues (request::trace_context() in a handler); when
+/// valid, traceparent (and tracestate) are sent, replacing any in `headers`.
 struct client_request {
     std::string method = "GET";
     std::string url{};
     std::vector<std::pair<std::string, std::string>> headers{};
     std::string body{};
+    trace::context trace{};
 };
 
 /// Counts a test or an operator reads (a snapshot).

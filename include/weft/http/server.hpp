@@ -22,6 +22,7 @@
 #include "weft/log/logger.hpp"
 #include "weft/metrics/registry.hpp"
 #include "weft/tls/tls_context.hpp"
+#include "weft/trace/tracer.hpp"
 
 namespace weft::http {
 
@@ -96,6 +97,13 @@ struct server_options {
     /// The access log: one `info` record per answered request (method, path, route, status,
     /// duration_ms) in this logger, which must outlive the server. Null (the default): none.
     log::logger* access_log = nullptr;
+    /// A span per request in this tracer (which must outlive the server): kind server, named
+    /// "METHOD /route/{template}" (the method alone when no route matched), a child of the
+    /// request's traceparent when it has a valid one, with http.request.method, http.route and
+    /// http.response.status_code (status error for a 5xx), ended once the response is ready.
+    /// The handler reads its context with request::trace_context(). Null (the default): no
+    /// span and no clock read; trace_context() still gives the context the client sent.
+    trace::tracer* tracer = nullptr;
 };
 
 /// Counters, read at any time (each one is exact; together they are a snapshot in motion).
