@@ -23,7 +23,8 @@
 #          Python 2.7 code and Debian 12 has no python2: a python2.7 on PATH or in pyenv is
 #          used (pyenv builds 2.7.18 where it has none), and the suite goes under
 #          $WEFT_AUTOBAHN_DIR (default ~/.cache/weft/autobahn) with its pinned dependencies.
-#   go:    h2spec (HTTP/2 conformance), Jaeger (the OTLP collector of the trace test)
+#   go:    h2spec (HTTP/2 conformance); with WEFT_JAEGER=1, Jaeger (the OTLP collector of the
+#          end-to-end trace test)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -89,14 +90,15 @@ if ! command -v h2spec >/dev/null && [ ! -x "$(go env GOPATH)/bin/h2spec" ]; the
     GOFLAGS=-buildvcs=false go install "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
 fi
 
-# Jaeger (the OTLP collector test_trace_e2e exports to; scripts/jaeger.sh runs it), into
+# With WEFT_JAEGER=1: Jaeger (the OTLP collector test_trace_e2e exports to, a test CMake
+# registers with -DWEFT_TEST_JAEGER=ON; scripts/jaeger.sh runs it), into
 # $(go env GOPATH)/bin/jaeger-<version>. Its go.mod has replace directives, which
 # `go install pkg@version` refuses, so the pinned module is downloaded and its cmd/jaeger built
-# in place (the same sources `go install` would build). It takes a while: a few hundred
-# packages.
+# in place (the same sources `go install` would build). It takes long: thousands of packages,
+# which is why it is not built by default.
 jaeger_version=1.76.0
 jaeger_bin="$(go env GOPATH)/bin/jaeger-$jaeger_version"
-if [ ! -x "$jaeger_bin" ]; then
+if [ "${WEFT_JAEGER:-0}" = 1 ] && [ ! -x "$jaeger_bin" ]; then
     jaeger_src=$(go mod download -json "github.com/jaegertracing/jaeger@v$jaeger_version" |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
     (cd "$jaeger_src" && GOFLAGS=-buildvcs=false go build -o "$jaeger_bin" ./cmd/jaeger)
