@@ -9,6 +9,8 @@
 
 #include "weft/bus/backend.hpp"
 #include "weft/bus/delivery.hpp"
+#include "weft/bus/detail/subscription_state.hpp"
+#include "weft/bus/retry_policy.hpp"
 #include "weft/core/detail/spin_lock.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
@@ -25,6 +27,9 @@ struct subscriber_options {
     /// (same id) with the headers `weftdeadletterreason`, `weftoriginaltopic`,
     /// `weftoriginalgroup` and `weftdeliveries` added.
     std::string dead_letter_topic{};
+    /// What subscription::fail does with a failed delivery. With `retry.max_attempts` set and
+    /// max_deliveries 0, the broker is asked for at most max_attempts deliveries.
+    retry_policy retry{};
 };
 
 /// One member of a consumer group: a stream of deliveries. Within a group each message goes to
@@ -35,8 +40,14 @@ struct subscriber_options {
 ///     while (auto d = co_await s.next()) { bill(d->message()); d->ack(); }
 class subscription {
 public:
-    subscription(std::shared_ptr<backend_consumer> c, std::string topic, std::string group)
-        : consumer_(std::move(c)), topic_(std::move(topic)), group_(std::move(group)) {}
+    subscription(std::shared_ptr<backend_consumer> c,
+                 std::string topic,
+                 std::string group,
+                 std::shared_ptr<const detail::subscription_state> state)
+        : consumer_(std::move(c)),
+          topic_(std::move(topic)),
+          group_(std::move(group)),
+          state_(std::move(state)) {}
     subscription(const subscription&) = delete;
     auto operator=(const subscription&) -> subscription& = delete;
     subscription(subscription&&) noexcept = default;
@@ -59,6 +70,13 @@ public:
     /// group, and a next() waiting returns subscription_closed.
     void close() noexcept { consumer_->close(); }
 
+    /// Settles `d`, whose handling failed with `error`, by the subscription's retry_policy:
+    /// to the dead letters (term, the reason naming the error) when the error is permanent or
+    /// `d` was the last attempt allowed; else delivered again (nack) after the policy's delay.
+    /// Returns what the term or nack returned (`not_pending` for a delivery no longer
+    /// pending). Any thread; never waits.
+    auto fail(delivery& d, std::error_code error) -> result<void>;
+
     [[nodiscard]] auto topic() const noexcept -> const std::string& { return topic_; }
     [[nodiscard]] auto group() const noexcept -> const std::string& { return group_; }
 
@@ -66,6 +84,7 @@ private:
     std::shared_ptr<backend_consumer> consumer_;
     std::string topic_;
     std::string group_;
+    std::shared_ptr<const detail::subscription_state> state_;
 };
 
 /// Makes subscriptions on one backend with one set of options, and closes them together.
