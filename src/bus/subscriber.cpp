@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "delivery_counters.hpp"
 #include "weft/bus/errc.hpp"
 
 namespace weft::bus {
@@ -47,6 +48,10 @@ auto subscriber::subscribe(std::string topic, std::string group) -> task<result<
     }
     auto state = std::make_shared<detail::subscription_state>();
     state->retry = options_.retry;
+    if (options_.metrics != nullptr) {
+        state->counters = detail::make_delivery_counters(*options_.metrics, backend_->name(), topic,
+                                                         group, max_deliveries);
+    }
     subscription s{std::move(c), std::move(topic), std::move(group), std::move(state)};
     co_return std::move(s);
 }
@@ -61,6 +66,27 @@ auto jitter_unit() -> double {
 }
 
 }  // namespace
+
+auto subscription::counted_next(std::shared_ptr<backend_consumer> c,
+                                std::shared_ptr<detail::delivery_counters> counters)
+    -> task<result<delivery>> {
+    auto r = co_await c->next();
+    if (r) {
+        counters->deliveries.inc();
+        if (r->attempt() > 1) {
+            counters->redeliveries.inc();
+        }
+        r->counters_ = std::move(counters);
+    }
+    co_return r;
+}
+
+auto subscription::next() -> task<result<delivery>> {
+    if (!state_->counters) {
+        return consumer_->next();  // no frame of ours between the caller and the backend
+    }
+    return counted_next(consumer_, state_->counters);
+}
 
 auto subscription::fail(delivery& d, std::error_code error) -> result<void> {
     const retry_policy& p = state_->retry;

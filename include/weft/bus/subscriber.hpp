@@ -15,6 +15,10 @@
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
 
+namespace weft::metrics {
+class registry;
+}
+
 namespace weft::bus {
 
 struct subscriber_options {
@@ -30,6 +34,12 @@ struct subscriber_options {
     /// What subscription::fail does with a failed delivery. With `retry.max_attempts` set and
     /// max_deliveries 0, the broker is asked for at most max_attempts deliveries.
     retry_policy retry{};
+    /// Where each subscription's metrics go (labelled `backend`, `topic`, `group`): counters
+    /// `weft_bus_deliveries_total`, `weft_bus_redeliveries_total` (attempt > 1),
+    /// `weft_bus_delivery_acks_total`, `weft_bus_delivery_nacks_total` and
+    /// `weft_bus_dead_letters_total` (term, or a nack of the last delivery allowed). Null:
+    /// none are kept. Must outlive the subscriber's subscribe() calls only.
+    metrics::registry* metrics = nullptr;
 };
 
 /// One member of a consumer group: a stream of deliveries. Within a group each message goes to
@@ -65,7 +75,7 @@ public:
     /// had taken for it is delivered again after ack_wait, as any unsettled delivery is.
     /// Consumer-side: one next() at a time per subscription, from a task on a runtime worker
     /// (the ack timeouts run on its timers).
-    auto next() -> task<result<delivery>> { return consumer_->next(); }
+    auto next() -> task<result<delivery>>;
     /// Leaves the group (idempotent; any thread). Its unsettled deliveries go back to the
     /// group, and a next() waiting returns subscription_closed.
     void close() noexcept { consumer_->close(); }
@@ -85,6 +95,11 @@ private:
     std::string topic_;
     std::string group_;
     std::shared_ptr<const detail::subscription_state> state_;
+
+    /// next() with metrics: counts the delivery and hands it the counters its settling adds to.
+    static auto counted_next(std::shared_ptr<backend_consumer> c,
+                             std::shared_ptr<detail::delivery_counters> counters)
+        -> task<result<delivery>>;
 };
 
 /// Makes subscriptions on one backend with one set of options, and closes them together.
