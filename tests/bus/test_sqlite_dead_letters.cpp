@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -98,6 +100,23 @@ protected:
     }();
 };
 
+/// Runs the weft-bus tool with `args`; its exit status and standard output.
+auto tool(const std::string& args, std::string& out) -> int {
+    out.clear();
+    FILE* p = ::popen((std::string(WEFT_BUS_TOOL) + " " + args + " 2>/dev/null").c_str(), "r");
+    EXPECT_NE(p, nullptr);
+    if (p == nullptr) {
+        return -1;
+    }
+    char buf[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) {
+        out.append(buf, n);
+    }
+    const int status = ::pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 TEST_F(dead_letter_db, list_and_show_give_the_row_its_reason_and_envelope) {
     memory_broker broker;
     relay_with_a_poison_event(broker);
@@ -152,6 +171,47 @@ TEST_F(dead_letter_db, drop_removes_the_row_for_good) {
     EXPECT_EQ(dead.drop(ref).error(), std::errc::no_such_file_or_directory);
     sqlite_outbox outbox{path};
     EXPECT_EQ(outbox.pending_rows().value(), 0U);
+}
+
+TEST_F(dead_letter_db, tool_lists_shows_and_drops) {
+    memory_broker broker;
+    relay_with_a_poison_event(broker);
+    const std::string ref = sqlite_dead_letters{path}.list(10).value().at(0).ref;
+    const std::string store = " --sqlite " + path;
+    std::string out;
+    EXPECT_EQ(tool("dead list" + store, out), 0);
+    EXPECT_EQ(out.rfind(ref + "\torders\t" + poison.id.to_string() + "\t", 0), 0U) << out;
+    EXPECT_EQ(tool("dead show " + ref + store, out), 0);
+    EXPECT_NE(out.find("header dataschema: urn:example:order.placed:2\n"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("header tenant: acme\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("key: k1\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("\npoison\n"), std::string::npos) << out;
+    EXPECT_EQ(tool("dead drop " + ref + store, out), 0);
+    EXPECT_EQ(tool("dead list" + store, out), 0);
+    EXPECT_EQ(out, "");
+    EXPECT_EQ(tool("dead show " + ref + store, out), 1);
+    EXPECT_EQ(tool("dead frobnicate" + store, out), 2);
+}
+
+TEST_F(dead_letter_db, tool_requeue_republishes_byte_for_byte) {
+    memory_broker broker;
+    relay_with_a_poison_event(broker);
+    const std::string ref = sqlite_dead_letters{path}.list(10).value().at(0).ref;
+    std::string out;
+    EXPECT_EQ(tool("dead requeue " + ref + " --sqlite " + path, out), 0);
+    EXPECT_TRUE(sqlite_dead_letters{path}.list(10).value().empty());
+    sqlite_outbox outbox{path};
+    run_relay(outbox, broker, 1, 0);
+    weft::runtime rt{{.workers = 1}};
+    rt.block_on([&]() -> weft::task<void> {
+        subscriber sub{broker};
+        auto s = (co_await sub.subscribe("orders", "check")).value();
+        (void)(co_await s.next()).value().ack();  // "fine"
+        auto d = (co_await s.next()).value();
+        EXPECT_EQ(encode(d.message()), encode(poison));
+        (void)d.ack();
+    }());
 }
 
 }  // namespace
