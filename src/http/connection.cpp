@@ -103,6 +103,13 @@ auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -
     (void)t->shutdown_write();  // close_notify, so the client reads a clean end
 }
 
+auto connection::serve_stream(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
+    -> task<void> {
+    transport t{*s};
+    connection c{*st, t};
+    co_await c.run();
+}
+
 connection::connection(server::state& st, transport& s) noexcept
     : st_(st),
       s_(s),
@@ -271,7 +278,7 @@ void connection::release_input() noexcept {
 // the stream's multishot receive (a poll in the kernel, and on close a cancel and a completion
 // to reap before the socket is released). On epoll, receive() reads first anyway.
 auto connection::receive_first() -> std::optional<result<bytes>> {
-    if (current_io_backend() != io_backend::io_uring || s_.encrypted()) {
+    if (current_io_backend() != io_backend::io_uring || !s_.kernel_socket()) {
         return std::nullopt;
     }
     constexpr std::size_t chunk = 4096;  // what a receive() gives at most
@@ -343,9 +350,10 @@ auto connection::flush(int flags) -> task<result<void>> {
 auto connection::write_paced(std::span<const std::span<const std::byte>> pieces,
                              int flags,
                              transfer_pace& pace) -> task<result<void>> {
-    if (s_.encrypted()) {
-        // Over TLS the records are written by tls_stream, which waits for the socket itself:
-        // the send timeout bounds the whole write (no per-wait pacing through OpenSSL).
+    if (!s_.kernel_socket()) {
+        // Over TLS the records are written by tls_stream, which waits for the socket itself
+        // (and a byte_stream writes by itself): the send timeout bounds the whole write (no
+        // per-wait pacing through OpenSSL).
         std::size_t total = 0;
         for (const auto& p : pieces) {
             total += p.size();
@@ -422,7 +430,7 @@ auto connection::write_paced(std::span<const std::span<const std::byte>> pieces,
 // little more than that of a response unsent. One setsockopt per connection that needs it;
 // none for small responses.
 void connection::limit_unsent() noexcept {
-    if (!low_water_set_) {
+    if (!low_water_set_ && s_.kernel_socket()) {
         low_water_set_ = true;
         const int low_water = static_cast<int>(unsent_low_water);
         (void)::setsockopt(s_.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &low_water,
@@ -548,8 +556,8 @@ auto connection::body_read_all() -> task<result<std::string>> {
     transfer_pace pace;
     std::uint64_t left = f.length;
     auto off = static_cast<off_t>(f.offset);
-    if (s_.encrypted()) {
-        // No sendfile over TLS (kTLS is not used): read a chunk, write it through TLS.
+    if (!s_.kernel_socket()) {
+        // No sendfile over TLS (kTLS is not used) or a byte_stream: read a chunk, write it.
         std::vector<std::byte> chunk(std::min<std::uint64_t>(left, 64 * 1024));
         while (left > 0) {
             const ssize_t n =

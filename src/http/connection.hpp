@@ -24,6 +24,7 @@
 #include "weft/http/request_parser.hpp"
 #include "weft/http/response.hpp"
 #include "weft/http/server.hpp"
+#include "weft/io/byte_stream.hpp"
 #include "weft/io/bytes.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_stream.hpp"
@@ -67,6 +68,9 @@ public:
     /// holds the connection (run() is placed inside it) and the stream it uses. With the
     /// server's TLS option, the TLS handshake comes first (a failed one ends it).
     static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void>;
+    /// serve_socket over a byte_stream (no TLS: the stream is taken as the connection).
+    static auto serve_stream(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
+        -> task<void>;
 
     /// `s` is the caller's and must outlive the connection.
     connection(server::state& st, transport& s) noexcept;

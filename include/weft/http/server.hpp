@@ -17,6 +17,7 @@
 #include "weft/http/response.hpp"
 #include "weft/http/router.hpp"
 #include "weft/http/websocket.hpp"
+#include "weft/io/byte_listener.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/log/logger.hpp"
@@ -159,6 +160,9 @@ public:
     /// Accepts and serves connections on `l` until shutdown() or cancellation; returns when
     /// every connection it accepted has ended.
     [[nodiscard]] auto serve(tcp_listener& l) -> task<void>;
+    /// serve over a listener of byte_streams (weft::testing's simulated network). Throws
+    /// std::logic_error with the TLS option: TLS runs over a tcp_stream only.
+    [[nodiscard]] auto serve(byte_listener& l) -> task<void>;
     /// Binds `addr` and serves it: on a thread-per-core runtime (`stealing = false`) one
     /// SO_REUSEPORT listener per worker, each served on its own worker; otherwise one.
     [[nodiscard]] auto listen(socket_address addr) -> task<result<void>>;
