@@ -335,19 +335,28 @@ auto connection::write_paced(std::span<const std::span<const std::byte>> pieces,
                              int flags,
                              transfer_pace& pace) -> task<result<void>> {
     if (s_.encrypted()) {
-        // Over TLS the records are written by tls_stream, which waits for the socket itself:
-        // the send timeout bounds the whole write (no per-wait pacing through OpenSSL).
+        // tls_stream sends the records without waiting and leaves each wait for room to this
+        // pacer: the same progress timeout and minimum rate as the sendmsg calls below, counted
+        // in ciphertext bytes the socket took.
+        class room_pacer final : public tls_stream::pacer {
+        public:
+            room_pacer(connection& c, transfer_pace& pace) noexcept : c_(c), pace_(pace) {}
+            void sent(std::size_t n) noexcept override { pace_.bytes += n; }
+            auto wait_for_room() -> task<result<void>> override { return c_.wait_for_room(pace_); }
+
+        private:
+            connection& c_;
+            transfer_pace& pace_;
+        };
         std::size_t total = 0;
-        for (const auto& p : pieces) {
-            total += p.size();
+        for (const auto& piece : pieces) {
+            total += piece.size();
         }
-        set_deadline(st_.opts.send_timeout);
-        auto r = co_await s_.write_all(pieces);
-        clear_deadline();
-        if (r) {
-            pace.bytes += total;
+        if (total > unsent_low_water) {
+            limit_unsent();  // before the first send, as below: see limit_unsent
         }
-        co_return r;
+        room_pacer p{*this, pace};
+        co_return co_await s_.write_all_paced(pieces, p);
     }
     // Up to 16 pieces on the stack; a longer list (many large pipelined bodies) allocates.
     iovec small[16];
@@ -548,9 +557,9 @@ auto connection::body_read_all() -> task<result<std::string>> {
             if (n <= 0) {
                 co_return std::error_code{n == 0 ? EIO : errno, std::system_category()};
             }
-            set_deadline(st_.opts.send_timeout);
-            auto r = co_await s_.write_all(std::span{chunk.data(), static_cast<std::size_t>(n)});
-            clear_deadline();
+            const std::span<const std::byte> piece[] = {
+                std::span{chunk.data(), static_cast<std::size_t>(n)}};
+            auto r = co_await write_paced(piece, 0, pace);
             if (!r) {
                 co_return r;
             }

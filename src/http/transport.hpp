@@ -35,6 +35,12 @@ public:
         -> task<result<void>> {
         return tls_ != nullptr ? tls_->write_all(bufs) : tcp_.write_all(bufs);
     }
+    /// Over TLS only: write_all with each wait for room left to `p` (plain TCP paces its own
+    /// sendmsg calls).
+    [[nodiscard]] auto write_all_paced(std::span<const std::span<const std::byte>> bufs,
+                                       tls_stream::pacer& p) -> task<result<void>> {
+        return tls_->write_all(bufs, p);
+    }
     [[nodiscard]] auto wait_writable() -> task<result<void>> { return tcp_.wait_writable(); }
     /// Over TLS, close_notify first (if the socket takes it at once).
     [[nodiscard]] auto shutdown_write() noexcept -> result<void> {
