@@ -766,6 +766,24 @@ auto connection::linger_close() -> task<void> {
     }
 }
 
+namespace {
+
+// A connection's first bytes `held`, with more received until there are enough to tell HTTP/2's
+// preface from an HTTP/1.1 request (see h2_preface_undecided).
+[[gnu::noinline]] auto receive_preface_start(transport& s, bytes held) -> task<result<bytes>> {
+    std::string start{reinterpret_cast<const char*>(held.data()), held.size()};
+    while (h2_preface_undecided(start)) {
+        auto more = co_await s.receive();
+        if (!more) {
+            co_return more.error();
+        }
+        start.append(reinterpret_cast<const char*>(more->data()), more->size());
+    }
+    co_return bytes::copy_of(std::as_bytes(std::span{start}));
+}
+
+}  // namespace
+
 // The connection's loop: waits, idle, for a request's first bytes, then serves requests for as
 // long as bytes of one are held. Only this frame and fill()'s live across the idle wait: the
 // request's own work is in serve_request(), whose frame (with those of the coroutines it
@@ -804,6 +822,15 @@ auto connection::serve() -> task<void> {
             }
             if (!*got) {
                 co_return;  // closed by the client between requests, reset, timeout
+            }
+            if (!h2_ && first && st_.opts.http2.enabled &&
+                h2_preface_undecided(
+                    {reinterpret_cast<const char*>((*got)->data()), (*got)->size()})) {
+                set_deadline(st_.opts.header_timeout);  // a request's first bytes are held
+                got = co_await receive_preface_start(s_, std::move(**got));
+                if (!*got) {
+                    co_return;
+                }
             }
             receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed);
             if (counts != nullptr) {
