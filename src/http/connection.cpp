@@ -350,13 +350,36 @@ auto connection::flush(int flags) -> task<result<void>> {
 auto connection::write_paced(std::span<const std::span<const std::byte>> pieces,
                              int flags,
                              transfer_pace& pace) -> task<result<void>> {
-    if (!s_.kernel_socket()) {
-        // Over TLS the records are written by tls_stream, which waits for the socket itself
-        // (and a byte_stream writes by itself): the send timeout bounds the whole write (no
-        // per-wait pacing through OpenSSL).
+    if (s_.encrypted()) {
+        // tls_stream sends the records without waiting and leaves each wait for room to this
+        // pacer: the same progress timeout and minimum rate as the sendmsg calls below, counted
+        // in ciphertext bytes the socket took.
+        class room_pacer final : public tls_stream::pacer {
+        public:
+            room_pacer(connection& c, transfer_pace& pace) noexcept : c_(c), pace_(pace) {}
+            void sent(std::size_t n) noexcept override { pace_.bytes += n; }
+            auto wait_for_room() -> task<result<void>> override { return c_.wait_for_room(pace_); }
+
+        private:
+            connection& c_;
+            transfer_pace& pace_;
+        };
         std::size_t total = 0;
-        for (const auto& p : pieces) {
-            total += p.size();
+        for (const auto& piece : pieces) {
+            total += piece.size();
+        }
+        if (total > unsent_low_water) {
+            limit_unsent();  // before the first send, as below: see limit_unsent
+        }
+        room_pacer p{*this, pace};
+        co_return co_await s_.write_all_paced(pieces, p);
+    }
+    if (!s_.kernel_socket()) {
+        // A byte_stream (no socket to wait on) writes by itself: the send timeout bounds the
+        // whole write.
+        std::size_t total = 0;
+        for (const auto& piece : pieces) {
+            total += piece.size();
         }
         set_deadline(st_.opts.send_timeout);
         auto r = co_await s_.write_all(pieces);
@@ -430,7 +453,7 @@ auto connection::write_paced(std::span<const std::span<const std::byte>> pieces,
 // little more than that of a response unsent. One setsockopt per connection that needs it;
 // none for small responses.
 void connection::limit_unsent() noexcept {
-    if (!low_water_set_ && s_.kernel_socket()) {
+    if (!low_water_set_ && s_.has_socket()) {
         low_water_set_ = true;
         const int low_water = static_cast<int>(unsent_low_water);
         (void)::setsockopt(s_.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &low_water,
@@ -565,9 +588,9 @@ auto connection::body_read_all() -> task<result<std::string>> {
             if (n <= 0) {
                 co_return std::error_code{n == 0 ? EIO : errno, std::system_category()};
             }
-            set_deadline(st_.opts.send_timeout);
-            auto r = co_await s_.write_all(std::span{chunk.data(), static_cast<std::size_t>(n)});
-            clear_deadline();
+            const std::span<const std::byte> piece[] = {
+                std::span{chunk.data(), static_cast<std::size_t>(n)}};
+            auto r = co_await write_paced(piece, 0, pace);
             if (!r) {
                 co_return r;
             }
@@ -774,6 +797,24 @@ auto connection::linger_close() -> task<void> {
     }
 }
 
+namespace {
+
+// A connection's first bytes `held`, with more received until there are enough to tell HTTP/2's
+// preface from an HTTP/1.1 request (see h2_preface_undecided).
+[[gnu::noinline]] auto receive_preface_start(transport& s, bytes held) -> task<result<bytes>> {
+    std::string start{reinterpret_cast<const char*>(held.data()), held.size()};
+    while (h2_preface_undecided(start)) {
+        auto more = co_await s.receive();
+        if (!more) {
+            co_return more.error();
+        }
+        start.append(reinterpret_cast<const char*>(more->data()), more->size());
+    }
+    co_return bytes::copy_of(std::as_bytes(std::span{start}));
+}
+
+}  // namespace
+
 // The connection's loop: waits, idle, for a request's first bytes, then serves requests for as
 // long as bytes of one are held. Only this frame and fill()'s live across the idle wait: the
 // request's own work is in serve_request(), whose frame (with those of the coroutines it
@@ -812,6 +853,15 @@ auto connection::serve() -> task<void> {
             }
             if (!*got) {
                 co_return;  // closed by the client between requests, reset, timeout
+            }
+            if (!h2_ && first && st_.opts.http2.enabled &&
+                h2_preface_undecided(
+                    {reinterpret_cast<const char*>((*got)->data()), (*got)->size()})) {
+                set_deadline(st_.opts.header_timeout);  // a request's first bytes are held
+                got = co_await receive_preface_start(s_, std::move(**got));
+                if (!*got) {
+                    co_return;
+                }
             }
             receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed);
             if (counts != nullptr) {

@@ -28,7 +28,13 @@ public:
     /// socket (recv, sendmsg, setsockopt, sendfile). Over TLS every byte must go through the
     /// record layer, and a byte_stream has no socket: both take the stream's operations.
     [[nodiscard]] auto kernel_socket() const noexcept -> bool { return kind_ == kind::tcp; }
-    /// The socket, for those system calls (kernel_socket() only).
+    /// True over TLS: writes go through the record layer, paced by the connection
+    /// (write_all_paced).
+    [[nodiscard]] auto encrypted() const noexcept -> bool { return kind_ == kind::tls; }
+    /// True on TCP and TLS, which have a kernel socket under them: its options
+    /// (TCP_NOTSENT_LOWAT) and its readiness are the connection's to use.
+    [[nodiscard]] auto has_socket() const noexcept -> bool { return kind_ != kind::stream; }
+    /// The socket, for those system calls (has_socket() only).
     [[nodiscard]] auto native_handle() const noexcept -> int { return tcp_->native_handle(); }
 
     [[nodiscard]] auto receive() -> task<result<bytes>> {
@@ -52,6 +58,12 @@ public:
     }
     [[nodiscard]] auto wait_writable() -> task<result<void>> {
         return kind_ == kind::stream ? stream_->wait_writable() : tcp_->wait_writable();
+    }
+    /// Over TLS only: write_all with each wait for room left to `p` (plain TCP paces its own
+    /// sendmsg calls).
+    [[nodiscard]] auto write_all_paced(std::span<const std::span<const std::byte>> bufs,
+                                       tls_stream::pacer& p) -> task<result<void>> {
+        return tls_->write_all(bufs, p);
     }
     /// Over TLS, close_notify first (if the socket takes it at once).
     [[nodiscard]] auto shutdown_write() noexcept -> result<void> {
