@@ -667,26 +667,6 @@ auto client_pool::open(client_request req) -> task<result<client_stream>> {
     co_return std::move(*r);
 }
 
-auto client_pool::open(client_request req) -> task<result<client_stream>> {
-    s_->requests.fetch_add(1, std::memory_order_relaxed);
-    s_->budget.on_request();
->>>>>>> theirs
-    auto r = co_await with_timeout(s_->options.request_timeout, run(*s_, std::move(req)));
-    if (!r) {
-        span.set_status(trace::status_code::error, r.error().message());
-        co_return r.error();
-    }
-    if (*r) {
-        span.set_attribute("http.response.status_code", std::int64_t{(*r)->status});
-        if ((*r)->status >= 400) {
-            span.set_status(trace::status_code::error);
-        }
-    } else {
-        span.set_status(trace::status_code::error, r->error().message());
-    }
-    co_return std::move(*r);
-}
-
 auto client_pool::get(std::string url) -> task<result<client_response>> {
     return request({.method = "GET", .url = std::move(url)});
 }
