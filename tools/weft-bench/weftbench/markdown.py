@@ -2,8 +2,8 @@
 table per suite, written from the suites' JSON only, so that the page can be made again from the
 same results and never edited by hand.
 
-The README's summary (weft-bench --readme FILE) comes from the same JSON: one line per target,
-weft's median beside the best peer of its row, written between two marker comments so that the
+The README's summary (weft-bench --readme FILE) comes from the same JSON: one line per target a
+peer ran too, weft's median beside the best peer of its row, written between two marker comments so that the
 page around it stays hand-written.
 
 Each suite's table has its headline rows (those with a target or a seed figure, as the HTML
@@ -120,8 +120,9 @@ def best_peer(rows: dict, key: tuple, peers: list[str], higher: bool) -> str | N
 
 
 def summary_lines(suites: list[Suite], results: dict[str, dict]) -> list[str]:
-    """One table line per target of every suite run: weft's median, the best peer's, the
-    ratio and the verdict (judged against every peer of the row, as the suite pages are)."""
+    """One table line per target of every suite run that a peer ran too (error counts left
+    out): weft's median, the best peer's, the ratio and the verdict (judged against every peer
+    of the row, as the suite pages are)."""
     lines = ["| suite: scenario, metric | weft | best peer | weft / best | target | met |",
              "|---|---|---|---|---|---|"]
     for suite in suites:
@@ -142,6 +143,8 @@ def summary_lines(suites: list[Suite], results: dict[str, dict]) -> list[str]:
                                         {p: r["value"] for p, r in peer_rows.items()},
                                         metric.better, weft, peer_rows)
             best = best_peer(rows, key, peers, higher)
+            if best is None or key[2] == "errors":
+                continue  # the suite pages have the targets no peer ran and the error counts
             ratio = stats.ratio(weft["value"], best and rows[key, best]["value"])
             params = f" `{key[1]}`" if key[1] else ""
             cells = [f"{suite.name}: {key[0]}{params}, {key[2]} "
