@@ -801,12 +801,17 @@ namespace {
 
 // A connection's first bytes `held`, with more received until there are enough to tell HTTP/2's
 // preface from an HTTP/1.1 request (see h2_preface_undecided).
-[[gnu::noinline]] auto receive_preface_start(transport& s, bytes held) -> task<result<bytes>> {
+[[gnu::noinline]] auto receive_preface_start(transport& s, bytes held, receive_counts* counts)
+    -> task<result<bytes>> {
     std::string start{reinterpret_cast<const char*>(held.data()), held.size()};
     while (h2_preface_undecided(start)) {
         auto more = co_await s.receive();
         if (!more) {
             co_return more.error();
+        }
+        if (counts != nullptr) {
+            counts->receives.fetch_add(1, std::memory_order_relaxed);
+            counts->bytes.fetch_add(more->size(), std::memory_order_relaxed);
         }
         start.append(reinterpret_cast<const char*>(more->data()), more->size());
     }
@@ -854,20 +859,24 @@ auto connection::serve() -> task<void> {
             if (!*got) {
                 co_return;  // closed by the client between requests, reset, timeout
             }
-            if (!h2_ && first && st_.opts.http2.enabled &&
-                h2_preface_undecided(
-                    {reinterpret_cast<const char*>((*got)->data()), (*got)->size()})) {
-                set_deadline(st_.opts.header_timeout);  // a request's first bytes are held
-                got = co_await receive_preface_start(s_, std::move(**got));
-                if (!*got) {
-                    co_return;
-                }
-            }
+            // Counted as each receive arrives (a test paces its writes by these counts).
             receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed);
             if (counts != nullptr) {
                 counts->receives.fetch_add(1, std::memory_order_relaxed);
                 counts->bytes.fetch_add((*got)->size(), std::memory_order_relaxed);
                 counts->states_held.fetch_add(1, std::memory_order_relaxed);
+            }
+            if (!h2_ && first && st_.opts.http2.enabled &&
+                h2_preface_undecided(
+                    {reinterpret_cast<const char*>((*got)->data()), (*got)->size()})) {
+                set_deadline(st_.opts.header_timeout);  // a request's first bytes are held
+                got = co_await receive_preface_start(s_, std::move(**got), counts);
+                if (!*got) {
+                    if (counts != nullptr) {
+                        counts->states_held.fetch_sub(1, std::memory_order_relaxed);
+                    }
+                    co_return;
+                }
             }
             if (h2_ || (first && st_.opts.http2.enabled &&
                         h2_preface_start(
