@@ -51,7 +51,7 @@ protected:
             (void)outbox.stage(txn, fine).value();
             txn.commit().value();
         }
-        sqlite3_close(db);
+        sqlite3_close_v2(db);  // the outbox keeps its stage statement: see sqlite_outbox
         broker.set_publish_fault([](const envelope& e) -> std::error_code {
             return e.payload == "poison" ? make_error_code(bus_errc::message_too_large)
                                          : std::error_code{};
