@@ -6,8 +6,7 @@
 # need NATS, Kafka or PostgreSQL are not in the set. A failure prints its seed; replay it with
 # WEFT_SHUFFLE_SEED=<seed> build/shuffle/tests/<binary> --gtest_filter=<test>.
 # Usage: scripts/shuffle.sh [FIRST_SEED] [COUNT] [build-dir]   (defaults: 1 1000 build/shuffle)
-# WEFT_SHUFFLE_BINS="test_bus test_http_server" limits the run to those binaries;
-# WEFT_SHUFFLE_BUILD_ONLY=1 builds them and runs nothing. Skipped tests
+# WEFT_SHUFFLE_BINS="test_bus test_http_server" limits the run to those binaries. Skipped tests
 # are listed at the end (scripts/check_skips.py), and io_uring cases skipped where io_uring works
 # fail the run.
 set -euo pipefail
@@ -15,8 +14,18 @@ cd "$(dirname "$0")/.."
 first=${1:-1}
 count=${2:-1000}
 build=${3:-build/shuffle}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-16 \
-    -DWEFT_WERROR=ON -DWEFT_SHUFFLE=ON -DWEFT_BUILD_BENCH=OFF -DWEFT_BUILD_EXAMPLES=OFF >/dev/null
+# A tree that exists already is used as it is (scripts/test.sh's is a shuffle build), provided it
+# was configured with WEFT_SHUFFLE; a new one is configured here.
+if [ -f "$build/CMakeCache.txt" ]; then
+    if ! grep -q '^WEFT_SHUFFLE:BOOL=ON$' "$build/CMakeCache.txt"; then
+        echo "shuffle: $build was not configured with -DWEFT_SHUFFLE=ON" >&2
+        exit 1
+    fi
+else
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_CXX_COMPILER=clang++-16 -DWEFT_WERROR=ON -DWEFT_SHUFFLE=ON -DWEFT_BUILD_BENCH=OFF \
+        -DWEFT_BUILD_EXAMPLES=OFF >/dev/null
+fi
 bins=${WEFT_SHUFFLE_BINS:-test_core test_sched test_sync test_io test_stress test_http
     test_http_server test_bus test_bus_outbox}
 targets=$(cmake --build "$build" --target help)
@@ -30,7 +39,6 @@ for bin in $bins; do
     fi
 done
 cmake --build "$build" --target "${present[@]}"
-[ -z "${WEFT_SHUFFLE_BUILD_ONLY:-}" ] || exit 0  # .ci/run builds ahead of the run
 rm -rf "$build/shuffle-xml"
 mkdir -p "$build/shuffle-xml"
 # One seed's runs of every binary; a failure is one line in the seed's .failed file. Two seeds

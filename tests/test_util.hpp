@@ -111,7 +111,7 @@ public:
     }
     void OnTestEnd(const ::testing::TestInfo& info) override {
 #if WEFT_SHUFFLE_BUILD
-        if (info.result() != nullptr && info.result()->Failed()) {
+        if (weft::detail::shuffle_on() && info.result() != nullptr && info.result()->Failed()) {
             std::fprintf(stderr,
                          "weft: %s.%s failed under schedule shuffling; replay with "
                          "WEFT_SHUFFLE_SEED=%llu\n",

@@ -70,8 +70,8 @@ auto split_mid_commit() -> bool {
 /// The statements that delete (and dead-letter) finished rows.
 auto finish_statements(const std::string& name, const std::vector<relay_row>& rows)
     -> std::vector<pg_statement> {
-    const std::string t = quoted(name);
-    const std::string dead = quoted(name + "_dead");
+    const std::string t = detail::quoted(name);
+    const std::string dead = detail::quoted(name + "_dead");
     std::vector<pg_statement> finish;
     std::vector<std::int64_t> finished;
     for (const auto& row : rows) {

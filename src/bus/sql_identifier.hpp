@@ -31,7 +31,9 @@ inline auto checked_table_name(std::string_view name, std::string_view who) -> s
 }
 
 /// `name` (checked: no `"` in it) as a quoted identifier, so a keyword is a name too. In
-/// PostgreSQL a quoted name keeps its case: every statement of a table quotes it alike.
+/// PostgreSQL a quoted name keeps its case: every statement of a table quotes it alike. Call it
+/// qualified (`detail::quoted`): for a std::string argument, argument-dependent lookup also finds
+/// std::quoted wherever <iomanip> is visible, and picks it.
 inline auto quoted(std::string_view name) -> std::string {
     std::string q;
     q.reserve(name.size() + 2);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 namespace weft::detail {
 
@@ -37,13 +38,17 @@ struct thread_rng {
 
 auto shuffle_seed() noexcept -> std::uint64_t {
     static const std::uint64_t seed = [] {
+        const char* e = std::getenv("WEFT_SHUFFLE_SEED");
+        if (e == nullptr || *e == '\0') {
+            return std::uint64_t{0};
+        }
         std::uint64_t s = 0;
-        if (const char* e = std::getenv("WEFT_SHUFFLE_SEED"); e != nullptr && *e != '\0') {
-            s = std::strtoull(e, nullptr, 10);
-        } else {
+        if (std::string_view{e} == "random") {
             s = static_cast<std::uint64_t>(
                     std::chrono::steady_clock::now().time_since_epoch().count()) %
                 1000000007ULL;
+        } else {
+            s = std::strtoull(e, nullptr, 10);
         }
         std::fprintf(stderr, "weft: schedule shuffling on, WEFT_SHUFFLE_SEED=%llu\n",
                      static_cast<unsigned long long>(s));
@@ -52,7 +57,18 @@ auto shuffle_seed() noexcept -> std::uint64_t {
     return seed;
 }
 
+auto shuffle_on() noexcept -> bool {
+    static const bool on = [] {
+        const char* e = std::getenv("WEFT_SHUFFLE_SEED");
+        return e != nullptr && *e != '\0';
+    }();
+    return on;
+}
+
 auto shuffle_chance(unsigned one_in) noexcept -> bool {
+    if (!shuffle_on()) {
+        return false;
+    }
     thread_local thread_rng rng;
     return one_in != 0 && splitmix(rng.state) % one_in == 0;
 }

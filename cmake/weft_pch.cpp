@@ -1,0 +1,1 @@
+// The translation unit that builds the libraries' precompiled header (CMakeLists.txt: WEFT_PCH).
