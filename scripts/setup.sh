@@ -15,8 +15,8 @@
 #          libssl-dev (OpenSSL 3: weft::tls), libc-ares-dev (c-ares: weft::resolve), openssl
 #          (the CLI: s_client in the TLS tests, the brokers' test certificates in brokers.sh,
 #          tests/http/h2spec.sh's certificate, weft-bench's https certificate), libnghttp2-dev
-#          (HTTP/2 in weft::http) and nghttp2-client (h2load and nghttp: weft-bench's http2
-#          suite)
+#          (HTTP/2 in weft::http), zlib1g-dev (WebSocket permessage-deflate in weft::http) and
+#          nghttp2-client (h2load and nghttp: weft-bench's http2 suite)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one), prometheus_client
 #          (its parsers read weft's metrics exposition in the metrics_parse test)
 #   autobahn: Autobahn|Testsuite (the WebSocket conformance run, scripts/autobahn.sh). It is
@@ -32,7 +32,7 @@ set -euo pipefail
 apt_pkgs=(g++ cmake ninja-build pkg-config clang-16 clang-format-16 libclang-rt-16-dev
           liburing-dev libgtest-dev libbenchmark-dev libtbb-dev libasio-dev python3 fio
           libnats-dev wrk apache2-utils nginx-light libboost-dev libsqlite3-dev librdkafka-dev curl
-          libssl-dev libc-ares-dev openssl libnghttp2-dev nghttp2-client
+          libssl-dev libc-ares-dev openssl libnghttp2-dev zlib1g-dev nghttp2-client
           maven openjdk-17-jre-headless postgresql-15 libpq-dev strace fonts-noto-cjk
           iptables iproute2 valgrind kcat)
 missing=()

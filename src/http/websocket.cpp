@@ -13,6 +13,7 @@
 
 #include "server_state.hpp"
 #include "transport.hpp"
+#include "websocket_deflate.hpp"
 #include "websocket_frame.hpp"
 #include "websocket_route.hpp"
 #include "weft/core/scope.hpp"
@@ -152,7 +153,8 @@ struct websocket::impl {
     const websocket_options* opts;
     bool client;
     std::string protocol;
-    stop_state* session_stop = nullptr;  // server: stops the handler's scope
+    stop_state* session_stop = nullptr;         // server: stops the handler's scope
+    std::optional<detail::ws_deflate> deflate;  // set by the handshake when agreed
 
     // client: the streams and the options the transport and opts point into (heap: stable)
     std::optional<tcp_stream> own_tcp;
@@ -165,6 +167,7 @@ struct websocket::impl {
     std::string message;
     bool in_message = false;
     bool message_text = false;
+    bool message_compressed = false;  // `message` holds the compressed payload until FIN
     detail::utf8_check utf8;
     bool close_received = false;
     std::uint16_t peer_code = 0;
@@ -192,18 +195,27 @@ struct websocket::impl {
             close_sent.store(true, std::memory_order_release);
         }
         std::uint8_t head[14];
-        std::string masked;
+        std::string owned;  // the compressed or masked payload
         std::string_view body = payload;
+        // Compressed under the write lock: with context takeover, messages must reach the
+        // peer in the order their compressor saw them.
+        const bool compress = deflate && !detail::is_control(op);
+        if (compress) {
+            deflate->compress(payload, owned);
+            body = owned;
+        }
         std::size_t n = 0;
         if (client) {
             std::uint8_t key[4];
             random_bytes(key, sizeof key);
-            n = detail::write_frame_head(head, op, true, payload.size(), key);
-            masked.assign(payload);
-            detail::apply_mask(masked.data(), masked.size(), key);
-            body = masked;
+            n = detail::write_frame_head(head, op, true, body.size(), key, compress);
+            if (!compress) {
+                owned.assign(payload);
+            }
+            detail::apply_mask(owned.data(), owned.size(), key);
+            body = owned;
         } else {
-            n = detail::write_frame_head(head, op, true, payload.size(), nullptr);
+            n = detail::write_frame_head(head, op, true, body.size(), nullptr, compress);
         }
         const std::span<const std::byte> pieces[2] = {{reinterpret_cast<const std::byte*>(head), n},
                                                       as_bytes(body)};
@@ -276,10 +288,15 @@ struct websocket::impl {
                 }
                 parsed = detail::parse_frame_head(std::string_view{in}.substr(in_pos), h);
             }
-            if (parsed < 0 || h.rsv != 0) {
+            const auto op = static_cast<detail::ws_opcode>(h.opcode);
+            // RSV1 only with permessage-deflate agreed, and only on a message's first frame
+            // (RFC 7692 6.1: never on a control frame or a continuation); RSV2 and RSV3 never.
+            const bool rsv_ok =
+                h.rsv == 0 || (h.rsv == detail::rsv1 && deflate && !detail::is_control(op) &&
+                               op != detail::ws_opcode::continuation);
+            if (parsed < 0 || !rsv_ok) {
                 co_return co_await fail(close_code::protocol_error);
             }
-            const auto op = static_cast<detail::ws_opcode>(h.opcode);
             const bool known = h.opcode <= 2 || (h.opcode >= 8 && h.opcode <= 10);
             // Frames from a client are masked, frames from a server are not (RFC 6455 5.1).
             if (!known || h.masked == client) {
@@ -303,13 +320,14 @@ struct websocket::impl {
             if (data_frame && op != detail::ws_opcode::continuation) {
                 in_message = true;
                 message_text = op == detail::ws_opcode::text;
+                message_compressed = h.rsv == detail::rsv1;
                 message.clear();
                 utf8.reset();
             }
             // The payload is unmasked, and a text message's UTF-8 checked, as its bytes arrive:
             // a bad sequence fails the connection before the rest of its frame is waited for
-            // (RFC 6455 8.1, fail fast).
-            const bool check_utf8 = data_frame && message_text;
+            // (RFC 6455 8.1, fail fast). A compressed message is checked once inflated.
+            const bool check_utf8 = data_frame && message_text && !message_compressed;
             const auto len = static_cast<std::size_t>(h.length);
             std::size_t done = 0;  // payload bytes unmasked (and checked) so far
             for (;;) {
@@ -354,6 +372,21 @@ struct websocket::impl {
             message.append(data);
             if (h.fin) {
                 in_message = false;
+                if (message_compressed) {
+                    // Inflated only up to max_message: a bomb is refused where it crosses it.
+                    std::string plain;
+                    const auto st = deflate->decompress(message, plain, opts->max_message);
+                    if (st == detail::ws_deflate::status::too_big) {
+                        co_return co_await fail(close_code::too_big);
+                    }
+                    if (st == detail::ws_deflate::status::bad) {
+                        co_return co_await fail(close_code::invalid_data);
+                    }
+                    message = std::move(plain);
+                    if (message_text && !utf8.feed(message)) {
+                        co_return co_await fail(close_code::invalid_data);
+                    }
+                }
                 if (message_text && !utf8.complete()) {
                     co_return co_await fail(close_code::invalid_data);
                 }
@@ -427,6 +460,7 @@ auto websocket::close(std::uint16_t code, std::string_view reason) -> task<resul
 auto websocket::close_code() const noexcept -> std::uint16_t { return p_->peer_code; }
 auto websocket::close_reason() const noexcept -> std::string_view { return p_->peer_reason; }
 auto websocket::subprotocol() const noexcept -> std::string_view { return p_->protocol; }
+auto websocket::compressed() const noexcept -> bool { return p_->deflate.has_value(); }
 
 // ---- client -----------------------------------------------------------------------------
 
@@ -473,6 +507,9 @@ auto websocket::connect(socket_address addr,
         }
         req += "\r\n";
     }
+    if (p->own_opts.deflate.enabled) {
+        req += "Sec-WebSocket-Extensions: " + detail::deflate_offer(p->own_opts.deflate) + "\r\n";
+    }
     req += "\r\n";
     auto w = co_await p->t->write_all(as_bytes(req));
     if (!w) {
@@ -506,6 +543,8 @@ auto websocket::connect(socket_address addr,
     bool accepted = false;
     std::string protocol;
     bool protocol_ok = true;
+    std::optional<detail::deflate_agreement> agreed;
+    bool extensions_ok = true;
     const std::string want = accept_key(key);
     std::string_view rest =
         line_end == std::string_view::npos ? std::string_view{} : head.substr(line_end + 2);
@@ -530,13 +569,22 @@ auto websocket::connect(socket_address addr,
             protocol_ok =
                 std::find(protocols.begin(), protocols.end(), protocol) != protocols.end();
         } else if (name == "sec-websocket-extensions") {
-            protocol_ok = false;  // none was offered (RFC 6455 4.1: fail the connection)
+            // Only what was offered, once (RFC 6455 4.1: else fail the connection).
+            if (p->own_opts.deflate.enabled && !agreed) {
+                agreed = detail::client_agreement(p->own_opts.deflate, value);
+            } else {
+                agreed.reset();
+            }
+            extensions_ok = extensions_ok && agreed.has_value();
         }
     }
-    if (!upgrade || !connection || !accepted || !protocol_ok) {
+    if (!upgrade || !connection || !accepted || !protocol_ok || !extensions_ok) {
         co_return make_error_code(websocket_errc::handshake_failed);
     }
     p->protocol = std::move(protocol);
+    if (agreed) {
+        p->deflate.emplace(*agreed);
+    }
     p->in_pos = end + 4;
     co_return websocket{std::move(p)};
 }
@@ -674,6 +722,15 @@ auto websocket_route::operator()(request& req) const -> task<response> {
     if (!chosen.empty()) {
         r.add_header("Sec-WebSocket-Protocol", chosen);
     }
+    if (o.deflate.enabled) {
+        std::string offers;
+        for (const auto v : req.head().values("Sec-WebSocket-Extensions")) {
+            offers.append(offers.empty() ? "" : ", ").append(v);
+        }
+        if (auto answer = answer_deflate_offers(o.deflate, offers)) {
+            r.add_header("Sec-WebSocket-Extensions", *answer);
+        }
+    }
     co_return r;
 }
 
@@ -691,6 +748,9 @@ auto websocket_route::serve(server::state& st,
     p->in.assign(early);
     if (auto proto = r.header("Sec-WebSocket-Protocol")) {
         p->protocol.assign(*proto);
+    }
+    if (auto ext = r.header("Sec-WebSocket-Extensions")) {
+        p->deflate.emplace(server_agreement(o.deflate, *ext));
     }
     auto w = co_await with_timeout(o.send_timeout, t.write_all(as_bytes(head)));
     if (!w || !*w) {

@@ -30,7 +30,7 @@ enum class ws_opcode : std::uint8_t {
 /// A frame head as read: `size` bytes of head, then `length` bytes of payload.
 struct ws_frame_head {
     bool fin = false;
-    std::uint8_t rsv = 0;  // the three reserved bits (no extension is negotiated: must be 0)
+    std::uint8_t rsv = 0;  // the three reserved bits (RSV1 = 4: a compressed message's first frame)
     std::uint8_t opcode = 0;
     bool masked = false;
     std::uint8_t mask[4] = {};
@@ -79,13 +79,20 @@ struct ws_frame_head {
     return 1;
 }
 
-/// Writes a frame head into `out` (at least 14 bytes) and returns its size.
+/// RSV1 in ws_frame_head::rsv: set on the first frame of a message compressed with
+/// permessage-deflate (RFC 7692 6).
+inline constexpr std::uint8_t rsv1 = 0x4;
+
+/// Writes a frame head into `out` (at least 14 bytes) and returns its size. `compressed` sets
+/// RSV1.
 [[nodiscard]] inline auto write_frame_head(std::uint8_t* out,
                                            ws_opcode op,
                                            bool fin,
                                            std::uint64_t length,
-                                           const std::uint8_t* mask) noexcept -> std::size_t {
-    out[0] = static_cast<std::uint8_t>((fin ? 0x80 : 0) | static_cast<std::uint8_t>(op));
+                                           const std::uint8_t* mask,
+                                           bool compressed = false) noexcept -> std::size_t {
+    out[0] = static_cast<std::uint8_t>((fin ? 0x80 : 0) | (compressed ? rsv1 << 4 : 0) |
+                                       static_cast<std::uint8_t>(op));
     const std::uint8_t m = mask != nullptr ? 0x80 : 0;
     std::size_t n = 2;
     if (length < 126) {

@@ -4,6 +4,8 @@
 // when.
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <cstdint>
@@ -42,6 +44,15 @@ auto ws_options() -> websocket_options {
     o.send_timeout = 200ms;
     o.close_timeout = 200ms;
     o.subprotocols = {"chat.v2", "chat.v1"};
+    return o;
+}
+
+// permessage-deflate accepted; `takeover`: context takeover both ways.
+auto deflate_options(bool takeover) -> websocket_options {
+    websocket_options o = ws_options();
+    o.deflate.enabled = true;
+    o.deflate.send_context_takeover = takeover;
+    o.deflate.receive_context_takeover = takeover;
     return o;
 }
 
@@ -90,9 +101,60 @@ auto frame(std::uint8_t opcode,
     return f;
 }
 
+/// A permessage-deflate payload (RFC 7692 7.2.1) made by zlib here, independently of the
+/// server's code: the raw deflate stream of `s` flushed with Z_SYNC_FLUSH, its 0x00 0x00 0xff
+/// 0xff tail removed. `stream`: a deflate stream kept between messages (context takeover).
+auto deflate_payload(std::string_view s, z_stream* stream = nullptr) -> std::string {
+    z_stream own{};
+    z_stream* z = stream;
+    if (z == nullptr) {
+        z = &own;
+        EXPECT_EQ(deflateInit2(z, 9, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY), Z_OK);
+    }
+    std::string out(s.size() + 64, '\0');
+    z->next_in = reinterpret_cast<Bytef*>(const_cast<char*>(s.data()));
+    z->avail_in = static_cast<uInt>(s.size());
+    z->next_out = reinterpret_cast<Bytef*>(out.data());
+    z->avail_out = static_cast<uInt>(out.size());
+    EXPECT_EQ(deflate(z, Z_SYNC_FLUSH), Z_OK);
+    out.resize(out.size() - z->avail_out);
+    EXPECT_TRUE(out.ends_with(std::string_view{"\x00\x00\xff\xff", 4}));
+    out.resize(out.size() - 4);
+    if (z == &own) {
+        (void)deflateEnd(z);
+    }
+    return out;
+}
+
+/// The message of a permessage-deflate payload: the tail appended, raw inflate. `stream`: an
+/// inflate stream kept between messages (the peer's context takeover).
+auto inflate_payload(std::string_view p, z_stream* stream = nullptr) -> std::string {
+    z_stream own{};
+    z_stream* z = stream;
+    if (z == nullptr) {
+        z = &own;
+        EXPECT_EQ(inflateInit2(z, -15), Z_OK);
+    }
+    std::string in{p};
+    in.append("\x00\x00\xff\xff", 4);
+    std::string out(1 << 20, '\0');
+    z->next_in = reinterpret_cast<Bytef*>(in.data());
+    z->avail_in = static_cast<uInt>(in.size());
+    z->next_out = reinterpret_cast<Bytef*>(out.data());
+    z->avail_out = static_cast<uInt>(out.size());
+    const int rc = inflate(z, Z_SYNC_FLUSH);
+    EXPECT_TRUE(rc == Z_OK || rc == Z_BUF_ERROR) << rc;
+    out.resize(out.size() - z->avail_out);
+    if (z == &own) {
+        (void)inflateEnd(z);
+    }
+    return out;
+}
+
 /// A frame as the raw client read it.
 struct read_frame {
     std::uint8_t opcode = 0;
+    std::uint8_t rsv = 0;
     bool fin = false;
     std::string payload;
     [[nodiscard]] auto code() const -> std::uint16_t {
@@ -106,12 +168,16 @@ struct read_frame {
 /// A client that speaks WebSocket by hand: the handshake, then whatever bytes the test sends.
 class raw_peer {
 public:
-    static auto open(socket_address addr, std::string_view path = "/echo") -> task<raw_peer> {
+    /// `fields`: more header lines, each ending in CRLF.
+    static auto open(socket_address addr,
+                     std::string_view path = "/echo",
+                     std::string_view fields = {}) -> task<raw_peer> {
         raw_peer p{(co_await tcp_stream::connect(addr)).value()};
         std::string req = "GET " + std::string{path} +
                           " HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                           "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                          "Sec-WebSocket-Version: 13\r\n\r\n";
+                          "Sec-WebSocket-Version: 13\r\n" +
+                          std::string{fields} + "\r\n";
         (co_await p.s_.write_all(as_bytes(req))).value();
         for (;;) {
             const auto end = p.buf_.find("\r\n\r\n");
@@ -169,6 +235,7 @@ public:
                     if (buf_.size() >= at + len) {
                         read_frame f;
                         f.opcode = static_cast<std::uint8_t>(buf_[0]) & 0x0F;
+                        f.rsv = (static_cast<std::uint8_t>(buf_[0]) >> 4) & 0x7;
                         f.fin = (static_cast<std::uint8_t>(buf_[0]) & 0x80) != 0;
                         f.payload = buf_.substr(at, len);
                         buf_.erase(0, at + len);
@@ -251,23 +318,23 @@ protected:
         runtime rt{options()};
         rt.block_on([&]() -> task<void> {
             server srv{std::move(so)};
-            srv.websocket(
-                "/echo",
-                [this](websocket& ws) -> task<void> {
-                    for (;;) {
-                        auto m = co_await ws.receive();
-                        if (!m) {
-                            break;
-                        }
-                        auto w = co_await ws.send(m->data, m->text);
-                        if (!w) {
-                            break;
-                        }
+            auto echo = [this](websocket& ws) -> task<void> {
+                for (;;) {
+                    auto m = co_await ws.receive();
+                    if (!m) {
+                        break;
                     }
-                    seen_.ended.fetch_add(1);
-                    seen_.handler_done.set();
-                },
-                ws_options());
+                    auto w = co_await ws.send(m->data, m->text);
+                    if (!w) {
+                        break;
+                    }
+                }
+                seen_.ended.fetch_add(1);
+                seen_.handler_done.set();
+            };
+            srv.websocket("/echo", echo, ws_options());
+            srv.websocket("/z", echo, deflate_options(false));
+            srv.websocket("/zt", echo, deflate_options(true));
             websocket_options strict = ws_options();
             strict.check_origin = [](std::string_view origin) {
                 return origin == "https://good.example";
@@ -306,11 +373,13 @@ protected:
         }());
     }
 
-    // The close code the server answers `bytes` with (sent after the handshake on /echo).
-    auto close_for(std::string bytes) -> std::uint16_t {
+    // The close code the server answers `bytes` with (sent after the handshake on `path`, whose
+    // request carries `fields`).
+    auto close_for(std::string bytes, std::string_view path = "/echo", std::string_view fields = {})
+        -> std::uint16_t {
         std::uint16_t code = 0;
         run([&](socket_address addr, server&) -> task<void> {
-            auto p = co_await raw_peer::open(addr);
+            auto p = co_await raw_peer::open(addr, path, fields);
             (void)co_await p.send(std::move(bytes));
             code = co_await p.close_code();
             const bool ok1 = static_cast<bool>(co_await p.ended());
@@ -602,7 +671,350 @@ TEST_P(websocket_server, origin_hook_refuses_with_403) {
     EXPECT_TRUE(good.starts_with("HTTP/1.1 101 ")) << good;
 }
 
+// ---- permessage-deflate (RFC 7692) -------------------------------------------------------
+
+constexpr std::string_view deflate_offer =
+    "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n";
+
+// Text that deflate shrinks but not to nothing: `n` numbered phrases.
+auto phrases(int n) -> std::string {
+    std::string s;
+    for (int i = 0; i < n; ++i) {
+        s += "phrase " + std::to_string(i * 7919 % 1000) + " of the message; ";
+    }
+    return s;
+}
+
+// Letters from a fixed linear congruential sequence: little to compress inside one message.
+auto noise(std::size_t n) -> std::string {
+    std::string s(n, 'a');
+    std::uint32_t x = 12345;
+    for (char& c : s) {
+        x = x * 1103515245U + 12345U;
+        c = static_cast<char>('a' + (x >> 16) % 26);
+    }
+    return s;
+}
+
+TEST_P(websocket_server, deflate_offer_is_answered_and_echoes_are_compressed) {
+    const std::string text = phrases(30);
+    std::string head;
+    std::optional<read_frame> echo;
+    std::optional<read_frame> plain_echo;
+    std::uint16_t code = 0;
+    run([&](socket_address addr, server&) -> task<void> {
+        auto p = co_await raw_peer::open(addr, "/z", deflate_offer);
+        head = p.head() + "\r\n";
+        (void)co_await p.send(frame(0x1, deflate_payload(text), true, true, 0x4));
+        echo = co_await p.next();
+        (void)co_await p.send(frame(0x2, "uncompressed"));  // RSV1 clear: taken as it is
+        plain_echo = co_await p.next();
+        (void)co_await p.send(frame(0x8, close_payload(1000)));
+        code = co_await p.close_code();
+    });
+    // Without context takeover both ways (the default), and no client_max_window_bits value:
+    // the client may compress with 15 bits.
+    EXPECT_NE(head.find("\r\nSec-WebSocket-Extensions: permessage-deflate; "
+                        "server_no_context_takeover; client_no_context_takeover\r\n"),
+              std::string::npos)
+        << head;
+    ASSERT_TRUE(echo && plain_echo);
+    EXPECT_EQ(echo->rsv, 0x4);
+    EXPECT_LT(echo->payload.size(), text.size() / 2);
+    EXPECT_EQ(inflate_payload(echo->payload), text);
+    EXPECT_EQ(plain_echo->opcode, 0x2);
+    EXPECT_EQ(plain_echo->rsv, 0x4);
+    EXPECT_EQ(inflate_payload(plain_echo->payload), "uncompressed");
+    EXPECT_EQ(code, 1000);
+}
+
+TEST_P(websocket_server, rsv1_without_agreement_is_closed_1002) {
+    // /z accepts permessage-deflate, but this client did not offer it.
+    EXPECT_EQ(close_for(frame(0x1, deflate_payload("hello"), true, true, 0x4), "/z"), 1002);
+}
+
+TEST_P(websocket_server, rsv1_on_a_continuation_is_closed_1002) {
+    const std::string z = deflate_payload(phrases(10));
+    EXPECT_EQ(close_for(frame(0x1, z.substr(0, 5), false, true, 0x4) +
+                            frame(0x0, z.substr(5), true, true, 0x4),
+                        "/z", deflate_offer),
+              1002);
+}
+
+TEST_P(websocket_server, compressed_control_frame_is_closed_1002) {
+    EXPECT_EQ(close_for(frame(0x9, deflate_payload("ping"), true, true, 0x4), "/z", deflate_offer),
+              1002);
+}
+
+TEST_P(websocket_server, decompression_bomb_is_closed_1009_before_it_is_inflated) {
+    // 64 KiB of zeros in a frame of a few dozen bytes, then a byte that breaks the stream (the
+    // flush's stored block gets lengths that disagree). Inflated to its end it would be refused
+    // as invalid data (1007, as the small case below shows); a 1009 proves inflating stopped at
+    // the message limit, before the bad byte.
+    const std::string bomb = deflate_payload(std::string(64 * 1024, '\0')) + "\x07";
+    ASSERT_LT(bomb.size(), frame_limit);
+    EXPECT_EQ(close_for(frame(0x2, bomb, true, true, 0x4), "/z", deflate_offer), 1009);
+    const std::string small = deflate_payload(std::string(100, '\0')) + "\x07";
+    EXPECT_EQ(close_for(frame(0x2, small, true, true, 0x4), "/z", deflate_offer), 1007);
+}
+
+TEST_P(websocket_server, compressed_text_that_is_not_utf8_is_closed_1007) {
+    EXPECT_EQ(
+        close_for(frame(0x1, deflate_payload("ab\xC0\xAF"), true, true, 0x4), "/z", deflate_offer),
+        1007);
+}
+
+TEST_P(websocket_server, offers_with_a_bad_parameter_are_declined) {
+    const std::vector<std::string> bad = {
+        "permessage-deflate; server_max_window_bits=16",
+        "permessage-deflate; server_max_window_bits=7",
+        "permessage-deflate; client_max_window_bits=09",
+        "permessage-deflate; server_max_window_bits",
+        "permessage-deflate; server_max_window_bits=8",  // zlib has no raw 8-bit window
+        "permessage-deflate; server_no_context_takeover=1",
+        "permessage-deflate; client_no_context_takeover; client_no_context_takeover",
+        "permessage-deflate; mystery",
+        "x-webkit-deflate-frame",
+    };
+    std::vector<std::string> heads;
+    std::vector<std::string> echoes;
+    std::string fallback_head;
+    run([&](socket_address addr, server&) -> task<void> {
+        for (const std::string& offer : bad) {
+            auto p =
+                co_await raw_peer::open(addr, "/z", "Sec-WebSocket-Extensions: " + offer + "\r\n");
+            heads.push_back(p.head());
+            (void)co_await p.send(frame(0x1, "still works"));
+            auto f = co_await p.next();
+            echoes.push_back(f && f->rsv == 0 ? f->payload : "");
+        }
+        // A bad offer first, an acceptable one after it: the second is answered.
+        auto p = co_await raw_peer::open(addr, "/z",
+                                         "Sec-WebSocket-Extensions: permessage-deflate; x=1, "
+                                         "permessage-deflate; server_max_window_bits=10\r\n");
+        fallback_head = p.head() + "\r\n";
+    });
+    ASSERT_EQ(heads.size(), bad.size());
+    for (std::size_t i = 0; i < bad.size(); ++i) {
+        EXPECT_TRUE(heads[i].starts_with("HTTP/1.1 101 ")) << bad[i];
+        EXPECT_EQ(heads[i].find("Sec-WebSocket-Extensions"), std::string::npos) << bad[i];
+        EXPECT_EQ(echoes[i], "still works") << bad[i];
+    }
+    EXPECT_NE(fallback_head.find("\r\nSec-WebSocket-Extensions: permessage-deflate; "
+                                 "server_no_context_takeover; client_no_context_takeover; "
+                                 "server_max_window_bits=10\r\n"),
+              std::string::npos)
+        << fallback_head;
+}
+
+TEST_P(websocket_server, fragmented_compressed_message_sent_one_byte_at_a_time_is_joined) {
+    const std::string text = phrases(40);
+    const std::string z = deflate_payload(text);
+    std::optional<read_frame> pong;
+    std::optional<read_frame> echo;
+    std::uint16_t code = 0;
+    run([&](socket_address addr, server&) -> task<void> {
+        auto p = co_await raw_peer::open(addr, "/z", deflate_offer);
+        // RSV1 on the first fragment only, a ping between the fragments.
+        const std::size_t a = z.size() / 3;
+        const std::size_t b = 2 * z.size() / 3;
+        std::string bytes = frame(0x1, z.substr(0, a), false, true, 0x4) + frame(0x9, "hi") +
+                            frame(0x0, z.substr(a, b - a), false) + frame(0x0, z.substr(b)) +
+                            frame(0x8, close_payload(1000));
+        const bool sent = co_await p.send_bytewise(std::move(bytes));
+        EXPECT_TRUE(sent);
+        pong = co_await p.next();
+        echo = co_await p.next();
+        code = co_await p.close_code();
+    });
+    ASSERT_TRUE(pong && echo);
+    EXPECT_EQ(pong->opcode, 0xA);
+    EXPECT_EQ(pong->rsv, 0);
+    EXPECT_EQ(echo->opcode, 0x1);
+    EXPECT_EQ(inflate_payload(echo->payload), text);
+    EXPECT_EQ(code, 1000);
+}
+
+TEST_P(websocket_server, context_takeover_keeps_both_windows_between_messages) {
+    // The same 600 letters twice: the second message is a back-reference to the first, on
+    // the way in (the client's window, which the server must keep to inflate it) and out (the
+    // server's, which makes its second echo a few bytes).
+    const std::string text = noise(600);
+    std::string head;
+    std::vector<std::string> echoes;
+    std::size_t second_size = 0;
+    run([&](socket_address addr, server&) -> task<void> {
+        auto p = co_await raw_peer::open(addr, "/zt",
+                                         "Sec-WebSocket-Extensions: permessage-deflate\r\n");
+        head = p.head() + "\r\n";
+        z_stream tx{};
+        z_stream rx{};
+        EXPECT_EQ(deflateInit2(&tx, 9, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY), Z_OK);
+        EXPECT_EQ(inflateInit2(&rx, -15), Z_OK);
+        for (int i = 0; i < 2; ++i) {
+            const std::string z = deflate_payload(text, &tx);
+            if (i == 1) {
+                second_size = z.size();
+            }
+            (void)co_await p.send(frame(0x1, z, true, true, 0x4));
+            auto f = co_await p.next();
+            echoes.push_back(f ? std::to_string(f->payload.size()) + ":" +
+                                     inflate_payload(f->payload, &rx)
+                               : "");
+        }
+        (void)deflateEnd(&tx);
+        (void)inflateEnd(&rx);
+    });
+    EXPECT_NE(head.find("\r\nSec-WebSocket-Extensions: permessage-deflate\r\n"), std::string::npos)
+        << head;
+    EXPECT_LT(second_size, 20U);
+    ASSERT_EQ(echoes.size(), 2U);
+    const auto size_of = [](const std::string& e) { return std::stoul(e.substr(0, e.find(':'))); };
+    EXPECT_EQ(echoes[0].substr(echoes[0].find(':') + 1), text);
+    EXPECT_EQ(echoes[1].substr(echoes[1].find(':') + 1), text);
+    EXPECT_GT(size_of(echoes[0]), 300U);
+    EXPECT_LT(size_of(echoes[1]), 20U);
+}
+
+TEST_P(websocket_server, client_round_trips_compressed_messages) {
+    // weft's client against weft's server: without takeover, with it, with small windows, and
+    // against a route that does not accept the offer.
+    struct variant {
+        std::string path;
+        bool takeover;
+        int bits;
+        bool agreed;
+    };
+    const std::vector<variant> variants = {{"/z", false, 15, true},
+                                           {"/zt", true, 15, true},
+                                           {"/zt", true, 9, true},
+                                           {"/zt", false, 10, true},
+                                           {"/echo", false, 15, false}};
+    int echoed = 0;
+    int agreed = 0;
+    run([&](socket_address addr, server&) -> task<void> {
+        for (const variant& v : variants) {
+            websocket_options o;
+            o.deflate.enabled = true;
+            o.deflate.send_context_takeover = v.takeover;
+            o.deflate.receive_context_takeover = v.takeover;
+            o.deflate.send_window_bits = v.bits;
+            o.deflate.receive_window_bits = v.bits;
+            auto ws = (co_await websocket::connect(addr, "localhost", v.path, o)).value();
+            agreed += ws.compressed() == v.agreed ? 1 : 0;
+            // Each under the server's frame limit also when sent uncompressed (/echo).
+            for (const std::string& msg :
+                 {std::string{}, std::string{"a"}, phrases(25), noise(900), noise(900)}) {
+                const bool text = msg.size() % 2 == 0;
+                const bool ok = static_cast<bool>(co_await ws.send(msg, text));
+                EXPECT_TRUE(ok);
+                auto m = co_await ws.receive();
+                echoed += m && m->data == msg && m->text == text ? 1 : 0;
+            }
+            (void)co_await ws.close();
+            (void)co_await ws.receive();
+        }
+    });
+    EXPECT_EQ(agreed, 5);
+    EXPECT_EQ(echoed, 25);
+}
+
 WEFT_TEST_ON_BOTH_BACKENDS(websocket_server);
+
+// The client's side of the negotiation, against a scripted server that answers each upgrade
+// with a 101 carrying a chosen Sec-WebSocket-Extensions.
+class websocket_client : public weft::test::backend_test {};
+
+// Sec-WebSocket-Accept for the key of `request`, computed here with OpenSSL.
+auto accept_for(std::string_view request) -> std::string {
+    const std::string_view field = "Sec-WebSocket-Key: ";
+    const auto at = request.find(field) + field.size();
+    std::string s{request.substr(at, request.find("\r\n", at) - at)};
+    s += "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EXPECT_EQ(EVP_Digest(s.data(), s.size(), md, &len, EVP_sha1(), nullptr), 1);
+    std::string out(4 * ((len + 2) / 3), '\0');
+    const int n =
+        EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), md, static_cast<int>(len));
+    out.resize(static_cast<std::size_t>(n));
+    return out;
+}
+
+TEST_P(websocket_client, refuses_an_extension_answer_it_cannot_take) {
+    struct answer_case {
+        bool offered;
+        std::string answer;
+        bool accepted;
+    };
+    const std::vector<answer_case> cases = {
+        {false, "permessage-deflate", false},  // nothing was offered
+        {true, "permessage-deflate; server_no_context_takeover; client_no_context_takeover", true},
+        {true, "permessage-deflate; server_no_context_takeover; client_max_window_bits=10", true},
+        {true, "permessage-deflate", false},  // server_no_context_takeover was asked for
+        {true, "permessage-deflate; server_no_context_takeover; server_max_window_bits=16", false},
+        {true, "permessage-deflate; server_no_context_takeover; client_max_window_bits", false},
+        {true, "permessage-deflate; server_no_context_takeover; client_max_window_bits=8", false},
+        {true, "permessage-deflate; server_no_context_takeover; mystery", false},
+        {true, "x-webkit-deflate-frame", false},
+        {true, "permessage-deflate; server_no_context_takeover, permessage-deflate", false},
+    };
+    std::vector<std::string> requests;
+    int right = 0;
+    runtime rt{options()};
+    rt.block_on([&]() -> task<void> {
+        auto l = tcp_listener::bind(socket_address::parse("127.0.0.1", 0).value()).value();
+        const auto addr = l.local_address().value();
+        for (const answer_case& c : cases) {
+            co_await with_scope([&](scope& s) -> task<void> {
+                s.spawn([&]() -> task<void> {
+                    auto conn = (co_await l.accept()).value();
+                    std::string req;
+                    char b[2048];
+                    while (req.find("\r\n\r\n") == std::string::npos) {
+                        auto n = co_await conn.read_some(std::as_writable_bytes(std::span{b}));
+                        if (!n) {
+                            co_return;
+                        }
+                        req.append(b, *n);
+                    }
+                    requests.push_back(req);
+                    const std::string answer =
+                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                        "Connection: Upgrade\r\nSec-WebSocket-Accept: " +
+                        accept_for(req) + "\r\nSec-WebSocket-Extensions: " + c.answer + "\r\n\r\n";
+                    (void)co_await conn.write_all(as_bytes(answer));
+                    for (;;) {  // until the client drops the connection
+                        auto n = co_await conn.read_some(std::as_writable_bytes(std::span{b}));
+                        if (!n || *n == 0) {
+                            co_return;
+                        }
+                    }
+                });
+                websocket_options o;
+                o.deflate.enabled = c.offered;
+                {  // the connection is dropped at the end of this block: the script ends
+                    auto ws = co_await websocket::connect(addr, "localhost", "/", o);
+                    const bool accepted = ws.has_value() && ws->compressed();
+                    const bool refused =
+                        !ws.has_value() && ws.error() == websocket_errc::handshake_failed;
+                    right += (c.accepted ? accepted : refused) ? 1 : 0;
+                    EXPECT_TRUE(c.accepted ? accepted : refused) << c.answer;
+                }
+            });
+        }
+    }());
+    EXPECT_EQ(right, static_cast<int>(cases.size()));
+    ASSERT_EQ(requests.size(), cases.size());
+    EXPECT_EQ(requests[0].find("Sec-WebSocket-Extensions"), std::string::npos);
+    EXPECT_NE(requests[1].find("\r\nSec-WebSocket-Extensions: permessage-deflate; "
+                               "client_no_context_takeover; server_no_context_takeover; "
+                               "client_max_window_bits\r\n"),
+              std::string::npos)
+        << requests[1];
+}
+
+WEFT_TEST_ON_BOTH_BACKENDS(websocket_client);
 
 // The same server over TLS: the upgrade and the frames go through the record layer.
 class websocket_tls : public weft::test::backend_test {};

@@ -2,6 +2,10 @@
 //   ws_autobahn server PORT   an echo server on 127.0.0.1:PORT, for the fuzzing client
 //   ws_autobahn client PORT   runs every case of the fuzzing server on 127.0.0.1:PORT, echoing
 // The limits are raised to the suite's largest messages (16 MiB in one frame, cases 9.*).
+// permessage-deflate is accepted and offered (cases 12.* and 13.*): the server with context
+// takeover both ways where the offer allows it, the client with the takeover of the server's
+// window only (13.* accept only offers that announce client_no_context_takeover), so each
+// direction runs once with a state per connection and once with the thread's.
 
 #include <cstdio>
 #include <cstdlib>
@@ -19,13 +23,16 @@ using namespace std::chrono_literals;
 using weft::task;
 namespace http = weft::http;
 
-auto conformance_options() -> http::websocket_options {
+auto conformance_options(bool server) -> http::websocket_options {
     http::websocket_options o;
     o.max_frame = 64 << 20;
     o.max_message = 64 << 20;
     o.ping_interval = 0ms;
     o.idle_timeout = 60s;
     o.close_timeout = 2s;
+    o.deflate.enabled = true;
+    o.deflate.send_context_takeover = server;
+    o.deflate.receive_context_takeover = true;
     return o;
 }
 
@@ -45,7 +52,7 @@ auto echo(http::websocket& ws) -> task<void> {
 auto run_server(std::uint16_t port) -> task<void> {
     http::server srv;
     srv.websocket(
-        "/", [](http::websocket& ws) { return echo(ws); }, conformance_options());
+        "/", [](http::websocket& ws) { return echo(ws); }, conformance_options(true));
     auto r = co_await srv.listen(weft::socket_address::parse("127.0.0.1", port).value());
     if (!r) {
         std::fprintf(stderr, "listen: %s\n", r.error().message().c_str());
@@ -56,7 +63,7 @@ auto run_server(std::uint16_t port) -> task<void> {
 auto run_client(std::uint16_t port) -> task<int> {
     const auto addr = weft::socket_address::parse("127.0.0.1", port).value();
     auto count_ws = co_await http::websocket::connect(addr, "127.0.0.1", "/getCaseCount",
-                                                      conformance_options());
+                                                      conformance_options(false));
     if (!count_ws) {
         std::fprintf(stderr, "getCaseCount: %s\n", count_ws.error().message().c_str());
         co_return 1;
@@ -70,13 +77,13 @@ auto run_client(std::uint16_t port) -> task<int> {
     for (int i = 1; i <= cases; ++i) {
         auto ws = co_await http::websocket::connect(
             addr, "127.0.0.1", "/runCase?case=" + std::to_string(i) + "&agent=weft",
-            conformance_options());
+            conformance_options(false));
         if (ws) {
             co_await echo(*ws);
         }
     }
     auto report = co_await http::websocket::connect(addr, "127.0.0.1", "/updateReports?agent=weft",
-                                                    conformance_options());
+                                                    conformance_options(false));
     if (report) {
         (void)co_await report->receive();
     }

@@ -44,6 +44,38 @@ enum class websocket_errc : int {
     return {static_cast<int>(e), websocket_category()};
 }
 
+/// permessage-deflate (RFC 7692): each data message compressed with zlib's raw deflate, RSV1
+/// set on its first frame. Off unless `enabled` (docs/design/decisions.md: CPU per message,
+/// and a compressed length can leak a secret sent beside attacker-chosen bytes).
+///
+/// Memory: without context takeover (the default, both ways) a message is compressed, and a
+/// received one inflated, by zlib states each worker thread keeps (about 2^(send_window_bits+2)
+/// + 2^(mem_level+9) bytes to compress, 7 KiB + 32 KiB to inflate): an idle connection holds
+/// none. Context takeover keeps those states per connection for its lifetime, created by its
+/// first compressed message (with the defaults about 262 KiB to send, 39 KiB to receive).
+/// A received message is inflated only up to websocket_options::max_message (then close 1009).
+struct websocket_deflate_options {
+    /// Server: accept a client's offer (the first acceptable one); client: offer it.
+    bool enabled = false;
+    /// Our compressor keeps its window between the messages we send (better ratios for
+    /// similar small messages, a compressor state held per connection). Off: we announce
+    /// server_no_context_takeover (server) or client_no_context_takeover (client).
+    bool send_context_takeover = false;
+    /// The peer may keep its window between messages (we then keep an inflate state per
+    /// connection). Off: the server answers client_no_context_takeover; the client offers
+    /// server_no_context_takeover, which the server must accept.
+    bool receive_context_takeover = false;
+    /// Our compressor's window, 2^bits bytes, 9..15 (zlib has no raw 8-bit window): the peer
+    /// may ask for less with *_max_window_bits, never for more.
+    int send_window_bits = 15;
+    /// The largest window the peer may compress with, 8..15: asked of it (client_max_window_bits
+    /// from a server, when the client offered that parameter; server_max_window_bits from a
+    /// client).
+    int receive_window_bits = 15;
+    /// zlib's memLevel (1..9) of our compressor: its hash tables take 2^(mem_level+9) bytes.
+    int mem_level = 8;
+};
+
 /// Limits and timeouts of one WebSocket connection, server or client side. Defaults: a frame
 /// of 1 MiB, a message of 16 MiB (the 1009 close above either), a ping after 30 s without a
 /// byte from the peer and a close after 60 s (idle_timeout), 30 s for the peer to take a frame
@@ -69,6 +101,8 @@ struct websocket_options {
     /// Server: called with the Origin field (empty if none); false refuses the upgrade (403).
     /// Unset: every origin is accepted (browsers send Origin; other clients need not).
     std::function<bool(std::string_view)> check_origin{};
+    /// permessage-deflate (RFC 7692): off unless deflate.enabled.
+    websocket_deflate_options deflate{};
     /// Client: wss, a client context (weft::tls_context::client) and the name it checks.
     std::optional<tls_context> tls{};
 };
@@ -124,7 +158,8 @@ public:
     /// or a limit is answered with its close code and ends with protocol_error. Cancel safety:
     /// a cancelled receive ends the connection (bytes may have been taken off the socket).
     [[nodiscard]] auto receive() -> task<result<websocket_message>>;
-    /// Sends one message, text (`data` must be UTF-8: not checked) or binary, as one frame.
+    /// Sends one message, text (`data` must be UTF-8: not checked) or binary, as one frame
+    /// (compressed when permessage-deflate was agreed).
     [[nodiscard]] auto send(std::string_view data, bool text = true) -> task<result<void>>;
     [[nodiscard]] auto send_binary(std::span<const std::byte> data) -> task<result<void>>;
     /// A ping with `payload` (at most 125 bytes).
@@ -140,6 +175,8 @@ public:
     [[nodiscard]] auto close_reason() const noexcept -> std::string_view;
     /// The subprotocol agreed in the handshake ("" when none).
     [[nodiscard]] auto subprotocol() const noexcept -> std::string_view;
+    /// True when the handshake agreed on permessage-deflate.
+    [[nodiscard]] auto compressed() const noexcept -> bool;
 
 private:
     std::unique_ptr<impl> p_;
