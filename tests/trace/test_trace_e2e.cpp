@@ -44,12 +44,6 @@ auto collector_port() -> int {
     return v != nullptr ? std::atoi(v) : 0;
 }
 
-/// The file the collector's file exporter appends to (WEFT_OTELCOL_TRACES); empty when unset.
-auto collector_traces() -> std::string {
-    const char* v = std::getenv("WEFT_OTELCOL_TRACES");
-    return v != nullptr ? v : "";
-}
-
 struct otlp_span {
     std::string id;
     std::string parent;  // empty: a root span
@@ -101,9 +95,9 @@ auto read_all(const std::string& path) -> std::string {
 
 TEST(trace_e2e, a_request_the_outbox_the_bus_and_a_consumer_in_one_trace) {
     const int port = collector_port();
-    const std::string traces = collector_traces();
+    // The file the fixture's collector appends to (scripts/otelcol.sh: WEFT_OTELCOL_TRACES).
+    const std::string traces = WEFT_OTELCOL_TRACES;
     ASSERT_GT(port, 0) << "WEFT_OTELCOL_PORT names the collector (CTest sets it)";
-    ASSERT_FALSE(traces.empty()) << "WEFT_OTELCOL_TRACES names its output (CTest sets it)";
     const std::string otlp = "http://127.0.0.1:" + std::to_string(port) + "/v1/traces";
 
     const auto db = std::filesystem::temp_directory_path() /
