@@ -23,8 +23,9 @@
 #          Python 2.7 code and Debian 12 has no python2: a python2.7 on PATH or in pyenv is
 #          used (pyenv builds 2.7.18 where it has none), and the suite goes under
 #          $WEFT_AUTOBAHN_DIR (default ~/.cache/weft/autobahn) with its pinned dependencies.
-#   go:    h2spec (HTTP/2 conformance); with WEFT_JAEGER=1, Jaeger (the OTLP collector of the
-#          end-to-end trace test)
+#   go:    h2spec (HTTP/2 conformance); the OpenTelemetry Collector of the end-to-end trace
+#          test (built by the OpenTelemetry Collector Builder: the otlp receiver, the file
+#          exporter)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -90,16 +91,18 @@ if ! command -v h2spec >/dev/null && [ ! -x "$(go env GOPATH)/bin/h2spec" ]; the
     GOFLAGS=-buildvcs=false go install "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
 fi
 
-# With WEFT_JAEGER=1: Jaeger (the OTLP collector test_trace_e2e exports to, a test CMake
-# registers with -DWEFT_TEST_JAEGER=ON; scripts/jaeger.sh runs it), into
-# $(go env GOPATH)/bin/jaeger-<version>. Its go.mod has replace directives, which
-# `go install pkg@version` refuses, so the pinned module is downloaded and its cmd/jaeger built
-# in place (the same sources `go install` would build). It takes long: thousands of packages,
-# which is why it is not built by default.
-jaeger_version=1.76.0
-jaeger_bin="$(go env GOPATH)/bin/jaeger-$jaeger_version"
-if [ "${WEFT_JAEGER:-0}" = 1 ] && [ ! -x "$jaeger_bin" ]; then
-    jaeger_src=$(go mod download -json "github.com/jaegertracing/jaeger@v$jaeger_version" |
-        python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
-    (cd "$jaeger_src" && GOFLAGS=-buildvcs=false go build -o "$jaeger_bin" ./cmd/jaeger)
+# The OpenTelemetry Collector test_trace_e2e exports to (scripts/otelcol.sh runs it), into
+# $(go env GOPATH)/bin/weft-otelcol-<version>: the OpenTelemetry Collector Builder (go install,
+# pinned) builds scripts/otelcol-builder.yaml, a collector of the otlp receiver and the file
+# exporter only, in $WEFT_OTELCOL_BUILD_DIR (default ~/.cache/weft/otelcol-<version>).
+otelcol_version=0.161.0
+otelcol_bin="$(go env GOPATH)/bin/weft-otelcol-$otelcol_version"
+if [ ! -x "$otelcol_bin" ]; then
+    otelcol_dir=${WEFT_OTELCOL_BUILD_DIR:-$HOME/.cache/weft/otelcol-$otelcol_version}
+    otelcol_manifest="$(cd "$(dirname "$0")" && pwd)/otelcol-builder.yaml"
+    mkdir -p "$otelcol_dir"
+    GOBIN="$otelcol_dir" GOFLAGS=-buildvcs=false \
+        go install "go.opentelemetry.io/collector/cmd/builder@v$otelcol_version"
+    (cd "$otelcol_dir" && GOFLAGS=-buildvcs=false ./builder --config "$otelcol_manifest")
+    install -m 755 "$otelcol_dir/dist/weft-otelcol" "$otelcol_bin"
 fi
