@@ -10,6 +10,7 @@
 #include <system_error>
 #include <utility>
 
+#include "stall_monitor.hpp"
 #include "weft/sched/cpu_count.hpp"
 #include "weft/sched/detail/deadline_after.hpp"
 #include "weft/sched/detail/default_driver.hpp"
@@ -63,6 +64,10 @@ void runtime_core::start() {
             w->join();
         }
         std::rethrow_exception(start_error_);
+    }
+    lock.unlock();
+    if (opts.stall_threshold || opts.dump_signal != 0) {
+        monitor = std::make_unique<stall_monitor>(*this);
     }
 }
 
@@ -138,6 +143,7 @@ void runtime_core::shutdown() {
     for (auto& w : workers) {
         w->join();
     }
+    monitor.reset();  // after the joins: it still reports a worker stuck in a task meanwhile
     blocking.stop_threads();
 }
 
