@@ -16,6 +16,17 @@
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 
+#if defined(__SANITIZE_THREAD__)
+#define WEFT_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WEFT_TEST_TSAN 1
+#endif
+#endif
+#ifndef WEFT_TEST_TSAN
+#define WEFT_TEST_TSAN 0
+#endif
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -83,7 +94,11 @@ TEST(stall_detector, reports_each_stall_once_with_site_and_stack) {
     EXPECT_EQ(r.task_site.line(), line);
     EXPECT_NE(std::string_view(r.task_site.file_name()).find("test_stall_detector.cpp"),
               std::string_view::npos);
+#if !WEFT_TEST_TSAN
+    // (ThreadSanitizer delivers a signal only when the thread enters an intercepted call, which
+    // a busy loop never does; the blocking stall below checks the stack in every build.)
     EXPECT_FALSE(r.stack.empty());
+#endif
     const std::string text = r.to_string();
     EXPECT_NE(text.find("test_stall_detector.cpp:" + std::to_string(line)), std::string::npos)
         << text;
@@ -113,6 +128,7 @@ TEST(stall_detector, reports_each_stall_once_with_site_and_stack) {
     auto both = rep.wait_for_count(2);
     EXPECT_EQ(both.size(), 2U);
     EXPECT_EQ(both[1].task_site.line(), line);
+    EXPECT_FALSE(both[1].stack.empty());
     phase.store(2, std::memory_order_release);
     rt.block_on(
         [](weft::join_handle<void> j) -> weft::task<void> { co_await std::move(j); }(std::move(h)));
