@@ -147,6 +147,9 @@ struct pooled_connection {
     auto write_all(std::string_view s) -> task<result<void>> {
         return tls ? tls->write_all(as_bytes(s)) : tcp.write_all(as_bytes(s));
     }
+    auto write_all(std::span<const std::span<const std::byte>> parts) -> task<result<void>> {
+        return tls ? tls->write_all(parts) : tcp.write_all(parts);
+    }
     auto fill() -> task<result<void>> {
         char tmp[16384];
         auto span = std::as_writable_bytes(std::span{tmp});
@@ -157,6 +160,15 @@ struct pooled_connection {
         buf.append(tmp, *n);
         received += *n;
         co_return result<void>{};
+    }
+    /// fill() within client_options::read_timeout.
+    template <typename State>
+    auto timed_fill(const State& st) -> task<result<void>> {
+        auto r = co_await with_timeout(st.options.read_timeout, fill());
+        if (!r) {
+            co_return r.error();
+        }
+        co_return *r;
     }
 };
 
@@ -218,6 +230,9 @@ struct client_pool_state {
     explicit client_pool_state(client_options o)
         : options(std::move(o)), budget(options.retry_ratio, options.retry_min_per_second) {
         options.tls.handshake_timeout = options.tls_handshake_timeout;
+        if (options.tls.alpn.empty()) {
+            options.tls.alpn = {"http/1.1"};
+        }
     }
 
     auto origin(const std::string& key) -> origin_pool& {
@@ -285,12 +300,24 @@ struct client_pool_state {
 
 namespace {
 
-struct slot_guard {
-    explicit slot_guard(semaphore& sem) noexcept : s(&sem) {}
-    semaphore* s;
-    slot_guard(const slot_guard&) = delete;
-    auto operator=(const slot_guard&) -> slot_guard& = delete;
-    ~slot_guard() { s->release(); }
+/// An origin's slot, held while one of its HTTP/1.1 connections is in use; movable so that a
+/// streamed response's body keeps it until read.
+class slot_hold {
+public:
+    explicit slot_hold(semaphore& sem) noexcept : s_(&sem) {}
+    slot_hold(slot_hold&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+    auto operator=(slot_hold&&) -> slot_hold& = delete;
+    slot_hold(const slot_hold&) = delete;
+    auto operator=(const slot_hold&) -> slot_hold& = delete;
+    ~slot_hold() { release(); }
+    void release() noexcept {
+        if (s_ != nullptr) {
+            std::exchange(s_, nullptr)->release();
+        }
+    }
+
+private:
+    semaphore* s_;
 };
 
 auto open(detail::client_pool_state& st, const url_parts& u)
@@ -318,6 +345,7 @@ auto open(detail::client_pool_state& st, const url_parts& u)
     co_return c;
 }
 
+/// The request head, and the body too when it is a string.
 auto encode(const url_parts& u, const client_request& req) -> std::string {
     std::string out;
     out.reserve(128 + u.target.size() + req.body.size());
@@ -326,6 +354,15 @@ auto encode(const url_parts& u, const client_request& req) -> std::string {
     for (const auto& [n, v] : req.headers) {
         out.append(n).append(": ").append(v).append("\r\n");
     }
+    if (req.body_stream) {
+        if (req.body_length) {
+            out.append("Content-Length: ").append(std::to_string(*req.body_length)).append("\r\n");
+        } else {
+            out.append("Transfer-Encoding: chunked\r\n");
+        }
+        out.append("\r\n");
+        return out;
+    }
     if (!req.body.empty() || req.method == "POST" || req.method == "PUT") {
         out.append("Content-Length: ").append(std::to_string(req.body.size())).append("\r\n");
     }
@@ -333,15 +370,112 @@ auto encode(const url_parts& u, const client_request& req) -> std::string {
     return out;
 }
 
-/// One request and its response on a pooled connection of `u`'s origin, retried once on a new
-/// connection when a reused one failed before answering (idempotent methods, within budget).
+/// Sends what `req.body_stream` produces on `c`: as it comes with a Content-Length, else as
+/// chunks. A producer that gives another length than it declared is invalid_argument (the
+/// connection is then closed by the caller: the server waits for bytes that never come).
+auto send_stream(pooled_connection& c, const client_request& req) -> task<result<void>> {
+    std::uint64_t sent = 0;
+    for (;;) {
+        auto piece = co_await req.body_stream();
+        if (!piece) {
+            co_return piece.error();
+        }
+        sent += piece->size();
+        if (req.body_length && sent > *req.body_length) {
+            co_return std::make_error_code(std::errc::invalid_argument);
+        }
+        if (piece->empty()) {
+            if (req.body_length) {
+                if (sent != *req.body_length) {
+                    co_return std::make_error_code(std::errc::invalid_argument);
+                }
+                co_return result<void>{};
+            }
+            co_return co_await c.write_all("0\r\n\r\n");
+        }
+        if (req.body_length) {
+            if (auto w = co_await c.write_all(*piece); !w) {
+                co_return w.error();
+            }
+            continue;
+        }
+        char size[24];
+        const auto [end, ec] = std::to_chars(size, size + sizeof size - 2, piece->size(), 16);
+        end[0] = '\r';
+        end[1] = '\n';
+        const std::span<const std::byte> parts[] = {
+            as_bytes({size, static_cast<std::size_t>(end + 2 - size)}), as_bytes(*piece),
+            as_bytes("\r\n")};
+        if (auto w = co_await c.write_all(parts); !w) {
+            co_return w.error();
+        }
+    }
+}
+
+/// A response body read from its HTTP/1.1 connection; the connection goes back to the pool
+/// when the body ended on a connection the server keeps, and is closed otherwise.
+class h1_body final : public detail::client_body_source {
+public:
+    h1_body(detail::client_pool_state& st,
+            detail::client_pool_state::origin_pool& origin,
+            std::unique_ptr<pooled_connection> c,
+            slot_hold slot,
+            const detail::response_start& start,
+            detail::response_limits limits)
+        : st_(st),
+          origin_(origin),
+          c_(std::move(c)),
+          slot_(std::move(slot)),
+          keep_alive_(start.head.keep_alive),
+          reader_(start, limits) {
+        if (start.framing == detail::response_framing::none) {
+            finish();
+        }
+    }
+
+    auto read() -> task<result<std::string_view>> override {
+        if (!c_) {
+            co_return std::string_view{};
+        }
+        auto piece = co_await reader_.next(c_->buf, [this] { return c_->timed_fill(st_); });
+        if (!piece) {
+            c_.reset();
+            slot_.release();
+            co_return piece.error();
+        }
+        if (reader_.done()) {
+            finish();
+        }
+        co_return piece;
+    }
+
+private:
+    void finish() {
+        if (keep_alive_ && c_->buf.empty()) {
+            st_.put_idle(origin_, std::move(c_));
+        }
+        c_.reset();
+        slot_.release();
+    }
+
+    detail::client_pool_state& st_;
+    detail::client_pool_state::origin_pool& origin_;
+    std::unique_ptr<pooled_connection> c_;
+    slot_hold slot_;
+    bool keep_alive_;
+    detail::response_body_reader reader_;
+};
+
+/// One request on a pooled HTTP/1.1 connection of `u`'s origin, up to its response head;
+/// retried once on a new connection when a reused one failed before answering (idempotent
+/// methods with a body that can be sent again, within budget).
 auto exchange(detail::client_pool_state& st, const url_parts& u, const client_request& req)
-    -> task<result<client_response>> {
+    -> task<result<client_stream>> {
     auto& origin = st.origin(u.origin());
     if (auto r = co_await origin.slots.acquire(); !r) {
         co_return r.error();
     }
-    const slot_guard guard{origin.slots};
+    slot_hold slot{origin.slots};
     const std::string wire = encode(u, req);
     const detail::response_limits limits{.head = st.options.max_response_head,
                                          .body = st.options.max_response_body};
@@ -358,24 +492,28 @@ auto exchange(detail::client_pool_state& st, const url_parts& u, const client_re
         }
         c->received = 0;
         std::error_code ec;
-        if (auto w = co_await c->write_all(wire); !w) {
+        auto w = co_await c->write_all(wire);
+        if (w && req.body_stream) {
+            w = co_await send_stream(*c, req);
+        }
+        if (!w) {
             ec = w.error();
         } else {
-            auto r = co_await detail::read_response(
-                c->buf, [&c] { return c->fill(); }, req.method == "HEAD", limits);
+            auto r = co_await detail::read_head(
+                c->buf, [&] { return c->timed_fill(st); }, req.method == "HEAD", limits);
             if (r) {
-                if (r->keep_alive && c->buf.empty()) {
-                    st.put_idle(origin, std::move(c));
-                }
-                co_return r;
+                client_response head = std::move(r->head);
+                auto body = std::make_unique<h1_body>(st, origin, std::move(c), std::move(slot), *r,
+                                                      limits);
+                co_return client_stream{std::move(head), std::move(body)};
             }
             ec = r.error();
         }
         // c is closed here: after a failure its stream position is unknown.
         const bool unanswered = c->received == 0;
         c.reset();
-        if (reused && unanswered && idempotent(req.method) && ec != std::errc::operation_canceled &&
-            st.budget.try_retry()) {
+        if (reused && unanswered && idempotent(req.method) && !req.body_stream &&
+            ec != std::errc::operation_canceled && st.budget.try_retry()) {
             st.retries.fetch_add(1, std::memory_order_relaxed);
             fresh_only = true;
             continue;
@@ -384,17 +522,18 @@ auto exchange(detail::client_pool_state& st, const url_parts& u, const client_re
     }
 }
 
-auto run(detail::client_pool_state& st, client_request req) -> task<result<client_response>> {
+auto run(detail::client_pool_state& st, client_request req) -> task<result<client_stream>> {
     for (int redirects = 0;; ++redirects) {
         auto u = parse_url(req.url);
         if (!u) {
             co_return make_error_code(client_errc::bad_url);
         }
         auto r = co_await exchange(st, *u, req);
-        if (!r || st.options.max_redirects <= 0 || !is_redirect(r->status)) {
+        if (!r || st.options.max_redirects <= 0 || !is_redirect(r->response().status)) {
             co_return r;
         }
-        const auto location = r->header("location");
+        const int status = r->response().status;
+        const auto location = r->response().header("location");
         if (!location) {
             co_return r;
         }
@@ -409,9 +548,20 @@ auto run(detail::client_pool_state& st, client_request req) -> task<result<clien
         if (u->https && !nu->https && !st.options.allow_downgrade) {
             co_return make_error_code(client_errc::redirect_downgrade);
         }
-        if (r->status == 303 || ((r->status == 301 || r->status == 302) && req.method == "POST")) {
+        const bool to_get =
+            status == 303 || ((status == 301 || status == 302) && req.method == "POST");
+        if (req.body_stream && !to_get) {
+            co_return r;  // the body was produced once and cannot be sent again
+        }
+        // The redirect's own body is read so that its connection can serve the next request.
+        if (auto drained = co_await r->read_all(); !drained) {
+            co_return drained.error();
+        }
+        if (to_get) {
             req.method = req.method == "HEAD" ? "HEAD" : "GET";
             req.body.clear();
+            req.body_stream = nullptr;
+            req.body_length.reset();
         }
         if (nu->origin() != u->origin()) {
             // Credentials are for the origin that was asked: not sent to another.
@@ -422,6 +572,21 @@ auto run(detail::client_pool_state& st, client_request req) -> task<result<clien
         }
         req.url = std::move(next);
     }
+}
+
+/// open() and the body read whole.
+auto whole(detail::client_pool_state& st, client_request req) -> task<result<client_response>> {
+    auto s = co_await run(st, std::move(req));
+    if (!s) {
+        co_return s.error();
+    }
+    auto body = co_await s->read_all();
+    if (!body) {
+        co_return body.error();
+    }
+    client_response out = std::move(s->response());
+    out.body = std::move(*body);
+    co_return out;
 }
 
 }  // namespace
@@ -436,13 +601,69 @@ client_pool::client_pool(client_options options)
 
 client_pool::~client_pool() = default;
 
+namespace {
+
+// A client span for a request that carries a valid trace context (when the pool has a tracer),
+// and the traceparent (and tracestate) it sends in place of any the caller wrote.
+auto start_client_span(detail::client_pool_state& st, client_request& req) -> trace::span {
+    trace::span span;
+    if (!req.trace.valid()) {
+        return span;
+    }
+    if (st.options.tracer != nullptr) {
+        span = st.options.tracer->start(req.method, trace::span_kind::client, req.trace);
+        span.set_attribute("http.request.method", req.method);
+        span.set_attribute("url.full", req.url);
+    }
+    const trace::context& ctx = span.recording() ? span.context() : req.trace;
+    std::erase_if(req.headers, [](const auto& h) {
+        return detail::iequals(h.first, "traceparent") || detail::iequals(h.first, "tracestate");
+    });
+    req.headers.emplace_back("traceparent", trace::traceparent(ctx));
+    if (!ctx.state.empty()) {
+        req.headers.emplace_back("tracestate", ctx.state);
+    }
+    return span;
+}
+
+// The span's end state: the response's status, or the error that ended the request.
+template <typename R>
+void end_client_span(trace::span& span, const result<R>& r, const client_response* head) {
+    if (!r) {
+        span.set_status(trace::status_code::error, r.error().message());
+        return;
+    }
+    span.set_attribute("http.response.status_code", std::int64_t{head->status});
+    if (head->status >= 400) {
+        span.set_status(trace::status_code::error);
+    }
+}
+
+}  // namespace
+
 auto client_pool::request(client_request req) -> task<result<client_response>> {
     s_->requests.fetch_add(1, std::memory_order_relaxed);
     s_->budget.on_request();
-    auto r = co_await with_timeout(s_->options.request_timeout, run(*s_, std::move(req)));
+    trace::span span = start_client_span(*s_, req);
+    auto r = co_await with_timeout(s_->options.request_timeout, whole(*s_, std::move(req)));
     if (!r) {
+        span.set_status(trace::status_code::error, r.error().message());
         co_return r.error();
     }
+    end_client_span(span, *r, *r ? &**r : nullptr);
+    co_return std::move(*r);
+}
+
+auto client_pool::open(client_request req) -> task<result<client_stream>> {
+    s_->requests.fetch_add(1, std::memory_order_relaxed);
+    s_->budget.on_request();
+    trace::span span = start_client_span(*s_, req);
+    auto r = co_await with_timeout(s_->options.request_timeout, run(*s_, std::move(req)));
+    if (!r) {
+        span.set_status(trace::status_code::error, r.error().message());
+        co_return r.error();
+    }
+    end_client_span(span, *r, *r ? &(*r)->response() : nullptr);
     co_return std::move(*r);
 }
 

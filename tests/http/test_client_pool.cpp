@@ -345,7 +345,7 @@ TEST_P(client_pool, the_request_over_the_per_host_limit_waits) {
             }
         }
     };
-    int ok = 0;
+    std::atomic<int> ok{0};  // the three requests may finish on different workers
     rt.block_on(beside(server, gated, [&]() -> task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> task<void> {
             for (int i = 0; i < 3; ++i) {
@@ -362,7 +362,7 @@ TEST_P(client_pool, the_request_over_the_per_host_limit_waits) {
             open_gate = true;
         });
     }));
-    EXPECT_EQ(ok, 3);
+    EXPECT_EQ(ok.load(), 3);
     EXPECT_EQ(pool.stats().connections_opened, 2U);
     EXPECT_EQ(server.requests.load(), 3);
 }
@@ -395,6 +395,233 @@ TEST_P(client_pool, the_idle_limit_closes_the_oldest) {
             EXPECT_EQ(pool.stats().idle, 1U);
         });
     }));
+}
+
+// ---- streamed bodies -----------------------------------------------------------------------
+
+/// Reads a request head from `s` (the body is left in `buf`); false when the peer closed.
+auto read_head(weft::tcp_stream& s, std::string& buf) -> task<bool> {
+    while (buf.find("\r\n\r\n") == std::string::npos) {
+        char tmp[4096];
+        auto n = co_await s.read_some(std::as_writable_bytes(std::span{tmp}));
+        if (!n) {
+            co_return false;
+        }
+        buf.append(tmp, *n);
+    }
+    buf.erase(0, buf.find("\r\n\r\n") + 4);
+    co_return true;
+}
+
+TEST_P(client_pool, a_body_sent_a_byte_at_a_time_is_read_as_it_arrives) {
+    weft::runtime rt{options()};
+    scripted_server server;
+    http::client_pool pool;
+    std::atomic<int> pieces_read{0};
+    // Each byte is sent only after the client read the one before: a client that waited for
+    // the whole body would wait forever (the watchdog fails the test).
+    auto script = [&pieces_read](int, weft::tcp_stream& s, scripted_server& self) -> task<void> {
+        std::string buf;
+        while (co_await read_request(s, buf)) {
+            const bool gated = self.requests.fetch_add(1) == 0;  // the streamed read
+            if (!co_await write(s, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")) {
+                co_return;
+            }
+            for (int i = 0; i < 5; ++i) {
+                co_await until([&] { return !gated || pieces_read.load() >= i; });
+                if (!co_await write(s, std::string("1\r\n") + "hello"[i] + "\r\n")) {
+                    co_return;
+                }
+            }
+            if (!co_await write(s, "0\r\n\r\n")) {
+                co_return;
+            }
+        }
+    };
+    std::string body;
+    int pieces = 0;
+    rt.block_on(beside(server, script, [&]() -> task<void> {
+        http::client_request st_req{.url = server.url()};
+        auto st = co_await pool.open(std::move(st_req));
+        EXPECT_TRUE(st && st->response().status == 200);
+        for (;;) {
+            auto piece = co_await st->read();
+            EXPECT_TRUE(piece);
+            if (!piece || piece->empty()) {
+                break;
+            }
+            body.append(*piece);
+            ++pieces;
+            pieces_read.fetch_add(1);
+        }
+        auto again = co_await pool.get(server.url());  // read whole: the connection is reused
+        EXPECT_TRUE(again && again->body == "hello") << (again ? "" : again.error().message());
+    }));
+    EXPECT_EQ(body, "hello");
+    EXPECT_EQ(pieces, 5);
+    EXPECT_EQ(pool.stats().connections_opened, 1U);
+    EXPECT_EQ(server.accepted.load(), 1);
+}
+
+TEST_P(client_pool, a_stall_mid_chunk_times_out_and_the_connection_is_closed) {
+    weft::runtime rt{options()};
+    scripted_server server;
+    http::client_pool pool{{.read_timeout = 100ms}};
+    rt.block_on(beside(server,
+                       answer_once("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                   "a\r\nhel"),
+                       [&]() -> task<void> {
+                           http::client_request st_req{.url = server.url()};
+                           auto st = co_await pool.open(std::move(st_req));
+                           EXPECT_TRUE(st);
+                           auto first = co_await st->read();
+                           EXPECT_TRUE(first && *first == "hel");
+                           auto stalled = co_await st->read();
+                           EXPECT_EQ(stalled.error(), std::errc::timed_out);
+                           co_await until([&] { return server.closed.load() >= 1; });
+                           auto whole = co_await pool.get(server.url());  // the same stall
+                           EXPECT_EQ(whole.error(), std::errc::timed_out);
+                       }));
+    EXPECT_EQ(pool.stats().idle, 0U);
+    EXPECT_EQ(pool.stats().connections_opened, 2U);
+}
+
+TEST_P(client_pool, a_malformed_chunk_size_is_bad_message) {
+    weft::runtime rt{options()};
+    scripted_server server;
+    http::client_pool pool;
+    rt.block_on(beside(server,
+                       answer_once("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                   "5\r\nhello\r\nzz\r\nxx\r\n0\r\n\r\n"),
+                       [&]() -> task<void> {
+                           http::client_request st_req{.url = server.url()};
+                           auto st = co_await pool.open(std::move(st_req));
+                           EXPECT_TRUE(st);
+                           std::error_code ec;
+                           for (;;) {
+                               auto piece = co_await st->read();
+                               if (!piece) {
+                                   ec = piece.error();
+                                   break;
+                               }
+                               if (piece->empty()) {
+                                   break;
+                               }
+                           }
+                           EXPECT_EQ(ec, std::errc::bad_message);
+                       }));
+    EXPECT_EQ(pool.stats().idle, 0U);
+}
+
+TEST_P(client_pool, a_body_over_the_limit_fails_before_it_is_all_sent) {
+    weft::runtime rt{options()};
+    scripted_server server;
+    http::client_pool pool{{.max_response_body = 1000}};
+    // Neither server sends the body it announces: only a client that refuses on the announced
+    // size (before reading the body) gets an answer; one that read on would wait forever.
+    auto script = [](int i, weft::tcp_stream& s, scripted_server& self) -> task<void> {
+        std::string buf;
+        if (!co_await read_request(s, buf)) {
+            co_return;
+        }
+        self.requests.fetch_add(1);
+        (void)co_await write(s, i == 0 ? "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\nabc"
+                                       : "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                         "f4240\r\nabc");
+        (void)co_await read_request(s, buf);  // until the client closes
+    };
+    rt.block_on(beside(server, script, [&]() -> task<void> {
+        http::client_request announced_req{.url = server.url()};
+        auto announced = co_await pool.open(std::move(announced_req));
+        EXPECT_EQ(announced.error(), std::errc::message_size);
+        auto chunked = co_await pool.get(server.url());
+        EXPECT_EQ(chunked.error(), std::errc::message_size);
+        co_await until([&] { return server.closed.load() == 2; });
+    }));
+    EXPECT_EQ(pool.stats().idle, 0U);
+}
+
+TEST_P(client_pool, a_streamed_upload_goes_chunked_or_with_its_length) {
+    weft::runtime rt{options()};
+    http::client_pool pool;
+    const std::string piece(40 * 1024, 'u');
+    auto producer = [&piece](int count) {
+        return [&piece, count, n = 0]() mutable -> task<weft::result<std::string_view>> {
+            co_return n++ < count ? std::string_view{piece} : std::string_view{};
+        };
+    };
+    rt.block_on(with_weft_server([&](std::string base) -> task<void> {
+        http::client_request chunked_req{
+            .method = "POST", .url = base + "/echo", .body_stream = producer(5)};
+        auto chunked = co_await pool.request(std::move(chunked_req));
+        EXPECT_TRUE(chunked && chunked->body.size() == 5 * piece.size())
+            << (chunked ? "" : chunked.error().message());
+        http::client_request sized_req{.method = "POST",
+                                       .url = base + "/echo",
+                                       .body_stream = producer(3),
+                                       .body_length = 3 * piece.size()};
+        auto sized = co_await pool.request(std::move(sized_req));
+        EXPECT_TRUE(sized && sized->body == piece + piece + piece);
+        http::client_request wrong_req{.method = "POST",
+                                       .url = base + "/echo",
+                                       .body_stream = producer(3),
+                                       .body_length = 2 * piece.size()};
+        auto wrong = co_await pool.request(std::move(wrong_req));
+        EXPECT_EQ(wrong.error(), std::errc::invalid_argument);
+        EXPECT_TRUE(co_await pool.get(base + "/"));
+    }));
+    EXPECT_EQ(pool.stats().connections_opened, 2U);  // the wrong length's connection was closed
+}
+
+TEST_P(client_pool, an_upload_to_a_server_that_closes_midway_is_an_error) {
+    weft::runtime rt{options()};
+    scripted_server server;
+    http::client_pool pool;
+    auto closes = [](int, weft::tcp_stream& s, scripted_server& self) -> task<void> {
+        std::string buf;
+        if (co_await read_head(s, buf)) {
+            self.requests.fetch_add(1);  // then closed, the upload unread
+        }
+    };
+    const std::string piece(64 * 1024, 'u');
+    int produced = 0;
+    rt.block_on(beside(server, closes, [&]() -> task<void> {
+        http::client_request r_req{
+            .method = "POST",
+            .url = server.url(),
+            .body_stream = [&]() -> task<weft::result<std::string_view>> {
+                ++produced;  // up to 1 GiB: far more than the socket buffers hold
+                co_return produced <= 16384 ? std::string_view{piece} : std::string_view{};
+            }};
+        auto r = co_await pool.request(std::move(r_req));
+        EXPECT_FALSE(r);
+    }));
+    EXPECT_EQ(server.requests.load(), 1);
+    EXPECT_LT(produced, 16384);
+    EXPECT_EQ(pool.stats().idle, 0U);
+}
+
+TEST_P(client_pool, a_connection_is_reused_only_after_its_body_was_read_whole) {
+    weft::runtime rt{options()};
+    scripted_server server;
+    http::client_pool pool;
+    rt.block_on(beside(server, keep_alive_script(0), [&]() -> task<void> {
+        {
+            http::client_request unread_req{.url = server.url()};
+            auto unread = co_await pool.open(std::move(unread_req));
+            EXPECT_TRUE(unread);
+        }  // dropped unread: its connection is closed
+        co_await until([&] { return server.closed.load() == 1; });
+        http::client_request read_req{.url = server.url()};
+        auto read = co_await pool.open(std::move(read_req));
+        EXPECT_TRUE(read);
+        auto body = co_await read->read_all();
+        EXPECT_TRUE(body && *body == "hello");
+        auto reused = co_await pool.get(server.url());
+        EXPECT_TRUE(reused && reused->body == "hello");
+    }));
+    EXPECT_EQ(pool.stats().connections_opened, 2U);
+    EXPECT_EQ(server.accepted.load(), 2);
 }
 
 // ---- HTTPS ---------------------------------------------------------------------------------

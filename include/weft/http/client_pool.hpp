@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -14,8 +16,10 @@
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
 #include "weft/http/client.hpp"
+#include "weft/http/client_stream.hpp"
 #include "weft/io/resolve.hpp"
 #include "weft/tls/tls_context.hpp"
+#include "weft/trace/tracer.hpp"
 
 namespace weft::http {
 
@@ -45,8 +49,12 @@ struct client_options {
     std::chrono::milliseconds connect_timeout{10000};
     /// The TLS handshake of an https origin.
     std::chrono::milliseconds tls_handshake_timeout{10000};
-    /// The whole request: waiting for a connection, every retry and redirect, the body read.
+    /// The whole request: waiting for a connection, every retry and redirect, the request body
+    /// sent, and with request() the response body read (with open(): up to the response head).
     std::chrono::milliseconds request_timeout{30000};
+    /// Each receive of a response (head or body, whole or streamed): no byte within it is
+    /// timed_out and the connection is closed, so a server that stalls mid-body is let go.
+    std::chrono::milliseconds read_timeout{30000};
     /// Response head and (decoded) body limits: message_size past them.
     std::size_t max_response_head = 64 * 1024;
     std::uint64_t max_response_body = std::uint64_t{64} << 20;
@@ -61,16 +69,37 @@ struct client_options {
     int retry_min_per_second = 3;
     /// How host names are resolved.
     resolve_options resolve{};
-    /// https origins: verification on, the system trust store, ALPN http/1.1 by default.
-    tls_client_options tls{.alpn = {"http/1.1"}};
+    /// https origins: verification on, the system trust store, ALPN http/1.1 (an empty alpn
+    /// offers http/1.1).
+    tls_client_options tls{};
+    /// A client span (named by the method, with http.request.method, url.full and
+    /// http.response.status_code) for each request that carries a valid trace context, in
+    /// this tracer (which must outlive the pool); its context is the traceparent sent. Null
+    /// (the default): the request's own context is sent as it is.
+    trace::tracer* tracer = nullptr;
 };
 
-/// One request. `headers` are added as given (Host, Content-Length are the client's).
+/// One request. `headers` are added as given (Host, Content-Length, Transfer-Encoding are the
+/// client's). `trace`: the context the request continues (request::trace_context() in a
+/// handler); when valid, traceparent (and tracestate) are sent, replacing any in `headers`.
+///
+/// The body is `body`, or, when `body_stream` is set, what it produces: each call returns the
+/// next piece (valid until the next call), an empty view at the end, or an error that ends the
+/// request with it. Its length is `body_length` when known (sent as Content-Length; producing
+/// another length is invalid_argument), else it goes chunked on HTTP/1.1. A streamed body is
+/// produced once: such a request is never retried, and is redirected only by a 303 (or a
+/// 301/302 of a POST), which drops the body.
+///
+/// NOTE: g++ 12 destroys a braced temporary written inside a co_await expression twice
+/// (`co_await pool.open({.url = u})`): build the request in a variable and move it in.
 struct client_request {
     std::string method = "GET";
     std::string url{};
     std::vector<std::pair<std::string, std::string>> headers{};
     std::string body{};
+    trace::context trace{};
+    std::function<task<result<std::string_view>>()> body_stream{};
+    std::optional<std::uint64_t> body_length{};
 };
 
 /// Counts a test or an operator reads (a snapshot).
@@ -85,9 +114,10 @@ namespace detail {
 struct client_pool_state;
 }
 
-/// An HTTP/1.1 client over pooled keep-alive connections, per origin. Takes absolute URLs
-/// (http:// and https://, verified with SNI and ALPN http/1.1 through weft::tls); resolves names
-/// with weft::resolve and connects with weft::connect (both families, staggered).
+/// An HTTP/1.1 and HTTP/2 client over pooled connections, per origin. Takes absolute URLs
+/// (http:// and https://, verified with SNI and ALPN through weft::tls); resolves names with
+/// weft::resolve and connects with weft::connect (both families, staggered). HTTP/2 is used
+/// where the server agrees to it by ALPN (client_options::http2).
 ///
 /// Reuse: after a response read whole on a connection the server keeps open, the connection
 /// goes back to its origin's idle list; one that failed, or whose response was cut short or
@@ -112,7 +142,10 @@ public:
     client_pool(const client_pool&) = delete;
     auto operator=(const client_pool&) -> client_pool& = delete;
 
+    /// The response with its body read whole (open() and client_stream::read_all()).
     [[nodiscard]] auto request(client_request req) -> task<result<client_response>>;
+    /// The response once its head has come; its body is read from the stream as it arrives.
+    [[nodiscard]] auto open(client_request req) -> task<result<client_stream>>;
     [[nodiscard]] auto get(std::string url) -> task<result<client_response>>;
     [[nodiscard]] auto post(std::string url, std::string body, std::string content_type)
         -> task<result<client_response>>;
