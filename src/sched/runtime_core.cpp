@@ -62,6 +62,7 @@ void runtime_core::start() {
     if (start_error_) {
         lock.unlock();
         terminate.store(true, std::memory_order_seq_cst);
+        loop_attention.fetch_add(1, std::memory_order_seq_cst);
         for (auto& w : workers) {
             w->unpark();
         }
@@ -142,6 +143,7 @@ void runtime_core::shutdown() {
                      static_cast<long long>(opts.shutdown_timeout->count()), calls);
     }
     terminate.store(true, std::memory_order_seq_cst);
+    loop_attention.fetch_add(1, std::memory_order_seq_cst);
     for (auto& w : workers) {
         w->unpark();
     }

@@ -168,6 +168,10 @@ public:
     std::atomic<unsigned> searching{0};
     std::atomic<bool> shutting_down{false};
     std::atomic<bool> terminate{false};
+    /// What the workers' loop loads once per turn, for terminate and stop_gen both: a shutdown
+    /// adds 1 after setting terminate (for good), a dump adds 1 while stop_gen is odd. Nonzero:
+    /// the worker looks at those two (relaxed: it looks again each turn until it sees them).
+    std::atomic<std::uint32_t> loop_attention{0};
     std::mutex quiet_mu;
     std::condition_variable quiet_cv;  // a worker parked during shutdown
 

@@ -22,7 +22,8 @@ extern constinit thread_local sched_worker::stack_capture* tl_stack_capture;
 /// threshold, or 50 ms) it:
 /// - prints runtime::dump() to stderr if dump_signal arrived since the last tick;
 /// - reads each worker's heartbeat (sched_worker::beat): odd and unchanged since a reading at
-///   least `threshold` ago means the worker is still inside the task it entered then. Each such
+///   least `threshold` ago means the worker is still inside the task it entered then (or in the
+///   loop steps after it, before it found more work or parked: see sched_worker::beat). Each such
 ///   stall is reported once (the beat value is remembered): the worker is counted
 ///   (sched_worker::stalls), sent stack_signal() so that its handler records its native stack
 ///   into the worker's preallocated buffer (backtrace(), nothing else), and the report goes to

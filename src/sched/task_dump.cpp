@@ -96,7 +96,8 @@ auto to_string(wait_kind k) noexcept -> const char* {
 }
 
 auto task_dump::to_string() const -> std::string {
-    std::string out = "weft: " + std::to_string(tasks.size()) + " live task(s)";
+    std::string out = task_records ? "weft: " + std::to_string(tasks.size()) + " live task(s)"
+                                   : std::string("weft: tasks not recorded (task_records off)");
     for (unsigned w : unresponsive_workers) {
         out += "; worker " + std::to_string(w) + " did not stop (inside a task)";
     }
@@ -163,6 +164,10 @@ void runtime::record(detail::promise_base& p,
                      void* frame,
                      std::source_location site,
                      const char* name) {
+    if (!core_->opts.task_records) {
+        p.set_site(site);
+        return;
+    }
     detail::sched_worker* w = detail::tl_sched_worker;
     if (w != nullptr && &w->runtime() == core_.get()) {
         p.set_record(w->tasks.open(frame, site, name));
@@ -189,6 +194,7 @@ auto runtime_core::dump() -> task_dump {
         std::this_thread::sleep_for(std::chrono::microseconds{100});
     }
     const std::uint64_t gen = stop_gen.fetch_add(1, std::memory_order_acq_rel) + 1;  // odd
+    loop_attention.fetch_add(1, std::memory_order_acq_rel);
     std::vector<sched_worker*> stopped;
     std::vector<unsigned> unresponsive;
     const auto until = std::chrono::steady_clock::now() + stop_wait;
@@ -212,6 +218,7 @@ auto runtime_core::dump() -> task_dump {
 
     task_dump out;
     out.unresponsive_workers = unresponsive;
+    out.task_records = opts.task_records;
     std::unordered_set<const void*> queued;
     for (sched_worker* w : stopped) {
         w->for_each_queued([&](void* h) { queued.insert(h); });
@@ -288,6 +295,7 @@ auto runtime_core::dump() -> task_dump {
               [](const task_info& a, const task_info& b) { return a.id < b.id; });
 
     stop_gen.fetch_add(1, std::memory_order_release);  // even: the workers go on
+    loop_attention.fetch_sub(1, std::memory_order_release);
     stop_gen.notify_all();
     return out;
 }

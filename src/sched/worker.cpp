@@ -83,7 +83,14 @@ sched_worker::sched_worker(runtime_core& rt, unsigned index)
       seen_(rt.planned_workers),
       seeded_(rt.opts.seed.has_value()),
       seed_state_(rt.opts.seed.value_or(0)) {
-    registry_ = &tasks;
+    registry_ = rt.opts.task_records ? &tasks : nullptr;
+}
+
+void sched_worker::beat_idle() noexcept {
+    const std::uint64_t b = beat.load(std::memory_order_relaxed);
+    if ((b & 1) != 0) {
+        beat.store(b + 1, std::memory_order_relaxed);
+    }
 }
 
 void sched_worker::stop_for_dump() noexcept {
@@ -476,6 +483,7 @@ auto sched_worker::find_work() -> void* {
 
 void sched_worker::park() {
     bump(park_attempts);
+    beat_idle();
     if (searching) {
         searching = false;
         rt_.searching.fetch_sub(1, std::memory_order_seq_cst);
@@ -672,8 +680,16 @@ void sched_worker::run() {
     } catch (...) {
         rt_.worker_started(std::current_exception());
     }
-    while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
-        if ((rt_.stop_gen.load(std::memory_order_relaxed) & 1) != 0) [[unlikely]] {
+    // The heartbeat's next odd value, in a register: a task's turn costs two stores (running,
+    // beat). It goes even where the worker waits (park, stop_for_dump, the loop's end).
+    std::uint64_t turn = beat.load(std::memory_order_relaxed) | 1;
+    while (attached) {
+        // One load per turn covers both a shutdown and a dump (runtime_core::loop_attention).
+        if (rt_.loop_attention.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+            if (rt_.terminate.load(std::memory_order_relaxed)) {
+                break;
+            }
+            beat_idle();
             stop_for_dump();
         }
         void* h = seeded_ ? next_seeded() : next_task();
@@ -702,13 +718,14 @@ void sched_worker::run() {
             }
             reset_budget();
             running.store(h, std::memory_order_relaxed);
-            beat.store(++beat_local_, std::memory_order_relaxed);  // odd: inside a task
+            turn += 2;
+            beat.store(turn, std::memory_order_relaxed);  // odd: inside a task
             std::coroutine_handle<>::from_address(h).resume();
-            beat.store(++beat_local_, std::memory_order_relaxed);  // even: back in the loop
             continue;
         }
         park();
     }
+    beat_idle();
     driver_->detach();
     if (schedstat_fd_ >= 0) {
         ::close(schedstat_fd_);

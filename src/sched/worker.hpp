@@ -69,8 +69,11 @@ public:
     std::atomic<std::uint64_t> last_window{0};
     /// Stalls the monitor reported here (written by the monitor thread only).
     std::atomic<std::uint64_t> stalls{0};
-    /// The stall detector's heartbeat: odd while the worker runs a task, even in its loop.
-    /// Owner stores (relaxed: the monitor only compares values), monitor loads.
+    /// The stall detector's heartbeat: a new odd value as each task's turn starts; even once
+    /// the worker waits (parks, stops for a dump, leaves its loop). So an odd value that stays
+    /// is one task's turn, and the few loop steps after it until the next turn or park (looking
+    /// for work, firing timers) count with it. Owner stores (relaxed: the monitor only compares
+    /// values), monitor loads.
     std::atomic<std::uint64_t> beat{0};
     /// The handle the worker resumed last (owner stores, relaxed; readers only compare it with
     /// the dump records' frames, never follow it).
@@ -92,6 +95,8 @@ public:
     task_registry tasks;
     /// Owner: stops here while a dump is being taken (runtime_core::stop_gen is odd).
     void stop_for_dump() noexcept;
+    /// Owner, where it waits: the heartbeat goes even (not inside a task).
+    void beat_idle() noexcept;
     /// While this worker is stopped for a dump (or is the dumper): calls f(handle address) on
     /// everything queued on it (LIFO slot, deque, inbox).
     template <typename F>
@@ -214,7 +219,6 @@ private:
     const bool seeded_;
     std::uint64_t seed_state_ = 0;
     std::vector<void*> ready_;
-    std::uint64_t beat_local_ = 0;  // == beat, owner's copy
 };
 
 }  // namespace weft::detail

@@ -78,7 +78,8 @@ TEST(stall_detector, reports_each_stall_once_with_site_and_stack) {
     reports rep;
     weft::runtime rt{{.workers = 2,
                       .stall_threshold = 20ms,
-                      .on_stall = [&](const weft::stall_report& r) { rep.add(r); }}};
+                      .on_stall = [&](const weft::stall_report& r) { rep.add(r); },
+                      .task_records = true}};
     weft::metrics::registry reg;
     auto keep = weft::metrics::collect_runtime(reg, rt);
     std::atomic<int> phase{0};
@@ -158,6 +159,26 @@ TEST(stall_detector, quiet_when_tasks_yield) {
     EXPECT_EQ(rep.count(), 0U);
 }
 
+// With runtime_options::task_records off (the default) a stall is still reported once and
+// counted, with the worker's stack (a blocking call: TSan delivers the signal there) and no task.
+TEST(stall_detector, reports_without_task_when_records_off) {
+    reports rep;
+    weft::runtime rt{{.workers = 1,
+                      .stall_threshold = 20ms,
+                      .on_stall = [&](const weft::stall_report& r) { rep.add(r); }}};
+    std::atomic<int> phase{1};
+    auto h = rt.spawn(stuck(phase));
+    auto first = rep.wait_for_count(1);
+    ASSERT_EQ(first.size(), 1U);
+    EXPECT_FALSE(first[0].task_id.has_value());
+    EXPECT_FALSE(first[0].stack.empty());
+    phase.store(2, std::memory_order_release);
+    rt.block_on(
+        [](weft::join_handle<void> j) -> weft::task<void> { co_await std::move(j); }(std::move(h)));
+    EXPECT_EQ(rep.count(), 1U);
+    EXPECT_EQ(stalls_of(rt), 1U);
+}
+
 // runtime_options::dump_signal: the signal makes the monitor print the dump on stderr.
 TEST(stall_detector, dump_signal_prints_the_dump) {
     int fds[2];
@@ -167,7 +188,10 @@ TEST(stall_detector, dump_signal_prints_the_dump) {
     ASSERT_EQ(::dup2(fds[1], 2), 2);
     std::string seen;
     {
-        weft::runtime rt{{.workers = 1, .stall_threshold = std::nullopt, .dump_signal = SIGUSR1}};
+        weft::runtime rt{{.workers = 1,
+                          .stall_threshold = std::nullopt,
+                          .dump_signal = SIGUSR1,
+                          .task_records = true}};
         std::atomic<bool> release{false};
         auto h = rt.spawn(weft::task_name{"signalled"}, [&]() -> weft::task<void> {
             while (!release.load(std::memory_order_acquire)) {

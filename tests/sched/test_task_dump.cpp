@@ -50,7 +50,7 @@ auto trivial() -> weft::task<int> { co_return 7; }
 // runs: a task on a channel, one on a timer, one on a socket, one queued; each with its spawn
 // site and name, the waiting ones with their chain of coroutines.
 TEST(task_dump, shows_each_state_with_site_and_chain) {
-    weft::runtime rt{{.workers = 1, .stall_threshold = std::nullopt}};
+    weft::runtime rt{{.workers = 1, .stall_threshold = std::nullopt, .task_records = true}};
     int sv[2];
     ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     weft::channel<int> ch(1);
@@ -140,7 +140,7 @@ TEST(task_dump, shows_each_state_with_site_and_chain) {
 // A forked child's site is kept in its frame: a spawned task waiting in a join on a fork shows
 // its own site; a fork that waits on a channel is no spawned task and is not listed.
 TEST(task_dump, join_and_scope_waits) {
-    weft::runtime rt{{.workers = 1, .stall_threshold = std::nullopt}};
+    weft::runtime rt{{.workers = 1, .stall_threshold = std::nullopt, .task_records = true}};
     weft::channel<int> ch(1);
     weft::task_dump d;
     rt.block_on([&]() -> weft::task<void> {
@@ -187,7 +187,7 @@ TEST(task_dump, join_and_scope_waits) {
 // workers go (TSan checks the stop protocol): every dump is well formed, no task appears twice,
 // and every spawned task ran exactly once.
 TEST(task_dump, dump_during_heavy_spawning) {
-    weft::runtime rt{{.workers = 3, .stall_threshold = std::nullopt}};
+    weft::runtime rt{{.workers = 3, .stall_threshold = std::nullopt, .task_records = true}};
     constexpr int rounds = 50;
     constexpr int per_round = 100;
     std::atomic<int> ran{0};
@@ -230,6 +230,30 @@ TEST(task_dump, dump_during_heavy_spawning) {
     while (!rt.dump().tasks.empty()) {
         std::this_thread::yield();
     }
+}
+
+// runtime_options::task_records off (the default): spawns open no record, so the dump lists no
+// task, says so, and still names a worker that does not stop.
+TEST(task_dump, records_off_lists_no_tasks) {
+    weft::runtime rt{{.workers = 1, .stall_threshold = std::nullopt}};
+    weft::channel<int> ch(1);
+    auto waiting = rt.spawn(weft::task_name{"chan"}, chan_waiter(ch));
+    const auto d = rt.block_on([&]() -> weft::task<weft::task_dump> {
+        auto queued = weft::spawn(weft::task_name{"queued"}, trivial());
+        auto out = rt.dump();
+        EXPECT_EQ(co_await std::move(queued), 7);
+        EXPECT_TRUE(co_await ch.send(5));
+        co_return out;
+    }());
+    EXPECT_EQ(rt.block_on([](weft::join_handle<int> j) -> weft::task<int> {
+        co_return co_await std::move(j);
+    }(std::move(waiting))),
+              5);
+    EXPECT_FALSE(d.task_records);
+    EXPECT_TRUE(d.tasks.empty());
+    EXPECT_TRUE(d.unresponsive_workers.empty());
+    EXPECT_NE(d.to_string().find("tasks not recorded (task_records off)"), std::string::npos)
+        << d.to_string();
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ public:
     auto initial_suspend() noexcept -> std::suspend_always { return {}; }
     void unhandled_exception() noexcept {
         ::new (static_cast<void*>(exception_storage_)) std::exception_ptr(std::current_exception());
-        has_exception_ = true;
+        extras_ |= has_exception;
     }
 
     struct final_awaiter {
@@ -118,29 +118,34 @@ public:
         return std::bit_cast<std::source_location>(origin_);
     }
     void set_site(std::source_location s) noexcept { origin_ = std::bit_cast<std::uintptr_t>(s); }
-    void set_record(task_record* r) noexcept { origin_ = reinterpret_cast<std::uintptr_t>(r) | 1; }
+    void set_record(task_record* r) noexcept {
+        origin_ = reinterpret_cast<std::uintptr_t>(r) | 1;
+        extras_ |= has_record;
+    }
 
     promise_base() noexcept = default;
     promise_base(const promise_base&) = delete;
     auto operator=(const promise_base&) -> promise_base& = delete;
     ~promise_base() {
-        if (has_exception_) {
-            exception_ref().~exception_ptr();
-        }
-        if ((origin_ & 1) != 0) {
-            task_registry::close(record());
+        if (extras_ != 0) [[unlikely]] {
+            if ((extras_ & has_exception) != 0) {
+                exception_ref().~exception_ptr();
+            }
+            if ((extras_ & has_record) != 0) {
+                task_registry::close(record());
+            }
         }
     }
 
     /// Rethrows the stored exception, if the coroutine ended with one.
     void rethrow_if_failed() {
-        if (has_exception_) {
+        if ((extras_ & has_exception) != 0) {
             std::rethrow_exception(exception_ref());
         }
     }
     /// The stored exception (moved out), or null.
     auto take_exception() noexcept -> std::exception_ptr {
-        return has_exception_ ? std::move(exception_ref()) : std::exception_ptr{};
+        return (extras_ & has_exception) != 0 ? std::move(exception_ref()) : std::exception_ptr{};
     }
 
 protected:
@@ -180,15 +185,18 @@ private:
         return *std::launder(reinterpret_cast<std::exception_ptr*>(exception_storage_));
     }
 
-    // Beside mode_ (one padded word for both).
-    bool has_exception_ = false;
+    // Beside mode_ (one padded word for both). One byte for both flags, so that a frame with
+    // neither (nearly all) pays one test when it is freed.
+    static constexpr std::uint8_t has_exception = 1;
+    static constexpr std::uint8_t has_record = 2;  // origin_ holds a record, closed at the free
+    std::uint8_t extras_ = 0;
     // The exception lives in raw storage, constructed only when there is one: std::exception_ptr's
     // destructor is an out-of-line library call, and every frame would pay it on destruction.
     alignas(std::exception_ptr) unsigned char exception_storage_[sizeof(std::exception_ptr)];
 
     // Out of line and cold: the fork-join fast path around it stays as small as before.
     [[gnu::noinline, gnu::cold]] void finish_detached(std::coroutine_handle<> self) noexcept {
-        if (has_exception_) {
+        if ((extras_ & has_exception) != 0) {
             report_detached_failure(take_exception());
         }
         self.destroy();

@@ -82,6 +82,13 @@ struct runtime_options {
     /// threshold (or 50 ms). The handler is the process's for that signal from then on (the
     /// previous one is not restored). 0 (the default): none.
     int dump_signal = 0;
+    /// Whether spawned tasks are recorded for dump(). On: every task spawned on this runtime
+    /// gets a record (id, name, site, what it waits on), and dump() lists each live task with
+    /// its state and chain; the stall detector names the stalled task. Off (the default): a
+    /// spawn keeps only its site in the task's frame, and dump() lists no tasks (only the
+    /// workers that did not stop); a stall report has the native stack but no task.
+    /// docs/design/decisions.md has the cost of each setting.
+    bool task_records = false;
 };
 
 /// What a worker has done so far (see runtime::worker_metrics).

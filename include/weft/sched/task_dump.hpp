@@ -57,6 +57,9 @@ struct task_info {
 struct task_dump {
     std::vector<task_info> tasks = {};
     std::vector<unsigned> unresponsive_workers = {};
+    /// runtime_options::task_records of the runtime: false, `tasks` is empty (nothing records
+    /// them) and only `unresponsive_workers` tells something.
+    bool task_records = false;
 
     /// One line per task ("task 7 'fetch' suspended on channel, spawned at f.cpp:12 (main)"),
     /// then one indented line per coroutine of its chain.

@@ -30,6 +30,8 @@ struct task_record {
     /// The coroutine of this task suspended on `wait` (nullptr: none). Its frame, and those of
     /// every coroutine awaiting it up to this task's own, stay alive until it resumes.
     std::atomic<void*> leaf{nullptr};
+    /// The wait_tag that set `leaf` (compared, never followed: only its owner clears `leaf`).
+    std::atomic<const void*> waiter{nullptr};
     /// The last `leaf` to resume (the stall detector matches it with what a worker runs).
     std::atomic<void*> woken{nullptr};
     std::atomic<wait_kind> wait{wait_kind::none};
@@ -74,6 +76,7 @@ public:
         r->site.store(site, std::memory_order_relaxed);
         r->leaf.store(nullptr, std::memory_order_relaxed);
         r->woken.store(nullptr, std::memory_order_relaxed);
+        r->waiter.store(nullptr, std::memory_order_relaxed);
         r->wait.store(wait_kind::none, std::memory_order_relaxed);
         r->done.store(false, std::memory_order_relaxed);
         r->frame.store(frame, std::memory_order_release);

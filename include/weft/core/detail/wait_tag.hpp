@@ -24,11 +24,12 @@ namespace weft::detail {
 /// What a suspending primitive tells runtime::dump(): the task of the coroutine `h` waits on
 /// `kind`. set() before the handle is published (after that the coroutine may run and finish
 /// on another thread); clear() first in await_resume, whenever set() may have run. A member of
-/// the awaiter, so in the waiting frame. Costs nothing for a coroutine with no record but the
-/// walk up its awaiting chain (set) and one test (clear).
+/// the awaiter, so in the waiting frame: one word, so that an awaiter that never suspends (a
+/// join of a finished fork) pays one store and one test. Costs nothing more for a coroutine with
+/// no record but the walk up its awaiting chain (set).
 /// Several coroutines of one task may wait at once (when_all's children): the record names the
-/// latest; clear() empties it only if it still names this one, so the record never keeps a
-/// coroutine that has resumed (a dump may follow it), at worst it shows none.
+/// latest (`waiter`); clear() empties it only if it still names this tag, so the record never
+/// keeps a coroutine that has resumed (a dump may follow it), at worst it shows none.
 class wait_tag {
 public:
     template <typename P>
@@ -36,16 +37,18 @@ public:
         if constexpr (is_weft_promise<P>) {
             rec_ = record_of(h.promise());
             if (rec_ != nullptr) {
-                leaf_ = h.address();
                 rec_->wait.store(kind, std::memory_order_relaxed);
-                rec_->leaf.store(leaf_, std::memory_order_relaxed);
+                rec_->leaf.store(h.address(), std::memory_order_relaxed);
+                rec_->waiter.store(this, std::memory_order_relaxed);
             }
         }
     }
     void clear() noexcept {
         if (rec_ != nullptr) [[unlikely]] {
-            rec_->woken.store(leaf_, std::memory_order_relaxed);
-            if (rec_->leaf.load(std::memory_order_relaxed) == leaf_) {
+            if (rec_->waiter.load(std::memory_order_relaxed) == this) {
+                rec_->woken.store(rec_->leaf.load(std::memory_order_relaxed),
+                                  std::memory_order_relaxed);
+                rec_->waiter.store(nullptr, std::memory_order_relaxed);
                 rec_->leaf.store(nullptr, std::memory_order_relaxed);
                 rec_->wait.store(wait_kind::none, std::memory_order_relaxed);
             }
@@ -55,7 +58,6 @@ public:
 
 private:
     task_record* rec_ = nullptr;
-    void* leaf_ = nullptr;
 };
 
 }  // namespace weft::detail
