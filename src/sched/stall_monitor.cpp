@@ -33,8 +33,11 @@ extern "C" void on_stack_signal(int /*sig*/) {
     // backtrace() is safe here once libgcc is loaded: the monitor calls it once before the
     // handler is installed (its first call may load it, which allocates).
     if (sched_worker::stack_capture* c = tl_stack_capture) {
-        const int n = ::backtrace(c->frames, sched_worker::stack_capture::max_depth);
-        c->depth.store(n, std::memory_order_release);  // publishes frames to report()
+        const std::uint64_t want = c->requested.load(std::memory_order_acquire);
+        if (want != c->answered.load(std::memory_order_relaxed)) {
+            c->depth = ::backtrace(c->frames, sched_worker::stack_capture::max_depth);
+            c->answered.store(want, std::memory_order_release);  // publishes frames to report()
+        }
     }
     errno = saved;
 }
@@ -151,16 +154,18 @@ void stall_monitor::report(sched_worker& w) {
             r.task_site = rec.site.load(std::memory_order_relaxed);
         }
     });
-    w.capture.depth.store(-1, std::memory_order_relaxed);
+    // The monitor is the only writer of `requested`.
+    const std::uint64_t request = w.capture.requested.load(std::memory_order_relaxed) + 1;
+    w.capture.requested.store(request, std::memory_order_release);
     if (::pthread_kill(w.native_handle(), stack_signal()) == 0) {
         const auto until = std::chrono::steady_clock::now() + stack_wait;
-        int n = -1;
-        while ((n = w.capture.depth.load(std::memory_order_acquire)) < 0 &&
+        bool answered = false;
+        while (!(answered = w.capture.answered.load(std::memory_order_acquire) == request) &&
                std::chrono::steady_clock::now() < until) {
             std::this_thread::sleep_for(std::chrono::milliseconds{1});
         }
-        if (n > 0) {
-            r.stack.assign(w.capture.frames, w.capture.frames + n);
+        if (answered && w.capture.depth > 0) {
+            r.stack.assign(w.capture.frames, w.capture.frames + w.capture.depth);
         }
     }
     if (rt_.opts.on_stall) {

@@ -81,11 +81,19 @@ public:
     /// The stop generation (runtime_core::stop_gen) this worker stopped for last. release:
     /// publishes the worker's writes (to frames, queues) to the dumper's acquire.
     std::atomic<std::uint64_t> stopped_gen{0};
-    /// Where the stall detector's signal handler writes this worker's native stack.
+    /// Where the stall detector's signal handler writes this worker's native stack. The
+    /// monitor numbers each request; the handler answers a request once (a signal that comes
+    /// late, after its request timed out, answers the next one instead), so frames are never
+    /// written while the monitor reads the answer to the current request.
     struct stack_capture {
         static constexpr int max_depth = 64;
         void* frames[max_depth] = {};
-        std::atomic<int> depth{-1};  // -1: not captured; release by the handler
+        int depth = 0;  // written by the handler before `answered`
+        /// The monitor's latest request (it stores before the signal; the handler loads).
+        std::atomic<std::uint64_t> requested{0};
+        /// The request whose stack is in frames: release by the handler publishes frames and
+        /// depth to the monitor's acquire.
+        std::atomic<std::uint64_t> answered{0};
     };
     stack_capture capture;
     [[nodiscard]] auto native_handle() noexcept -> std::thread::native_handle_type {
