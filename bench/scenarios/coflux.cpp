@@ -70,7 +70,8 @@ void fork_scenario(const params& p) {
 void spawn_scenario(const params& p) {
     const std::int64_t n = p.get("tasks", 1'000'000);
     std::vector<std::int64_t> results(static_cast<std::size_t>(n));
-    weft::runtime rt{{.workers = workers_of(p)}};
+    // records=1: runtime_options::task_records on (what a dump costs to keep ready).
+    weft::runtime rt{{.workers = workers_of(p), .task_records = p.get("records", 0) != 0}};
     auto run = [&](std::int64_t count) {
         return time_ns([&] {
             rt.block_on(weft::with_scope([&](weft::scope& s) -> weft::task<void> {

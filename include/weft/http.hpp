@@ -14,4 +14,5 @@
 #include "weft/http/response.hpp"
 #include "weft/http/router.hpp"
 #include "weft/http/server.hpp"
+#include "weft/http/task_dump_handler.hpp"
 #include "weft/http/websocket.hpp"

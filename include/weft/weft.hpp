@@ -32,6 +32,7 @@
 #include "weft/sched/driver.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/spawn_blocking.hpp"
+#include "weft/sched/task_dump.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
 #include "weft/sync/channel.hpp"

@@ -12,6 +12,7 @@
 #include "epoll_reactor.hpp"
 #include "reactor.hpp"
 #include "syscalls.hpp"
+#include "weft/core/detail/wait_tag.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
 
@@ -61,6 +62,7 @@ public:
             return false;  // an event came in since the caller's attempt: try again
         }
         st = state::waiting;
+        tag_.set(h, wait_kind::io);
         readiness_waiter*& list = write ? handle->writers : handle->readers;
         next_waiter = list;
         list = this;
@@ -70,6 +72,7 @@ public:
 
     /// ok, operation_canceled, or a registration failure.
     auto await_resume() noexcept -> std::error_code {
+        tag_.clear();
         if (registered) {
             stop->remove(this);
             registered = false;
@@ -85,6 +88,7 @@ public:
 
 private:
     std::uint32_t seq_;
+    wait_tag tag_;  // runtime::dump: waiting on IO
     std::error_code error_;
 };
 

@@ -10,6 +10,7 @@
 
 #include "reactor.hpp"
 #include "uring_reactor.hpp"
+#include "weft/core/detail/wait_tag.hpp"
 #include "weft/core/task.hpp"
 
 namespace weft::detail {
@@ -45,6 +46,7 @@ public:
         uring_reactor& r = current_uring();
         owner = &r;
         waiter = h;
+        tag_.set(h, wait_kind::io);
         io_uring_sqe* sqe = r.get_sqe();
         prep_(sqe);
         io_uring_sqe_set_data(sqe, static_cast<uring_op*>(this));
@@ -62,6 +64,7 @@ public:
     }
 
     auto await_resume() noexcept -> uring_result {
+        tag_.clear();
         if (registered) {
             stop->remove(this);
             registered = false;
@@ -74,6 +77,7 @@ public:
 
 private:
     Prep prep_;
+    wait_tag tag_;  // runtime::dump: waiting on IO
 };
 
 }  // namespace weft::detail

@@ -48,6 +48,10 @@ auto collect_runtime(registry& reg, const runtime& rt) -> collector_handle {
         auto wakes = per_worker("weft_runtime_wakes",
                                 "Times the worker woke a parked worker for work it queued.",
                                 metric_type::counter);
+        auto stalls =
+            per_worker("weft_worker_stalls",
+                       "Times the worker stayed inside one task past the stall threshold.",
+                       metric_type::counter);
         for (unsigned i = 0; i < rt.worker_count(); ++i) {
             const worker_metrics w = rt.worker_metrics(i);
             std::vector<std::string> label{std::to_string(i)};
@@ -59,6 +63,8 @@ auto collect_runtime(registry& reg, const runtime& rt) -> collector_handle {
                 {.label_values = label, .value = static_cast<double>(w.park_attempts)});
             sleeps.series.push_back(
                 {.label_values = label, .value = static_cast<double>(w.sleeps)});
+            stalls.series.push_back(
+                {.label_values = label, .value = static_cast<double>(w.stalls)});
             wakes.series.push_back(
                 {.label_values = std::move(label), .value = static_cast<double>(w.wakes)});
         }
@@ -67,6 +73,7 @@ auto collect_runtime(registry& reg, const runtime& rt) -> collector_handle {
         out.push_back(std::move(parks));
         out.push_back(std::move(sleeps));
         out.push_back(std::move(wakes));
+        out.push_back(std::move(stalls));
     });
 }
 

@@ -25,6 +25,7 @@ auto runtime::worker_metrics(unsigned i) const -> weft::worker_metrics {
             .sleeps = w.sleeps.load(std::memory_order_relaxed),
             .wakes = w.wakes.load(std::memory_order_relaxed),
             .deferred_wakes = w.deferred_wakes.load(std::memory_order_relaxed),
+            .stalls = w.stalls.load(std::memory_order_relaxed),
             .queued = static_cast<std::uint64_t>(std::max<std::int64_t>(0, w.queued())),
             .timers = w.timers().pending.load(std::memory_order_relaxed)};
 }

@@ -12,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "stall_monitor.hpp"
 #include "weft/sched/cpu_count.hpp"
 #include "weft/sched/detail/deadline_after.hpp"
 #include "weft/sched/detail/default_driver.hpp"
@@ -61,6 +62,7 @@ void runtime_core::start() {
     if (start_error_) {
         lock.unlock();
         terminate.store(true, std::memory_order_seq_cst);
+        loop_attention.fetch_add(1, std::memory_order_seq_cst);
         for (auto& w : workers) {
             w->unpark();
         }
@@ -68,6 +70,10 @@ void runtime_core::start() {
             w->join();
         }
         std::rethrow_exception(start_error_);
+    }
+    lock.unlock();
+    if (opts.stall_threshold || opts.dump_signal != 0) {
+        monitor = std::make_unique<stall_monitor>(*this);
     }
 }
 
@@ -137,12 +143,14 @@ void runtime_core::shutdown() {
                      static_cast<long long>(opts.shutdown_timeout->count()), calls);
     }
     terminate.store(true, std::memory_order_seq_cst);
+    loop_attention.fetch_add(1, std::memory_order_seq_cst);
     for (auto& w : workers) {
         w->unpark();
     }
     for (auto& w : workers) {
         w->join();
     }
+    monitor.reset();  // after the joins: it still reports a worker stuck in a task meanwhile
     blocking.stop_threads();
 }
 

@@ -15,6 +15,7 @@
 
 #include "blocking_pool.hpp"
 #include "io_home_load.hpp"
+#include "weft/core/detail/task_registry.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/sched/detail/context.hpp"
 #include "weft/sched/detail/io_home.hpp"
@@ -22,6 +23,8 @@
 #include "worker.hpp"
 
 namespace weft::detail {
+
+class stall_monitor;
 
 /// Ends the process after a failed allocation for a queue of runnable tasks (`queue` names it).
 /// The rule for every queue a wake-up goes through (the injector, a worker's inbox): the task is
@@ -165,6 +168,10 @@ public:
     std::atomic<unsigned> searching{0};
     std::atomic<bool> shutting_down{false};
     std::atomic<bool> terminate{false};
+    /// What the workers' loop loads once per turn, for terminate and stop_gen both: a shutdown
+    /// adds 1 after setting terminate (for good), a dump adds 1 while stop_gen is odd. Nonzero:
+    /// the worker looks at those two (relaxed: it looks again each turn until it sees them).
+    std::atomic<std::uint32_t> loop_attention{0};
     std::mutex quiet_mu;
     std::condition_variable quiet_cv;  // a worker parked during shutdown
 
@@ -211,6 +218,26 @@ public:
     std::atomic<std::int64_t> io_home_changed_ms{-1};  // now_ms() at the last change; -1: never
     std::atomic<bool> io_home_forced{false};
     std::atomic<std::uint64_t> io_home_changes{0};
+
+    // ---- task dump and stall detector (src/sched/task_dump.cpp, stall_monitor.cpp) ----
+    /// Odd while a dump is being taken: the workers stop in their loops (stop_for_dump) until it
+    /// is even again. Bumped by the dumper (under dump_mu), which notifies the waiters.
+    std::atomic<std::uint64_t> stop_gen{0};
+    std::mutex dump_mu;  // one dump at a time
+    [[nodiscard]] auto dump() -> task_dump;
+    /// Records of the tasks spawned from threads that are not this runtime's workers
+    /// (runtime::spawn, block_on from outside), guarded by outside_mu.
+    std::mutex outside_mu;
+    task_registry outside_tasks{0};
+    /// Calls f(record&) on every record of every registry (any thread; records are atomics).
+    template <typename F>
+    void for_each_record(F&& f) {
+        for (auto& w : workers) {
+            w->tasks.for_each(f);
+        }
+        outside_tasks.for_each(f);
+    }
+    std::unique_ptr<stall_monitor> monitor;  // the stall detector and dump_signal's reader
 
 private:
     [[nodiscard]] auto quiescent() const noexcept -> bool;

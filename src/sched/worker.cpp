@@ -18,6 +18,7 @@
 
 #include "runtime_clock_tl.hpp"
 #include "runtime_core.hpp"
+#include "stall_monitor.hpp"
 
 namespace weft::detail {
 
@@ -73,6 +74,7 @@ auto xorshift(std::uint64_t& s) noexcept -> std::uint64_t {
 sched_worker::sched_worker(runtime_core& rt, unsigned index)
     // A lone worker has nobody to steal from it: its deque then runs without fences.
     : worker_base(rt.opts.stealing && rt.planned_workers > 1, &rt.root, &rt.idle_count),
+      tasks(static_cast<std::uint16_t>(index + 1)),
       rt_(rt),
       index_(index),
       timers_(*this),
@@ -80,7 +82,28 @@ sched_worker::sched_worker(runtime_core& rt, unsigned index)
       rng_(0x9E3779B97F4A7C15ULL * (index + 1)),
       seen_(rt.planned_workers),
       seeded_(rt.opts.seed.has_value()),
-      seed_state_(rt.opts.seed.value_or(0)) {}
+      seed_state_(rt.opts.seed.value_or(0)) {
+    registry_ = rt.opts.task_records ? &tasks : nullptr;
+}
+
+void sched_worker::beat_idle() noexcept {
+    const std::uint64_t b = beat.load(std::memory_order_relaxed);
+    if ((b & 1) != 0) {
+        beat.store(b + 1, std::memory_order_relaxed);
+    }
+}
+
+void sched_worker::stop_for_dump() noexcept {
+    const std::uint64_t g = rt_.stop_gen.load(std::memory_order_acquire);
+    if ((g & 1) == 0) {
+        return;
+    }
+    stopped_gen.store(g, std::memory_order_release);
+    // acquire: the dumper's reads are done before this worker touches a frame again.
+    while (rt_.stop_gen.load(std::memory_order_acquire) == g) {
+        rt_.stop_gen.wait(g, std::memory_order_acquire);
+    }
+}
 
 void sched_worker::start() {
     thread_ = std::thread([this] { run(); });
@@ -460,6 +483,7 @@ auto sched_worker::find_work() -> void* {
 
 void sched_worker::park() {
     bump(park_attempts);
+    beat_idle();
     if (searching) {
         searching = false;
         rt_.searching.fetch_sub(1, std::memory_order_seq_cst);
@@ -647,6 +671,7 @@ void sched_worker::run() {
     set_current_worker(this);
     tl_sched_worker = this;
     tl_manual_clock = rt_.manual();
+    tl_stack_capture = &capture;
     bool attached = false;
     try {
         driver_->attach();
@@ -655,7 +680,18 @@ void sched_worker::run() {
     } catch (...) {
         rt_.worker_started(std::current_exception());
     }
-    while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
+    // The heartbeat's next odd value, in a register: a task's turn costs two stores (running,
+    // beat). It goes even where the worker waits (park, stop_for_dump, the loop's end).
+    std::uint64_t turn = beat.load(std::memory_order_relaxed) | 1;
+    while (attached) {
+        // One load per turn covers both a shutdown and a dump (runtime_core::loop_attention).
+        if (rt_.loop_attention.load(std::memory_order_relaxed) != 0) [[unlikely]] {
+            if (rt_.terminate.load(std::memory_order_relaxed)) {
+                break;
+            }
+            beat_idle();
+            stop_for_dump();
+        }
         void* h = seeded_ ? next_seeded() : next_task();
         // An expensive poll (epoll_wait) is left to park(): a first look here mostly found
         // nothing, and park's own wait returns at once when events are ready. A seeded worker
@@ -681,16 +717,21 @@ void sched_worker::run() {
                 }
             }
             reset_budget();
+            running.store(h, std::memory_order_relaxed);
+            turn += 2;
+            beat.store(turn, std::memory_order_relaxed);  // odd: inside a task
             std::coroutine_handle<>::from_address(h).resume();
             continue;
         }
         park();
     }
+    beat_idle();
     driver_->detach();
     if (schedstat_fd_ >= 0) {
         ::close(schedstat_fd_);
         schedstat_fd_ = -1;
     }
+    tl_stack_capture = nullptr;
     tl_manual_clock = nullptr;
     tl_sched_worker = nullptr;
     set_current_worker(nullptr);

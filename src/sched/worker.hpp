@@ -67,6 +67,58 @@ public:
     /// runtime_core::pack'ed. Written by this worker at the end of each window, read by
     /// any worker reviewing the IO home (relaxed: a hint; any value read is safe to act on).
     std::atomic<std::uint64_t> last_window{0};
+    /// Stalls the monitor reported here (written by the monitor thread only).
+    std::atomic<std::uint64_t> stalls{0};
+    /// The stall detector's heartbeat: a new odd value as each task's turn starts; even once
+    /// the worker waits (parks, stops for a dump, leaves its loop). So an odd value that stays
+    /// is one task's turn, and the few loop steps after it until the next turn or park (looking
+    /// for work, firing timers) count with it. Owner stores (relaxed: the monitor only compares
+    /// values), monitor loads.
+    std::atomic<std::uint64_t> beat{0};
+    /// The handle the worker resumed last (owner stores, relaxed; readers only compare it with
+    /// the dump records' frames, never follow it).
+    std::atomic<void*> running{nullptr};
+    /// The stop generation (runtime_core::stop_gen) this worker stopped for last. release:
+    /// publishes the worker's writes (to frames, queues) to the dumper's acquire.
+    std::atomic<std::uint64_t> stopped_gen{0};
+    /// Where the stall detector's signal handler writes this worker's native stack. The
+    /// monitor numbers each request; the handler answers a request once (a signal that comes
+    /// late, after its request timed out, answers the next one instead), so frames are never
+    /// written while the monitor reads the answer to the current request.
+    struct stack_capture {
+        static constexpr int max_depth = 64;
+        void* frames[max_depth] = {};
+        int depth = 0;  // written by the handler before `answered`
+        /// The monitor's latest request (it stores before the signal; the handler loads).
+        std::atomic<std::uint64_t> requested{0};
+        /// The request whose stack is in frames: release by the handler publishes frames and
+        /// depth to the monitor's acquire.
+        std::atomic<std::uint64_t> answered{0};
+    };
+    stack_capture capture;
+    [[nodiscard]] auto native_handle() noexcept -> std::thread::native_handle_type {
+        return thread_.native_handle();
+    }
+    /// The tasks spawned on this worker (worker_base::registry).
+    task_registry tasks;
+    /// Owner: stops here while a dump is being taken (runtime_core::stop_gen is odd).
+    void stop_for_dump() noexcept;
+    /// Owner, where it waits: the heartbeat goes even (not inside a task).
+    void beat_idle() noexcept;
+    /// While this worker is stopped for a dump (or is the dumper): calls f(handle address) on
+    /// everything queued on it (LIFO slot, deque, inbox).
+    template <typename F>
+    void for_each_queued(F&& f) {
+        if (void* l = lifo_.load(std::memory_order_relaxed)) {
+            f(l);
+        }
+        deque_.for_each_quiescent([&](void* e) { f(untag(e)); });
+        std::lock_guard lock(inbox_mu_);
+        for (void* h : inbox_) {
+            f(h);
+        }
+    }
+
     static void bump(std::atomic<std::uint64_t>& c) noexcept {
         c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }

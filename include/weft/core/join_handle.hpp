@@ -2,9 +2,11 @@
 
 #include <coroutine>
 #include <cstdint>
+#include <source_location>
 #include <stdexcept>
 #include <utility>
 
+#include "weft/core/detail/wait_tag.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/task.hpp"
 
@@ -56,6 +58,7 @@ public:
 
     struct awaiter {
         detail::task_handle<T> h;
+        detail::wait_tag tag{};
         auto await_ready() noexcept -> bool {
             auto& p = h.promise();
             if (p.join_.load(std::memory_order_acquire) != detail::join_done) {
@@ -67,7 +70,9 @@ public:
             detail::worker_base* w = detail::current_worker();
             return p.mode_ != detail::task_mode::spawned || w == nullptr || !w->consume_budget();
         }
-        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<> waiter) -> bool {
+        template <typename P>
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> waiter) -> bool {
+            tag.set(waiter, wait_kind::join);
             auto expected = detail::join_running;
             // release publishes the waiter frame to the child; acquire (on failure) sees the
             // result of a child that just finished.
@@ -84,6 +89,7 @@ public:
             return false;
         }
         auto await_resume() -> T {
+            tag.clear();
             struct free_frame {
                 detail::task_handle<T> h;
                 ~free_frame() { h.destroy(); }
@@ -138,16 +144,23 @@ struct fork_awaiter {
 ///         long b = co_await fib(n - 2);
 ///         co_return co_await std::move(a) + b;
 ///     }
+/// `site` (the caller's) is kept in the child's frame for runtime::dump().
 template <typename T>
-[[nodiscard]] auto fork(task<T> t) noexcept -> detail::fork_awaiter<T> {
-    return detail::fork_awaiter<T>{t.release()};
+[[nodiscard]] auto fork(task<T> t,
+                        std::source_location site = std::source_location::current()) noexcept
+    -> detail::fork_awaiter<T> {
+    auto h = t.release();
+    h.promise().set_site(site);
+    return detail::fork_awaiter<T>{h};
 }
 
 /// Queues `t` on the current worker (idle workers may steal it) and returns its handle. The
 /// task is cancelled when the runtime shuts down. Must be called on a thread running a weft
 /// executor (a runtime worker or inside sync_wait); throws std::logic_error otherwise.
+/// `site` (the caller's) and `name` are what runtime::dump() shows of it.
 template <typename T>
-auto spawn(task<T> t) -> join_handle<T> {
+auto spawn(task_name name, task<T> t, std::source_location site = std::source_location::current())
+    -> join_handle<T> {
     detail::worker_base* w = detail::current_worker();
     if (w == nullptr) {
         throw std::logic_error("weft::spawn: no weft executor on this thread");
@@ -156,14 +169,24 @@ auto spawn(task<T> t) -> join_handle<T> {
     auto& p = h.promise();
     p.stop_ = w->root_stop();
     p.mode_ = detail::task_mode::spawned;
+    detail::record_spawn(*w, p, h.address(), site, name.value);
     w->push(h);
     return join_handle<T>{h};
+}
+template <typename T>
+auto spawn(task<T> t, std::source_location site = std::source_location::current())
+    -> join_handle<T> {
+    return spawn(task_name{}, std::move(t), site);
 }
 
 /// `spawn([&]() -> weft::task<T> {...})`: the lambda is kept alive with its task.
 template <detail::task_factory Fn>
-auto spawn(Fn fn) {
-    return spawn(detail::call_holding(std::move(fn)));
+auto spawn(Fn fn, std::source_location site = std::source_location::current()) {
+    return spawn(task_name{}, detail::call_holding(std::move(fn)), site);
+}
+template <detail::task_factory Fn>
+auto spawn(task_name name, Fn fn, std::source_location site = std::source_location::current()) {
+    return spawn(name, detail::call_holding(std::move(fn)), site);
 }
 
 }  // namespace weft

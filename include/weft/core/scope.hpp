@@ -5,10 +5,12 @@
 #include <cstddef>
 #include <exception>
 #include <optional>
+#include <source_location>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
 
+#include "weft/core/detail/wait_tag.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/join_handle.hpp"
 #include "weft/core/task.hpp"
@@ -32,8 +34,11 @@ public:
     auto operator=(const scope&) -> scope& = delete;
     ~scope() = default;
 
+    /// `site` (the caller's) and `name` are what runtime::dump() shows of the child.
     template <typename T>
-    void spawn(task<T> t) {
+    void spawn(task_name name,
+               task<T> t,
+               std::source_location site = std::source_location::current()) {
         detail::worker_base* w = detail::current_worker();
         if (w == nullptr) {
             throw std::logic_error("weft::scope::spawn: no weft executor on this thread");
@@ -45,16 +50,26 @@ public:
         }
         p.mode_ = detail::task_mode::scoped;
         p.scope_ = this;
+        detail::record_spawn(*w, p, h.address(), site, name.value);
         // relaxed: the child's eventual decrement is ordered after this by the push (release)
         // that publishes it.
         count_.fetch_add(1, std::memory_order_relaxed);
         w->push(h);
     }
 
+    template <typename T>
+    void spawn(task<T> t, std::source_location site = std::source_location::current()) {
+        spawn(task_name{}, std::move(t), site);
+    }
+
     /// `s.spawn([&]() -> weft::task<> {...})`: the lambda is kept alive with its task.
     template <detail::task_factory Fn>
-    void spawn(Fn fn) {
-        spawn(detail::call_holding(std::move(fn)));
+    void spawn(Fn fn, std::source_location site = std::source_location::current()) {
+        spawn(task_name{}, detail::call_holding(std::move(fn)), site);
+    }
+    template <detail::task_factory Fn>
+    void spawn(task_name name, Fn fn, std::source_location site = std::source_location::current()) {
+        spawn(name, detail::call_holding(std::move(fn)), site);
     }
 
     /// Cancels every child (and anything they await).
@@ -64,16 +79,19 @@ public:
     /// Awaits every child. Called once, by with_scope.
     struct join_awaiter {
         scope* s;
+        detail::wait_tag tag{};
         auto await_ready() noexcept -> bool {
             return s->count_.load(std::memory_order_acquire) == 1;
         }
-        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<> h) noexcept -> bool {
+        template <typename P>
+        WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) noexcept -> bool {
+            tag.set(h, wait_kind::scope);
             s->joiner_ = h;
             // acq_rel: release publishes joiner_ to the last child; acquire sees the children's
             // writes (results, first_error_) when we are the last.
             return s->count_.fetch_sub(1, std::memory_order_acq_rel) != 1;
         }
-        void await_resume() noexcept {}
+        void await_resume() noexcept { tag.clear(); }
     };
     [[nodiscard]] auto join() noexcept -> join_awaiter { return join_awaiter{this}; }
 

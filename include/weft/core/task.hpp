@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <concepts>
 #include <coroutine>
 #include <cstdint>
@@ -9,9 +10,11 @@
 #include <memory_resource>
 #include <new>
 #include <optional>
+#include <source_location>
 #include <type_traits>
 #include <utility>
 
+#include "weft/core/detail/task_registry.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/frame_allocator.hpp"
 #include "weft/core/stop.hpp"
@@ -20,6 +23,10 @@ namespace weft {
 
 template <typename T = void>
 class task;
+
+// promise_base::origin_ holds one (bit 0 clear: it points to a struct of pointers).
+static_assert(sizeof(std::source_location) == sizeof(std::uintptr_t) &&
+              std::is_trivially_copyable_v<std::source_location>);
 template <typename T>
 class join_handle;
 
@@ -27,11 +34,13 @@ namespace detail {
 
 /// How a finished task hands control on. Set before the task first runs, never changed after.
 enum class task_mode : std::uint8_t {
-    awaited,      ///< `co_await t`: resume the awaiting coroutine (symmetric transfer)
-    forked,       ///< `co_await fork(t)`: the parent sits in the worker's deque; pop it back
-    forked_sync,  ///< fork on a thread with no worker: child ran first, parent resumes after
-    spawned,      ///< `spawn(t)`: complete the join word; resume a joiner if one waits
-    scoped,       ///< `scope.spawn(t)`: report to the scope, then free the frame
+    awaited,          ///< `co_await t` in a weft coroutine: resume it (symmetric transfer)
+    awaited_foreign,  ///< `co_await t` in a coroutine of another kind: the same, but the dump
+                      ///< does not walk past it (its promise is not a promise_base)
+    forked,           ///< `co_await fork(t)`: the parent sits in the worker's deque; pop it back
+    forked_sync,      ///< fork on a thread with no worker: child ran first, parent resumes after
+    spawned,          ///< `spawn(t)`: complete the join word; resume a joiner if one waits
+    scoped,           ///< `scope.spawn(t)`: report to the scope, then free the frame
 };
 
 /// The join word of forked and spawned tasks. States:
@@ -52,7 +61,7 @@ protected:
     ~scope_base() = default;
 };
 
-/// Everything a weft coroutine carries besides its result. 48 bytes.
+/// Everything a weft coroutine carries besides its result. 56 bytes.
 class promise_base {
 public:
     static auto operator new(std::size_t n) -> void* { return allocate_frame(n, nullptr); }
@@ -74,7 +83,7 @@ public:
     auto initial_suspend() noexcept -> std::suspend_always { return {}; }
     void unhandled_exception() noexcept {
         ::new (static_cast<void*>(exception_storage_)) std::exception_ptr(std::current_exception());
-        has_exception_ = true;
+        extras_ |= has_exception;
     }
 
     struct final_awaiter {
@@ -92,32 +101,58 @@ public:
     std::coroutine_handle<> continuation_;
     std::atomic<std::uintptr_t> join_{join_running};
     scope_base* scope_ = nullptr;
+    /// Where the task came from, for runtime::dump(), in one word: 0 for a coroutine that is
+    /// only awaited; a task_record* | 1 for a task spawned on a runtime (owned: the record is
+    /// closed when the frame is freed); else the std::source_location (bit_cast) of a fork, or
+    /// of a spawn on an executor that keeps no records.
+    std::uintptr_t origin_ = 0;
     task_mode mode_ = task_mode::awaited;
+
+    [[nodiscard]] auto record() const noexcept -> task_record* {
+        return (origin_ & 1) != 0 ? reinterpret_cast<task_record*>(origin_ - 1) : nullptr;
+    }
+    [[nodiscard]] auto site() const noexcept -> std::source_location {
+        if (task_record* r = record()) {
+            return r->site.load(std::memory_order_relaxed);
+        }
+        return std::bit_cast<std::source_location>(origin_);
+    }
+    void set_site(std::source_location s) noexcept { origin_ = std::bit_cast<std::uintptr_t>(s); }
+    void set_record(task_record* r) noexcept {
+        origin_ = reinterpret_cast<std::uintptr_t>(r) | 1;
+        extras_ |= has_record;
+    }
 
     promise_base() noexcept = default;
     promise_base(const promise_base&) = delete;
     auto operator=(const promise_base&) -> promise_base& = delete;
     ~promise_base() {
-        if (has_exception_) {
-            exception_ref().~exception_ptr();
+        if (extras_ != 0) [[unlikely]] {
+            if ((extras_ & has_exception) != 0) {
+                exception_ref().~exception_ptr();
+            }
+            if ((extras_ & has_record) != 0) {
+                task_registry::close(record());
+            }
         }
     }
 
     /// Rethrows the stored exception, if the coroutine ended with one.
     void rethrow_if_failed() {
-        if (has_exception_) {
+        if ((extras_ & has_exception) != 0) {
             std::rethrow_exception(exception_ref());
         }
     }
     /// The stored exception (moved out), or null.
     auto take_exception() noexcept -> std::exception_ptr {
-        return has_exception_ ? std::move(exception_ref()) : std::exception_ptr{};
+        return (extras_ & has_exception) != 0 ? std::move(exception_ref()) : std::exception_ptr{};
     }
 
 protected:
     auto complete(std::coroutine_handle<> self) noexcept -> std::coroutine_handle<> {
         switch (mode_) {
             case task_mode::awaited:
+            case task_mode::awaited_foreign:
                 return continuation_ ? continuation_ : std::noop_coroutine();
             case task_mode::forked:
                 // complete() runs inside final_awaiter::await_suspend, which is never inlined
@@ -150,14 +185,18 @@ private:
         return *std::launder(reinterpret_cast<std::exception_ptr*>(exception_storage_));
     }
 
+    // Beside mode_ (one padded word for both). One byte for both flags, so that a frame with
+    // neither (nearly all) pays one test when it is freed.
+    static constexpr std::uint8_t has_exception = 1;
+    static constexpr std::uint8_t has_record = 2;  // origin_ holds a record, closed at the free
+    std::uint8_t extras_ = 0;
     // The exception lives in raw storage, constructed only when there is one: std::exception_ptr's
     // destructor is an out-of-line library call, and every frame would pay it on destruction.
     alignas(std::exception_ptr) unsigned char exception_storage_[sizeof(std::exception_ptr)];
-    bool has_exception_ = false;
 
     // Out of line and cold: the fork-join fast path around it stays as small as before.
     [[gnu::noinline, gnu::cold]] void finish_detached(std::coroutine_handle<> self) noexcept {
-        if (has_exception_) {
+        if ((extras_ & has_exception) != 0) {
             report_detached_failure(take_exception());
         }
         self.destroy();
@@ -165,6 +204,9 @@ private:
     friend void destroy_unjoined(std::coroutine_handle<> self, promise_base& p) noexcept;
 
     auto finish_join(std::coroutine_handle<> self) noexcept -> std::coroutine_handle<> {
+        if (task_record* r = record()) {
+            r->done.store(true, std::memory_order_relaxed);
+        }
         // acq_rel: release publishes the result to the joiner; acquire sees the joiner's frame
         // (or the handle's detach) before we resume or free.
         const std::uintptr_t prev = join_.exchange(join_done, std::memory_order_acq_rel);
@@ -192,6 +234,17 @@ void destroy_unjoined(std::coroutine_handle<P> h) noexcept {
 
 template <typename P>
 inline constexpr bool is_weft_promise = std::derived_from<P, promise_base>;
+
+/// A task about to be queued by a spawn on worker `w`: its site, and a dump record when `w`
+/// keeps them.
+inline void record_spawn(
+    worker_base& w, promise_base& p, void* frame, std::source_location site, const char* name) {
+    if (task_registry* r = w.registry()) {
+        p.set_record(r->open(frame, site, name));
+    } else {
+        p.set_site(site);
+    }
+}
 
 /// The stop_state of the coroutine suspending with `h`: its task's, or nullptr for a coroutine
 /// that is not a weft task (it cannot be cancelled). What every cancellable awaiter registers on.
@@ -303,6 +356,8 @@ public:
                 if (p.stop_ == nullptr) {
                     p.stop_ = parent.promise().stop_;
                 }
+            } else {
+                p.mode_ = detail::task_mode::awaited_foreign;
             }
             if constexpr (WEFT_SHUFFLE_BUILD) {
                 // shuffle.hpp: now and then the child starts later (queued), as if the parent
@@ -374,6 +429,12 @@ auto call_holding(Fn fn) -> std::invoke_result_t<Fn&> {
     co_return co_await fn();
 }
 }  // namespace detail
+
+/// A spawned task's name in runtime::dump(): static storage (a string literal), read for as long
+/// as the task lives. `weft::spawn(weft::task_name{"fetch"}, fetch(url))`.
+struct task_name {
+    const char* value = nullptr;
+};
 
 /// `co_await weft::get_stop_token()` inside a weft coroutine: its cancellation state.
 struct get_stop_token {

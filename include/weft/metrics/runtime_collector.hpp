@@ -12,7 +12,8 @@ namespace weft::metrics {
 ///   `weft_runtime_blocking_threads`, `weft_runtime_blocking_busy`,
 ///   `weft_runtime_blocking_in_flight`;
 /// - per worker (label `worker`): gauges `weft_runtime_queue_depth`, `weft_runtime_timers`,
-///   counters `weft_runtime_park_attempts`, `weft_runtime_sleeps`, `weft_runtime_wakes`.
+///   counters `weft_runtime_park_attempts`, `weft_runtime_sleeps`, `weft_runtime_wakes`,
+///   `weft_worker_stalls` (exposed as `weft_worker_stalls_total`: the stall detector's reports).
 ///
 /// Keep the handle no longer than `rt`: destroying it stops the reading.
 ///

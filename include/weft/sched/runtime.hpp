@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "weft/sched/detail/context.hpp"
 #include "weft/sched/driver.hpp"
 #include "weft/sched/runtime_clock.hpp"
+#include "weft/sched/task_dump.hpp"
 
 namespace weft {
 
@@ -67,6 +69,26 @@ struct runtime_options {
     /// generator seeded by this value, so a seed names one interleaving and replays it. Empty
     /// (the default): the ordinary scheduler.
     std::optional<std::uint64_t> seed = {};
+    /// The stall detector: a worker that stays inside one task (has not come back to its
+    /// scheduler loop) for longer than this is reported once per stall (on_stall) and counted
+    /// (worker_metrics::stalls). A monitor thread samples each worker's heartbeat every half
+    /// threshold; the workers' cost is two relaxed stores per task they run. Empty: off.
+    std::optional<std::chrono::milliseconds> stall_threshold = std::chrono::milliseconds{100};
+    /// Called on the monitor thread for each stall; must not throw. Default (empty): the
+    /// report's to_string() on stderr (the task, its spawn site, the worker's native stack).
+    std::function<void(const stall_report&)> on_stall = {};
+    /// A signal on which this runtime prints dump() to stderr (SIGUSR1, say). The handler only
+    /// counts the signal; the monitor thread takes and prints the dump within half a stall
+    /// threshold (or 50 ms). The handler is the process's for that signal from then on (the
+    /// previous one is not restored). 0 (the default): none.
+    int dump_signal = 0;
+    /// Whether spawned tasks are recorded for dump(). On: every task spawned on this runtime
+    /// gets a record (id, name, site, what it waits on), and dump() lists each live task with
+    /// its state and chain; the stall detector names the stalled task. Off (the default): a
+    /// spawn keeps only its site in the task's frame, and dump() lists no tasks (only the
+    /// workers that did not stop); a stall report has the native stack but no task.
+    /// docs/design/decisions.md has the cost of each setting.
+    bool task_records = false;
 };
 
 /// What a worker has done so far (see runtime::worker_metrics).
@@ -81,6 +103,8 @@ struct worker_metrics {
     /// Pushes on the IO home (runtime_options::consolidate_io) that woke nobody at once because
     /// the home was expected to run them next; wakes counts the times it called a helper later.
     std::uint64_t deferred_wakes = 0;
+    /// Stalls the stall detector reported on this worker (runtime_options::stall_threshold).
+    std::uint64_t stalls = 0;
     /// Tasks queued on the worker now (its deque and LIFO slot; a moment's reading).
     std::uint64_t queued = 0;
     /// Timers armed on the worker and not yet fired or cancelled (a moment's reading).
@@ -123,18 +147,36 @@ public:
     ~runtime();
 
     /// Runs `t` on the workers and blocks the calling thread until it finishes; returns its
-    /// value or rethrows its exception.
+    /// value or rethrows its exception. dump() names it "block_on", spawned at `site`.
     template <typename T>
-    auto block_on(task<T> t) -> T;
+    auto block_on(task<T> t, std::source_location site = std::source_location::current()) -> T;
 
-    /// Queues `t` on the runtime; it is cancelled at shutdown like every other task.
+    /// Queues `t` on the runtime; it is cancelled at shutdown like every other task. `site`
+    /// (the caller's) and `name` are what dump() shows of it.
     template <typename T>
-    auto spawn(task<T> t) -> join_handle<T>;
+    auto spawn(task_name name,
+               task<T> t,
+               std::source_location site = std::source_location::current()) -> join_handle<T>;
+    template <typename T>
+    auto spawn(task<T> t, std::source_location site = std::source_location::current())
+        -> join_handle<T> {
+        return spawn(task_name{}, std::move(t), site);
+    }
     /// `rt.spawn([&]() -> weft::task<T> {...})`: the lambda is kept alive with its task.
     template <detail::task_factory Fn>
-    auto spawn(Fn fn) {
-        return spawn(detail::call_holding(std::move(fn)));
+    auto spawn(Fn fn, std::source_location site = std::source_location::current()) {
+        return spawn(task_name{}, detail::call_holding(std::move(fn)), site);
     }
+    template <detail::task_factory Fn>
+    auto spawn(task_name name, Fn fn, std::source_location site = std::source_location::current()) {
+        return spawn(name, detail::call_holding(std::move(fn)), site);
+    }
+
+    /// Every live task of this runtime: id, name, spawn site, state, what it waits on and its
+    /// chain of awaiting coroutines (see task_dump). Any thread, also a task on a worker (an
+    /// admin route): the workers stop in their loops while it is taken (see task_dump for a
+    /// worker that does not). Costs the running program nothing until it is asked for.
+    [[nodiscard]] auto dump() -> task_dump;
 
     [[nodiscard]] auto worker_count() const noexcept -> unsigned;
     /// Counters of worker `i` (any thread; each counter is read on its own, not as a snapshot).
@@ -146,6 +188,8 @@ public:
 
 private:
     void inject(std::coroutine_handle<> h);
+    /// Gives a task spawned through this runtime its site and dump record.
+    void record(detail::promise_base& p, void* frame, std::source_location site, const char* name);
     [[noreturn]] static void block_on_from_worker();
 
     std::unique_ptr<detail::runtime_core> core_;
@@ -196,7 +240,7 @@ auto block_on_root(task<T> t,
 }  // namespace detail
 
 template <typename T>
-auto runtime::block_on(task<T> t) -> T {
+auto runtime::block_on(task<T> t, std::source_location site) -> T {
     if (detail::tl_sched_worker != nullptr) {
         block_on_from_worker();
     }
@@ -208,6 +252,7 @@ auto runtime::block_on(task<T> t) -> T {
     auto h = root.release();
     h.promise().mode_ = detail::task_mode::spawned;
     h.promise().join_.store(detail::join_detached, std::memory_order_relaxed);  // frees itself
+    record(h.promise(), h.address(), site, "block_on");
     inject(h);
     while (done.load(std::memory_order_acquire) == 0) {
         done.wait(0, std::memory_order_acquire);
@@ -221,11 +266,12 @@ auto runtime::block_on(task<T> t) -> T {
 }
 
 template <typename T>
-auto runtime::spawn(task<T> t) -> join_handle<T> {
+auto runtime::spawn(task_name name, task<T> t, std::source_location site) -> join_handle<T> {
     auto h = t.release();
     auto& p = h.promise();
     p.stop_ = &stop();
     p.mode_ = detail::task_mode::spawned;
+    record(p, h.address(), site, name.value);
     inject(h);
     return join_handle<T>{h};
 }

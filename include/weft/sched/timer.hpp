@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "weft/core/detail/wait_tag.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/join_handle.hpp"
 #include "weft/core/result.hpp"
@@ -37,13 +38,18 @@ public:
     auto await_ready() const noexcept -> bool { return false; }
     template <typename P>
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
+        tag_.set(h, wait_kind::timer);
         return detail::timer_arm(op_, deadline_, detail::stop_of(h), h);
     }
-    auto await_resume() noexcept -> result<void> { return detail::timer_finish(op_); }
+    auto await_resume() noexcept -> result<void> {
+        tag_.clear();
+        return detail::timer_finish(op_);
+    }
 
 private:
     std::chrono::steady_clock::time_point deadline_;
     detail::timer_op op_;
+    detail::wait_tag tag_;  // runtime::dump: waiting on a timer
 };
 
 [[nodiscard]] inline auto sleep_until(std::chrono::steady_clock::time_point t) noexcept

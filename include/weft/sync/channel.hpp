@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/core/detail/wait_tag.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
 #include "weft/sched/timer.hpp"
@@ -324,6 +325,7 @@ private:
             }
             op_base* op;
             detail::chan_node<T> node;
+            detail::wait_tag tag;  // runtime::dump: waiting on a channel
         };
 
         /// The fast path has completed the operation: yield if the turn's budget is spent (a
@@ -361,6 +363,7 @@ private:
                 mu.unlock();
                 return false;
             }
+            ws.tag.set(h, wait_kind::channel);
             park(ws.node);
             // NOTE: from here the other side may resume us on another thread: locals only.
             mu.unlock();
@@ -369,6 +372,7 @@ private:
         /// In await_resume: unregisters the stop callback if await_suspend registered one.
         void finish_waiting() noexcept {
             if (waiting_) {
+                ws_.tag.clear();
                 ws_.end();
             }
         }

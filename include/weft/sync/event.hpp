@@ -29,6 +29,7 @@ public:
 
     class [[nodiscard]] wait_awaiter : public detail::prim_wait<wait_awaiter> {
     public:
+        static constexpr wait_kind waits_on = wait_kind::event;  // runtime::dump
         explicit wait_awaiter(event& e) noexcept : prim_wait(e.mu_, e.waiters_), e_(&e) {}
         auto try_now() noexcept -> bool {
             if (!e_->set_) {

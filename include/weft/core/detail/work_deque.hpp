@@ -148,6 +148,17 @@ public:
         return b > t ? b - t : 0;
     }
 
+    /// Any thread, while neither the owner nor any thief touches the deque (runtime::dump stops
+    /// them all first): calls f(entry) on every queued entry, still tagged.
+    template <typename F>
+    void for_each_quiescent(F&& f) const {
+        const std::int64_t t = top_.load(std::memory_order_acquire);
+        const std::int64_t b = bottom_.load(std::memory_order_acquire);
+        for (std::int64_t i = t; i < b; ++i) {
+            f(slots_[index(i)].load(std::memory_order_relaxed));
+        }
+    }
+
     /// Approximate, any thread.
     [[nodiscard]] auto size() const noexcept -> std::int64_t {
         const std::int64_t b = bottom_.load(std::memory_order_relaxed);

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "weft/core/detail/shuffle.hpp"
+#include "weft/core/detail/task_registry.hpp"
 #include "weft/core/detail/work_deque.hpp"
 #include "weft/core/stop.hpp"
 
@@ -189,6 +190,9 @@ public:
     virtual void yield_turn(std::coroutine_handle<> h) noexcept { schedule_remote(h); }
 
     [[nodiscard]] auto root_stop() const noexcept -> stop_state* { return root_stop_; }
+    /// Owner thread: where tasks spawned here are recorded for runtime::dump() (nullptr: an
+    /// executor that keeps no records, such as sync_wait's).
+    [[nodiscard]] auto registry() noexcept -> task_registry* { return registry_; }
 
     /// A task whose result nobody will observe (its join_handle was dropped) failed with `e`.
     /// Default: print_detached_failure. The runtime's workers call its handler
@@ -249,6 +253,7 @@ protected:
     bool may_hold_io_ready_ = false;
     stop_state* root_stop_;
     const std::atomic<unsigned>* idle_hint_;
+    task_registry* registry_ = nullptr;
     int budget_ = budget_per_turn;
 };
 

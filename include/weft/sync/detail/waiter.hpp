@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "weft/core/detail/spin_lock.hpp"
+#include "weft/core/detail/wait_tag.hpp"
 #include "weft/core/detail/worker_base.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/core/task.hpp"
@@ -264,6 +265,9 @@ public:
             mu->unlock();
             return false;
         }
+        if constexpr (requires { Op::waits_on; }) {
+            tag_.set(h, Op::waits_on);
+        }
         list_->push_back(&node_);
         // NOTE: from here a waker may resume us on another thread: only the local copy of mu.
         mu->unlock();
@@ -273,6 +277,7 @@ public:
 protected:
     /// In await_resume: true if granted, false if cancelled.
     [[nodiscard]] auto finish() noexcept -> bool {
+        tag_.clear();
         end();
         return st.load(std::memory_order_acquire) != wait_cancelled;
     }
@@ -301,6 +306,7 @@ private:
     spin_lock* mu_;
     wait_list* list_;
     wait_node node_;
+    wait_tag tag_;  // runtime::dump, for an Op that names what it waits on (waits_on)
 };
 
 }  // namespace weft::detail
