@@ -348,6 +348,16 @@ auto tls_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
 }
 
 auto tls_stream::receive() -> task<result<bytes>> {
+    // An idle connection holds no record buffer: the block is taken once ciphertext is here (or
+    // OpenSSL still holds some), not while the peer thinks. Waiting with the block held cost a
+    // server 16 KiB per idle keep-alive connection.
+    detail::tls_session& s = *s_;
+    if (!s.failed && s.in_off >= s.in.size() && SSL_has_pending(s.ssl) == 0) {
+        auto got = co_await detail::fill(s, make_error_code(tls_errc::truncated));
+        if (!got) {
+            co_return got.error();
+        }
+    }
     std::byte* data = nullptr;
     const bytes block{detail::make_heap_block(detail::record_max, data), data, detail::record_max};
     auto n = co_await read_some({data, detail::record_max});
