@@ -1383,6 +1383,42 @@ TEST(server_on_test_clock, idle_keep_alive_closed_after_its_timeout) {
     });
 }
 
+// A client that never reads: the response fills the connection's buffer (64 KiB one way), the
+// server's write waits for room, and the send timeout drops the client. Still open just before
+// the timeout; no other timeout can end it.
+TEST(server_on_test_clock, client_that_never_reads_dropped_at_send_timeout) {
+    server_options o;
+    o.send_timeout = 50ms;
+    o.header_timeout = 24h;
+    o.keep_alive_timeout = 24h;
+    runtime rt{weft::testing::test_clock_runtime()};
+    rt.block_on([&]() -> task<void> {
+        weft::testing::sim_network net{{.latency = 1ms, .buffer_bytes = 64 * 1024}};
+        server srv{std::move(o)};
+        srv.route(method::get, "/big", [](request&) -> task<response> {
+            co_return response::text(std::string(1024 * 1024, 'z'));
+        });
+        auto l = net.listen("server", 80);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn(srv.serve(*l));
+            auto c = co_await connect_client(net);
+            (co_await c.send("GET", "/big")).value();
+            co_await weft::testing::advance(40ms);  // the request arrived; the write waits
+            EXPECT_EQ(srv.stats().timed_out, 0U);
+            EXPECT_EQ(srv.stats().open, 1U);
+            (void)co_await sleep_for(1h);  // never read, for an hour of the test clock
+            EXPECT_EQ(srv.stats().timed_out, 1U);
+            EXPECT_EQ(srv.stats().open, 0U);
+            co_await srv.shutdown();
+        });
+        std::size_t full = 0;
+        for (const auto& e : net.trace()) {
+            full += e.ends_with(" full") ? 1 : 0;
+        }
+        EXPECT_GE(full, 1U);  // the server's write waited for room
+    }());
+}
+
 TEST(router, static_beats_parameter_beats_catch_all) {
     router r;
     int hit = 0;
