@@ -1008,6 +1008,7 @@ TEST_P(server_test, read_all_holds_what_arrived_not_what_was_announced) {
 TEST_P(server_test, client_that_never_reads_dropped_at_send_timeout) {
     server_options o;
     o.send_timeout = 50ms;
+    o.min_rate = 0;  // the progress timeout alone
     o.header_timeout = 24h;
     o.keep_alive_timeout = 24h;
     run_on_test_clock(
@@ -1351,6 +1352,7 @@ TEST(server_on_test_clock, slow_header_sender_dropped_at_header_timeout) {
 TEST(server_on_test_clock, slow_body_dropped_at_body_timeout) {
     server_options o;
     o.body_timeout = 50ms;
+    o.min_rate = 0;  // the progress timeout alone
     run_on_sim(o, hello_routes, [](weft::testing::sim_network& net, server& srv) -> task<void> {
         auto c = co_await connect_client(net);
         (co_await c.send_raw("POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nab"))
