@@ -28,6 +28,7 @@
 #include "weft/io/error.hpp"
 #include "weft/io/file.hpp"
 #include "weft/io/reactor.hpp"
+#include "weft/tls/tls_byte_stream.hpp"
 
 // NOTE: every co_await here is a statement of its own, its result named, never inside an `if`
 // or `while` condition: built by g++ 12.2, the watchdog's `if (!co_await deadline_.wait(...))`
@@ -105,9 +106,35 @@ auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -
 
 auto connection::serve_stream(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
     -> task<void> {
+    if (st->opts.tls) {
+        co_await serve_stream_tls(*st, std::move(s));
+        co_return;
+    }
     transport t{*s};
     connection c{*st, t};
     co_await c.run();
+}
+
+// serve_tls over a byte_stream: the connection takes the TLS stream as a byte_stream of
+// plaintext (no socket to pace: the send timeout bounds each write, as on any byte_stream).
+// HTTP/1.1 only: h2 by ALPN needs the socket's pacing. NOTE: never inlined, as serve_tls.
+[[gnu::noinline]] auto connection::serve_stream_tls(server::state& st,
+                                                    std::unique_ptr<byte_stream> s) -> task<void> {
+    auto t = co_await tls_stream::accept(std::move(s), *st.opts.tls);
+    if (!t) {
+        st.tls_failed.fetch_add(1, std::memory_order_relaxed);
+        st.leave(nullptr);  // ended before it was registered
+        co_return;
+    }
+    if (t->alpn() == "h2") {
+        st.leave(nullptr);
+        co_return;
+    }
+    tls_byte_stream plain{std::move(*t)};
+    transport tr{plain};
+    connection c{st, tr};
+    co_await c.run();
+    (void)plain.shutdown_write();
 }
 
 connection::connection(server::state& st, transport& s) noexcept

@@ -68,7 +68,7 @@ public:
     /// holds the connection (run() is placed inside it) and the stream it uses. With the
     /// server's TLS option, the TLS handshake comes first (a failed one ends it).
     static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void>;
-    /// serve_socket over a byte_stream (no TLS: the stream is taken as the connection).
+    /// serve_socket over a byte_stream (with the TLS option, TLS over it first).
     static auto serve_stream(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
         -> task<void>;
 
@@ -149,6 +149,7 @@ private:
     // serve_socket's TLS connections: the handshake, then the connection over it (`st` is kept
     // alive by serve_socket, which awaits it).
     static auto serve_tls(server::state& st, tcp_stream s) -> task<void>;
+    static auto serve_stream_tls(server::state& st, std::unique_ptr<byte_stream> s) -> task<void>;
     auto serve() -> task<void>;
     // HTTP/2 from `first` (the first bytes received) to the end (h2_connection.cpp).
     auto serve_h2(bytes first) -> task<void>;

@@ -252,12 +252,7 @@ auto server::stats() const noexcept -> server_stats { return stats_of(*st_); }
 
 auto server::serve(tcp_listener& l) -> task<void> { return accept_loop(st_, l); }
 
-auto server::serve(byte_listener& l) -> task<void> {
-    if (st_->opts.tls) {
-        throw std::logic_error("weft::http::server::serve: TLS needs a tcp_listener");
-    }
-    return accept_loop(st_, l);
-}
+auto server::serve(byte_listener& l) -> task<void> { return accept_loop(st_, l); }
 
 auto server::listen(socket_address addr) -> task<result<void>> {
     const auto rt = this_runtime();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -26,6 +27,9 @@ using time_point = runtime_clock::time_point;
 // segment taken already). States: open; fin (the writer shut down: eof once q is read and
 // fin_at is reached); reset (every operation fails, q dropped); reader_gone (the reading end
 // was destroyed: a write resets the connection, as TCP answers data to a closed socket).
+// Flow control: unread == the bytes of q not yet taken (sizes of its segments - off); a writer
+// adds to q only while unread < buffer_bytes (sim_network_options), and otherwise waits on
+// `drained`, which the reader sets as it takes bytes (and a reset or a closed reader sets).
 struct sim_pipe {
     struct segment {
         std::string data;
@@ -36,6 +40,7 @@ struct sim_pipe {
     std::string to;
     std::deque<segment> q;
     std::size_t off = 0;
+    std::size_t unread = 0;
     bool fin = false;
     time_point fin_at{};
     bool reset = false;
@@ -43,6 +48,20 @@ struct sim_pipe {
     // Auto reset: a change that comes while the reader is not waiting is kept for its next
     // wait, so none is lost between its check (under the lock) and its wait.
     event changed{event::reset_mode::automatic};
+    // The writer's wake-up, kept the same way for its next wait.
+    event drained{event::reset_mode::automatic};
+
+    // Under the network's lock: drops what is in flight and fails both sides' waits.
+    void reset_now() {
+        if (!reset) {
+            reset = true;
+            q.clear();
+            off = 0;
+            unread = 0;
+            changed.set();
+            drained.set();
+        }
+    }
 };
 
 struct sim_listener_state {
@@ -149,6 +168,7 @@ public:
     ~sim_stream() override {
         std::lock_guard lock(st_->mu);
         in_->reader_gone = true;
+        in_->drained.set();  // the peer's writer, waiting for room, finds the reader gone
         if (!out_->fin && !out_->reset) {
             out_->fin = true;
             out_->fin_at = due();
@@ -176,42 +196,69 @@ public:
         co_return got.size();
     }
 
+    // Adds what fits under buffer_bytes, then waits for the reader to take some, until all is
+    // written: a peer that does not read holds its writer here, as a full TCP socket does.
     auto write_all(std::span<const std::span<const std::byte>> bufs)
         -> task<result<void>> override {
         std::string data;
         for (const auto& b : bufs) {
             data.append(reinterpret_cast<const char*>(b.data()), b.size());
         }
-        std::lock_guard lock(st_->mu);
-        if (out_->reset) {
-            co_return std::make_error_code(std::errc::connection_reset);
+        std::size_t done = 0;
+        for (;;) {
+            {
+                std::lock_guard lock(st_->mu);
+                if (out_->reset) {
+                    co_return std::make_error_code(std::errc::connection_reset);
+                }
+                if (out_->fin) {
+                    co_return std::make_error_code(std::errc::broken_pipe);
+                }
+                if (auto r = writable_locked(); !r) {
+                    co_return r.error();
+                }
+                while (done < data.size()) {
+                    const std::size_t room = room_locked();
+                    if (room == 0) {
+                        break;
+                    }
+                    const std::size_t n = std::min(room, data.size() - done);
+                    st_->record(label(*out_) + " send " + std::to_string(n));
+                    time_point at = due();
+                    if (!out_->q.empty()) {
+                        at = std::max(at, out_->q.back().at);
+                    }
+                    out_->q.push_back({data.substr(done, n), at});
+                    out_->unread += n;
+                    done += n;
+                    out_->changed.set();
+                }
+                if (done == data.size()) {
+                    co_return result<void>{};
+                }
+                st_->record(label(*out_) + " full");
+            }
+            if (auto r = co_await out_->drained.wait(); !r) {
+                co_return r.error();  // cancelled: what was added stays in flight
+            }
         }
-        if (out_->fin) {
-            co_return std::make_error_code(std::errc::broken_pipe);
-        }
-        if (out_->reader_gone) {
-            reset_locked();
-            co_return std::make_error_code(std::errc::connection_reset);
-        }
-        if (data.empty()) {
-            co_return result<void>{};
-        }
-        st_->record(label(*out_) + " send " + std::to_string(data.size()));
-        time_point at = due();
-        if (!out_->q.empty()) {
-            at = std::max(at, out_->q.back().at);
-        }
-        out_->q.push_back({std::move(data), at});
-        out_->changed.set();
-        co_return result<void>{};
     }
 
     auto wait_writable() -> task<result<void>> override {
-        std::lock_guard lock(st_->mu);
-        if (out_->reset) {
-            co_return std::make_error_code(std::errc::connection_reset);
+        for (;;) {
+            {
+                std::lock_guard lock(st_->mu);
+                if (auto r = writable_locked(); !r) {
+                    co_return r.error();
+                }
+                if (out_->fin || room_locked() > 0) {
+                    co_return result<void>{};  // (after a shutdown, the write reports it)
+                }
+            }
+            if (auto r = co_await out_->drained.wait(); !r) {
+                co_return r.error();
+            }
         }
-        co_return result<void>{};
     }
 
     auto shutdown_write() noexcept -> result<void> override {
@@ -232,18 +279,34 @@ public:
 
     // Under st_->mu: both directions fail from now on.
     void reset_locked() {
-        for (sim_pipe* p : {in_.get(), out_.get()}) {
-            if (!p->reset) {
-                p->reset = true;
-                p->q.clear();
-                p->off = 0;
-                p->changed.set();
-            }
-        }
+        in_->reset_now();
+        out_->reset_now();
         st_->record(label(*out_) + " reset");
     }
 
 private:
+    // Under st_->mu: may this end write? A reset fails it; so does a reader that is gone,
+    // which resets the connection (as TCP answers data to a closed socket).
+    auto writable_locked() -> result<void> {
+        if (out_->reset) {
+            return std::make_error_code(std::errc::connection_reset);
+        }
+        if (out_->reader_gone) {
+            reset_locked();
+            return std::make_error_code(std::errc::connection_reset);
+        }
+        return result<void>{};
+    }
+
+    // Under st_->mu: how many more bytes the outgoing direction takes now.
+    [[nodiscard]] auto room_locked() const -> std::size_t {
+        const std::size_t cap = st_->opts.buffer_bytes;
+        if (cap == 0) {
+            return std::numeric_limits<std::size_t>::max();
+        }
+        return out_->unread < cap ? cap - out_->unread : 0;
+    }
+
     // Under st_->mu: when a write made now arrives.
     [[nodiscard]] auto due() const -> time_point {
         return runtime_clock::now() + st_->opts.latency;
@@ -270,6 +333,8 @@ private:
                         const std::size_t n = std::min(most, front.data.size() - p.off);
                         got.assign(front.data, p.off, n);
                         p.off += n;
+                        p.unread -= n;
+                        p.drained.set();
                         if (p.off == front.data.size()) {
                             p.q.pop_front();
                             p.off = 0;
@@ -426,12 +491,7 @@ void sim_network::reset(std::string_view a, std::string_view b) {
     for (const auto& w : st_->pipes) {
         if (auto p = w.lock();
             p && sim_net_state::key(p->from, p->to) == sim_net_state::key(a, b)) {
-            if (!p->reset) {
-                p->reset = true;
-                p->q.clear();
-                p->off = 0;
-                p->changed.set();
-            }
+            p->reset_now();
         }
     }
 }

@@ -19,8 +19,9 @@ namespace weft {
 
 namespace detail {
 
-/// One TLS connection: the socket, OpenSSL's session, and the ciphertext between them.
-/// Heap-allocated so that the BIO's pointer to it survives moves of the tls_stream.
+/// One TLS connection: the socket (or the byte_stream it runs over instead), OpenSSL's session,
+/// and the ciphertext between them. Heap-allocated so that the BIO's pointer to it survives
+/// moves of the tls_stream.
 ///
 /// OpenSSL reads ciphertext from `in` (from in_off) and appends what it writes to `out`,
 /// through a BIO of weft's own over these two (session_bio below): received bytes are handed
@@ -29,19 +30,61 @@ namespace detail {
 /// asks for a retry when it has nothing left), so one received block is held at a time.
 struct tls_session {
     explicit tls_session(tcp_stream s) noexcept : tcp(std::move(s)) {}
+    explicit tls_session(std::unique_ptr<byte_stream> s) noexcept
+        : other(std::move(s)), over_stream(true) {}
     tls_session(const tls_session&) = delete;
     auto operator=(const tls_session&) -> tls_session& = delete;
     ~tls_session() { SSL_free(ssl); }  // frees the BIO too
 
-    tcp_stream tcp;
+    // The ciphertext's ways in and out: the stream's when over_stream, else the socket's.
+    [[nodiscard]] auto receive() -> task<result<bytes>> {
+        if (!over_stream) {
+            return tcp.receive();
+        }
+        if (!other) {
+            return closed_receive();
+        }
+        return other->receive();
+    }
+    [[nodiscard]] auto write_all(std::span<const std::byte> buf) -> task<result<void>> {
+        if (!over_stream) {
+            return tcp.write_all(buf);
+        }
+        if (!other) {
+            return closed_write();
+        }
+        return other->write_all(buf);
+    }
+    [[nodiscard]] auto shutdown_write() noexcept -> result<void> {
+        if (!over_stream) {
+            return tcp.shutdown_write();
+        }
+        return other ? other->shutdown_write()
+                     : result<void>{std::make_error_code(std::errc::bad_file_descriptor)};
+    }
+
+    tcp_stream tcp;                      // closed when over_stream
+    std::unique_ptr<byte_stream> other;  // over_stream: the stream, null once closed
+    bool over_stream = false;
     SSL* ssl = nullptr;
     bytes in;                    // received ciphertext
     std::size_t in_off = 0;      // [in_off, in.size()) not yet taken by OpenSSL
     std::vector<std::byte> out;  // ciphertext OpenSSL wrote, not yet sent
     std::error_code failed;      // set: the stream is unusable
+
+    // What a closed byte_stream's operations give.
+    static auto closed_receive() -> task<result<bytes>>;
+    static auto closed_write() -> task<result<void>>;
 };
 
 void tls_session_deleter::operator()(tls_session* s) const noexcept { delete s; }
+
+auto tls_session::closed_receive() -> task<result<bytes>> {
+    co_return std::make_error_code(std::errc::bad_file_descriptor);
+}
+auto tls_session::closed_write() -> task<result<void>> {
+    co_return std::make_error_code(std::errc::bad_file_descriptor);
+}
 
 namespace {
 
@@ -132,7 +175,8 @@ auto is_ip_address(std::string_view host) -> bool {
     return ::inet_pton(AF_INET, h.c_str(), &a4) == 1 || ::inet_pton(AF_INET6, h.c_str(), &a6) == 1;
 }
 
-auto new_session(tcp_stream s, const tls_context& ctx)
+template <typename Stream>
+auto new_session(Stream s, const tls_context& ctx)
     -> std::unique_ptr<tls_session, tls_session_deleter> {
     std::unique_ptr<tls_session, tls_session_deleter> t{new tls_session(std::move(s))};
     ERR_clear_error();
@@ -149,16 +193,20 @@ auto new_session(tcp_stream s, const tls_context& ctx)
     return t;
 }
 
-// Sends what OpenSSL wrote: through the tcp_stream's write_all, or, with a pacer, by
-// non-blocking sends that leave each wait for room to the pacer. A failure (or a cancellation
-// part-way) breaks the record stream.
+// Sends what OpenSSL wrote: through the stream's write_all, or, with a pacer on a socket, by
+// non-blocking sends that leave each wait for room to the pacer (a byte_stream has no socket
+// to send to without waiting: its write_all waits by itself, and the pacer hears of the bytes
+// it took). A failure (or a cancellation part-way) breaks the record stream.
 auto flush(tls_session& s, tls_stream::pacer* p = nullptr) -> task<result<void>> {
     if (s.out.empty()) {
         co_return result<void>{};
     }
     result<void> r;
-    if (p == nullptr) {
-        r = co_await s.tcp.write_all(std::span<const std::byte>{s.out});
+    if (p == nullptr || s.over_stream) {
+        r = co_await s.write_all(std::span<const std::byte>{s.out});
+        if (r && p != nullptr) {
+            p->sent(s.out.size());
+        }
     } else {
         std::size_t off = 0;
         while (off < s.out.size()) {
@@ -195,7 +243,7 @@ auto flush(tls_session& s, tls_stream::pacer* p = nullptr) -> task<result<void>>
 // Receives the next block of ciphertext. A cancellation takes nothing: the session is intact.
 // The peer's FIN while OpenSSL still wants bytes: `at_eof`.
 auto fill(tls_session& s, std::error_code at_eof) -> task<result<void>> {
-    auto got = co_await s.tcp.receive();
+    auto got = co_await s.receive();
     if (!got) {
         if (got.error() == io_errc::eof) {
             s.failed = at_eof;
@@ -275,7 +323,28 @@ auto handshake_within(tls_session& s, std::chrono::milliseconds limit) -> task<r
 }  // namespace detail
 
 auto tls_stream::accept(tcp_stream s, const tls_context& ctx) -> task<result<tls_stream>> {
-    tls_stream t{detail::new_session(std::move(s), ctx)};
+    return accept_session(tls_stream{detail::new_session(std::move(s), ctx)}, ctx);
+}
+
+auto tls_stream::accept(std::unique_ptr<byte_stream> s, const tls_context& ctx)
+    -> task<result<tls_stream>> {
+    return accept_session(tls_stream{detail::new_session(std::move(s), ctx)}, ctx);
+}
+
+auto tls_stream::connect(tcp_stream s, const tls_context& ctx, std::string_view host)
+    -> task<result<tls_stream>> {
+    return connect_session(tls_stream{detail::new_session(std::move(s), ctx)}, ctx,
+                           std::string{host});
+}
+
+auto tls_stream::connect(std::unique_ptr<byte_stream> s,
+                         const tls_context& ctx,
+                         std::string_view host) -> task<result<tls_stream>> {
+    return connect_session(tls_stream{detail::new_session(std::move(s), ctx)}, ctx,
+                           std::string{host});
+}
+
+auto tls_stream::accept_session(tls_stream t, const tls_context& ctx) -> task<result<tls_stream>> {
     SSL_set_accept_state(t.s_->ssl);
     auto r = co_await detail::handshake_within(*t.s_, ctx.handshake_timeout());
     if (!r) {
@@ -284,12 +353,11 @@ auto tls_stream::accept(tcp_stream s, const tls_context& ctx) -> task<result<tls
     co_return std::move(t);
 }
 
-auto tls_stream::connect(tcp_stream s, const tls_context& ctx, std::string_view host)
+auto tls_stream::connect_session(tls_stream t, const tls_context& ctx, std::string host)
     -> task<result<tls_stream>> {
-    tls_stream t{detail::new_session(std::move(s), ctx)};
     SSL* ssl = t.s_->ssl;
     SSL_set_connect_state(ssl);
-    const std::string h{host};
+    const std::string& h = host;
     const bool ip = detail::is_ip_address(host);
     if (!ip && !h.empty()) {
         SSL_set_tlsext_host_name(ssl, h.c_str());
@@ -470,16 +538,17 @@ auto tls_stream::shutdown() -> task<result<void>> {
     if (!sent) {
         co_return sent.error();
     }
-    co_return s.tcp.shutdown_write();
+    co_return s.shutdown_write();
 }
 
 auto tls_stream::shutdown_write() noexcept -> result<void> {
     detail::tls_session& s = *s_;
     if (!s.failed) {
         ERR_clear_error();
-        if (SSL_shutdown(s.ssl) >= 0 && !s.out.empty()) {
+        if (SSL_shutdown(s.ssl) >= 0 && !s.out.empty() && !s.over_stream) {
             // One attempt: what the socket does not take at once is dropped (the peer then
-            // sees tls_errc::truncated, not a corrupt record: nothing else follows it).
+            // sees tls_errc::truncated, not a corrupt record: nothing else follows it). A
+            // byte_stream takes nothing without waiting: its peer sees truncated.
             (void)::send(s.tcp.native_handle(), s.out.data(), s.out.size(),
                          MSG_DONTWAIT | MSG_NOSIGNAL);
         }
@@ -487,16 +556,19 @@ auto tls_stream::shutdown_write() noexcept -> result<void> {
         s.out.clear();
         s.failed = make_error_code(tls_errc::unusable);  // no more writes
     }
-    return s.tcp.shutdown_write();
+    return s.shutdown_write();
 }
 
 void tls_stream::close() noexcept {
     if (s_) {
         s_->tcp.close();
+        s_->other.reset();
     }
 }
 
-auto tls_stream::is_open() const noexcept -> bool { return s_ && s_->tcp.is_open(); }
+auto tls_stream::is_open() const noexcept -> bool {
+    return s_ && (s_->over_stream ? s_->other != nullptr : s_->tcp.is_open());
+}
 
 auto tls_stream::alpn() const noexcept -> std::string_view {
     const unsigned char* p = nullptr;
@@ -516,6 +588,26 @@ auto tls_stream::resumed() const noexcept -> bool { return SSL_session_reused(s_
 
 auto tls_stream::tcp() noexcept -> tcp_stream& { return s_->tcp; }
 
-auto tls_stream::peer_address() const -> result<socket_address> { return s_->tcp.peer_address(); }
+auto tls_stream::stream() noexcept -> byte_stream* { return s_->other.get(); }
+
+auto tls_stream::wait_writable() -> task<result<void>> {
+    if (s_->over_stream) {
+        if (!s_->other) {
+            return detail::tls_session::closed_write();
+        }
+        return s_->other->wait_writable();
+    }
+    return s_->tcp.wait_writable();
+}
+
+auto tls_stream::peer_address() const -> result<socket_address> {
+    if (s_->over_stream) {
+        if (!s_->other) {
+            return std::make_error_code(std::errc::bad_file_descriptor);
+        }
+        return s_->other->peer_address();
+    }
+    return s_->tcp.peer_address();
+}
 
 }  // namespace weft

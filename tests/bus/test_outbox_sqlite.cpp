@@ -164,7 +164,7 @@ TEST(sqlite_outbox, order_per_key_holds_under_a_failing_broker) {
         return calls.fetch_add(1) % 3 == 1 ? make_error_code(bus_errc::broker_unreachable)
                                            : std::error_code{};
     });
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker, {.max_pending = 256}};
         auto relay = weft::spawn(outbox.run_relay(pub));
@@ -214,7 +214,7 @@ TEST(sqlite_outbox, a_retrying_key_does_not_hold_up_the_next_batch) {
         txn.commit().value();
     }
     std::map<std::string, std::vector<int>> got;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker, {.max_pending = 64}};
         auto relay = weft::spawn(outbox.run_relay(pub));
@@ -255,7 +255,7 @@ TEST(sqlite_outbox, a_window_is_clamped_to_one_where_the_broker_keeps_no_prefix)
     constexpr int keys = 4;
     constexpr int per_key = 50;
     stage_many(app, outbox, keys, per_key);
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker, {.max_pending = 256}};
         auto relay = weft::spawn(outbox.run_relay(pub));
@@ -307,7 +307,7 @@ TEST(sqlite_outbox, a_window_resends_from_the_failed_event_in_order) {
     constexpr int keys = 8;
     constexpr int per_key = 60;
     stage_many(app, outbox, keys, per_key);
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{prefix, {.max_pending = 256}};
         auto relay = weft::spawn(outbox.run_relay(pub));
@@ -344,7 +344,7 @@ TEST(sqlite_outbox, a_windowed_relay_reads_results_it_did_not_send) {
     constexpr int keys = 3;
     constexpr int per_key = 10;
     stage_many(app, outbox, keys, per_key);
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{prefix, {.max_pending = 4}};
         for (int i = 0; i < 4; ++i) {
@@ -387,7 +387,7 @@ TEST(sqlite_outbox, a_window_counts_the_gaps_of_a_broker_without_a_prefix) {
     constexpr int per_key = 60;
     stage_many(app, outbox, keys, per_key);
     int out_of_order = 0;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{prefix, {.max_pending = 256}};
         auto relay = weft::spawn(outbox.run_relay(pub));
@@ -429,7 +429,7 @@ TEST(sqlite_outbox, staging_rolled_back_with_the_business_change_leaves_nothing)
     EXPECT_EQ(outbox.metrics().staged, 0U);
 
     memory_broker broker;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
         auto relay = weft::spawn(outbox.run_relay(pub));
@@ -505,24 +505,27 @@ TEST(sqlite_outbox, stage_keeps_one_statement_per_connection) {
 TEST(sqlite_outbox, a_commit_wakes_the_relay) {
     temp_dir dir;
     const auto path = dir.file("app.db");
-    // A poll interval no test lives to see: only the notification can wake the relay, so the
-    // publish below happens (and the test ends) only if the commit notified it.
+    // A poll interval the test clock never reaches (it moves only by advance(), a second at
+    // most here): only the notification can wake the relay, so the publish below happens only
+    // if the commit notified it.
     sqlite_outbox outbox{path, {.relay = {.min_poll = 1h, .max_poll = 1h}}};
     app_db app{path};
     memory_broker broker;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime({.auto_advance = false})};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
         auto relay = weft::spawn(outbox.run_relay(pub));
         while (outbox.metrics().idle_waits == 0) {  // until the relay found nothing and waits
-            (void)co_await weft::sleep_for(1ms);
+            co_await weft::testing::advance(1ms);
         }
         (co_await weft::spawn_blocking([&] {
             sqlite_txn txn{app.get()};
             (void)outbox.stage(txn, event_for("k", 0)).value();
             txn.commit().value();
         })).value();
-        co_await wait_published(outbox, 1);
+        for (int i = 0; i < 1000 && outbox.metrics().published == 0; ++i) {
+            co_await weft::testing::advance(1ms);
+        }
         EXPECT_EQ(outbox.metrics().published, 1U);
         outbox.stop_relay();
         (co_await std::move(relay)).value();
@@ -547,7 +550,7 @@ TEST(sqlite_outbox, a_new_relay_resumes_what_the_last_one_left) {
             return calls.fetch_add(1) >= 60 ? make_error_code(bus_errc::broker_unreachable)
                                             : std::error_code{};
         });
-        weft::runtime rt{{.workers = 2}};
+        weft::runtime rt{weft::testing::test_clock_runtime()};
         rt.block_on([&]() -> weft::task<void> {
             publisher pub{broker};
             auto relay = weft::spawn(first.run_relay(pub));
@@ -562,7 +565,7 @@ TEST(sqlite_outbox, a_new_relay_resumes_what_the_last_one_left) {
         broker.set_publish_fault({});
     }
     sqlite_outbox second{path};
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
         auto relay = weft::spawn(second.run_relay(pub));
@@ -624,7 +627,7 @@ TEST(sqlite_outbox, a_republished_event_is_dropped_by_the_broker) {
     app_db app{path};
     const auto ids = stage_many(app, outbox, 4, 5);
     memory_broker broker;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
         auto relay = weft::spawn(outbox.run_relay(pub));
@@ -660,7 +663,7 @@ TEST(sqlite_outbox, a_poison_event_goes_to_the_dead_letters_and_its_key_goes_on)
         return e.key == "k1" && e.payload == "2" ? make_error_code(bus_errc::message_too_large)
                                                  : std::error_code{};
     });
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
         auto relay = weft::spawn(outbox.run_relay(pub));
@@ -689,7 +692,7 @@ TEST(sqlite_outbox, an_edited_row_that_does_not_decode_goes_to_the_dead_letters)
         "UPDATE weft_outbox SET envelope = x'00' WHERE seq = "
         "(SELECT min(seq) FROM weft_outbox WHERE key = 'k1')");
     memory_broker broker;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
         auto relay = weft::spawn(outbox.run_relay(pub));
@@ -714,7 +717,7 @@ TEST(sqlite_outbox, a_second_relay_on_the_same_file_is_refused) {
     sqlite_outbox one{path};
     sqlite_outbox two{path};
     memory_broker broker;
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
         auto relay = weft::spawn(one.run_relay(pub));
@@ -742,19 +745,21 @@ TEST(sqlite_outbox, metrics_report_the_oldest_pending_age) {
     sqlite_outbox outbox{path};
     app_db app{path};
     stage_many(app, outbox, 1, 3);
+    // Staged a minute ago: staged_ms is the wall clock's (it outlives the process), so the
+    // rows are aged where they are stored rather than by waiting.
+    app.exec("UPDATE weft_outbox SET staged_ms = staged_ms - 60000");
     memory_broker broker;
     broker.pause();
-    weft::runtime rt{{.workers = 2}};
+    weft::runtime rt{weft::testing::test_clock_runtime()};
     rt.block_on([&]() -> weft::task<void> {
         publisher pub{broker};
         auto relay = weft::spawn(outbox.run_relay(pub));
-        (void)co_await weft::sleep_for(60ms);
-        // The age is reported once the relay has read the rows (on the blocking pool, which a
-        // loaded machine may not have run within the 60 ms): wait for that, not for a time.
+        // The age is reported once the relay has read the rows: wait for that.
         while (outbox.metrics().oldest_pending_age.count() == 0) {
             (void)co_await weft::sleep_for(5ms);
         }
-        EXPECT_GE(outbox.metrics().oldest_pending_age, 40ms);  // staged before the 60 ms
+        EXPECT_GE(outbox.metrics().oldest_pending_age, 60s);
+        EXPECT_LT(outbox.metrics().oldest_pending_age, 1h);
         EXPECT_EQ(outbox.metrics().published, 0U);
         broker.resume();
         co_await wait_published(outbox, 3);
@@ -969,14 +974,17 @@ TEST(sqlite_inbox, a_throwing_handler_records_nothing) {
 TEST(sqlite_inbox, ids_expire_after_the_window) {
     temp_dir dir;
     app_db app{dir.file("consumer.db")};
-    sqlite_inbox inbox{app.get(), {.window = 1ms, .expire_every = 0}};
+    sqlite_inbox inbox{app.get(), {.window = 1min, .expire_every = 0}};
     const auto id = message_id::generate();
     {
         sqlite_txn txn{app.get()};
         EXPECT_TRUE(inbox.record(txn, id).value());
         txn.commit().value();
     }
-    std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(inbox.expire(app.get()).value(), 0U);  // within the window: kept
+    // Received two minutes ago: received_ms is the wall clock's (it outlives the process), so
+    // the id is aged where it is stored rather than by waiting.
+    app.exec("UPDATE weft_inbox SET received_ms = received_ms - 120000");
     EXPECT_EQ(inbox.expire(app.get()).value(), 1U);
     sqlite_txn txn{app.get()};
     EXPECT_TRUE(inbox.record(txn, id).value());  // forgotten: new again

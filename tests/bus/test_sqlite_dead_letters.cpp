@@ -21,6 +21,7 @@
 #include "weft/core/join_handle.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
+#include "weft/testing/test_clock.hpp"
 
 namespace {
 
@@ -64,7 +65,7 @@ protected:
                           memory_broker& broker,
                           std::uint64_t published,
                           std::uint64_t dead) {
-        weft::runtime rt{{.workers = 1}};
+        weft::runtime rt{weft::testing::test_clock_runtime()};
         rt.block_on([&]() -> weft::task<void> {
             publisher pub{broker};
             auto relay = weft::spawn(outbox.run_relay(pub));

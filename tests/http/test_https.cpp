@@ -1,6 +1,8 @@
 // http::server over TLS (server_options::tls), on both backends: curl as the peer where it is
-// installed, weft's own tls_stream as a client always; a client that stalls in the handshake
-// is dropped and counted; openssl s_client offering only old versions or weak suites is refused.
+// installed, weft's own tls_stream as a client always; openssl s_client offering only old
+// versions or weak suites is refused. Over weft::testing's simulated network on a test clock:
+// a request through weft's client over TLS, and a client that stalls in the handshake is
+// dropped and counted.
 
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -8,6 +10,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,11 +18,15 @@
 #include "tls/cert_factory.hpp"
 #include "tls/child_process.hpp"
 #include "weft/core/scope.hpp"
+#include "weft/http/client.hpp"
 #include "weft/http/server.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 #include "weft/sched/timer.hpp"
+#include "weft/testing/sim_network.hpp"
+#include "weft/testing/test_clock.hpp"
+#include "weft/tls/tls_byte_stream.hpp"
 #include "weft/tls/tls_stream.hpp"
 
 namespace {
@@ -137,22 +144,6 @@ TEST_P(https, keep_alive_requests_through_tls_stream) {
     }
     EXPECT_EQ(hellos, 2U);
     EXPECT_NE(all.find(std::string(20000, 'b')), std::string::npos);
-}
-
-TEST_P(https, drops_a_client_that_stalls_in_the_handshake) {
-    std::error_code end;
-    run(50ms, [&](weft::socket_address addr, http::server& srv) -> task<void> {
-        auto tcp = (co_await weft::tcp_stream::connect(addr)).value();
-        const unsigned char partial[] = {0x16, 0x03, 0x01, 0x00, 0x80, 0x01};
-        (void)co_await tcp.write_all(std::as_bytes(std::span{partial}));
-        std::array<std::byte, 64> buf{};
-        auto n = co_await tcp.read_some(buf);
-        end = n ? std::error_code{} : n.error();
-        (void)srv;
-    });
-    EXPECT_EQ(stats_.tls_failed, 1U);
-    EXPECT_EQ(stats_.requests, 0U);
-    EXPECT_TRUE(end == weft::io_errc::eof || end == std::errc::connection_reset) << end.message();
 }
 
 // Short pacing limits: a send_timeout far shorter than a slow download of /big takes, and a
@@ -429,5 +420,96 @@ TEST_P(https, an_idle_keep_alive_connection_holds_no_record_buffer) {
 }
 
 WEFT_TEST_ON_BOTH_BACKENDS(https);
+
+// ---- HTTPS over the simulated network, on a test clock ---------------------------------------
+
+// An HTTPS server (the test CA's leaf for "server", handshake_timeout as given) on host
+// "server" port 443 of a simulated network (1 ms each way), and `body(net, srv)` against it,
+// on a test clock that auto-advances: the handshake timeout fires in no wall time.
+class https_on_sim : public ::testing::Test {
+protected:
+    wt::issued_cert ca_ = wt::make_ca("weft https CA");
+    wt::issued_cert leaf_ = wt::make_leaf("server", &ca_);
+    http::server_stats stats_;
+
+    template <typename Body>
+    void run(std::chrono::milliseconds handshake_timeout, Body body) {
+        weft::tls_server_options to;
+        to.certificate = leaf_.as_certificate();
+        to.handshake_timeout = handshake_timeout;
+        http::server_options o;
+        o.tls = weft::tls_context::server(to);
+        weft::runtime rt{weft::testing::test_clock_runtime()};
+        rt.block_on([&]() -> task<void> {
+            weft::testing::sim_network net{{.latency = 1ms}};
+            http::server srv{std::move(o)};
+            srv.route(http::method::get, "/", [](http::request&) -> task<http::response> {
+                co_return http::response::text("Hello over TLS");
+            });
+            srv.route(http::method::post, "/echo", [](http::request& req) -> task<http::response> {
+                auto body = co_await req.body().read_all();
+                co_return http::response::text(std::move(body).value());
+            });
+            auto l = net.listen("server", 443);
+            co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+                s.spawn(srv.serve(*l));
+                co_await body(net, srv);
+                co_await srv.shutdown();
+            });
+            stats_ = srv.stats();  // every connection has ended
+        }());
+    }
+
+    [[nodiscard]] auto client_context() const -> weft::tls_context {
+        weft::tls_client_options co;
+        co.ca_pem = ca_.cert_pem();
+        co.alpn = {"http/1.1"};
+        return weft::tls_context::client(co);
+    }
+};
+
+// weft's HTTP client over tls_stream over a simulated connection: the handshake checks the
+// server's certificate for "server", and keep-alive requests (one body of several records)
+// are answered.
+TEST_F(https_on_sim, requests_through_the_client_over_tls_are_answered) {
+    const auto ctx = client_context();
+    run(10s, [&](weft::testing::sim_network& net, http::server& srv) -> task<void> {
+        auto raw = (co_await net.connect("client", "server", 443)).value();
+        auto t = (co_await weft::tls_stream::connect(std::move(raw), ctx, "server")).value();
+        EXPECT_EQ(t.alpn(), "http/1.1");
+        EXPECT_NE(t.stream(), nullptr);
+        http::client c{std::make_unique<weft::tls_byte_stream>(std::move(t))};
+        auto r = (co_await c.get("/")).value();
+        EXPECT_EQ(r.status, 200);
+        EXPECT_EQ(r.body, "Hello over TLS");
+        const std::string body(40000, 'b');  // spans several records
+        auto e = (co_await c.request("POST", "/echo", body)).value();
+        EXPECT_EQ(e.status, 200);
+        EXPECT_EQ(e.body, body);
+        EXPECT_EQ(srv.stats().requests, 2U);
+    });
+    EXPECT_EQ(stats_.tls_failed, 0U);
+    EXPECT_EQ(stats_.requests, 2U);
+}
+
+// A client that sends the first bytes of a ClientHello and nothing more: still open just
+// before the handshake timeout, then dropped and counted; no request is served.
+TEST_F(https_on_sim, a_client_that_stalls_in_the_handshake_is_dropped) {
+    std::error_code end;
+    run(50ms, [&](weft::testing::sim_network& net, http::server& srv) -> task<void> {
+        auto raw = (co_await net.connect("client", "server", 443)).value();
+        const unsigned char partial[] = {0x16, 0x03, 0x01, 0x00, 0x80, 0x01};
+        (co_await raw->write_all(std::as_bytes(std::span{partial}))).value();
+        co_await weft::testing::advance(45ms);
+        EXPECT_EQ(srv.stats().tls_failed, 0U);
+        // An hour on the test clock at most: a handshake never timed out fails here, not hangs.
+        auto got = co_await weft::with_timeout(1h, raw->receive());
+        EXPECT_TRUE(got.has_value()) << got.error().message();
+        end = !got ? got.error() : (got->has_value() ? std::error_code{} : got->error());
+    });
+    EXPECT_EQ(stats_.tls_failed, 1U);
+    EXPECT_EQ(stats_.requests, 0U);
+    EXPECT_TRUE(end == weft::io_errc::eof || end == std::errc::connection_reset) << end.message();
+}
 
 }  // namespace

@@ -1,6 +1,8 @@
 // weft::http::server over real sockets: every case runs on both backends (io_uring, epoll) and
-// in both runtime modes (work stealing, thread-per-core). Timeouts are set short; the tests
-// assert what happened (statuses, bodies, closes, counters), never how long it took.
+// in both runtime modes (work stealing, thread-per-core). The timeout cases run on a test clock
+// (weft::testing), over the simulated network where no kernel socket is needed: their timeouts
+// fire in no wall time. The tests assert what happened (statuses, bodies, closes, counters),
+// never how long it took.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -34,6 +36,8 @@
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
 #include "weft/sync/event.hpp"
+#include "weft/testing/sim_network.hpp"
+#include "weft/testing/test_clock.hpp"
 
 namespace weft::http::test {
 namespace {
@@ -63,6 +67,23 @@ protected:
     void run(server_options o, Setup setup, Body body) {
         auto ro = io_runtime_options(2, std::get<0>(GetParam()));
         ro.stealing = std::get<1>(GetParam());
+        run_with(ro, std::move(o), setup, body);
+    }
+
+    // As run, on one worker with a test clock that auto-advances: every timer of the runtime
+    // (the server's timeouts, the body's sleeps) fires as soon as the runtime is idle. One
+    // worker: its reactor is polled before the clock moves, so bytes the kernel holds for it
+    // arrive before a timeout that would not have fired in real time.
+    template <typename Setup, typename Body>
+    void run_on_test_clock(server_options o, Setup setup, Body body) {
+        auto ro = io_runtime_options(1, std::get<0>(GetParam()));
+        ro.stealing = std::get<1>(GetParam());
+        ro.clock = weft::testing::test_clock_runtime().clock;
+        run_with(ro, std::move(o), setup, body);
+    }
+
+    template <typename Setup, typename Body>
+    void run_with(const runtime_options& ro, server_options o, Setup setup, Body body) {
         runtime rt{ro};
         rt.block_on([&]() -> task<void> {
             server srv{std::move(o)};
@@ -980,36 +1001,17 @@ TEST_P(server_test, read_all_holds_what_arrived_not_what_was_announced) {
         });
 }
 
-TEST_P(server_test, slow_header_sender_dropped_at_header_timeout) {
-    server_options o;
-    o.header_timeout = 50ms;
-    run(o, hello_routes, [](socket_address addr, server& srv) -> task<void> {
-        auto c = (co_await client::connect(addr)).value();
-        (co_await c.send_raw("GET / HTTP/1.1\r\nHost:")).value();
-        auto rest = co_await c.read_until_close();  // the server closes; nothing is answered
-        EXPECT_TRUE(rest.has_value());
-        EXPECT_TRUE(rest.has_value() && rest->empty());
-        EXPECT_EQ(srv.stats().timed_out, 1U);
-    });
-}
-
-TEST_P(server_test, slow_body_dropped_at_body_timeout) {
-    server_options o;
-    o.body_timeout = 50ms;
-    run(o, hello_routes, [](socket_address addr, server& srv) -> task<void> {
-        auto c = (co_await client::connect(addr)).value();
-        (co_await c.send_raw("POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nab"))
-            .value();
-        auto rest = co_await c.read_until_close();
-        EXPECT_TRUE(rest.has_value());
-        EXPECT_EQ(srv.stats().timed_out, 1U);
-    });
-}
-
+// Over a kernel socket, whose send buffer fills: the connection's own sendmsg calls and its
+// waits for room (TCP_NOTSENT_LOWAT), which a stream of the simulated network does not take
+// (server_on_test_clock has that one). On a test clock; no other timeout can end the
+// connection, so the count is the send timeout's.
 TEST_P(server_test, client_that_never_reads_dropped_at_send_timeout) {
     server_options o;
     o.send_timeout = 50ms;
-    run(
+    o.min_rate = 0;  // the progress timeout alone
+    o.header_timeout = 24h;
+    o.keep_alive_timeout = 24h;
+    run_on_test_clock(
         o,
         [](server& srv) {
             srv.route(method::get, "/big", [](request&) -> task<response> {
@@ -1019,25 +1021,11 @@ TEST_P(server_test, client_that_never_reads_dropped_at_send_timeout) {
         [](socket_address addr, server& srv) -> task<void> {
             auto c = (co_await client::connect(addr)).value();
             (co_await c.send("GET", "/big")).value();
-            // Never read: wait until the server gives up on this client.
-            while (srv.stats().timed_out == 0) {
-                (void)co_await sleep_for(5ms);
-            }
+            // Never read. An hour on the test clock: far past the send timeout.
+            (void)co_await sleep_for(1h);
             EXPECT_EQ(srv.stats().timed_out, 1U);
+            EXPECT_EQ(srv.stats().open, 0U);
         });
-}
-
-TEST_P(server_test, idle_keep_alive_closed_after_its_timeout) {
-    server_options o;
-    o.keep_alive_timeout = 50ms;
-    run(o, hello_routes, [](socket_address addr, server& srv) -> task<void> {
-        auto c = (co_await client::connect(addr)).value();
-        auto r = (co_await c.get("/")).value();
-        EXPECT_EQ(r.status, 200);
-        auto rest = co_await c.read_until_close();
-        EXPECT_TRUE(rest.has_value() && rest->empty());
-        EXPECT_EQ(srv.stats().timed_out, 1U);
-    });
 }
 
 TEST_P(server_test, drain_closes_idle_at_once_and_finishes_in_flight) {
@@ -1308,6 +1296,129 @@ auto handler_setting(int& hit, int n) {
         hit = n;
         co_return response{};
     };
+}
+
+// ---- timeouts on a test clock over the simulated network ------------------------------------
+
+// Runs `body(net, srv)` against a server set up by `setup`, listening on host "server" port 80
+// of a simulated network (1 ms each way), on a test clock that auto-advances: each timeout
+// fires as soon as nothing else is left to run, in no wall time. Then drains the server.
+template <typename Setup, typename Body>
+void run_on_sim(server_options o, Setup setup, Body body) {
+    runtime rt{weft::testing::test_clock_runtime()};
+    rt.block_on([&]() -> task<void> {
+        weft::testing::sim_network net{{.latency = 1ms}};
+        server srv{std::move(o)};
+        setup(srv);
+        auto l = net.listen("server", 80);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn(srv.serve(*l));
+            co_await body(net, srv);
+            co_await srv.shutdown();
+        });
+    }());
+}
+
+auto connect_client(weft::testing::sim_network& net) -> task<client> {
+    co_return client{(co_await net.connect("client", "server", 80)).value()};
+}
+
+// Reads until the server closes, or gives up with timed_out after an hour on the test clock: a
+// timeout that never fires fails the test at once instead of hanging it.
+auto closed_by_server(client& c) -> task<result<std::string>> {
+    auto r = co_await with_timeout(1h, c.read_until_close());
+    if (!r) {
+        co_return r.error();
+    }
+    co_return std::move(*r);
+}
+
+TEST(server_on_test_clock, slow_header_sender_dropped_at_header_timeout) {
+    server_options o;
+    o.header_timeout = 50ms;
+    run_on_sim(o, hello_routes, [](weft::testing::sim_network& net, server& srv) -> task<void> {
+        auto c = co_await connect_client(net);
+        (co_await c.send_raw("GET / HTTP/1.1\r\nHost:")).value();
+        co_await weft::testing::advance(45ms);
+        EXPECT_EQ(srv.stats().timed_out, 0U);      // the head is late, not yet too late
+        auto rest = co_await closed_by_server(c);  // the server closes; nothing is answered
+        EXPECT_TRUE(rest.has_value()) << rest.error().message();
+        EXPECT_TRUE(rest.has_value() && rest->empty());
+        EXPECT_EQ(srv.stats().timed_out, 1U);
+        EXPECT_EQ(srv.stats().requests, 0U);
+    });
+}
+
+TEST(server_on_test_clock, slow_body_dropped_at_body_timeout) {
+    server_options o;
+    o.body_timeout = 50ms;
+    o.min_rate = 0;  // the progress timeout alone
+    run_on_sim(o, hello_routes, [](weft::testing::sim_network& net, server& srv) -> task<void> {
+        auto c = co_await connect_client(net);
+        (co_await c.send_raw("POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\nab"))
+            .value();
+        co_await weft::testing::advance(45ms);
+        EXPECT_EQ(srv.stats().timed_out, 0U);
+        (co_await c.send_raw("cd")).value();  // progress: the body's wait starts again
+        co_await weft::testing::advance(45ms);
+        EXPECT_EQ(srv.stats().timed_out, 0U);
+        auto rest = co_await closed_by_server(c);
+        EXPECT_TRUE(rest.has_value()) << rest.error().message();
+        EXPECT_EQ(srv.stats().timed_out, 1U);
+    });
+}
+
+TEST(server_on_test_clock, idle_keep_alive_closed_after_its_timeout) {
+    server_options o;
+    o.keep_alive_timeout = 50ms;
+    run_on_sim(o, hello_routes, [](weft::testing::sim_network& net, server& srv) -> task<void> {
+        auto c = co_await connect_client(net);
+        auto r = (co_await c.get("/")).value();
+        EXPECT_EQ(r.status, 200);
+        co_await weft::testing::advance(45ms);
+        EXPECT_EQ(srv.stats().timed_out, 0U);
+        EXPECT_EQ(srv.stats().open, 1U);
+        auto rest = co_await closed_by_server(c);
+        EXPECT_TRUE(rest.has_value()) << rest.error().message();
+        EXPECT_TRUE(rest.has_value() && rest->empty());
+        EXPECT_EQ(srv.stats().timed_out, 1U);
+    });
+}
+
+// A client that never reads: the response fills the connection's buffer (64 KiB one way), the
+// server's write waits for room, and the send timeout drops the client. Still open just before
+// the timeout; no other timeout can end it.
+TEST(server_on_test_clock, client_that_never_reads_dropped_at_send_timeout) {
+    server_options o;
+    o.send_timeout = 50ms;
+    o.header_timeout = 24h;
+    o.keep_alive_timeout = 24h;
+    runtime rt{weft::testing::test_clock_runtime()};
+    rt.block_on([&]() -> task<void> {
+        weft::testing::sim_network net{{.latency = 1ms, .buffer_bytes = 64 * 1024}};
+        server srv{std::move(o)};
+        srv.route(method::get, "/big", [](request&) -> task<response> {
+            co_return response::text(std::string(1024 * 1024, 'z'));
+        });
+        auto l = net.listen("server", 80);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn(srv.serve(*l));
+            auto c = co_await connect_client(net);
+            (co_await c.send("GET", "/big")).value();
+            co_await weft::testing::advance(40ms);  // the request arrived; the write waits
+            EXPECT_EQ(srv.stats().timed_out, 0U);
+            EXPECT_EQ(srv.stats().open, 1U);
+            (void)co_await sleep_for(1h);  // never read, for an hour of the test clock
+            EXPECT_EQ(srv.stats().timed_out, 1U);
+            EXPECT_EQ(srv.stats().open, 0U);
+            co_await srv.shutdown();
+        });
+        std::size_t full = 0;
+        for (const auto& e : net.trace()) {
+            full += e.ends_with(" full") ? 1 : 0;
+        }
+        EXPECT_GE(full, 1U);  // the server's write waited for room
+    }());
 }
 
 TEST(router, static_beats_parameter_beats_catch_all) {

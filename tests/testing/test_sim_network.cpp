@@ -159,6 +159,56 @@ TEST(sim_network, half_close_reads_eof_after_the_data_and_the_other_way_stays_op
     }());
 }
 
+TEST(sim_network, a_writer_waits_for_room_while_its_peer_does_not_read) {
+    weft::runtime rt{weft::testing::test_clock_runtime()};
+    rt.block_on([]() -> task<void> {
+        sim_network net{{.buffer_bytes = 1000}};
+        auto l = net.listen("server", 80);
+        auto c = (co_await net.connect("client", "server", 80)).value();
+        auto s = (co_await l->accept()).value();
+        const std::string big(2500, 'x');
+        // The reader reads nothing: the write stalls with 1000 bytes in flight, for an hour
+        // of the test clock.
+        auto stalled = co_await weft::with_timeout(1h, c->write_all(as_bytes(big)));
+        EXPECT_FALSE(stalled);
+        auto room = co_await weft::with_timeout(1h, c->wait_writable());
+        EXPECT_FALSE(room);
+        if (!room) {
+            EXPECT_EQ(room.error(), std::errc::timed_out);
+        }
+        // Once the reader takes the 1000, the rest (1500 left) goes in as room opens.
+        std::string got;
+        while (got.size() < 1000) {
+            got += text_of((co_await s->receive()).value());
+        }
+        (co_await c->wait_writable()).value();
+        co_await weft::with_scope([&](weft::scope& sc) -> task<void> {
+            sc.spawn([&]() -> task<void> {
+                (co_await c->write_all(as_bytes(std::string_view(big).substr(1000)))).value();
+                c->shutdown_write().value();
+            });
+            got += (co_await read_to_end(*s)).value();
+        });
+        EXPECT_EQ(got, big);
+        std::size_t full = 0;
+        for (const auto& e : net.trace()) {
+            full += e.ends_with(" full") ? 1 : 0;
+        }
+        EXPECT_GE(full, 2U);
+        // A reader gone while its peer waits for room: the writer's wait ends with a reset.
+        auto c2 = (co_await net.connect("client", "server", 80)).value();
+        auto s2 = (co_await l->accept()).value();
+        co_await weft::with_scope([&](weft::scope& sc) -> task<void> {
+            sc.spawn([&]() -> task<void> {
+                EXPECT_EQ((co_await c2->write_all(as_bytes(big))).error(),
+                          std::errc::connection_reset);
+            });
+            (void)co_await weft::sleep_for(1s);
+            s2.reset();
+        });
+    }());
+}
+
 // ---- HTTP on the simulated network ---------------------------------------------------------
 
 auto echo_server(weft::http::server_options o = {}) -> std::unique_ptr<weft::http::server> {

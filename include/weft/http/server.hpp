@@ -160,8 +160,9 @@ public:
     /// Accepts and serves connections on `l` until shutdown() or cancellation; returns when
     /// every connection it accepted has ended.
     [[nodiscard]] auto serve(tcp_listener& l) -> task<void>;
-    /// serve over a listener of byte_streams (weft::testing's simulated network). Throws
-    /// std::logic_error with the TLS option: TLS runs over a tcp_stream only.
+    /// serve over a listener of byte_streams (weft::testing's simulated network). With the TLS
+    /// option each stream is TLS (HTTP/1.1 only: a client that picks h2 by ALPN is closed), and
+    /// the send timeout bounds each whole write, as on any byte_stream.
     [[nodiscard]] auto serve(byte_listener& l) -> task<void>;
     /// Binds `addr` and serves it: on a thread-per-core runtime (`stealing = false`) one
     /// SO_REUSEPORT listener per worker, each served on its own worker; otherwise one.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -22,6 +23,11 @@ struct sim_network_options {
     /// Every receive (and read_some) takes one byte: a peer sees a message cut at every
     /// possible place.
     bool byte_by_byte = false;
+    /// Bytes in flight one way on a connection at most (written and not yet read: TCP's send
+    /// and receive buffers together). A write of more waits until the reader takes some, and
+    /// wait_writable() until there is room: a peer that stops reading stalls its writer, so a
+    /// server's send timeout fires. 0: unbounded (a write never waits).
+    std::size_t buffer_bytes = 256 * 1024;
 };
 
 namespace detail {
@@ -36,10 +42,10 @@ struct sim_net_state;
 /// (weft::testing::seeded_runtime) a run is a function of its seed, and trace() is the same
 /// list of events for the same seed.
 ///
-/// Flow control is not modelled: a write never waits for the reader (wait_writable() is always
-/// ready), so a server's send timeout never fires on it. Connecting across a partition fails at
-/// once with `network_unreachable` (TCP's SYN retries are not modelled); a connection already
-/// open across it stalls instead.
+/// Flow control: each direction of a connection holds at most buffer_bytes unread, and a
+/// writer past that waits for its reader (a partition holds the bytes, so it stalls writers
+/// too). Connecting across a partition fails at once with `network_unreachable` (TCP's SYN
+/// retries are not modelled); a connection already open across it stalls instead.
 ///
 /// Use it from the tasks of one runtime (its operations read that runtime's clock). Streams and
 /// listeners share the network's state: either may outlive the sim_network object.
@@ -78,7 +84,7 @@ public:
     [[nodiscard]] auto address_of(std::string_view host) -> socket_address;
     /// What happened, one line per event in the order it happened, with the time since the
     /// network's first event: "12ms #3 client>server send 5", "... recv 1", "... fin",
-    /// "... eof", "... reset", "partition a|b", and so on.
+    /// "... eof", "... reset", "... full" (a writer waits for room), "partition a|b", and so on.
     [[nodiscard]] auto trace() const -> std::vector<std::string>;
 
 private:

@@ -7,6 +7,7 @@
 
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
+#include "weft/io/byte_stream.hpp"
 #include "weft/io/bytes.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/tcp_stream.hpp"
@@ -22,10 +23,11 @@ struct tls_session_deleter {
 };
 }  // namespace detail
 
-/// A TLS connection over a tcp_stream (OpenSSL 3). OpenSSL never touches the socket: it reads
-/// ciphertext from and writes it to memory (a BIO over the session's buffers), and the
-/// tcp_stream's own receive and write_all move those bytes, so no worker ever blocks in OpenSSL
-/// and both IO backends carry it unchanged.
+/// A TLS connection over a tcp_stream (OpenSSL 3), or over a byte_stream (weft::testing's
+/// simulated network). OpenSSL never touches the socket: it reads ciphertext from and writes
+/// it to memory (a BIO over the session's buffers), and the stream's own receive and write_all
+/// move those bytes, so no worker ever blocks in OpenSSL and both IO backends carry it
+/// unchanged. Over a byte_stream, tcp() is a closed tcp_stream and stream() the stream.
 ///
 /// Errors are values, as on tcp_stream: the socket's own (reset, io_errc::eof during the
 /// handshake), `io_errc::eof` once the peer's close_notify has been read, `tls_errc::truncated`
@@ -88,6 +90,12 @@ public:
     /// IP address). Bounded by ctx.handshake_timeout().
     [[nodiscard]] static auto connect(tcp_stream s, const tls_context& ctx, std::string_view host)
         -> task<result<tls_stream>>;
+    /// accept and connect over a byte_stream: the same handshake through its operations.
+    [[nodiscard]] static auto accept(std::unique_ptr<byte_stream> s, const tls_context& ctx)
+        -> task<result<tls_stream>>;
+    [[nodiscard]] static auto connect(std::unique_ptr<byte_stream> s,
+                                      const tls_context& ctx,
+                                      std::string_view host) -> task<result<tls_stream>>;
 
     /// Reads what is available (at least 1 byte), up to buf.size().
     [[nodiscard]] auto read_some(std::span<std::byte> buf) -> task<result<std::size_t>>;
@@ -105,7 +113,9 @@ public:
     /// read until io_errc::eof for it.
     [[nodiscard]] auto shutdown() -> task<result<void>>;
     /// shutdown() without waiting: the close_notify goes out only if the socket takes it at
-    /// once (a few dozen bytes: nearly always), then the socket is half-closed.
+    /// once (a few dozen bytes: nearly always), then the socket is half-closed. Over a
+    /// byte_stream (which takes nothing without waiting) no close_notify goes out: the peer
+    /// reads tls_errc::truncated.
     [[nodiscard]] auto shutdown_write() noexcept -> result<void>;
     void close() noexcept;
 
@@ -121,11 +131,19 @@ public:
     /// The socket underneath: for its address and descriptor. Reading or writing it directly
     /// breaks the record stream.
     [[nodiscard]] auto tcp() noexcept -> tcp_stream&;
+    /// The byte_stream underneath, or null over a tcp_stream (or once closed). As tcp():
+    /// reading or writing it directly breaks the record stream.
+    [[nodiscard]] auto stream() noexcept -> byte_stream*;
+    /// Waits until the socket or stream underneath may take more ciphertext (or has failed).
+    [[nodiscard]] auto wait_writable() -> task<result<void>>;
     [[nodiscard]] auto peer_address() const -> result<socket_address>;
 
 private:
     explicit tls_stream(
         std::unique_ptr<detail::tls_session, detail::tls_session_deleter> s) noexcept;
+    static auto accept_session(tls_stream t, const tls_context& ctx) -> task<result<tls_stream>>;
+    static auto connect_session(tls_stream t, const tls_context& ctx, std::string host)
+        -> task<result<tls_stream>>;
 
     std::unique_ptr<detail::tls_session, detail::tls_session_deleter> s_;
 };
