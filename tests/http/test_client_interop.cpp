@@ -2,7 +2,8 @@
 // server (interop_go/), which the CTest fixtures start on private ports (interop_servers.sh)
 // with a test CA of their own. Per server: keep-alive reuse counted by the server, bodies byte
 // for byte, a POST, a chunked body, redirects, a retry after the server closed an idle
-// connection, and HTTPS trusted and refused.
+// connection, HTTPS trusted and refused, and HTTP/2 over TLS (many requests as streams of one
+// connection, bodies larger than the windows).
 
 #include <gtest/gtest.h>
 #include <openssl/x509_vfy.h>
@@ -12,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "weft/core/scope.hpp"
 #include "weft/http/client_pool.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
@@ -254,6 +256,41 @@ TEST(client_interop_nginx, https_with_the_test_ca_and_refused_without) {
     EXPECT_EQ(trusted.stats().connections_opened, 1U);
 }
 
+TEST(client_interop_nginx, h2_fifty_concurrent_requests_share_one_connection) {
+    weft::runtime rt;
+    http::client_pool pool{{.tls = {.ca_pem = nginx.ca_pem()}}};  // offers h2 and http/1.1
+    int ok = 0;
+    std::size_t large = 0;
+    rt.block_on([&]() -> task<void> {
+        const long before = co_await nginx_accepts(pool);  // plain http: its own connection
+        co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+            for (int i = 0; i < 50; ++i) {
+                s.spawn([&]() -> task<void> {
+                    auto r = co_await pool.get(nginx.secure_url("/static/hello.txt"));
+                    if (r && r->status == 200 && r->http2 && r->body == "hello from nginx\n") {
+                        ++ok;
+                    }
+                });
+            }
+            co_return;
+        });
+        // Larger than the windows: read as it arrives, each read opening the window again.
+        http::client_request s_req{.url = nginx.secure_url("/static/large.txt")};
+        auto s = co_await pool.open(std::move(s_req));
+        EXPECT_TRUE(s) << (s ? "" : s.error().message());
+        if (s) {
+            auto body = co_await s->read_all();
+            EXPECT_TRUE(body && body->find_first_not_of('x') == std::string::npos);
+            large = body ? body->size() : 0;
+        }
+        const long after = co_await nginx_accepts(pool);
+        EXPECT_EQ(after, before + 1);  // one TLS connection for the 51 requests
+    }());
+    EXPECT_EQ(ok, 50);
+    EXPECT_EQ(large, std::size_t{4} << 20);
+    EXPECT_EQ(pool.stats().http2_connections, 1U);
+}
+
 // ---- Go net/http ----------------------------------------------------------------------------
 
 TEST(client_interop_go, keep_alive_reuses_one_connection_counted_by_go) {
@@ -405,6 +442,46 @@ TEST(client_interop_go, https_with_the_test_ca_and_refused_without) {
             << refused.error().message();
     }());
     EXPECT_EQ(trusted.stats().connections_opened, 2U);  // the http origin and the https one
+}
+
+TEST(client_interop_go, h2_fifty_concurrent_requests_and_large_bodies_on_one_connection) {
+    weft::runtime rt;
+    http::client_pool pool{{.tls = {.ca_pem = go.ca_pem()}}};  // offers h2 and http/1.1
+    int ok = 0;
+    const std::string piece(64 * 1024, 'g');
+    constexpr int pieces = 64;  // 4 MiB: many of Go's windows
+    std::string echoed;
+    rt.block_on([&]() -> task<void> {
+        const long before = co_await go_conns(pool);  // plain http: its own connection
+        co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+            for (int i = 0; i < 50; ++i) {
+                s.spawn([&]() -> task<void> {
+                    auto r = co_await pool.get(go.secure_url("/hello"));
+                    if (r && r->status == 200 && r->http2 && r->body == "hello from go\n") {
+                        ++ok;
+                    }
+                });
+            }
+            co_return;
+        });
+        http::client_request r_req{
+            .method = "POST",
+            .url = go.secure_url("/echo"),
+            .body_stream = [&, n = 0]() mutable -> task<weft::result<std::string_view>> {
+                co_return n++ < pieces ? std::string_view{piece} : std::string_view{};
+            }};
+        auto r = co_await pool.request(std::move(r_req));
+        EXPECT_TRUE(r && r->status == 200) << describe(r);
+        if (r) {
+            echoed = std::move(r->body);
+        }
+        const long after = co_await go_conns(pool);
+        EXPECT_EQ(after, before + 1);  // one TLS connection for the 51 requests
+    }());
+    EXPECT_EQ(ok, 50);
+    EXPECT_EQ(echoed.size(), piece.size() * pieces);
+    EXPECT_EQ(echoed.find_first_not_of('g'), std::string::npos);
+    EXPECT_EQ(pool.stats().http2_connections, 1U);
 }
 
 }  // namespace
