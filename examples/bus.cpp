@@ -9,6 +9,10 @@
 // the event came back whole (id, key, type, payload) within 10 s, 1 otherwise, 2 on a bad
 // command line. A group new to a networked broker starts with what the broker still holds for
 // the topic (earlier runs' events): those are acked and passed over.
+// The publisher and the subscriber record the bus's metrics into a registry that an HTTP
+// server serves at /metrics (weft::http::metrics_handler) on 127.0.0.1 (a free port, printed);
+// after the round trip the program reads its own /metrics and fails unless the publish and the
+// delivery are counted there.
 //
 // NATS: --url defaults to nats://127.0.0.1:4222 (scripts/brokers.sh start nats serves
 // nats://127.0.0.1:14222). Kafka: --url is bootstrap.servers, default 127.0.0.1:9092.
@@ -22,6 +26,7 @@
 #include <weft/bus/memory_broker.hpp>
 #include <weft/bus/publisher.hpp>
 #include <weft/bus/subscriber.hpp>
+#include <weft/http.hpp>
 #include <weft/weft.hpp>
 #if defined(WEFT_EXAMPLE_NATS)
 #include <weft/bus/nats_backend.hpp>
@@ -76,8 +81,57 @@ auto receive(bus::subscription& s, const bus::message_id& id) -> weft::task<bus:
     }
 }
 
-auto round_trip(bus::backend& backend) -> weft::task<int> {
-    bus::subscriber sub{backend};
+/// GETs `addr`'s /metrics and checks the round trip is counted there.
+auto metrics_show_the_round_trip(const weft::socket_address& addr, std::string_view backend)
+    -> weft::task<bool> {
+    auto c = co_await weft::http::client::connect(addr);
+    if (!c) {
+        co_return false;
+    }
+    auto r = co_await c->get("/metrics");
+    if (!r || r->status != 200) {
+        co_return false;
+    }
+    const std::string b(backend);
+    const bool ok =
+        r->body.find("weft_bus_published_total{backend=\"" + b + "\"} 1\n") != std::string::npos &&
+        r->body.find("weft_bus_publish_acked_total{backend=\"" + b + "\"} 1\n") !=
+            std::string::npos &&
+        r->body.find("weft_bus_deliveries_total{backend=\"" + b + "\",topic=\"orders\"") !=
+            std::string::npos;
+    std::printf("GET /metrics: the publish and the delivery %s\n",
+                ok ? "are counted" : "are MISSING");
+    co_return ok;
+}
+
+auto round_trip(bus::backend& backend, weft::metrics::registry& reg) -> weft::task<int>;
+
+/// The round trip with /metrics served beside it.
+auto run(bus::backend& backend) -> weft::task<int> {
+    weft::metrics::registry reg;
+    weft::http::server srv{{.metrics = reg}};
+    srv.route(weft::http::method::get, "/metrics", weft::http::metrics_handler(reg));
+    auto l = weft::tcp_listener::bind(weft::socket_address::parse("127.0.0.1", 0).value());
+    if (!l) {
+        std::fprintf(stderr, "bus: bind: %s\n", l.error().message().c_str());
+        co_return 1;
+    }
+    const auto addr = l->local_address().value();
+    std::printf("metrics at http://%s/metrics\n", addr.to_string().c_str());
+    int status = 1;
+    co_await weft::with_scope([&](weft::scope& scope) -> weft::task<void> {
+        scope.spawn(srv.serve(*l));
+        status = co_await round_trip(backend, reg);
+        if (status == 0 && !co_await metrics_show_the_round_trip(addr, backend.name())) {
+            status = 1;
+        }
+        co_await srv.shutdown();
+    });
+    co_return status;
+}
+
+auto round_trip(bus::backend& backend, weft::metrics::registry& reg) -> weft::task<int> {
+    bus::subscriber sub{backend, {.metrics = &reg}};
     // A group of its own: every run reads the topic from what the broker holds.
     auto s =
         co_await sub.subscribe("orders", "bus-example-" + bus::message_id::generate().to_string());
@@ -86,7 +140,7 @@ auto round_trip(bus::backend& backend) -> weft::task<int> {
         co_return 1;
     }
 
-    bus::publisher pub{backend};
+    bus::publisher pub{backend, {.metrics = &reg}};
     const bus::envelope sent{.id = bus::message_id::generate(),
                              .topic = "orders",
                              .key = "order-42",
@@ -133,7 +187,7 @@ auto main(int argc, char** argv) -> int {
     try {
         auto backend = make_backend(backend_name, url);
         weft::runtime rt{{.workers = 2}};
-        return rt.block_on(round_trip(*backend));
+        return rt.block_on(run(*backend));
     } catch (const std::invalid_argument& e) {
         std::fprintf(stderr, "%s\n", e.what());
         return 2;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: builds weft (release) and the peers, runs every weft-bench suite and prints
-# where the report is; docs/benchmarks.md is rewritten from its results.
+# where the report is; docs/benchmarks.md and README.md's summary table are rewritten from its
+# results.
 # Usage: scripts/bench.sh [--full] [weft-bench options...]
 # Default is quick mode (all suites together stay under 15 minutes on 2 cores).
 set -euo pipefail
@@ -27,4 +28,4 @@ for a in "$@"; do
 done
 exec python3 tools/weft-bench/weft-bench $mode --bin build/release/bench \
     --bin-gxx build/release-gxx/bench --peers build/peers --out results \
-    --markdown docs/benchmarks.md "$@"
+    --markdown docs/benchmarks.md --readme README.md "$@"

@@ -14,15 +14,17 @@
 #          (scripts/memcheck.sh; its header lets io_uring completions annotate kernel writes),
 #          libssl-dev (OpenSSL 3: weft::tls), libc-ares-dev (c-ares: weft::resolve), openssl
 #          (the CLI: s_client in the TLS tests, the brokers' test certificates in brokers.sh,
-#          tests/http/h2spec.sh's certificate), libnghttp2-dev (HTTP/2 in weft::http) and
-#          nghttp2-client (h2load, HTTP/2 load by hand)
+#          tests/http/h2spec.sh's certificate, weft-bench's https certificate), libnghttp2-dev
+#          (HTTP/2 in weft::http) and nghttp2-client (h2load and nghttp: weft-bench's http2
+#          suite)
 #   pip:   matplotlib (plots in the weft-bench report; its tests render one), prometheus_client
 #          (its parsers read weft's metrics exposition in the metrics_parse test)
 #   autobahn: Autobahn|Testsuite (the WebSocket conformance run, scripts/autobahn.sh). It is
 #          Python 2.7 code and Debian 12 has no python2: a python2.7 on PATH or in pyenv is
 #          used (pyenv builds 2.7.18 where it has none), and the suite goes under
 #          $WEFT_AUTOBAHN_DIR (default ~/.cache/weft/autobahn) with its pinned dependencies.
-#   go:    h2spec (HTTP/2 conformance)
+#   go:    h2spec (HTTP/2 conformance); with WEFT_JAEGER=1, Jaeger (the OTLP collector of the
+#          end-to-end trace test)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -86,4 +88,18 @@ fi
 # h2spec (HTTP/2 conformance: tests/http/h2spec.sh), a Go program, into $(go env GOPATH)/bin.
 if ! command -v h2spec >/dev/null && [ ! -x "$(go env GOPATH)/bin/h2spec" ]; then
     GOFLAGS=-buildvcs=false go install "github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible"
+fi
+
+# With WEFT_JAEGER=1: Jaeger (the OTLP collector test_trace_e2e exports to, a test CMake
+# registers with -DWEFT_TEST_JAEGER=ON; scripts/jaeger.sh runs it), into
+# $(go env GOPATH)/bin/jaeger-<version>. Its go.mod has replace directives, which
+# `go install pkg@version` refuses, so the pinned module is downloaded and its cmd/jaeger built
+# in place (the same sources `go install` would build). It takes long: thousands of packages,
+# which is why it is not built by default.
+jaeger_version=1.76.0
+jaeger_bin="$(go env GOPATH)/bin/jaeger-$jaeger_version"
+if [ "${WEFT_JAEGER:-0}" = 1 ] && [ ! -x "$jaeger_bin" ]; then
+    jaeger_src=$(go mod download -json "github.com/jaegertracing/jaeger@v$jaeger_version" |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+    (cd "$jaeger_src" && GOFLAGS=-buildvcs=false go build -o "$jaeger_bin" ./cmd/jaeger)
 fi

@@ -2,21 +2,25 @@
 # Builds the peer programs that weft-bench compares weft against:
 #   $OUT/go-coflux     $OUT/go-echo     $OUT/go-sake     Go         (bench/peers/go;
 #                      $OUT/go-echoclient: the echo rows' load client from outside weft;
-#                      $OUT/go-httphello: net/http with the routes of examples/hello_http;
+#                      $OUT/go-httphello: net/http with the routes of examples/hello_http
+#                      (-cert/-key: HTTPS, the https suite; -h2c: HTTP/2 cleartext, http2);
 #                      $OUT/go-fileserver: net/http's http.FileServer, for http-static;
 #                      $OUT/go-wsecho, $OUT/go-wsload: gorilla/websocket's echo server and the
 #                      websocket suite's load client)
 #   $OUT/tungstenite-echo               Rust/tokio-tungstenite (bench/peers/tungstenite)
 #   $OUT/tokio-coflux  $OUT/tokio-echo  $OUT/tokio-sake  Rust/tokio (bench/peers/tokio;
-#                      $OUT/tokio-hyper: hyper 1.x's HTTP/1 server)
+#                      $OUT/tokio-hyper: hyper 1.x's HTTP/1 server; --cert/--key: over
+#                      tokio-rustls, --h2 1: HTTP/2 cleartext)
 #                      $OUT/minihttp    Rust/may_minihttp (bench/peers/minihttp; the pipelining ceiling)
 #   $OUT/tbb-coflux                     C++/oneTBB (bench/peers/tbb)
 #                      $OUT/asio-echo   C++/Asio   (bench/peers/asio; --per-core: a context per thread;
-#                      $OUT/asio-http: minimal HTTP/1.1 framing over the same server;
+#                      $OUT/asio-http: minimal HTTP/1.1 framing over the same server,
+#                      --cert/--key: over asio::ssl (OpenSSL, libssl-dev);
 #                      $OUT/asio-echo-gxx: asio-echo built with g++, for its shared context)
 #                      $OUT/beast-http  C++/Boost.Beast (bench/peers/beast)
 #                      $OUT/nginx-hello Debian's nginx with nginx/nginx.conf (bench/peers/nginx/run.sh;
-#                                       -r ROOT: nginx/static.conf, files served with sendfile)
+#                                       -r ROOT: nginx/static.conf, files served with sendfile;
+#                                       -c CERT -k KEY: TLS; -2: HTTP/2)
 #   $OUT/cnats-pub  $OUT/rdkafka-pub  C, the raw NATS and Kafka clients (bench/peers/cnats, rdkafka;
 #                      libnats-dev, librdkafka-dev) for the eventbus suite
 #   $OUT/go-bus     Go (bench/peers/go/bus, a module of its own: nats.go, franz-go, Watermill)
@@ -69,14 +73,14 @@ if go=$(find_tool go "${GO:-}" /usr/local/go/bin/go); then
         fi
     done
 else
-    skip "go-coflux go-echo go-echoclient go-sake go-httphello go-fileserver go-wsecho go-wsload" "'go' not found (need Go >= 1.21: https://go.dev/dl/, or apt-get install golang-go)"
+    skip "go-coflux go-echo go-echoclient go-sake go-httphello go-fileserver go-wsecho go-wsload" "'go' not found (need Go >= 1.24: https://go.dev/dl/)"
 fi
 
 # --- tokio --------------------------------------------------------------------------------------
 if cargo=$(find_tool cargo "${CARGO:-}" "$HOME/.cargo/bin/cargo"); then
     say "building tokio-coflux tokio-echo tokio-sake tokio-hyper"
-    # --locked: use the committed Cargo.lock. tokio and hyper are fetched from crates.io on first
-    # build. One cargo build makes all four binaries (src/main.rs -> coflux, src/bin/echo.rs ->
+    # --locked: use the committed Cargo.lock. tokio, hyper and tokio-rustls are fetched from
+    # crates.io on first build. One cargo build makes all four binaries (src/main.rs -> coflux, src/bin/echo.rs ->
     # echo, src/bin/sake.rs -> sake, src/bin/hyper.rs -> hyper).
     if CARGO_TARGET_DIR="$out/tokio-target" "$cargo" build --release --locked --quiet \
             --manifest-path "$here/tokio/Cargo.toml"; then
@@ -315,10 +319,12 @@ json.dump({
         "built with clang 16 crash when they resume on another thread of a shared io_context",
     "go": f"{go or 'not found'}; go build -trimpath (default optimisation)",
     "tokio, hyper, minihttp (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3, "
-                           "thin LTO, codegen-units 1)",
+                           "thin LTO, codegen-units 1); hyper's TLS: tokio-rustls 0.26 at its "
+                           "default features (rustls's default crypto provider)",
     "nginx": f"{nginx or 'not found'} (Debian's nginx-light); bench/peers/nginx/nginx.conf: "
              "access log off, keepalive_requests 1000000, reuseport; static.conf (http-static): "
-             "sendfile on, tcp_nopush on, open_file_cache off",
+             "sendfile on, tcp_nopush on, open_file_cache off; https: listen ... ssl, "
+             "ssl_protocols TLSv1.2 TLSv1.3; http2: listen ... http2 (cleartext: h2c)",
     "cnats-pub, rdkafka-pub (C)": f"{cc or 'not found'} -O2; cnats {natsc or 'not found'}, "
                                   f"librdkafka {rdkafka or 'not found'} (Debian's, as weft links)",
     "go-bus": f"{go or 'not found'}; go build -trimpath; {gobus or 'modules unknown'}",

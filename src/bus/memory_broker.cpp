@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -1031,6 +1032,88 @@ auto memory_broker::stored(std::string_view topic) const -> std::uint64_t {
     }
     std::lock_guard lock(t->mu);
     return t->last_seq;
+}
+
+namespace {
+
+class memory_dead_letters final : public dead_letters {
+public:
+    memory_dead_letters(memory_broker::state& s, std::string topic)
+        : s_(&s), topic_(std::move(topic)) {}
+
+    auto list(std::size_t limit) -> result<std::vector<dead_letter>> override {
+        topic_state& t = s_->topic(topic_);
+        std::vector<dead_letter> out;
+        std::lock_guard lock(t.mu);
+        for (const stored_message& m : t.retained) {
+            if (out.size() == limit) {
+                break;
+            }
+            out.push_back(make(m));
+        }
+        return out;
+    }
+    auto show(std::string_view ref) -> result<dead_letter> override {
+        topic_state& t = s_->topic(topic_);
+        std::lock_guard lock(t.mu);
+        auto it = find(t, ref);
+        if (it == t.retained.end()) {
+            return std::make_error_code(std::errc::no_such_file_or_directory);
+        }
+        return make(*it);
+    }
+    auto requeue(std::string_view ref) -> result<void> override {
+        std::shared_ptr<const envelope> dead;
+        if (auto r = take(ref, dead); !r) {
+            return r;
+        }
+        (void)s_->store(original_of(*dead), /*dedupe=*/false);
+        return {};
+    }
+    auto drop(std::string_view ref) -> result<void> override {
+        std::shared_ptr<const envelope> dead;
+        return take(ref, dead);
+    }
+
+private:
+    static auto make(const stored_message& m) -> dead_letter {
+        const header* reason = m.env->find_header("weftdeadletterreason");
+        const header* topic = m.env->find_header("weftoriginaltopic");
+        return {.ref = std::to_string(m.seq),
+                .message = *m.env,
+                .reason = reason != nullptr ? reason->value : std::string(),
+                .topic = topic != nullptr ? topic->value : std::string()};
+    }
+    static auto find(topic_state& t, std::string_view ref) -> std::deque<stored_message>::iterator {
+        std::uint64_t seq = 0;
+        const auto [p, ec] = std::from_chars(ref.data(), ref.data() + ref.size(), seq);
+        if (ec != std::errc{} || p != ref.data() + ref.size()) {
+            return t.retained.end();
+        }
+        return std::find_if(t.retained.begin(), t.retained.end(),
+                            [seq](const stored_message& m) { return m.seq == seq; });
+    }
+    auto take(std::string_view ref, std::shared_ptr<const envelope>& out) -> result<void> {
+        topic_state& t = s_->topic(topic_);
+        std::lock_guard lock(t.mu);
+        auto it = find(t, ref);
+        if (it == t.retained.end()) {
+            return std::make_error_code(std::errc::no_such_file_or_directory);
+        }
+        out = it->env;
+        t.retained.erase(it);
+        return {};
+    }
+
+    memory_broker::state* s_;
+    std::string topic_;
+};
+
+}  // namespace
+
+auto memory_broker::open_dead_letters(std::string dead_letter_topic)
+    -> std::unique_ptr<dead_letters> {
+    return std::make_unique<memory_dead_letters>(*state_, std::move(dead_letter_topic));
 }
 
 }  // namespace weft::bus

@@ -155,6 +155,27 @@ nats_backend::connection::~connection() {
     }
 }
 
+void nats_backend::connection::settle_dead_letters() {
+    {
+        std::lock_guard lock(dead_mu);
+        if (dead_in_flight.empty()) {
+            return;
+        }
+    }
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = options.publish_timeout.count();
+    (void)js_PublishAsyncComplete(js, &po);
+    std::unordered_map<natsMsg*, natsMsg*> left;
+    {
+        std::lock_guard lock(dead_mu);
+        left.swap(dead_in_flight);
+    }
+    for (auto& [dead, original] : left) {
+        natsMsg_Destroy(original);
+    }
+}
+
 auto nats_backend::connection::server_list() const -> std::string {
     if (options.servers.empty()) {
         return options.url;

@@ -65,6 +65,12 @@ struct nats_backend::connection {
     auto operator=(const connection&) -> connection& = delete;
     ~connection();
 
+    /// Before a subscription is destroyed: waits (up to publish_timeout) for the dead letters in
+    /// flight, whose ack handler terminates each original through its subscription, then gives
+    /// back the originals still unanswered untouched (the server redelivers them after
+    /// AckWait; the dead-letter stream drops a repeated copy by its id). Blocks its thread only
+    /// while dead letters are in flight.
+    void settle_dead_letters();
     /// The configured servers, for messages: `url`, or `servers` joined by ", ".
     [[nodiscard]] auto server_list() const -> std::string;
     /// The stream that takes `topic`, or nullptr.

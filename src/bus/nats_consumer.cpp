@@ -105,6 +105,7 @@ auto nats_consumer::bind() -> std::error_code {
 nats_consumer::~nats_consumer() {
     close();
     if (sub_ != nullptr) {
+        conn_->settle_dead_letters();  // their acks would terminate originals through sub_
         natsSubscription_Destroy(sub_);
     }
 }

@@ -127,7 +127,7 @@ struct nats_producer::state {
     // the lock orders the two.
     std::unique_ptr<std::optional<result<ack>>[]> outcomes;
 
-    detail::spin_lock mu;
+    weft::detail::spin_lock mu;
     msg_slot_table in_flight;              // guarded by mu
     std::uint32_t in_cnats = 0;            // guarded by mu: |in_flight|
     std::vector<std::uint32_t> completed;  // guarded by mu; capacity max_pending
@@ -176,7 +176,7 @@ struct nats_producer::state {
     // stranded (the append and the holder's look are ordered by incoming_mu). This keeps the
     // runtime's workers from sleeping on send_mu when several tasks publish at once (1,000
     // awaiting tasks on 2 workers), and keeps one sender at a time. |incoming| <= max_pending.
-    detail::spin_lock incoming_mu;
+    weft::detail::spin_lock incoming_mu;
     std::vector<held_msg> incoming;  // guarded by incoming_mu; capacity max_pending
     std::vector<held_msg> arrived;   // guarded by send_mu; swapped with incoming
     static constexpr std::chrono::milliseconds reconnect_poll{50};

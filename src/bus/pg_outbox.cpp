@@ -183,11 +183,11 @@ auto pg_outbox::metrics() const noexcept -> outbox_metrics {
 
 auto pg_outbox::run_relay(publisher& pub) -> task<result<void>> {
     state& s = *s_;
-    s.stop.stopping.store(false, std::memory_order_release);
-    s.stop.wake.reset();
     detail::pg_relay_store store{s.options, s.lock_class, s.owned, s.notified};
-    co_return co_await detail::run_relay(store, pub, s.options.relay, s.counters, s.stop,
-                                         s.notified);
+    auto r =
+        co_await detail::run_relay(store, pub, s.options.relay, s.counters, s.stop, s.notified);
+    s.stop.clear();  // this run's stop (see relay_stop)
+    co_return r;
 }
 
 }  // namespace weft::bus

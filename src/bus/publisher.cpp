@@ -1,10 +1,12 @@
 #include "weft/bus/publisher.hpp"
 
+#include <chrono>
 #include <mutex>
 #include <system_error>
 #include <utility>
 
 #include "publisher_completion_run.hpp"
+#include "publisher_counters.hpp"
 #include "weft/bus/errc.hpp"
 
 namespace weft::bus {
@@ -45,6 +47,10 @@ publisher::publisher(backend& b, publisher_options options)
                                                std::string(b.name()) + " made no producer");
     }
     producer_ = std::move(*p);
+    if (options.metrics != nullptr) {
+        counters_ = detail::make_publisher_counters(
+            *options.metrics, b.name(), [this] { return static_cast<double>(in_flight()); });
+    }
 }
 
 publisher::~publisher() {
@@ -107,6 +113,10 @@ auto publisher::take_slot(const message_id& id,
     s.awaited = awaited;
     s.outcome.reset();
     s.state.store(slot_pending, std::memory_order_relaxed);  // published by start's hand-off
+    if (counters_) {
+        s.started = std::chrono::steady_clock::now();
+        counters_->published.inc();
+    }
     return {};
 }
 
@@ -157,6 +167,16 @@ void publisher::start(envelope&& env, std::uint32_t index) {
 
 void publisher::complete(std::uint32_t index, result<ack> outcome) noexcept {
     slot& s = slots_[index];
+    if (counters_) {
+        if (outcome) {
+            counters_->acked.inc();
+            counters_->ack_seconds.observe(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started)
+                    .count());
+        } else {
+            counters_->failed.inc();
+        }
+    }
     if (s.awaited) {
         s.outcome.emplace(std::move(outcome));
         int seen = s.state.load(std::memory_order_acquire);

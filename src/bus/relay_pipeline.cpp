@@ -4,6 +4,7 @@
 #include <chrono>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
 #include "weft/bus/message_id.hpp"
+#include "weft/bus/trace_headers.hpp"
 #include "weft/core/stop.hpp"
 #include "weft/sched/timer.hpp"
 
@@ -206,6 +208,9 @@ struct relay_pipeline::state {
                 }
                 return;
             }
+            if (options.tracer != nullptr) {
+                row.span = std::make_shared<trace::span>(publish_span(row));
+            }
             k.sent.emplace_back(*id, ord);
             ++k.next;
             --unsent;
@@ -296,6 +301,12 @@ struct relay_pipeline::state {
         }
     }
 
+    // The stored encoding decoded whole for its trace headers: only with a tracer.
+    [[nodiscard]] auto publish_span(const relay_row& row) const -> trace::span {
+        auto env = decode(row.encoded);
+        return env ? start_publish_span(options.tracer, *env) : trace::span{};
+    }
+
     void apply(const publish_result& r) {
         // Found by its key (the publisher reports the key it was given) and then its id among
         // the key's few unanswered sends (at most `window`).
@@ -314,6 +325,13 @@ struct relay_pipeline::state {
         --k.unacked;
         --in_flight;
         relay_row& row = k.rows[static_cast<std::size_t>(ord - k.front_ord)];
+        if (row.span) {
+            if (!r.outcome) {
+                row.span->set_status(trace::status_code::error, r.outcome.error().message());
+            }
+            row.span->end();
+            row.span.reset();
+        }
         if (r.outcome) {
             row.outcome = relay_row::fate::published;
             k.backoff = min_backoff;  // the key moved: a later failure starts over

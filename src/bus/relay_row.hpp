@@ -1,10 +1,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "weft/bus/envelope.hpp"
+#include "weft/trace/span.hpp"
 
 namespace weft::bus::detail {
 
@@ -20,6 +22,9 @@ struct relay_row {
     std::string encoded;
     fate outcome = fate::pending;
     std::string reason;
+    /// relay_options::tracer's publish span for the send in flight; null without a tracer. Shared
+    /// because rows are copied (a copy's span is the same send).
+    std::shared_ptr<trace::span> span;
 
     /// Fills `encoded` and env's id, topic and key (read out of it, checked as decode checks)
     /// from a row's stored encoding. A row that does not decode is marked dead with the reason:

@@ -518,11 +518,11 @@ auto sqlite_outbox::run_relay(publisher& pub) -> task<result<void>> {
         co_return lock.error();
     }
     state& s = *s_;
-    s.stop.stopping.store(false, std::memory_order_release);
-    s.stop.wake.reset();
     sqlite_relay_store store{s};
-    co_return co_await detail::run_relay(store, pub, s.options.relay, s.counters, s.stop,
-                                         s.notified);
+    auto r =
+        co_await detail::run_relay(store, pub, s.options.relay, s.counters, s.stop, s.notified);
+    s.stop.clear();  // this run's stop (see relay_stop)
+    co_return r;
 }
 
 }  // namespace weft::bus

@@ -1,7 +1,10 @@
 #include "weft/bus/subscriber.hpp"
 
+#include <random>
+#include <string>
 #include <utility>
 
+#include "delivery_counters.hpp"
 #include "weft/bus/errc.hpp"
 
 namespace weft::bus {
@@ -20,7 +23,9 @@ auto subscriber::subscribe(std::string topic, std::string group) -> task<result<
     config.topic = topic;
     config.group = group;
     config.ack_wait = options_.ack_wait;
-    config.max_deliveries = options_.max_deliveries;
+    const std::uint32_t max_deliveries =
+        options_.max_deliveries != 0 ? options_.max_deliveries : options_.retry.max_attempts;
+    config.max_deliveries = max_deliveries;
     config.dead_letter_topic =
         options_.dead_letter_topic.empty() ? topic + ".dead-letter" : options_.dead_letter_topic;
     auto made = co_await backend_->make_consumer(std::move(config));
@@ -41,8 +46,58 @@ auto subscriber::subscribe(std::string topic, std::string group) -> task<result<
         c->close();
         co_return make_error_code(bus_errc::subscription_closed);
     }
-    subscription s{std::move(c), std::move(topic), std::move(group)};
+    auto state = std::make_shared<detail::subscription_state>();
+    state->retry = options_.retry;
+    if (options_.metrics != nullptr) {
+        state->counters = detail::make_delivery_counters(*options_.metrics, backend_->name(), topic,
+                                                         group, max_deliveries);
+    }
+    subscription s{std::move(c), std::move(topic), std::move(group), std::move(state)};
     co_return std::move(s);
+}
+
+namespace {
+
+// A uniform draw from [0, 1] for the retry jitter: a generator per thread, so that fail()
+// from any thread takes no lock; seeded from the OS so processes do not retry in step.
+auto jitter_unit() -> double {
+    thread_local std::mt19937_64 gen{std::random_device{}()};
+    return std::uniform_real_distribution<double>(0.0, 1.0)(gen);
+}
+
+}  // namespace
+
+auto subscription::counted_next(std::shared_ptr<backend_consumer> c,
+                                std::shared_ptr<detail::delivery_counters> counters)
+    -> task<result<delivery>> {
+    auto r = co_await c->next();
+    if (r) {
+        counters->deliveries.inc();
+        if (r->attempt() > 1) {
+            counters->redeliveries.inc();
+        }
+        r->counters_ = std::move(counters);
+    }
+    co_return r;
+}
+
+auto subscription::next() -> task<result<delivery>> {
+    if (!state_->counters) {
+        return consumer_->next();  // no frame of ours between the caller and the backend
+    }
+    return counted_next(consumer_, state_->counters);
+}
+
+auto subscription::fail(delivery& d, std::error_code error) -> result<void> {
+    const retry_policy& p = state_->retry;
+    if (p.classify && p.classify(error) == error_class::permanent) {
+        return d.term("permanent error: " + error.message());
+    }
+    if (p.max_attempts != 0 && d.attempt() >= p.max_attempts) {
+        return d.term("retries exhausted after " + std::to_string(d.attempt()) +
+                      " attempts: " + error.message());
+    }
+    return d.nack(p.delay_after(d.attempt(), p.jitter ? jitter_unit() : 1.0));
 }
 
 void subscriber::close() noexcept {

@@ -45,16 +45,16 @@ auto client::send(std::string_view method,
         req.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
     }
     req.append("\r\n").append(body);
-    co_return co_await s_.write_all(as_bytes(req));
+    co_return co_await write_all(as_bytes(req));
 }
 
 auto client::send_raw(std::string_view bytes) -> task<result<void>> {
-    co_return co_await s_.write_all(as_bytes(bytes));
+    co_return co_await write_all(as_bytes(bytes));
 }
 
 auto client::fill() -> task<result<void>> {
     char tmp[16384];
-    auto n = co_await s_.read_some(std::as_writable_bytes(std::span{tmp}));
+    auto n = co_await read_some(std::as_writable_bytes(std::span{tmp}));
     if (!n) {
         co_return n.error();
     }

@@ -787,23 +787,69 @@ client_pool::client_pool(client_options options)
 
 client_pool::~client_pool() = default;
 
+namespace {
+
+// A client span for a request that carries a valid trace context (when the pool has a tracer),
+// and the traceparent (and tracestate) it sends in place of any the caller wrote.
+auto start_client_span(detail::client_pool_state& st, client_request& req) -> trace::span {
+    trace::span span;
+    if (!req.trace.valid()) {
+        return span;
+    }
+    if (st.options.tracer != nullptr) {
+        span = st.options.tracer->start(req.method, trace::span_kind::client, req.trace);
+        span.set_attribute("http.request.method", req.method);
+        span.set_attribute("url.full", req.url);
+    }
+    const trace::context& ctx = span.recording() ? span.context() : req.trace;
+    std::erase_if(req.headers, [](const auto& h) {
+        return detail::iequals(h.first, "traceparent") || detail::iequals(h.first, "tracestate");
+    });
+    req.headers.emplace_back("traceparent", trace::traceparent(ctx));
+    if (!ctx.state.empty()) {
+        req.headers.emplace_back("tracestate", ctx.state);
+    }
+    return span;
+}
+
+// The span's end state: the response's status, or the error that ended the request.
+template <typename R>
+void end_client_span(trace::span& span, const result<R>& r, const client_response* head) {
+    if (!r) {
+        span.set_status(trace::status_code::error, r.error().message());
+        return;
+    }
+    span.set_attribute("http.response.status_code", std::int64_t{head->status});
+    if (head->status >= 400) {
+        span.set_status(trace::status_code::error);
+    }
+}
+
+}  // namespace
+
 auto client_pool::request(client_request req) -> task<result<client_response>> {
     s_->requests.fetch_add(1, std::memory_order_relaxed);
     s_->budget.on_request();
+    trace::span span = start_client_span(*s_, req);
     auto r = co_await with_timeout(s_->options.request_timeout, whole(*s_, std::move(req)));
     if (!r) {
+        span.set_status(trace::status_code::error, r.error().message());
         co_return r.error();
     }
+    end_client_span(span, *r, *r ? &**r : nullptr);
     co_return std::move(*r);
 }
 
 auto client_pool::open(client_request req) -> task<result<client_stream>> {
     s_->requests.fetch_add(1, std::memory_order_relaxed);
     s_->budget.on_request();
+    trace::span span = start_client_span(*s_, req);
     auto r = co_await with_timeout(s_->options.request_timeout, run(*s_, std::move(req)));
     if (!r) {
+        span.set_status(trace::status_code::error, r.error().message());
         co_return r.error();
     }
+    end_client_span(span, *r, *r ? &(*r)->response() : nullptr);
     co_return std::move(*r);
 }
 

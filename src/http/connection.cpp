@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -73,25 +74,39 @@ void report_failure(const char* who, const request_head& head, const std::except
 
 auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void> {
     if (st->opts.tls) {
-        auto t = co_await tls_stream::accept(std::move(s), *st->opts.tls);
-        if (!t) {
-            st->tls_failed.fetch_add(1, std::memory_order_relaxed);
-            st->leave(nullptr);  // ended before it was registered
-            co_return;
-        }
-        transport tls{*t};
-        connection c{*st, tls};
-        c.h2_ = t->alpn() == "h2";  // chosen by the client: HTTP/2 from the first byte
-        if (c.h2_ && !st->opts.http2.enabled) {
-            st->leave(nullptr);  // a context that offers h2 to a server that does not speak it
-            co_return;
-        }
-        co_await c.run();
-        (void)t->shutdown_write();  // close_notify, so the client reads a clean end
+        co_await serve_tls(*st, std::move(s));
         co_return;
     }
     transport tcp{s};
     connection c{*st, tcp};
+    co_await c.run();
+}
+
+// NOTE: never inlined, and its own coroutine: a frame holds every local of every branch of its
+// body (g++ 12 gives each its own slot), so a plaintext connection's frame, which lives as long
+// as the connection, would otherwise carry a second connection and the TLS stream unused.
+[[gnu::noinline]] auto connection::serve_tls(server::state& st, tcp_stream s) -> task<void> {
+    auto t = co_await tls_stream::accept(std::move(s), *st.opts.tls);
+    if (!t) {
+        st.tls_failed.fetch_add(1, std::memory_order_relaxed);
+        st.leave(nullptr);  // ended before it was registered
+        co_return;
+    }
+    transport tls{*t};
+    connection c{st, tls};
+    c.h2_ = t->alpn() == "h2";  // chosen by the client: HTTP/2 from the first byte
+    if (c.h2_ && !st.opts.http2.enabled) {
+        st.leave(nullptr);  // a context that offers h2 to a server that does not speak it
+        co_return;
+    }
+    co_await c.run();
+    (void)t->shutdown_write();  // close_notify, so the client reads a clean end
+}
+
+auto connection::serve_stream(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
+    -> task<void> {
+    transport t{*s};
+    connection c{*st, t};
     co_await c.run();
 }
 
@@ -117,14 +132,15 @@ void connection::give_back_state() noexcept {
 }
 
 auto connection::peer() noexcept -> const socket_address& {
-    if (!peer_known_) {
-        peer_known_ = true;
+    if (!peer_) {
         auto a = s_.peer_address();
-        if (a) {
-            peer_ = *a;
+        peer_.reset(new (std::nothrow) socket_address(a ? *a : socket_address{}));
+        if (!peer_) {
+            static const socket_address unknown;  // no memory to keep it: asked again next time
+            return unknown;
         }
     }
-    return peer_;
+    return *peer_;
 }
 
 void connection::set_deadline(std::chrono::milliseconds d) noexcept { deadline_.expires_after(d); }
@@ -262,7 +278,7 @@ void connection::release_input() noexcept {
 // the stream's multishot receive (a poll in the kernel, and on close a cancel and a completion
 // to reap before the socket is released). On epoll, receive() reads first anyway.
 auto connection::receive_first() -> std::optional<result<bytes>> {
-    if (current_io_backend() != io_backend::io_uring || s_.encrypted()) {
+    if (current_io_backend() != io_backend::io_uring || !s_.kernel_socket()) {
         return std::nullopt;
     }
     constexpr std::size_t chunk = 4096;  // what a receive() gives at most
@@ -335,11 +351,35 @@ auto connection::write_paced(std::span<const std::span<const std::byte>> pieces,
                              int flags,
                              transfer_pace& pace) -> task<result<void>> {
     if (s_.encrypted()) {
-        // Over TLS the records are written by tls_stream, which waits for the socket itself:
-        // the send timeout bounds the whole write (no per-wait pacing through OpenSSL).
+        // tls_stream sends the records without waiting and leaves each wait for room to this
+        // pacer: the same progress timeout and minimum rate as the sendmsg calls below, counted
+        // in ciphertext bytes the socket took.
+        class room_pacer final : public tls_stream::pacer {
+        public:
+            room_pacer(connection& c, transfer_pace& pace) noexcept : c_(c), pace_(pace) {}
+            void sent(std::size_t n) noexcept override { pace_.bytes += n; }
+            auto wait_for_room() -> task<result<void>> override { return c_.wait_for_room(pace_); }
+
+        private:
+            connection& c_;
+            transfer_pace& pace_;
+        };
         std::size_t total = 0;
-        for (const auto& p : pieces) {
-            total += p.size();
+        for (const auto& piece : pieces) {
+            total += piece.size();
+        }
+        if (total > unsent_low_water) {
+            limit_unsent();  // before the first send, as below: see limit_unsent
+        }
+        room_pacer p{*this, pace};
+        co_return co_await s_.write_all_paced(pieces, p);
+    }
+    if (!s_.kernel_socket()) {
+        // A byte_stream (no socket to wait on) writes by itself: the send timeout bounds the
+        // whole write.
+        std::size_t total = 0;
+        for (const auto& piece : pieces) {
+            total += piece.size();
         }
         set_deadline(st_.opts.send_timeout);
         auto r = co_await s_.write_all(pieces);
@@ -413,7 +453,7 @@ auto connection::write_paced(std::span<const std::span<const std::byte>> pieces,
 // little more than that of a response unsent. One setsockopt per connection that needs it;
 // none for small responses.
 void connection::limit_unsent() noexcept {
-    if (!low_water_set_) {
+    if (!low_water_set_ && s_.has_socket()) {
         low_water_set_ = true;
         const int low_water = static_cast<int>(unsent_low_water);
         (void)::setsockopt(s_.native_handle(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &low_water,
@@ -539,8 +579,8 @@ auto connection::body_read_all() -> task<result<std::string>> {
     transfer_pace pace;
     std::uint64_t left = f.length;
     auto off = static_cast<off_t>(f.offset);
-    if (s_.encrypted()) {
-        // No sendfile over TLS (kTLS is not used): read a chunk, write it through TLS.
+    if (!s_.kernel_socket()) {
+        // No sendfile over TLS (kTLS is not used) or a byte_stream: read a chunk, write it.
         std::vector<std::byte> chunk(std::min<std::uint64_t>(left, 64 * 1024));
         while (left > 0) {
             const ssize_t n =
@@ -548,9 +588,9 @@ auto connection::body_read_all() -> task<result<std::string>> {
             if (n <= 0) {
                 co_return std::error_code{n == 0 ? EIO : errno, std::system_category()};
             }
-            set_deadline(st_.opts.send_timeout);
-            auto r = co_await s_.write_all(std::span{chunk.data(), static_cast<std::size_t>(n)});
-            clear_deadline();
+            const std::span<const std::byte> piece[] = {
+                std::span{chunk.data(), static_cast<std::size_t>(n)}};
+            auto r = co_await write_paced(piece, 0, pace);
             if (!r) {
                 co_return r;
             }
@@ -757,6 +797,29 @@ auto connection::linger_close() -> task<void> {
     }
 }
 
+namespace {
+
+// A connection's first bytes `held`, with more received until there are enough to tell HTTP/2's
+// preface from an HTTP/1.1 request (see h2_preface_undecided).
+[[gnu::noinline]] auto receive_preface_start(transport& s, bytes held, receive_counts* counts)
+    -> task<result<bytes>> {
+    std::string start{reinterpret_cast<const char*>(held.data()), held.size()};
+    while (h2_preface_undecided(start)) {
+        auto more = co_await s.receive();
+        if (!more) {
+            co_return more.error();
+        }
+        if (counts != nullptr) {
+            counts->receives.fetch_add(1, std::memory_order_relaxed);
+            counts->bytes.fetch_add(more->size(), std::memory_order_relaxed);
+        }
+        start.append(reinterpret_cast<const char*>(more->data()), more->size());
+    }
+    co_return bytes::copy_of(std::as_bytes(std::span{start}));
+}
+
+}  // namespace
+
 // The connection's loop: waits, idle, for a request's first bytes, then serves requests for as
 // long as bytes of one are held. Only this frame and fill()'s live across the idle wait: the
 // request's own work is in serve_request(), whose frame (with those of the coroutines it
@@ -796,11 +859,24 @@ auto connection::serve() -> task<void> {
             if (!*got) {
                 co_return;  // closed by the client between requests, reset, timeout
             }
+            // Counted as each receive arrives (a test paces its writes by these counts).
             receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed);
             if (counts != nullptr) {
                 counts->receives.fetch_add(1, std::memory_order_relaxed);
                 counts->bytes.fetch_add((*got)->size(), std::memory_order_relaxed);
                 counts->states_held.fetch_add(1, std::memory_order_relaxed);
+            }
+            if (!h2_ && first && st_.opts.http2.enabled &&
+                h2_preface_undecided(
+                    {reinterpret_cast<const char*>((*got)->data()), (*got)->size()})) {
+                set_deadline(st_.opts.header_timeout);  // a request's first bytes are held
+                got = co_await receive_preface_start(s_, std::move(**got), counts);
+                if (!*got) {
+                    if (counts != nullptr) {
+                        counts->states_held.fetch_sub(1, std::memory_order_relaxed);
+                    }
+                    co_return;
+                }
             }
             if (h2_ || (first && st_.opts.http2.enabled &&
                         h2_preface_start(
@@ -886,6 +962,10 @@ auto connection::serve() -> task<void> {
 
     clear_deadline();
     const auto started = st_.request_started();
+    trace::span span = st_.request_span(m.route, head);
+    if (span.recording()) {
+        req.trace_ = &span.context();
+    }
     response r;
     bool failed = false;
     std::exception_ptr failure;
@@ -929,6 +1009,7 @@ auto connection::serve() -> task<void> {
         co_return false;
     }
     st_.request_done(m.route, head, r.status(), started);
+    server::state::end_request_span(span, r.status());
     // A stream's producer may read the body as it sends: what it leaves is skipped after it.
     const bool streamed = r.form() == body_form::stream;
     if (!streamed && !rs_->body.done()) {  // the usual case (no body, all of it read): no wait

@@ -24,6 +24,7 @@
 #include "weft/http/request_parser.hpp"
 #include "weft/http/response.hpp"
 #include "weft/http/server.hpp"
+#include "weft/io/byte_stream.hpp"
 #include "weft/io/bytes.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_stream.hpp"
@@ -67,6 +68,9 @@ public:
     /// holds the connection (run() is placed inside it) and the stream it uses. With the
     /// server's TLS option, the TLS handshake comes first (a failed one ends it).
     static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void>;
+    /// serve_socket over a byte_stream (no TLS: the stream is taken as the connection).
+    static auto serve_stream(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
+        -> task<void>;
 
     /// `s` is the caller's and must outlive the connection.
     connection(server::state& st, transport& s) noexcept;
@@ -142,6 +146,9 @@ public:
                      transfer_pace& pace) -> task<result<void>>;
 
 private:
+    // serve_socket's TLS connections: the handshake, then the connection over it (`st` is kept
+    // alive by serve_socket, which awaits it).
+    static auto serve_tls(server::state& st, tcp_stream s) -> task<void>;
     auto serve() -> task<void>;
     // HTTP/2 from `first` (the first bytes received) to the end (h2_connection.cpp).
     auto serve_h2(bytes first) -> task<void>;
@@ -169,7 +176,10 @@ private:
 
     server::state& st_;
     transport& s_;
-    socket_address peer_;  // when peer_known_
+    // Asked of the kernel and kept when a handler first wants it (see peer()): most connections
+    // never ask, and an address held in every connection would add its 136 bytes to each
+    // idle connection.
+    std::unique_ptr<socket_address> peer_;
     deadline_timer deadline_;
     std::chrono::milliseconds watch_period_;  // the shortest timeout: the watchdog's longest wait
 
@@ -190,7 +200,6 @@ private:
     // s_.receive() called: on io_uring the ring then holds the socket until its cancelled
     // multishot receive is reaped, so close() alone does not send the FIN at once
     bool receive_armed_ = false;
-    bool peer_known_ = false;
     bool low_water_set_ = false;     // TCP_NOTSENT_LOWAT set (see limit_unsent)
     bool continue_pending_ = false;  // 100 Continue owed before the first body read
     bool head_request_ = false;

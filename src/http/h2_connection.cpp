@@ -143,6 +143,10 @@ auto h2_preface_start(std::string_view first) noexcept -> bool {
     return first.substr(0, 4) == "PRI ";
 }
 
+auto h2_preface_undecided(std::string_view first) noexcept -> bool {
+    return first.size() < 4 && std::string_view{"PRI "}.starts_with(first);
+}
+
 /// The body_writer of a streamed response on HTTP/2: each write waits until nghttp2 took all
 /// of it (as the stream's and the connection's windows allow), so the producer runs at the
 /// client's pace and at most one piece is held.

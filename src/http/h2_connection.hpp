@@ -45,6 +45,10 @@ class h2_connection;
 /// True when `first` (a connection's first receive) starts with the HTTP/2 client preface's
 /// first four bytes, "PRI " (RFC 9113 3.4): a method no HTTP/1.1 client sends.
 [[nodiscard]] auto h2_preface_start(std::string_view first) noexcept -> bool;
+/// True while a connection's first bytes are too few to tell (fewer than 4, all of them the
+/// preface's: "P", "PR", "PRI"): receive more before deciding, since a client may send the
+/// preface in pieces of any size.
+[[nodiscard]] auto h2_preface_undecided(std::string_view first) noexcept -> bool;
 
 /// One request stream. Shared by the loop (which holds it while nghttp2 has the stream open)
 /// and its handler task (while that runs): the last of the two frees it. Fields marked

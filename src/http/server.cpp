@@ -62,6 +62,58 @@ auto stats_of(const server::state& st) noexcept -> server_stats {
     return s;
 }
 
+auto serve_accepted(std::shared_ptr<server::state> st, tcp_stream s) -> task<void> {
+    return detail::connection::serve_socket(std::move(st), std::move(s));
+}
+auto serve_accepted(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
+    -> task<void> {
+    return detail::connection::serve_stream(std::move(st), std::move(s));
+}
+
+// The accept loop of server::serve over either listener (tcp_listener, byte_listener): one
+// loop, the listener's accept() and the accepted stream's serve_accepted() chosen at compile
+// time. `st`: connections hold it too, so it outlives them all.
+template <typename Listener>
+auto accept_loop(std::shared_ptr<server::state> st, Listener& l) -> task<void> {
+    // The descriptor table sized for the connections (and a few more descriptors) at once, up
+    // to 65,536: a storm of new connections never waits for it to grow (weft::
+    // reserve_descriptors; wrk -c1000 against a fresh server: the first 1,000 responses were
+    // done by 40-77 ms before, 19-29 after). A failure only leaves the table to grow as usual.
+    (void)reserve_descriptors(std::min<std::size_t>(st->max_open + 64, 65536));
+    co_await with_scope([&](scope& conns) -> task<void> {
+        co_await with_scope([&](scope& acceptor) -> task<void> {
+            {
+                std::lock_guard lock(st->mu);
+                if (st->draining.load(std::memory_order_relaxed)) {
+                    co_return;
+                }
+                st->acceptors.push_back(&acceptor.stop());
+            }
+            for (;;) {
+                // At the connection limit, wait for one to end before accepting: the kernel's
+                // backlog holds the rest, and no CPU is spent meanwhile.
+                const auto ok1 = co_await st->slots.acquire();
+                if (!ok1) {
+                    break;
+                }
+                auto c = co_await l.accept();
+                if (!c) {
+                    st->slots.release();
+                    if (c.error() == std::errc::operation_canceled) {
+                        break;
+                    }
+                    continue;  // a connection aborted before it was accepted, and the like
+                }
+                st->accepted.fetch_add(1, std::memory_order_relaxed);
+                st->open.fetch_add(1, std::memory_order_seq_cst);
+                conns.spawn(serve_accepted(st, std::move(*c)));
+            }
+            std::lock_guard lock(st->mu);
+            std::erase(st->acceptors, &acceptor.stop());
+        });
+    });
+}
+
 }  // namespace
 
 server::state::state(server_options o)
@@ -84,6 +136,38 @@ void server::state::access(std::size_t route,
                                       {"route", pattern},
                                       {"status", status},
                                       {"duration_ms", ms}});
+}
+
+auto server::state::request_span(std::size_t route, const request_head& head) const -> trace::span {
+    if (opts.tracer == nullptr) {
+        return {};
+    }
+    // OpenTelemetry's HTTP server span: "{method} {http.route}", the method alone without one.
+    const std::string_view pattern =
+        route < patterns.size() ? std::string_view(patterns[route]) : std::string_view{};
+    std::string name(head.method_name());
+    if (!pattern.empty()) {
+        name += ' ';
+        name += pattern;
+    }
+    auto s = opts.tracer->start(name, trace::span_kind::server,
+                                trace::extract(head.find("traceparent"), head.find("tracestate")));
+    s.set_attribute("http.request.method", head.method_name());
+    if (!pattern.empty()) {
+        s.set_attribute("http.route", pattern);
+    }
+    return s;
+}
+
+void server::state::end_request_span(trace::span& s, int status) {
+    if (!s.recording()) {
+        return;
+    }
+    s.set_attribute("http.response.status_code", std::int64_t{status});
+    if (status >= 500) {
+        s.set_status(trace::status_code::error);
+    }
+    s.end();
 }
 
 auto server::state::call(request& req, const handler& h) -> task<response> {
@@ -166,45 +250,13 @@ auto server::options() const noexcept -> const server_options& { return st_->opt
 
 auto server::stats() const noexcept -> server_stats { return stats_of(*st_); }
 
-auto server::serve(tcp_listener& l) -> task<void> {
-    std::shared_ptr<state> st = st_;  // connections hold it too: it outlives them all
-    // The descriptor table sized for the connections (and a few more descriptors) at once, up
-    // to 65,536: a storm of new connections never waits for it to grow (weft::
-    // reserve_descriptors; wrk -c1000 against a fresh server: the first 1,000 responses were
-    // done by 40-77 ms before, 19-29 after). A failure only leaves the table to grow as usual.
-    (void)reserve_descriptors(std::min<std::size_t>(st->max_open + 64, 65536));
-    co_await with_scope([&](scope& conns) -> task<void> {
-        co_await with_scope([&](scope& acceptor) -> task<void> {
-            {
-                std::lock_guard lock(st->mu);
-                if (st->draining.load(std::memory_order_relaxed)) {
-                    co_return;
-                }
-                st->acceptors.push_back(&acceptor.stop());
-            }
-            for (;;) {
-                // At the connection limit, wait for one to end before accepting: the kernel's
-                // backlog holds the rest, and no CPU is spent meanwhile.
-                const auto ok1 = co_await st->slots.acquire();
-                if (!ok1) {
-                    break;
-                }
-                auto c = co_await l.accept();
-                if (!c) {
-                    st->slots.release();
-                    if (c.error() == std::errc::operation_canceled) {
-                        break;
-                    }
-                    continue;  // a connection aborted before it was accepted, and the like
-                }
-                st->accepted.fetch_add(1, std::memory_order_relaxed);
-                st->open.fetch_add(1, std::memory_order_seq_cst);
-                conns.spawn(detail::connection::serve_socket(st, std::move(*c)));
-            }
-            std::lock_guard lock(st->mu);
-            std::erase(st->acceptors, &acceptor.stop());
-        });
-    });
+auto server::serve(tcp_listener& l) -> task<void> { return accept_loop(st_, l); }
+
+auto server::serve(byte_listener& l) -> task<void> {
+    if (st_->opts.tls) {
+        throw std::logic_error("weft::http::server::serve: TLS needs a tcp_listener");
+    }
+    return accept_loop(st_, l);
 }
 
 auto server::listen(socket_address addr) -> task<result<void>> {

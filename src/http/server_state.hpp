@@ -56,6 +56,11 @@ struct server::state {
                 detail::server_metrics::clock::time_point started) noexcept;
     std::vector<std::string> patterns;  // by route number: the access log's `route`
 
+    /// server_options::tracer's span for a request (inert without a tracer).
+    [[nodiscard]] auto request_span(std::size_t route, const request_head& head) const
+        -> trace::span;
+    static void end_request_span(trace::span& s, int status);
+
     server_options opts;
     router routes;
     // What a request's head is parsed under: opts.limits, its body limit raised to the largest

@@ -505,47 +505,47 @@ namespace {
 // Marks an entry that was never submitted because it is misaligned.
 constexpr int misaligned_res = INT_MIN;
 
-/// Every entry of a batch as one SQE on the awaiting worker's ring; the task resumes once, when
-/// the last CQE is reaped. Each op is a uring_op of its own (cancelled in the kernel one by one
-/// when the task is), tagged with its batch through on_complete. `remaining_` is touched only
-/// on the owner thread: set before the SQEs can reach the kernel, decremented by reap.
+// Most entries of a batch in the kernel at once: a batch runs in passes of at most this many,
+// each waited for before the next is submitted, so a batch of any size leaves room in the
+// completion queue (4096 entries) for the worker's other IO and never overflows it.
+constexpr std::size_t batch_pass = 1024;
+
+/// One pass of a batch (at most batch_pass entries): every entry as one SQE on the awaiting
+/// worker's ring, in order, as long as the ring gives SQEs (it submits what is queued to make
+/// room); the task resumes once, when the last CQE of those is reaped. sent() tells how many
+/// went to the kernel: 0 when the task was cancelled or the ring had no room at all (its
+/// completion queue overflowing), and then the task did not suspend. Each op is a uring_op of
+/// its own (cancelled in the kernel one by one when the task is), tagged with its batch through
+/// on_complete. `remaining_` is touched only on the owner thread: counted up before the worker
+/// can reap (it polls only after this returns), decremented by reap.
 class uring_batch_awaiter {
 public:
     explicit uring_batch_awaiter(std::span<file_batch_entry> entries)
         : entries_(entries), ops_(std::make_unique<op[]>(entries.size())) {}
 
-    auto await_ready() const noexcept -> bool { return remaining_ == 0 && entries_.empty(); }
+    auto await_ready() const noexcept -> bool { return entries_.empty(); }
 
     template <typename P>
-    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
+    WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) noexcept -> bool {
         stop_state* stop = stop_of(h);
         if (stop != nullptr && stop->stop_requested()) {
             return false;  // nothing submitted: every entry stays -ECANCELED
         }
         uring_reactor& r = current_uring();
         waiter_ = h;
-        for (std::size_t i = 0; i < entries_.size(); ++i) {
-            if (entries_[i].res != -ECANCELED) {
-                continue;  // misaligned: not submitted
+        for (; sent_ < entries_.size(); ++sent_) {
+            io_uring_sqe* sqe = r.try_get_sqe();
+            if (sqe == nullptr) {
+                break;  // no room: the next pass, after these completed, sends the rest
             }
-            ++remaining_;
-        }
-        if (remaining_ == 0) {
-            return false;
-        }
-        for (std::size_t i = 0; i < entries_.size(); ++i) {
-            file_batch_entry& e = entries_[i];
-            if (e.res != -ECANCELED) {
-                continue;
-            }
-            op& o = ops_[i];
+            file_batch_entry& e = entries_[sent_];
+            op& o = ops_[sent_];
             o.batch = this;
-            o.index = i;
+            o.index = sent_;
             o.owner = &r;
             o.stop = stop;
             o.waiter = h;
             o.on_complete = &uring_batch_awaiter::completed;
-            io_uring_sqe* sqe = r.get_sqe();
             const auto len = static_cast<unsigned>(std::min(e.len, max_io));
             if (e.write) {
                 io_uring_prep_write(sqe, e.fd, e.data, len, e.offset);
@@ -554,15 +554,16 @@ public:
             }
             io_uring_sqe_set_data(sqe, static_cast<uring_op*>(&o));
             r.submitted(o);
+            ++remaining_;
         }
-        // As in uring_awaiter: nothing reaches the kernel before this worker polls or parks,
-        // so nothing can resume us before we return.
+        if (sent_ == 0) {
+            return false;
+        }
+        // Completions are reaped only by this worker, after we return: nothing can resume us
+        // before then.
         if (stop != nullptr) {
-            for (std::size_t i = 0; i < entries_.size(); ++i) {
+            for (std::size_t i = 0; i < sent_; ++i) {
                 op& o = ops_[i];
-                if (o.owner == nullptr) {
-                    continue;
-                }
                 if (stop->try_add(&o)) {
                     o.registered = true;
                 } else {
@@ -572,6 +573,8 @@ public:
         }
         return true;
     }
+
+    [[nodiscard]] auto sent() const noexcept -> std::size_t { return sent_; }
 
     void await_resume() noexcept {
         for (std::size_t i = 0; i < entries_.size(); ++i) {
@@ -610,6 +613,7 @@ private:
 
     std::span<file_batch_entry> entries_;
     std::unique_ptr<op[]> ops_;
+    std::size_t sent_ = 0;
     std::size_t remaining_ = 0;
     std::coroutine_handle<> waiter_;
 };
@@ -640,7 +644,22 @@ auto file_batch::submit() -> task<result<void>> {
     if (misaligned) {
         // Nothing runs: the others stay operation_canceled.
     } else if (is_uring()) {
-        co_await detail::uring_batch_awaiter{std::span<detail::file_batch_entry>(ops_)};
+        std::span<detail::file_batch_entry> left(ops_);
+        while (!left.empty()) {
+            detail::uring_batch_awaiter pass{left.first(std::min(left.size(), detail::batch_pass))};
+            co_await pass;
+            if (pass.sent() == 0) {
+                // Cancelled (they stay operation_canceled), or a ring with no room even after
+                // this batch's earlier passes completed: they fail, nothing of theirs ran.
+                if (!(co_await get_stop_token()).stop_requested()) {
+                    for (auto& e : left) {
+                        e.res = -EBUSY;
+                    }
+                }
+                break;
+            }
+            left = left.subspan(pass.sent());
+        }
     } else {
         std::span<detail::file_batch_entry> entries(ops_);
         // One job for the whole batch: one hand-off to the pool instead of N.

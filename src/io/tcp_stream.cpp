@@ -218,54 +218,63 @@ auto tcp_stream::read_some(std::span<std::byte> buf) -> task<result<std::size_t>
     co_return n;
 }
 
-auto tcp_stream::receive() -> task<result<bytes>> {
-    constexpr std::size_t chunk = detail::provided_buffer_ring::size;
-    const bool uring = detail::is_uring();
-    const bool multishot = uring && detail::current_uring().buffers() != nullptr;
-    if (rq_ && !multishot) {
-        if (auto left = co_await detail::read_left_behind(rq_)) {
-            co_return std::move(*left);
-        }
+namespace detail {
+namespace {
+
+using recv_queue_ptr = std::unique_ptr<recv_queue, recv_queue_closer>;
+using epoll_handle_ptr = std::unique_ptr<epoll_socket, epoll_socket_deleter>;
+
+// tcp_stream::receive's paths, one coroutine each: a frame holds every local of every branch of
+// its body (g++ 12 gives each its own slot), and the frame of the receive an idle connection
+// waits in lives as long as the wait, so each holds only its own path's awaiters. NOTE: noinline,
+// so that no frame is placed inside another (see channel::recv_for).
+
+// Into a pooled block: the kernel has no provided-buffer rings, or they ran out.
+[[gnu::noinline]] auto receive_into_block(int fd) -> task<result<bytes>> {
+    constexpr std::size_t chunk = provided_buffer_ring::size;
+    buffer b{chunk};
+    const std::span<std::byte> into = b.prepare(chunk);
+    auto op = recv_once(fd, into);
+    auto n = recv_result(into, co_await op);
+    if (!n) {
+        co_return n.error();
     }
-    if (uring) {
-        if (multishot) {
-            if (!rq_) {
-                rq_.reset(new detail::recv_queue(fd_));
-            }
-            for (;;) {
-                detail::recv_outcome o = co_await rq_->next();
-                if (!o.data.empty()) {
-                    co_return std::move(o.data);
-                }
-                if (o.err) {
-                    co_return o.err;
-                }
-                if (o.heap_read) {
-                    break;  // every pooled buffer is out (the operation ended: nothing else
-                            // reads the socket meanwhile)
-                }
-                // The operation ended (cancelled when a lagging reader let chunks pile up,
-                // say): the next wait arms it again.
-            }
-        }
-        // Into a pooled block: the kernel has no provided-buffer rings, or they ran out.
-        buffer b{chunk};
-        const std::span<std::byte> into = b.prepare(chunk);
-        auto op = detail::recv_once(fd_, into);
-        auto n = detail::recv_result(into, co_await op);
-        if (!n) {
-            co_return n.error();
-        }
-        b.commit(*n);
-        co_return std::move(b).freeze();
+    b.commit(*n);
+    co_return std::move(b).freeze();
+}
+
+[[gnu::noinline]] auto receive_multishot(int fd, recv_queue_ptr& rq) -> task<result<bytes>> {
+    if (!rq) {
+        rq.reset(new recv_queue(fd));
     }
-    // epoll: wait for data first, then take a buffer, so a waiting connection holds none.
-    detail::epoll_socket& h = detail::handle_of(fd_, h_);
     for (;;) {
-        const detail::stream_readiness snap = detail::stream_snapshot(h, false);
+        recv_outcome o = co_await rq->next();
+        if (!o.data.empty()) {
+            co_return std::move(o.data);
+        }
+        if (o.err) {
+            co_return o.err;
+        }
+        if (o.heap_read) {
+            break;  // every pooled buffer is out (the operation ended: nothing else reads the
+                    // socket meanwhile)
+        }
+        // The operation ended (cancelled when a lagging reader let chunks pile up, say): the
+        // next wait arms it again.
+    }
+    auto got = co_await receive_into_block(fd);
+    co_return got;
+}
+
+// epoll: wait for data first, then take a buffer, so a waiting connection holds none.
+[[gnu::noinline]] auto receive_when_ready(int fd, epoll_handle_ptr& hp) -> task<result<bytes>> {
+    constexpr std::size_t chunk = provided_buffer_ring::size;
+    epoll_socket& h = handle_of(fd, hp);
+    for (;;) {
+        const stream_readiness snap = stream_snapshot(h, false);
         if (snap.spent) {
             // The last receive drained the socket and nothing came since: wait, take no buffer.
-            if (auto ec = co_await detail::readiness(h, false, snap.seq); ec) {
+            if (auto ec = co_await readiness(h, false, snap.seq); ec) {
                 co_return ec;
             }
             continue;
@@ -273,9 +282,9 @@ auto tcp_stream::receive() -> task<result<bytes>> {
         // A block from this thread's buffer pool (not a 4 KiB malloc per receive); it goes back
         // to a pool when the last slice of it is dropped.
         buffer b{chunk};
-        const ssize_t n = detail::sys_recv(fd_, b.prepare(chunk).data(), chunk, MSG_DONTWAIT);
+        const ssize_t n = sys_recv(fd, b.prepare(chunk).data(), chunk, MSG_DONTWAIT);
         if (n > 0) {
-            detail::stream_moved(h, false, snap.seq, static_cast<std::size_t>(n), chunk);
+            stream_moved(h, false, snap.seq, static_cast<std::size_t>(n), chunk);
             b.commit(static_cast<std::size_t>(n));
             co_return std::move(b).freeze();
         }
@@ -286,13 +295,47 @@ auto tcp_stream::receive() -> task<result<bytes>> {
             continue;
         }
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            co_return detail::errno_code();
+            co_return errno_code();
         }
         b = buffer{};  // a waiting connection holds no buffer
-        if (auto ec = co_await detail::readiness(h, false, snap.seq); ec) {
+        if (auto ec = co_await readiness(h, false, snap.seq); ec) {
             co_return ec;
         }
     }
+}
+
+// What a multishot receive left queued, then the socket read where this thread can.
+[[gnu::noinline]] auto receive_after_multishot(int fd,
+                                               bool uring,
+                                               recv_queue_ptr& rq,
+                                               epoll_handle_ptr& hp) -> task<result<bytes>> {
+    if (auto left = co_await read_left_behind(rq)) {
+        co_return std::move(*left);
+    }
+    if (uring) {
+        auto got = co_await receive_into_block(fd);
+        co_return got;
+    }
+    auto got = co_await receive_when_ready(fd, hp);
+    co_return got;
+}
+
+}  // namespace
+}  // namespace detail
+
+auto tcp_stream::receive() -> task<result<bytes>> {
+    const bool uring = detail::is_uring();
+    const bool multishot = uring && detail::current_uring().buffers() != nullptr;
+    if (multishot) {
+        return detail::receive_multishot(fd_, rq_);
+    }
+    if (rq_) {
+        return detail::receive_after_multishot(fd_, uring, rq_, h_);
+    }
+    if (uring) {
+        return detail::receive_into_block(fd_);
+    }
+    return detail::receive_when_ready(fd_, h_);
 }
 
 auto tcp_stream::read_exact(std::span<std::byte> buf) -> task<result<void>> {

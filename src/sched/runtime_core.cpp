@@ -1,9 +1,11 @@
 #include "runtime_core.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -41,6 +43,9 @@ runtime_core::runtime_core(runtime_options o)
         workers.push_back(std::make_unique<sched_worker>(*this, i));
     }
     idle.reserve(n);
+    // Room for every worker to overflow a full deque into it at once (sched_worker::overflow
+    // moves half of one), so the runtime's own traffic rarely grows it.
+    injector_.resize(std::bit_ceil(static_cast<std::size_t>(n) * (work_deque::capacity / 2)));
 }
 
 runtime_core::~runtime_core() = default;
@@ -146,10 +151,38 @@ void runtime_core::inject(void* h) { inject_batch(&h, 1); }
 void runtime_core::inject_batch(void* const* hs, std::size_t n) {
     {
         std::lock_guard lock(inject_mu_);
-        injector_.insert(injector_.end(), hs, hs + n);
-        injected_.store(injector_.size(), std::memory_order_seq_cst);
+        const std::size_t count = injected_.load(std::memory_order_relaxed);
+        if (count + n > injector_.size()) {
+            grow_injector(count + n);
+        }
+        const std::size_t mask = injector_.size() - 1;
+        for (std::size_t i = 0; i < n; ++i) {
+            injector_[(inject_head_ + count + i) & mask] = hs[i];
+        }
+        injected_.store(count + n, std::memory_order_seq_cst);
     }
     notify_parked();
+}
+
+void runtime_core::grow_injector(std::size_t needed) noexcept {
+    std::vector<void*> bigger;
+    try {
+        bigger.resize(std::bit_ceil(needed));
+    } catch (const std::bad_alloc&) {
+        out_of_memory_queuing("the injector");
+    }
+    const std::size_t count = injected_.load(std::memory_order_relaxed);
+    const std::size_t mask = injector_.size() - 1;
+    for (std::size_t i = 0; i < count; ++i) {
+        bigger[i] = injector_[(inject_head_ + i) & mask];
+    }
+    injector_.swap(bigger);
+    inject_head_ = 0;
+}
+
+void out_of_memory_queuing(const char* queue) noexcept {
+    std::fprintf(stderr, "weft: out of memory queuing a runnable task (%s)\n", queue);
+    std::terminate();
 }
 
 auto runtime_core::take_injected(void** out, std::size_t max) -> std::size_t {
@@ -157,12 +190,16 @@ auto runtime_core::take_injected(void** out, std::size_t max) -> std::size_t {
         return 0;
     }
     std::lock_guard lock(inject_mu_);
+    const std::size_t count = injected_.load(std::memory_order_relaxed);
     // Take a fair share, so one worker does not drain a burst the others could share.
-    std::size_t n = std::min(max, injector_.size() / workers.size() + 1);
-    n = std::min(n, injector_.size());
-    std::copy_n(injector_.begin(), n, out);
-    injector_.erase(injector_.begin(), injector_.begin() + static_cast<std::ptrdiff_t>(n));
-    injected_.store(injector_.size(), std::memory_order_seq_cst);
+    std::size_t n = std::min(max, count / workers.size() + 1);
+    n = std::min(n, count);
+    const std::size_t mask = injector_.size() - 1;
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i] = injector_[(inject_head_ + i) & mask];
+    }
+    inject_head_ = (inject_head_ + n) & mask;
+    injected_.store(count - n, std::memory_order_seq_cst);
     return n;
 }
 

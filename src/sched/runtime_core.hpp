@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <coroutine>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -23,6 +22,16 @@
 #include "worker.hpp"
 
 namespace weft::detail {
+
+/// Ends the process after a failed allocation for a queue of runnable tasks (`queue` names it).
+/// The rule for every queue a wake-up goes through (the injector, a worker's inbox): the task is
+/// suspended and its wake-up consumed, so it cannot be dropped (whatever waits for it would hang
+/// silently) nor run by the waker (another task's thread, inside its completion), and a waker has
+/// no caller to report to (schedule_remote and yield_turn are noexcept). These queues keep their
+/// storage and allocate only to grow past their high-water mark, so a process that got through
+/// its peak load does not reach this again. tokio and Go abort on allocation failure too.
+/// Timers fire without allocating (sched_worker::fire_timers).
+[[noreturn]] void out_of_memory_queuing(const char* queue) noexcept;
 
 /// Shared state of a runtime.
 ///
@@ -205,6 +214,8 @@ public:
 
 private:
     [[nodiscard]] auto quiescent() const noexcept -> bool;
+    /// Under inject_mu_: a ring of at least `needed` entries, the queued ones kept in order.
+    void grow_injector(std::size_t needed) noexcept;
 
     std::mutex start_mu_;
     std::condition_variable start_cv_;
@@ -214,8 +225,13 @@ private:
     std::mutex step_mu_;              // one clock step at a time
     std::chrono::steady_clock::time_point epoch_;
     mutable std::mutex inject_mu_;
-    std::deque<void*> injector_;            // guarded by inject_mu_
-    std::atomic<std::size_t> injected_{0};  // == injector_.size()
+    // The injector: a FIFO ring of task handles, guarded by inject_mu_. Its oldest entry is at
+    // injector_[inject_head_], the next at (inject_head_ + 1) & (injector_.size() - 1).
+    // Invariants: injector_.size() is a power of two; 0 <= injected_ <= injector_.size().
+    // It never shrinks, so it allocates only to grow past its high-water mark (see inject_batch).
+    std::vector<void*> injector_;
+    std::size_t inject_head_ = 0;
+    std::atomic<std::size_t> injected_{0};  // entries in the ring (written under inject_mu_)
 };
 
 }  // namespace weft::detail

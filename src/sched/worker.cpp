@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -204,24 +205,42 @@ auto sched_worker::fire_timers() -> bool {
     if (timers_.pending.load(std::memory_order_relaxed) == 0) {
         return false;
     }
-    std::vector<std::coroutine_handle<>> due;
+    // The fired entries are chained through their (now unused) wheel_next, oldest first: no
+    // allocation here, so a worker out of memory still fires its timers. An entry stays valid
+    // until its waiter runs, and nobody else touches a fired entry's links: its next is read
+    // before its waiter is queued.
+    timer_op* first = nullptr;
+    timer_op* last = nullptr;
+    std::size_t fired = 0;
     {
         std::lock_guard lock(timers_.mu);
         timers_.wheel.advance(rt_.now_ms(), [&](timer_op* op) {
             op->st = timer_op::state::fired;
-            due.push_back(op->waiter);
+            (last != nullptr ? last->wheel_next : first) = op;
+            last = op;
+            ++fired;
         });
-        timers_.pending.fetch_sub(due.size(), std::memory_order_seq_cst);
+        timers_.pending.fetch_sub(fired, std::memory_order_seq_cst);
     }
-    for (auto h : due) {
-        push(h);
+    for (timer_op* op = first; op != nullptr;) {
+        timer_op* next = op->wheel_next;
+        op->wheel_next = nullptr;
+        push(op->waiter);
+        op = next;
     }
-    return !due.empty();
+    return fired != 0;
 }
 
 void sched_worker::post(std::coroutine_handle<> h) {
     {
         std::lock_guard lock(inbox_mu_);
+        if (inbox_.size() == inbox_.capacity()) {
+            try {
+                inbox_.reserve(std::max<std::size_t>(2 * inbox_.capacity(), 64));
+            } catch (const std::bad_alloc&) {
+                out_of_memory_queuing("a worker's inbox");
+            }
+        }
         inbox_.push_back(h.address());
         inbox_nonempty_.store(true, std::memory_order_seq_cst);
     }
@@ -234,16 +253,19 @@ auto sched_worker::take_inbox() -> void* {
     if (!inbox_nonempty_.load(std::memory_order_relaxed)) {
         return nullptr;
     }
-    std::vector<void*> batch;
+    // Swapped with inbox_taken_, which keeps its storage: post allocates only past the inbox's
+    // high-water mark (see out_of_memory_queuing).
     {
         std::lock_guard lock(inbox_mu_);
-        batch.swap(inbox_);
+        inbox_taken_.swap(inbox_);
         inbox_nonempty_.store(false, std::memory_order_relaxed);
     }
-    for (std::size_t i = batch.size(); i-- > 1;) {
-        push(std::coroutine_handle<>::from_address(batch[i]));
+    for (std::size_t i = inbox_taken_.size(); i-- > 1;) {
+        push(std::coroutine_handle<>::from_address(inbox_taken_[i]));
     }
-    return batch.empty() ? nullptr : batch[0];
+    void* first = inbox_taken_.empty() ? nullptr : inbox_taken_[0];
+    inbox_taken_.clear();
+    return first;
 }
 
 auto sched_worker::take_injected() -> void* {
@@ -636,11 +658,15 @@ void sched_worker::run() {
     while (attached && !rt_.terminate.load(std::memory_order_relaxed)) {
         void* h = seeded_ ? next_seeded() : next_task();
         // An expensive poll (epoll_wait) is left to park(): a first look here mostly found
-        // nothing, and park's own wait returns at once when events are ready.
-        if (h == nullptr && (fire_timers() || (driver_->poll_is_cheap() && driver_->poll()))) {
+        // nothing, and park's own wait returns at once when events are ready. A seeded worker
+        // takes every task through its generator's pick, so it only parks here: a task taken
+        // past the pick (the block_on root injected just after a look that found nothing)
+        // would shift the generator by one draw and that seed's interleaving with it.
+        if (h == nullptr && !seeded_ &&
+            (fire_timers() || (driver_->poll_is_cheap() && driver_->poll()))) {
             h = pop();
         }
-        if (h == nullptr) {
+        if (h == nullptr && !seeded_) {
             h = find_work();
         }
         if (h != nullptr) {

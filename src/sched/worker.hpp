@@ -139,6 +139,7 @@ private:
     unsigned index_;
     std::mutex inbox_mu_;
     std::vector<void*> inbox_;                 // guarded by inbox_mu_: tasks posted to this worker
+    std::vector<void*> inbox_taken_;           // owner only: the last inbox taken, kept for reuse
     std::atomic<bool> inbox_nonempty_{false};  // == !inbox_.empty(), readable without the lock
     timer_queue timers_;
     std::unique_ptr<park_driver> driver_;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <new>
 #include <string>
@@ -148,12 +149,39 @@ auto new_session(tcp_stream s, const tls_context& ctx)
     return t;
 }
 
-// Sends what OpenSSL wrote. A failure (or a cancellation part-way) breaks the record stream.
-auto flush(tls_session& s) -> task<result<void>> {
+// Sends what OpenSSL wrote: through the tcp_stream's write_all, or, with a pacer, by
+// non-blocking sends that leave each wait for room to the pacer. A failure (or a cancellation
+// part-way) breaks the record stream.
+auto flush(tls_session& s, tls_stream::pacer* p = nullptr) -> task<result<void>> {
     if (s.out.empty()) {
         co_return result<void>{};
     }
-    auto r = co_await s.tcp.write_all(std::span<const std::byte>{s.out});
+    result<void> r;
+    if (p == nullptr) {
+        r = co_await s.tcp.write_all(std::span<const std::byte>{s.out});
+    } else {
+        std::size_t off = 0;
+        while (off < s.out.size()) {
+            const ssize_t n = ::send(s.tcp.native_handle(), s.out.data() + off, s.out.size() - off,
+                                     MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (n > 0) {
+                off += static_cast<std::size_t>(n);
+                p->sent(static_cast<std::size_t>(n));
+                continue;
+            }
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+                r = std::error_code{errno, std::system_category()};
+                break;
+            }
+            r = co_await p->wait_for_room();
+            if (!r) {
+                break;
+            }
+        }
+    }
     s.out.clear();
     if (s.out.capacity() > out_kept_max) {
         s.out.shrink_to_fit();
@@ -329,27 +357,27 @@ auto tls_stream::receive() -> task<result<bytes>> {
     co_return block.slice(0, *n);
 }
 
-auto tls_stream::write_all(std::span<const std::byte> buf) -> task<result<void>> {
-    const std::span<const std::byte> one[] = {buf};
-    co_return co_await write_all(std::span<const std::span<const std::byte>>{one});
-}
+namespace detail {
+namespace {
 
-auto tls_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> task<result<void>> {
-    detail::tls_session& s = *s_;
+// write_all's body: encrypts `bufs` a batch at a time and flushes (see flush for `p`).
+auto write_records(tls_session& s,
+                   std::span<const std::span<const std::byte>> bufs,
+                   tls_stream::pacer* p) -> task<result<void>> {
     if (s.failed) {
-        co_return detail::unusable(s);
+        co_return unusable(s);
     }
     // Pieces smaller than a record are gathered into one (a response's head and its body in
     // one record, not two); a large piece is encrypted from where it is.
     std::string gather;
     auto encrypt = [&s](const std::byte* p, std::size_t n) -> std::error_code {
         while (n > 0) {
-            const std::size_t k = std::min(n, detail::record_max);
+            const std::size_t k = std::min(n, record_max);
             std::size_t written = 0;
             ERR_clear_error();
             const int r = SSL_write_ex(s.ssl, p, k, &written);
             if (r != 1) {
-                return detail::error_of(s.ssl, r);
+                return error_of(s.ssl, r);
             }
             p += written;
             n -= written;
@@ -359,14 +387,14 @@ auto tls_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> 
     for (std::size_t i = 0; i <= bufs.size(); ++i) {
         const bool last = i == bufs.size();
         const std::span<const std::byte> b = last ? std::span<const std::byte>{} : bufs[i];
-        if (!last && gather.size() + b.size() <= detail::record_max) {
+        if (!last && gather.size() + b.size() <= record_max) {
             gather.append(reinterpret_cast<const char*>(b.data()), b.size());
             continue;
         }
         // The gathered pieces, then this one: gathered too when it is small, else encrypted
         // from where it is a batch at a time, so that `out` stays bounded.
         std::span<const std::byte> rest = b;
-        if (!last && b.size() < detail::record_max) {
+        if (!last && b.size() < record_max) {
             rest = {};
         }
         std::error_code ec;
@@ -382,8 +410,8 @@ auto tls_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> 
                 s.failed = ec;
                 co_return ec;
             }
-            if (s.out.size() >= detail::send_batch) {
-                auto sent = co_await detail::flush(s);
+            if (s.out.size() >= send_batch) {
+                auto sent = co_await flush(s, p);
                 if (!sent) {
                     co_return sent.error();
                 }
@@ -391,12 +419,29 @@ auto tls_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> 
             if (rest.empty()) {
                 break;
             }
-            const std::size_t k = std::min(rest.size(), detail::send_batch);
+            const std::size_t k = std::min(rest.size(), send_batch);
             ec = encrypt(rest.data(), k);
             rest = rest.subspan(k);
         }
     }
-    co_return co_await detail::flush(s);
+    co_return co_await flush(s, p);
+}
+
+}  // namespace
+}  // namespace detail
+
+auto tls_stream::write_all(std::span<const std::byte> buf) -> task<result<void>> {
+    const std::span<const std::byte> one[] = {buf};
+    co_return co_await write_all(std::span<const std::span<const std::byte>>{one});
+}
+
+auto tls_stream::write_all(std::span<const std::span<const std::byte>> bufs) -> task<result<void>> {
+    return detail::write_records(*s_, bufs, nullptr);
+}
+
+auto tls_stream::write_all(std::span<const std::span<const std::byte>> bufs, pacer& p)
+    -> task<result<void>> {
+    return detail::write_records(*s_, bufs, &p);
 }
 
 auto tls_stream::shutdown() -> task<result<void>> {

@@ -357,6 +357,100 @@ TEST_P(bus_conformance, max_deliveries_then_dead_letters) {
     }());
 }
 
+// The retry policy (subscription::fail): the attempt numbers are the broker's delivery count,
+// each failure is nacked with the policy's delay, and the last allowed attempt's failure, or a
+// permanent error, goes to the dead letters with the delivery count the broker kept.
+namespace retry {
+inline const std::error_code busy = std::make_error_code(std::errc::device_or_resource_busy);
+inline const std::error_code garbage = std::make_error_code(std::errc::bad_message);
+inline auto policy(std::uint32_t max_attempts) -> retry_policy {
+    return {.max_attempts = max_attempts,
+            .immediate_retries = 1,
+            .base = 20ms,
+            .cap = 40ms,
+            .jitter = true,
+            .classify = [](std::error_code e) {
+                return e == garbage ? error_class::permanent : error_class::transient;
+            }};
+}
+}  // namespace retry
+
+TEST_P(bus_conformance, retry_policy_dead_letters_after_exactly_max_attempts) {
+    const std::string t = this->topic("retry-exhausted");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker, {.ack_wait = 5s, .retry = retry::policy(4)}};
+        envelope e = this->make_env(t, "k", "always-fails");
+        (co_await pub.publish(std::move(e))).value();
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        message_id seen;
+        for (std::uint32_t k = 1; k <= 4; ++k) {
+            auto d = (co_await s.next()).value();
+            EXPECT_EQ(d.attempt(), k);
+            seen = d.message().id;
+            EXPECT_TRUE(s.fail(d, retry::busy));
+        }
+        EXPECT_EQ((co_await this->next_within(s, 300ms)).error(), std::errc::timed_out);
+        auto dlq = (co_await sub.subscribe(t + ".dead-letter", "ops")).value();
+        auto dead = (co_await dlq.next()).value();
+        EXPECT_EQ(dead.message().id, seen);
+        EXPECT_EQ(dead.message().payload, "always-fails");
+        EXPECT_EQ(dead.message().find_header("weftdeliveries")->value, "4");
+        EXPECT_NE(dead.message().find_header("weftdeadletterreason")->value.find("retries"),
+                  std::string::npos);
+        EXPECT_TRUE(dead.ack());
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, retry_policy_transient_error_recovers_on_attempt_k) {
+    const std::string t = this->topic("retry-recovers");
+    constexpr std::uint32_t k = 3;
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker, {.ack_wait = 5s, .retry = retry::policy(5)}};
+        envelope e = this->make_env(t, "k", "flaky");
+        (co_await pub.publish(std::move(e))).value();
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        for (std::uint32_t a = 1; a <= k; ++a) {
+            auto d = (co_await s.next()).value();
+            EXPECT_EQ(d.attempt(), a);
+            if (a < k) {
+                EXPECT_TRUE(s.fail(d, retry::busy));
+            } else {
+                EXPECT_TRUE(d.ack());
+            }
+        }
+        EXPECT_EQ((co_await this->next_within(s, 300ms)).error(), std::errc::timed_out);
+        auto dlq = (co_await sub.subscribe(t + ".dead-letter", "ops")).value();
+        EXPECT_EQ((co_await this->next_within(dlq, 300ms)).error(), std::errc::timed_out);
+        (co_await pub.close()).value();
+    }());
+}
+
+TEST_P(bus_conformance, retry_policy_permanent_error_is_dead_lettered_without_retry) {
+    const std::string t = this->topic("retry-permanent");
+    this->rt.block_on([&]() -> task<void> {
+        publisher pub{*this->broker};
+        subscriber sub{*this->broker, {.ack_wait = 5s, .retry = retry::policy(5)}};
+        envelope e = this->make_env(t, "k", "garbage");
+        (co_await pub.publish(std::move(e))).value();
+        auto s = (co_await sub.subscribe(t, "g")).value();
+        auto d = (co_await s.next()).value();
+        EXPECT_EQ(d.attempt(), 1U);
+        EXPECT_TRUE(s.fail(d, retry::garbage));
+        EXPECT_EQ((co_await this->next_within(s, 300ms)).error(), std::errc::timed_out);
+        auto dlq = (co_await sub.subscribe(t + ".dead-letter", "ops")).value();
+        auto dead = (co_await dlq.next()).value();
+        EXPECT_EQ(dead.message().id, d.message().id);
+        EXPECT_EQ(dead.message().find_header("weftdeliveries")->value, "1");
+        EXPECT_NE(dead.message().find_header("weftdeadletterreason")->value.find("permanent"),
+                  std::string::npos);
+        EXPECT_TRUE(dead.ack());
+        (co_await pub.close()).value();
+    }());
+}
+
 // Two members wait at once: the broker decides which one the message goes to (on Kafka, the
 // member its group assigned the topic's one partition), and that one is the holder.
 TEST_P(bus_conformance, in_progress_holds_the_delivery) {

@@ -414,4 +414,51 @@ TEST(memory_broker, resume_keeps_the_order_of_arrival) {
     }());
 }
 
+// Dead letters of a memory broker topic: listed with their reason and original topic; drop
+// removes one; requeue publishes the envelope as it was (same id, key, type, headers and
+// payload, without the dead-letter headers) to its topic, where the group gets it as new.
+TEST(memory_broker, dead_letters_list_show_requeue_and_drop) {
+    memory_broker b;
+    weft::runtime rt{weft::testing::test_clock_runtime()};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{b};
+        subscriber sub{b};
+        std::vector<envelope> sent;
+        for (int i = 0; i < 2; ++i) {
+            envelope e;
+            e.id = message_id::generate();
+            e.topic = "orders";
+            e.key = "k" + std::to_string(i);
+            e.type = "order.placed";
+            e.headers = {{"tenant", "acme"}};
+            e.payload = "p" + std::to_string(i);
+            e.time = std::chrono::system_clock::time_point{std::chrono::seconds{1'700'000'000}};
+            sent.push_back(e);
+            (co_await pub.publish(std::move(e))).value();
+        }
+        auto s = (co_await sub.subscribe("orders", "g")).value();
+        for (int i = 0; i < 2; ++i) {
+            auto d = (co_await s.next()).value();
+            EXPECT_TRUE(d.term("cannot parse"));
+        }
+        auto dead = b.open_dead_letters("orders.dead-letter");
+        const auto all = dead->list(10).value();
+        EXPECT_EQ(all.size(), 2U);
+        EXPECT_EQ(dead->list(1).value().size(), 1U);
+        EXPECT_EQ(all.at(0).reason, "cannot parse");
+        EXPECT_EQ(all.at(0).topic, "orders");
+        EXPECT_EQ(original_of(dead->show(all.at(0).ref).value().message), sent[0]);
+        EXPECT_EQ(dead->show("77").error(), std::errc::no_such_file_or_directory);
+        EXPECT_TRUE(dead->drop(all.at(1).ref));
+        EXPECT_EQ(dead->drop(all.at(1).ref).error(), std::errc::no_such_file_or_directory);
+        EXPECT_TRUE(dead->requeue(all.at(0).ref));
+        EXPECT_TRUE(dead->list(10).value().empty());
+        auto again = (co_await s.next()).value();
+        EXPECT_EQ(again.message(), sent[0]);
+        EXPECT_EQ(again.attempt(), 1U);
+        EXPECT_TRUE(again.ack());
+        (co_await pub.close()).value();
+    }());
+}
+
 }  // namespace

@@ -20,7 +20,9 @@
 #include "weft/bus/sqlite_outbox.hpp"
 #include "weft/bus/subscriber.hpp"
 #include "weft/core/join_handle.hpp"
+#include "weft/core/scope.hpp"
 #include "weft/sched/runtime.hpp"
+#include "weft/sched/runtime_clock.hpp"
 #include "weft/sched/spawn_blocking.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/testing/test_clock.hpp"
@@ -576,6 +578,43 @@ TEST(sqlite_outbox, a_new_relay_resumes_what_the_last_one_left) {
         expect_in_order(got, keys, per_key);
     }());
     EXPECT_EQ(broker.stored("orders"), static_cast<std::uint64_t>(keys * per_key));
+}
+
+// A relay spawned and stopped before it first runs (a scope's spawn queues it; the caller
+// goes on to stop_relay()) must end: the stop belongs to the run it ends, not to the moment
+// run_relay starts. A later run on the same outbox starts afresh and publishes.
+TEST(sqlite_outbox, a_stop_asked_before_the_spawned_relay_runs_ends_it) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    sqlite_outbox outbox{path};
+    app_db app{path};
+    memory_broker broker;
+    weft::runtime rt{weft::testing::test_clock_runtime()};  // one worker: the spawn waits
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{broker};
+        auto stopped_early = [&]() -> weft::task<weft::result<void>> {
+            weft::result<void> out;
+            co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+                s.spawn([&]() -> weft::task<void> { out = co_await outbox.run_relay(pub); });
+                outbox.stop_relay();
+                co_return;
+            });
+            co_return out;
+        };
+        const auto start = weft::runtime_clock::now();
+        auto r = co_await weft::with_timeout(1h, stopped_early());
+        // On the test clock: the relay ended by its stop, not by the hour's cancellation.
+        EXPECT_LT(weft::runtime_clock::now() - start, 1h);
+        EXPECT_TRUE(r && *r);
+
+        stage_many(app, outbox, 1, 3);
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        co_await wait_published(outbox, 3);
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(broker.stored("orders"), 3U);
 }
 
 TEST(sqlite_outbox, a_republished_event_is_dropped_by_the_broker) {

@@ -345,7 +345,7 @@ TEST_P(client_pool, the_request_over_the_per_host_limit_waits) {
             }
         }
     };
-    int ok = 0;
+    std::atomic<int> ok{0};  // the three requests may finish on different workers
     rt.block_on(beside(server, gated, [&]() -> task<void> {
         co_await weft::with_scope([&](weft::scope& s) -> task<void> {
             for (int i = 0; i < 3; ++i) {
@@ -362,7 +362,7 @@ TEST_P(client_pool, the_request_over_the_per_host_limit_waits) {
             open_gate = true;
         });
     }));
-    EXPECT_EQ(ok, 3);
+    EXPECT_EQ(ok.load(), 3);
     EXPECT_EQ(pool.stats().connections_opened, 2U);
     EXPECT_EQ(server.requests.load(), 3);
 }

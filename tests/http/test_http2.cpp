@@ -17,6 +17,7 @@
 #include "weft/http/server.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/sched/runtime.hpp"
+#include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
 #include "weft/tls/tls_stream.hpp"
 
@@ -128,6 +129,46 @@ TEST_P(http2, h2c_and_http11_share_routes_and_port) {
     EXPECT_EQ(got.body, "Hello, World! 1");
     EXPECT_EQ(field(got.fields, "content-type"), "text/plain; charset=utf-8");
     EXPECT_EQ(field(got.fields, "content-length"), "15");
+    EXPECT_EQ(stats_.requests, 2U);
+}
+
+// Sends `bytes` a byte at a time, a moment apart: the server receives them in pieces shorter
+// than anything it could tell the protocol by.
+template <typename Send>
+auto byte_by_byte(std::string_view bytes, Send send) -> task<result<void>> {
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+        auto r = co_await send(bytes.substr(i, 1));
+        if (!r) {
+            co_return r;
+        }
+        (void)co_await sleep_for(1ms);
+    }
+    co_return result<void>{};
+}
+
+// The h2c preface split anywhere (here: every byte apart) is still HTTP/2; an HTTP/1.1 request
+// split the same way is still HTTP/1.1, its method starting with P like the preface ("POST").
+TEST_P(http2, h2c_preface_and_http11_request_sent_a_byte_at_a_time) {
+    h2_peer<tcp_stream>::response got;
+    std::string h1;
+    run({}, [&](socket_address addr, server&) -> task<void> {
+        auto s = (co_await tcp_stream::connect(addr)).value();
+        h2_peer p{s};
+        (co_await byte_by_byte(std::string{client_preface} + settings(), [&](std::string_view b) {
+            return p.send(b);
+        })).value();
+        (co_await p.send_request(1, "GET", "/")).value();
+        got = (co_await p.read_response(1)).value();
+
+        auto c = (co_await client::connect(addr)).value();
+        (co_await byte_by_byte("POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc",
+                               [&](std::string_view b) { return c.send_raw(b); }))
+            .value();
+        h1 = (co_await c.read_response()).value().body;
+    });
+    EXPECT_EQ(got.status, 200);
+    EXPECT_EQ(got.body, "Hello, World! 1");
+    EXPECT_EQ(h1, "3");
     EXPECT_EQ(stats_.requests, 2U);
 }
 

@@ -1,6 +1,6 @@
 // The worked example of docs/testing.md ("Testing your service"), run: an HTTP handler that
-// publishes through the SQLite outbox, tested while the memory broker is away for ten minutes
-// of test time.
+// publishes through the SQLite outbox, tested on the simulated network under a partition and
+// while the memory broker restarts (ten minutes of test time).
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -15,6 +15,7 @@
 #include <weft/bus/sqlite_txn.hpp>
 #include <weft/bus/subscriber.hpp>
 #include <weft/http.hpp>
+#include <weft/testing/sim_network.hpp>
 #include <weft/testing/test_clock.hpp>
 #include <weft/weft.hpp>
 
@@ -44,13 +45,16 @@ void add_routes(http::server& srv, sqlite3* db, bus::sqlite_outbox& outbox) {
               });
 }
 
-// The test, on a runtime with a test clock (auto-advance): the broker is away when the order comes
-// in and for ten minutes after; the relay retries (its back-off runs on the test clock), and the
-// event arrives once the broker is back. Ten minutes pass in no wall time.
+// The test, on a runtime with a test clock (auto-advance), the service on a simulated network
+// (5 ms each way): the broker restarts (away from before the order until ten minutes after);
+// the network between the client and the shop parts while the response is on its way, so the
+// client times out without knowing the order was taken. The relay retries (its back-off on the
+// test clock) and the event arrives once the broker is back: exactly once. Ten minutes pass
+// in no wall time.
 //
 //     weft::runtime rt{weft::testing::test_clock_runtime()};
-//     rt.block_on(order_survives_a_broker_outage("orders.db"));
-auto order_survives_a_broker_outage(std::string path) -> weft::task<void> {
+//     rt.block_on(order_survives_a_partition_and_a_broker_restart("orders.db"));
+auto order_survives_a_partition_and_a_broker_restart(std::string path) -> weft::task<void> {
     sqlite3* db = nullptr;
     if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
         throw std::runtime_error("cannot open " + path);
@@ -63,27 +67,35 @@ auto order_survives_a_broker_outage(std::string path) -> weft::task<void> {
     auto billing = (co_await sub.subscribe("orders", "billing")).value();
     http::server srv;
     add_routes(srv, db, outbox);
-    auto l = weft::tcp_listener::bind(weft::socket_address::parse("127.0.0.1", 0).value());
-    const auto addr = l.value().local_address().value();
+    weft::testing::sim_network net{{.latency = 5ms}};
+    auto l = net.listen("shop", 80);
     co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
         s.spawn(srv.serve(*l));
         s.spawn([&]() -> weft::task<void> { (void)co_await outbox.run_relay(pub); });
         broker.go_away();
-        auto c = (co_await http::client::connect(addr)).value();
-        auto r = (co_await c.request("POST", "/orders", R"({"tea": 1})")).value();
-        if (r.status != 202) {
-            throw std::runtime_error("the order was not accepted: " + r.body);
+        http::client c{(co_await net.connect("client", "shop", 80)).value()};
+        (co_await c.send("POST", "/orders", R"({"tea": 1})")).value();
+        (void)co_await weft::sleep_for(6ms);  // answered at 5 ms; the response lands at 10 ms
+        net.partition("client", "shop");
+        auto r = co_await weft::with_timeout(2s, c.read_response());
+        if (r || r.error() != std::errc::timed_out) {
+            throw std::runtime_error("the response crossed the partition");
         }
         co_await weft::testing::advance(10min);  // the relay backs off and retries meanwhile
         if (broker.stored("orders") != 0) {
             throw std::runtime_error("stored while the broker was away");
         }
         broker.come_back();
+        net.heal("client", "shop");
         auto d = (co_await billing.next()).value();  // once the relay's next retry is due
         if (d.message().type != "order.placed" || d.message().payload != R"({"tea": 1})") {
             throw std::runtime_error("unexpected event " + d.message().type);
         }
         (void)d.ack();
+        auto again = co_await weft::with_timeout(1h, billing.next());
+        if (again) {
+            throw std::runtime_error("the order was published twice");
+        }
         outbox.stop_relay();
         co_await srv.shutdown();
     });
@@ -92,14 +104,14 @@ auto order_survives_a_broker_outage(std::string path) -> weft::task<void> {
     sqlite3_close(db);
 }
 
-TEST(testing_your_service, order_survives_a_broker_outage) {
+TEST(testing_your_service, order_survives_a_partition_and_a_broker_restart) {
     const std::string path =
         ::testing::TempDir() + "weft-service-example-" + std::to_string(::getpid()) + ".db";
     for (const char* suffix : {"", "-wal", "-shm", "-relay.lock"}) {
         std::remove((path + suffix).c_str());
     }
     weft::runtime rt{weft::testing::test_clock_runtime()};
-    rt.block_on(order_survives_a_broker_outage(path));
+    rt.block_on(order_survives_a_partition_and_a_broker_restart(path));
     for (const char* suffix : {"", "-wal", "-shm", "-relay.lock"}) {
         std::remove((path + suffix).c_str());
     }

@@ -1,7 +1,7 @@
 // Asio peer for weft-bench's HTTP suites (see ../README.md): the routes of
 // examples/hello_http.cpp with the minimal HTTP/1.1 framing a hand-written Asio server has.
 //
-//   asio-http [-h HOST] [-p PORT] [-t THREADS] [--per-core]
+//   asio-http [-h HOST] [-p PORT] [-t THREADS] [--per-core] [--cert CHAIN.pem --key KEY.pem]
 //
 // Flags, threads, listeners and signals as server.hpp describes. A connection's coroutine reads
 // into its buffer, answers every complete request in it (so pipelined requests are answered in
@@ -11,6 +11,13 @@
 // Routes: GET / -> 200 "Hello, World!" (text/plain), POST /echo -> the body; otherwise 404, or
 // 405 with Allow. Responses carry Date (rendered once a second per thread), Content-Type and
 // Content-Length. A malformed request gets 400 and a close.
+//
+// With --cert and --key every connection is TLS: asio::ssl::stream over the socket, one
+// asio::ssl::context (OpenSSL) shared by every thread, set up as Asio's SSL server example does
+// (tls_server, default_workarounds, SSLv2/SSLv3/TLS 1.0/1.1 off, the chain and key files);
+// the handshake first, then the same framing. A connection that ends after a response is closed
+// without a close_notify.
+#include <asio/ssl.hpp>
 #include <asio/write.hpp>
 #include <cctype>
 #include <ctime>
@@ -172,9 +179,9 @@ void route(const request& req, std::string& out) {
 }
 
 // Serves one connection until the peer closes, an error, or a request that ends it.
-asio::awaitable<void> serve_http(tcp::socket sock) {
+template <class Stream>
+asio::awaitable<void> serve_stream(Stream& sock) {
     std::error_code ec;
-    sock.set_option(tcp::no_delay(true), ec);
     std::string in;   // received, not yet answered
     std::string out;  // responses to write in one go
     std::size_t filled = 0;
@@ -226,10 +233,43 @@ asio::awaitable<void> serve_http(tcp::socket sock) {
     }
 }
 
+// The TLS context of --cert/--key, shared by every thread (set before any thread runs);
+// null: plain HTTP.
+asio::ssl::context* tls_context = nullptr;
+
+asio::awaitable<void> serve_http(tcp::socket sock) {
+    std::error_code ec;
+    sock.set_option(tcp::no_delay(true), ec);
+    if (tls_context == nullptr) {
+        co_await serve_stream(sock);
+        co_return;
+    }
+    asio::ssl::stream<tcp::socket> tls(std::move(sock), *tls_context);
+    co_await tls.async_handshake(asio::ssl::stream_base::server,
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec) {
+        co_await serve_stream(tls);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     constexpr int kDeferAcceptSeconds = 1;  // weft's default
-    return peer::run("asio-http", peer::parse_args("asio-http", argc, argv), serve_http,
-                     kDeferAcceptSeconds);
+    const peer::Args args = peer::parse_args("asio-http", argc, argv);
+    asio::ssl::context ctx(asio::ssl::context::tls_server);
+    if (!args.cert.empty()) {
+        try {
+            ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                            asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                            asio::ssl::context::no_tlsv1_1);
+            ctx.use_certificate_chain_file(args.cert);
+            ctx.use_private_key_file(args.key, asio::ssl::context::pem);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "asio-http: %s: %s\n", args.cert.c_str(), e.what());
+            return 1;
+        }
+        tls_context = &ctx;
+    }
+    return peer::run("asio-http", args, serve_http, kDeferAcceptSeconds);
 }

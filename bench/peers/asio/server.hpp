@@ -1,6 +1,6 @@
 // What the Asio peers share (see ../README.md): flags, the listener(s) and the threads.
 //
-//   PROG [-h HOST] [-p PORT] [-t THREADS] [--per-core]
+//   PROG [-h HOST] [-p PORT] [-t THREADS] [--per-core] [--cert CHAIN.pem --key KEY.pem]
 //
 // Standalone Asio with C++20 coroutines (asio::awaitable / co_spawn / use_awaitable). Default:
 // one io_context run by THREADS threads (0 or absent: number of CPUs) — the usual multi-threaded
@@ -15,6 +15,8 @@
 // as every HTTP server of weft-bench's comparison does (weft's default, nginx's `deferred`), so
 // a connection is accepted once its request's first bytes have arrived; asio-echo does not, as
 // no echo server of the comparison does.
+//
+// --cert and --key are read by the programs that serve TLS (asio-http); the others refuse them.
 //
 // Prints "listening on HOST:PORT" on stdout once the listener is bound; exits 0 on
 // SIGTERM/SIGINT. Exit code 2 on bad arguments, 1 if the listener cannot be set up.
@@ -62,11 +64,15 @@ struct Args {
     unsigned short port = 8080;
     unsigned threads = 0;
     bool per_core = false;
+    std::string cert;  // certificate chain (PEM): serve TLS
+    std::string key;   // its private key (PEM)
 };
 
 [[noreturn]] inline void usage(const char* prog, const std::string& msg) {
-    std::fprintf(stderr, "%s: %s\nusage: %s [-h HOST] [-p PORT] [-t THREADS] [--per-core]\n", prog,
-                 msg.c_str(), prog);
+    std::fprintf(stderr,
+                 "%s: %s\nusage: %s [-h HOST] [-p PORT] [-t THREADS] [--per-core] "
+                 "[--cert F --key F]\n",
+                 prog, msg.c_str(), prog);
     std::exit(2);
 }
 
@@ -99,9 +105,16 @@ inline Args parse_args(const char* prog, int argc, char** argv) {
             a.port = parse_int<unsigned short>(prog, flag, value);
         } else if (flag == "-t") {
             a.threads = parse_int<unsigned>(prog, flag, value);
+        } else if (flag == "--cert") {
+            a.cert = value;
+        } else if (flag == "--key") {
+            a.key = value;
         } else {
             usage(prog, "unknown option \"" + std::string(flag) + "\"");
         }
+    }
+    if (a.cert.empty() != a.key.empty()) {
+        usage(prog, "--cert and --key go together");
     }
     return a;
 }

@@ -1,5 +1,5 @@
 module weftbench/peers/go
 
-go 1.21
+go 1.24
 
 require github.com/gorilla/websocket v1.5.3

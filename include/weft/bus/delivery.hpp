@@ -12,6 +12,11 @@
 namespace weft::bus {
 
 class backend_consumer;
+class subscription;
+
+namespace detail {
+struct delivery_counters;
+}
 
 /// One delivery of a message to one member of a consumer group. Settle it exactly once:
 /// - `ack()`: done; the group never delivers this message again.
@@ -49,10 +54,13 @@ public:
     auto in_progress() -> result<void>;
 
 private:
+    friend class subscription;  // sets counters_ when its subscriber keeps metrics
+
     std::shared_ptr<backend_consumer> source_;
     std::uint64_t token_;
     std::shared_ptr<const envelope> message_;
     std::uint32_t attempt_;
+    std::shared_ptr<detail::delivery_counters> counters_{};  // null: no metrics
 };
 
 }  // namespace weft::bus

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "weft/bus/backend.hpp"
+#include "weft/bus/dead_letters.hpp"
 
 namespace weft::bus {
 
@@ -86,6 +87,14 @@ public:
     void come_back();
     /// Messages stored in `topic` so far (its last sequence); 0 for a topic never published to.
     [[nodiscard]] auto stored(std::string_view topic) const -> std::uint64_t;
+    /// The dead letters of `dead_letter_topic` (as subscriber_options names it): those the
+    /// topic retains (memory_broker_options::retention). `ref` is the stream sequence.
+    /// Removing one takes it out of what the topic retains, so groups that join later do not
+    /// get it; a group already on the dead-letter topic has been handed it. Requeue publishes
+    /// the original envelope (same id, not taken for a repeat of it) to its topic.
+    /// Keep the result no longer than the broker.
+    [[nodiscard]] auto open_dead_letters(std::string dead_letter_topic)
+        -> std::unique_ptr<dead_letters>;
 
     struct state;
 

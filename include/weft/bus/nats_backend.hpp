@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "weft/bus/backend.hpp"
-#include "weft/bus/wire_format.hpp"
 #include "weft/bus/broker_tls.hpp"
+#include "weft/bus/wire_format.hpp"
 
 namespace weft::bus {
 

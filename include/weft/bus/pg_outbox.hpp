@@ -104,6 +104,7 @@ public:
     /// ok), or until `pub` is closed (`publisher_closed`). Reads `pub.results()`: give the
     /// relay a publisher of its own.
     auto run_relay(publisher& pub) -> task<result<void>>;
+    /// As sqlite_outbox::stop_relay (a stop asked before a spawned run starts ends that run).
     void stop_relay() noexcept;
     [[nodiscard]] auto metrics() const noexcept -> outbox_metrics;
     /// Partitions this object's relay owns now.

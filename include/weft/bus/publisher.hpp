@@ -22,12 +22,26 @@
 #include "weft/sync/channel.hpp"
 #include "weft/sync/detail/waiter.hpp"
 
+namespace weft::metrics {
+class registry;
+}
+
 namespace weft::bus {
+
+namespace detail {
+struct publisher_counters;
+}
 
 struct publisher_options {
     /// Messages in flight (sent, not yet acknowledged) plus outcomes not yet read from
     /// results(), at most. Beyond it publish_async waits. >= 1.
     std::uint32_t max_pending = 1024;
+    /// Where the publisher's metrics go (labelled `backend`): counters
+    /// `weft_bus_published_total`, `weft_bus_publish_acked_total`,
+    /// `weft_bus_publish_failed_total`, the gauge `weft_bus_publish_in_flight` and the histogram
+    /// `weft_bus_publish_ack_seconds` (publish to the broker's ack). Null: none are kept, and
+    /// no clock is read per publish. Must outlive the constructor only.
+    metrics::registry* metrics = nullptr;
 };
 
 /// The outcome of one publish_async, as results() reports it.
@@ -203,6 +217,8 @@ private:
     std::vector<std::uint32_t> free_;
     bool closed_ = false;
     std::unique_ptr<backend_producer> producer_;
+    // Last: destroyed first, so its collector (which reads in_flight_) is gone before mu_.
+    std::unique_ptr<detail::publisher_counters> counters_;
 };
 
 }  // namespace weft::bus

@@ -5,6 +5,10 @@
 #include <functional>
 #include <system_error>
 
+namespace weft::trace {
+class tracer;
+}  // namespace weft::trace
+
 namespace weft::bus {
 
 class backend;
@@ -30,6 +34,11 @@ class backend;
 ///   its own.
 ///   What order the consumer sees then: docs/guide/outbox.md, "A per-key window on Kafka".
 /// - `broker`: the backend the relay's publisher sends through (only read for its features).
+/// - `tracer`: a producer span "publish <topic>" per send (bus::start_publish_span), a child
+///   of the context stored in the event's traceparent header, ended with the broker's answer
+///   (status error when it failed). The stored encoding is forwarded unchanged, so consumers
+///   see the creation context. Null (the default): no span, and the relay reads only the
+///   envelope's routing fields.
 struct relay_options {
     std::uint32_t batch_size = 512;
     std::chrono::milliseconds min_poll{1};
@@ -39,6 +48,7 @@ struct relay_options {
     std::function<bool(std::error_code)> is_permanent{};
     std::uint32_t max_unacked_per_key = 1;
     const backend* broker = nullptr;
+    trace::tracer* tracer = nullptr;
 };
 
 }  // namespace weft::bus

@@ -99,7 +99,9 @@ public:
     /// back-off. Reads `pub.results()`: give the relay a publisher of its own.
     auto run_relay(publisher& pub) -> task<result<void>>;
     /// Asks a running relay to return: it finishes no further publishes (an event in flight may
-    /// still reach the broker and is published again by the next relay).
+    /// still reach the broker and is published again by the next relay). Asked before a
+    /// spawned run_relay has started, it ends that run as soon as it starts; a run clears the
+    /// stop when it returns, so the next one starts afresh.
     void stop_relay() noexcept;
 
     [[nodiscard]] auto metrics() const noexcept -> outbox_metrics;

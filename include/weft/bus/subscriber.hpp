@@ -9,9 +9,15 @@
 
 #include "weft/bus/backend.hpp"
 #include "weft/bus/delivery.hpp"
+#include "weft/bus/detail/subscription_state.hpp"
+#include "weft/bus/retry_policy.hpp"
 #include "weft/core/detail/spin_lock.hpp"
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
+
+namespace weft::metrics {
+class registry;
+}
 
 namespace weft::bus {
 
@@ -25,6 +31,15 @@ struct subscriber_options {
     /// (same id) with the headers `weftdeadletterreason`, `weftoriginaltopic`,
     /// `weftoriginalgroup` and `weftdeliveries` added.
     std::string dead_letter_topic{};
+    /// What subscription::fail does with a failed delivery. With `retry.max_attempts` set and
+    /// max_deliveries 0, the broker is asked for at most max_attempts deliveries.
+    retry_policy retry{};
+    /// Where each subscription's metrics go (labelled `backend`, `topic`, `group`): counters
+    /// `weft_bus_deliveries_total`, `weft_bus_redeliveries_total` (attempt > 1),
+    /// `weft_bus_delivery_acks_total`, `weft_bus_delivery_nacks_total` and
+    /// `weft_bus_dead_letters_total` (term, or a nack of the last delivery allowed). Null:
+    /// none are kept. Must outlive the subscriber's subscribe() calls only.
+    metrics::registry* metrics = nullptr;
 };
 
 /// One member of a consumer group: a stream of deliveries. Within a group each message goes to
@@ -35,8 +50,14 @@ struct subscriber_options {
 ///     while (auto d = co_await s.next()) { bill(d->message()); d->ack(); }
 class subscription {
 public:
-    subscription(std::shared_ptr<backend_consumer> c, std::string topic, std::string group)
-        : consumer_(std::move(c)), topic_(std::move(topic)), group_(std::move(group)) {}
+    subscription(std::shared_ptr<backend_consumer> c,
+                 std::string topic,
+                 std::string group,
+                 std::shared_ptr<const detail::subscription_state> state)
+        : consumer_(std::move(c)),
+          topic_(std::move(topic)),
+          group_(std::move(group)),
+          state_(std::move(state)) {}
     subscription(const subscription&) = delete;
     auto operator=(const subscription&) -> subscription& = delete;
     subscription(subscription&&) noexcept = default;
@@ -54,10 +75,17 @@ public:
     /// had taken for it is delivered again after ack_wait, as any unsettled delivery is.
     /// Consumer-side: one next() at a time per subscription, from a task on a runtime worker
     /// (the ack timeouts run on its timers).
-    auto next() -> task<result<delivery>> { return consumer_->next(); }
+    auto next() -> task<result<delivery>>;
     /// Leaves the group (idempotent; any thread). Its unsettled deliveries go back to the
     /// group, and a next() waiting returns subscription_closed.
     void close() noexcept { consumer_->close(); }
+
+    /// Settles `d`, whose handling failed with `error`, by the subscription's retry_policy:
+    /// to the dead letters (term, the reason naming the error) when the error is permanent or
+    /// `d` was the last attempt allowed; else delivered again (nack) after the policy's delay.
+    /// Returns what the term or nack returned (`not_pending` for a delivery no longer
+    /// pending). Any thread; never waits.
+    auto fail(delivery& d, std::error_code error) -> result<void>;
 
     [[nodiscard]] auto topic() const noexcept -> const std::string& { return topic_; }
     [[nodiscard]] auto group() const noexcept -> const std::string& { return group_; }
@@ -66,6 +94,12 @@ private:
     std::shared_ptr<backend_consumer> consumer_;
     std::string topic_;
     std::string group_;
+    std::shared_ptr<const detail::subscription_state> state_;
+
+    /// next() with metrics: counts the delivery and hands it the counters its settling adds to.
+    static auto counted_next(std::shared_ptr<backend_consumer> c,
+                             std::shared_ptr<detail::delivery_counters> counters)
+        -> task<result<delivery>>;
 };
 
 /// Makes subscriptions on one backend with one set of options, and closes them together.

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -9,6 +11,7 @@
 
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
+#include "weft/io/byte_stream.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_stream.hpp"
 
@@ -44,6 +47,9 @@ class client {
 public:
     [[nodiscard]] static auto connect(socket_address addr) -> task<result<client>>;
     explicit client(tcp_stream s) noexcept : s_(std::move(s)) {}
+    /// Over a connected byte_stream (weft::testing's simulated network): the same requests
+    /// and responses; stream() is then a closed tcp_stream.
+    explicit client(std::unique_ptr<byte_stream> s) noexcept : other_(std::move(s)) {}
 
     /// Sends one request (Host and Content-Length added; `headers` are "Name: value" lines
     /// without CRLF) without waiting for its response.
@@ -71,9 +77,16 @@ public:
 
 private:
     auto fill() -> task<result<void>>;
+    auto write_all(std::span<const std::byte> buf) -> task<result<void>> {
+        return other_ ? other_->write_all(buf) : s_.write_all(buf);
+    }
+    auto read_some(std::span<std::byte> buf) -> task<result<std::size_t>> {
+        return other_ ? other_->read_some(buf) : s_.read_some(buf);
+    }
 
     tcp_stream s_;
-    std::string buf_;  // received, not yet consumed
+    std::unique_ptr<byte_stream> other_;  // when connected over a byte_stream
+    std::string buf_;                     // received, not yet consumed
 };
 
 }  // namespace weft::http

@@ -19,6 +19,7 @@
 #include "weft/http/client_stream.hpp"
 #include "weft/io/resolve.hpp"
 #include "weft/tls/tls_context.hpp"
+#include "weft/trace/tracer.hpp"
 
 namespace weft::http {
 
@@ -79,10 +80,16 @@ struct client_options {
     /// https origins: verification on, the system trust store. An empty alpn is filled from
     /// `http2`; a given one is offered as it is.
     tls_client_options tls{};
+    /// A client span (named by the method, with http.request.method, url.full and
+    /// http.response.status_code) for each request that carries a valid trace context, in
+    /// this tracer (which must outlive the pool); its context is the traceparent sent. Null
+    /// (the default): the request's own context is sent as it is.
+    trace::tracer* tracer = nullptr;
 };
 
 /// One request. `headers` are added as given (Host, Content-Length, Transfer-Encoding are the
-/// client's).
+/// client's). `trace`: the context the request continues (request::trace_context() in a
+/// handler); when valid, traceparent (and tracestate) are sent, replacing any in `headers`.
 ///
 /// The body is `body`, or, when `body_stream` is set, what it produces: each call returns the
 /// next piece (valid until the next call), an empty view at the end, or an error that ends the
@@ -98,6 +105,7 @@ struct client_request {
     std::string url{};
     std::vector<std::pair<std::string, std::string>> headers{};
     std::string body{};
+    trace::context trace{};
     std::function<task<result<std::string_view>>()> body_stream{};
     std::optional<std::uint64_t> body_length{};
 };

@@ -11,6 +11,7 @@
 #include "weft/core/task.hpp"
 #include "weft/http/request_head.hpp"
 #include "weft/io/socket_address.hpp"
+#include "weft/trace/context.hpp"
 
 namespace weft::http {
 
@@ -90,6 +91,13 @@ public:
     /// while draining or after an error).
     [[nodiscard]] auto keep_alive() const noexcept -> bool { return head_->keep_alive(); }
     [[nodiscard]] auto body() noexcept -> body_reader& { return body_; }
+    /// The trace context to continue (pass it to the client, put it in an envelope): the
+    /// server's span for this request when server_options::tracer is set, else the context
+    /// the client sent (traceparent and tracestate; invalid when absent or malformed).
+    [[nodiscard]] auto trace_context() const -> trace::context {
+        return trace_ != nullptr ? *trace_
+                                 : trace::extract(header("traceparent"), header("tracestate"));
+    }
 
     /// Path parameters, in pattern order (at most max_params).
     static constexpr std::size_t max_params = 8;
@@ -104,6 +112,7 @@ private:
     const request_head* head_;
     const socket_address* peer_;
     body_reader body_;
+    const trace::context* trace_ = nullptr;  // the server span's, while it records
     // The path parameters: [0, param_count_) set by the router. Trivially constructible, so a
     // request (one per request served) does not zero the eight slots it rarely uses.
     struct param_slot {

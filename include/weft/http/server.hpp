@@ -17,11 +17,13 @@
 #include "weft/http/response.hpp"
 #include "weft/http/router.hpp"
 #include "weft/http/websocket.hpp"
+#include "weft/io/byte_listener.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/io/tcp_listener.hpp"
 #include "weft/log/logger.hpp"
 #include "weft/metrics/registry.hpp"
 #include "weft/tls/tls_context.hpp"
+#include "weft/trace/tracer.hpp"
 
 namespace weft::http {
 
@@ -96,6 +98,13 @@ struct server_options {
     /// The access log: one `info` record per answered request (method, path, route, status,
     /// duration_ms) in this logger, which must outlive the server. Null (the default): none.
     log::logger* access_log = nullptr;
+    /// A span per request in this tracer (which must outlive the server): kind server, named
+    /// "METHOD /route/{template}" (the method alone when no route matched), a child of the
+    /// request's traceparent when it has a valid one, with http.request.method, http.route and
+    /// http.response.status_code (status error for a 5xx), ended once the response is ready.
+    /// The handler reads its context with request::trace_context(). Null (the default): no
+    /// span and no clock read; trace_context() still gives the context the client sent.
+    trace::tracer* tracer = nullptr;
 };
 
 /// Counters, read at any time (each one is exact; together they are a snapshot in motion).
@@ -151,6 +160,9 @@ public:
     /// Accepts and serves connections on `l` until shutdown() or cancellation; returns when
     /// every connection it accepted has ended.
     [[nodiscard]] auto serve(tcp_listener& l) -> task<void>;
+    /// serve over a listener of byte_streams (weft::testing's simulated network). Throws
+    /// std::logic_error with the TLS option: TLS runs over a tcp_stream only.
+    [[nodiscard]] auto serve(byte_listener& l) -> task<void>;
     /// Binds `addr` and serves it: on a thread-per-core runtime (`stealing = false`) one
     /// SO_REUSEPORT listener per worker, each served on its own worker; otherwise one.
     [[nodiscard]] auto listen(socket_address addr) -> task<result<void>>;

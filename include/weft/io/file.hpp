@@ -179,7 +179,10 @@ private:
 /// Many reads and writes, on one or several files, submitted by one task in one go (seed 003's
 /// `-batch N`): on io_uring all of them go to the kernel in the same io_uring_enter and the
 /// task resumes once, when the last has completed; on epoll they run as one job on the blocking
-/// pool. The buffers must stay valid until submit() completes. Not thread-safe: one task fills
+/// pool. On io_uring a batch of any size runs in passes of at most 1024 operations in the
+/// kernel at once (each waited for before the next), so it cannot overflow the ring; an operation
+/// the ring has no room for even then fails with EBUSY and does not run. The buffers must stay
+/// valid until submit() completes. Not thread-safe: one task fills
 /// and submits it; it may be reused after clear().
 ///
 ///     weft::file_batch b;

@@ -35,7 +35,8 @@ struct tls_session_deleter {
 /// unusable (later ones report it), except a cancelled read.
 ///
 /// Cancellation: every operation observes the task's stop token at each suspension (it waits
-/// only in the tcp_stream's receive and write_all) and ends with operation_canceled. A
+/// only in the tcp_stream's receive and write_all, or in a pacer's wait_for_room) and ends
+/// with operation_canceled. A
 /// cancelled read loses nothing: the stream stays usable and the next read continues. A
 /// cancelled write, handshake or shutdown may have sent part of a record: the stream is then
 /// unusable (tls_errc::unusable).
@@ -52,6 +53,25 @@ struct tls_session_deleter {
 ///     auto n = co_await s.read_some(buf);                   // io_errc::eof after close_notify
 class tls_stream {
 public:
+    /// A writer that bounds each wait for the socket itself (write_all with a pacer): the
+    /// stream sends ciphertext without waiting and, when the socket is full, awaits
+    /// wait_for_room() instead of waiting on its own, so the caller can hold the peer to a
+    /// progress timeout and a minimum rate rather than a deadline for the whole write.
+    class pacer {
+    public:
+        /// The socket took `n` more bytes of ciphertext.
+        virtual void sent(std::size_t n) noexcept = 0;
+        /// The socket is full: completes once it has room, or with the error that ends the
+        /// write (the stream is then unusable).
+        [[nodiscard]] virtual auto wait_for_room() -> task<result<void>> = 0;
+
+    protected:
+        pacer() = default;
+        pacer(const pacer&) = default;
+        auto operator=(const pacer&) -> pacer& = default;
+        ~pacer() = default;
+    };
+
     tls_stream() noexcept;
     tls_stream(tls_stream&&) noexcept;
     auto operator=(tls_stream&&) noexcept -> tls_stream&;
@@ -77,6 +97,9 @@ public:
     [[nodiscard]] auto write_all(std::span<const std::byte> buf) -> task<result<void>>;
     /// Writes several buffers in order; small ones are gathered into shared records.
     [[nodiscard]] auto write_all(std::span<const std::span<const std::byte>> bufs)
+        -> task<result<void>>;
+    /// As write_all, with the waits for room left to `p` (which must outlive the write).
+    [[nodiscard]] auto write_all(std::span<const std::span<const std::byte>> bufs, pacer& p)
         -> task<result<void>>;
     /// Sends close_notify and half-closes the socket. The peer's close_notify is not awaited:
     /// read until io_errc::eof for it.

@@ -40,7 +40,10 @@ dead letters. A control passes when its violation is reported:
                    of its key's previous one, and re-sends a failed one later on its own
                    (WEFT_OUTBOX_FAULT=unbounded_window), the broker stopped while the relay
                    publishes and killed while stopped, the consumer as always (inbox and order
-                   guard on) -> per-key order broken, seen in the log before the guard
+                   guard on) -> per-key order broken, seen in the log before the guard, or
+                   events lost: when a key's failed event is lost (a resend behind the
+                   broker's kill), the guard holds every later event of its key and none
+                   breaks the order; either shows that the checker sees the fault
 memory-storage and unbounded-window run on NATS; no-inbox and mark-done-first on Kafka too.
 Every run prints its seed (--seed, else a random one) and the command line that replays it.
 Exit status 0: passed (or the control saw its violation); 1: failed.
@@ -594,8 +597,9 @@ def main():
             ok = not bad
             log("PASS" if ok else "FAIL: " + "; ".join(bad) + "; replay: " + replay)
         else:
-            want = {"no-inbox": "processed_twice", "unbounded-window": "order_breaks"}.get(args.control, "lost")
-            ok = res[want] > 0
+            want = {"no-inbox": ("processed_twice",),
+                    "unbounded-window": ("order_breaks", "lost")}.get(args.control, ("lost",))
+            ok = any(res[w] > 0 for w in want)
             log("control %s: %s (%s)" % (args.control, "violation reported as expected" if ok
                                          else "NO VIOLATION SEEN: the test could not fail", "; ".join(bad)))
             if not ok:

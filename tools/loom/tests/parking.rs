@@ -56,9 +56,9 @@ struct Runtime {
     // Each worker's deque, as its size (bottom_ - top_): the owner pushes, thieves take.
     // @work_deque.hpp"bottom_.store(b + 1, std::memory_order_release);"
     local: Vec<AtomicUsize>,
-    // @"std::atomic<std::size_t> injected_{0};  // == injector_.size()"
+    // @"std::atomic<std::size_t> injected_{0};  // entries in the ring (written under inject_mu_)"
     injected: AtomicUsize,
-    // @"std::deque<void*> injector_;            // guarded by inject_mu_" (a count here)
+    // @"std::vector<void*> injector_;" (a ring guarded by inject_mu_; a count here)
     injector: Mutex<usize>,
     // @"std::vector<sched_worker*> idle;      // guarded by idle_mu" (worker indices here)
     idle: Mutex<Vec<usize>>,
@@ -90,8 +90,8 @@ impl Runtime {
     fn inject(&self) {
         {
             let mut q = self.injector.lock().unwrap(); // @"std::lock_guard lock(inject_mu_);"
-            *q += 1; // @"injector_.insert(injector_.end(), hs, hs + n);"
-            // @"injected_.store(injector_.size(), std::memory_order_seq_cst); } notify_parked();"
+            *q += 1; // @"injector_[(inject_head_ + count + i) & mask] = hs[i];"
+            // @"injected_.store(count + n, std::memory_order_seq_cst); } notify_parked();"
             self.injected.store(*q, SeqCst);
         }
         self.notify_parked();
@@ -109,7 +109,7 @@ impl Runtime {
             return false;
         }
         *q -= 1;
-        // @"injector_.erase(injector_.begin(), injector_.begin() + static_cast<std::ptrdiff_t>(n)); injected_.store(injector_.size(), std::memory_order_seq_cst);"
+        // @"inject_head_ = (inject_head_ + n) & mask; injected_.store(count - n, std::memory_order_seq_cst);"
         self.injected.store(*q, SeqCst);
         true
     }

@@ -1,4 +1,4 @@
-"""clients/http-load: reading ab's and wrk's reports, and what makes a run invalid."""
+"""clients/http-load: reading ab's, wrk's and h2load's reports, and what makes a run invalid."""
 import importlib.machinery
 import importlib.util
 import unittest
@@ -100,6 +100,79 @@ class AbTest(unittest.TestCase):
                          "Failed requests:        4\n   (Connect: 0, Receive: 0, Length: 4, "
                          "Exceptions: 0)\nNon-2xx responses:      9")
         self.assertEqual(http_load.parse_ab(out)["errors"], {"failed": 4, "non2xx": 9})
+
+
+# h2load 1.52's summaries, captured: Go's net/http over h2c (-t1 -c2 -m4 -D1), an HTTP/1.1-only
+# server (asio-http; -n 20 -c 2: every request errored), and a path Go answers 404.
+H2LOAD = """starting benchmark...
+spawning thread #0: 2 total client(s). Timing-based test with 0s of warm-up time and 1s of main duration for measurements.
+Warm-up started for thread #0.
+progress: 50% of clients started
+progress: 100% of clients started
+Warm-up phase is over for thread #0.
+Main benchmark duration is started for thread #0.
+Application protocol: h2c
+Main benchmark duration is over for thread #0. Stopping all clients.
+Stopped all clients for thread #0
+
+finished in 1.14s, 56.00 req/s, 2.17KB/s
+requests: 56 total, 64 started, 56 done, 56 succeeded, 0 failed, 0 errored, 0 timeout
+status codes: 56 2xx, 0 3xx, 0 4xx, 0 5xx
+traffic: 2.17KB (2218) total, 360B (360) headers (space savings 93.30%), 728B (728) data
+                     min         max         mean         sd        +/- sd
+time for request:    24.90ms    254.91ms    138.17ms     80.08ms    42.86%
+time for connect:      113us       156us       135us        30us   100.00%
+time to 1st byte:    44.49ms     44.52ms     44.51ms        19us   100.00%
+req/s           :      27.55       27.55       27.55        0.00   100.00%
+"""
+
+H2LOAD_NOT_H2 = """starting benchmark...
+spawning thread #0: 2 total client(s). 20 total requests
+Application protocol: h2c
+
+finished in 235.19ms, 0.00 req/s, 1.29KB/s
+requests: 20 total, 2 started, 0 done, 0 succeeded, 20 failed, 20 errored, 0 timeout
+status codes: 0 2xx, 0 3xx, 0 4xx, 0 5xx
+traffic: 310B (310) total, 0B (0) headers (space savings 0.00%), 0B (0) data
+                     min         max         mean         sd        +/- sd
+time for request:        0us         0us         0us         0us     0.00%
+time for connect:      179us       361us       270us       129us   100.00%
+time to 1st byte:        0us         0us         0us         0us     0.00%
+req/s           :       0.00        0.00        0.00        0.00   100.00%
+"""
+
+H2LOAD_404 = """finished in 32.06ms, 623.83 req/s, 34.85KB/s
+requests: 20 total, 20 started, 20 done, 0 succeeded, 20 failed, 0 errored, 0 timeout
+status codes: 0 2xx, 0 3xx, 20 4xx, 0 5xx
+traffic: 1.12KB (1144) total, 282B (282) headers (space savings 88.72%), 380B (380) data
+                     min         max         mean         sd        +/- sd
+time for request:      434us     12.19ms      5.62ms      4.21ms    55.00%
+"""
+
+
+class H2loadTest(unittest.TestCase):
+    def test_clean_run(self):
+        f = http_load.parse_h2load(H2LOAD)
+        self.assertEqual(f["requests"], 56)  # 2xx responses, not the 64 started
+        self.assertAlmostEqual(f["requests_per_s"], 56.0)
+        self.assertAlmostEqual(f["mean_latency_ms"], 138.17)
+        self.assertEqual(f["errors"], {"failed": 0, "3xx": 0})
+
+    def test_a_server_without_http2_is_all_errors(self):
+        f = http_load.parse_h2load(H2LOAD_NOT_H2)
+        self.assertEqual(f["requests"], 0)
+        self.assertEqual(sum(f["errors"].values()), 20)
+        self.assertEqual(f["mean_latency_ms"], 0)
+
+    def test_4xx_is_counted_once(self):
+        # h2load counts a 4xx response as failed: it is one error, not two
+        f = http_load.parse_h2load(H2LOAD_404)
+        self.assertEqual(f["errors"], {"failed": 20, "3xx": 0})
+        self.assertAlmostEqual(f["mean_latency_ms"], 5.62)
+
+    def test_truncated_output_is_an_error(self):
+        with self.assertRaises(ValueError):
+            http_load.parse_h2load(H2LOAD.split("status codes")[0])
 
 
 STRACE = """% time     seconds  usecs/call     calls    errors syscall

@@ -85,5 +85,29 @@ class MarkdownTest(unittest.TestCase):
             self.assertTrue(said.getvalue().rstrip().splitlines()[-1].startswith("report: "))
 
 
+class ReadmeSummaryTest(unittest.TestCase):
+    def test_one_line_per_target_between_the_markers_only(self):
+        with tempfile.TemporaryDirectory() as d:
+            readme = Path(d) / "README.md"
+            readme.write_text("# weft\nbefore\n" + markdown.README_BEGIN + "\nold table\n"
+                              + markdown.README_END + "\nafter\n")
+            markdown.write_readme_summary(readme, [SUITE], {"demo": RESULT})
+            text = readme.read_text()
+        self.assertTrue(text.startswith("# weft\nbefore\n"))
+        self.assertTrue(text.endswith(markdown.README_END + "\nafter\n"))
+        self.assertNotIn("old table", text)
+        lines = [line for line in text.splitlines() if line.startswith("| demo:")]
+        # the best peer of the row is tbb (60 ns: lower is better), not go; tbb won a round
+        self.assertEqual(lines, ["| demo: spawn `tasks=10`, ns_per_task (ns, lower is better) | "
+                                 "50 | tbb 60 | 0.833× | beats go, tbb | tie |"])
+
+    def test_a_readme_without_markers_is_an_error(self):
+        with tempfile.TemporaryDirectory() as d:
+            readme = Path(d) / "README.md"
+            readme.write_text("# weft\n")
+            with self.assertRaises(ValueError):
+                markdown.write_readme_summary(readme, [SUITE], {"demo": RESULT})
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,8 +1,9 @@
 """Every shipped suite is consistent, and the harness builds the protocol's command lines."""
+import ssl
 import unittest
 from pathlib import Path
 
-from weftbench import runner
+from weftbench import http_systems, runner
 from weftbench.suite import SUBJECT, Scenario, System, load_suites
 
 SUITES = load_suites(Path(__file__).resolve().parent.parent / "suites")
@@ -56,6 +57,13 @@ class SuiteFilesTest(unittest.TestCase):
             for d in suite.derived:
                 if d.metric == "x_seed":
                     self.assertIsNone(d.target, f"{suite.name}/{d.scenario}")
+
+    def test_the_tls_certificate_is_made_for_the_run_and_removed_after(self):
+        with http_systems.tls_certificate("quick") as background:
+            self.assertEqual(background, {})  # no process to measure
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(http_systems.TLS_CERT, http_systems.TLS_KEY)  # a matching pair
+        self.assertFalse(http_systems.TLS_DIR.exists())
 
     def test_quick_overrides(self):
         scn = Scenario("pipeline", {"C": 8, "iters": 2000}, ("m",), quick={"iters": 500})

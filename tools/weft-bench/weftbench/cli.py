@@ -40,6 +40,9 @@ def parse_args(argv: list[str], names: list[str]) -> argparse.Namespace:
                    help="also write FILE (e.g. docs/benchmarks.md) from the suites' JSON in DIR: "
                         "one table per suite with its command, machine, date and the ratios "
                         "to each peer")
+    p.add_argument("--readme", type=Path, metavar="FILE",
+                   help="also rewrite the summary table between the weft-bench markers of FILE "
+                        "(README.md): one line per target, weft beside the best peer")
     args = p.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         p.error("--rounds must be at least 1")
@@ -89,6 +92,8 @@ def write_reports(args: argparse.Namespace, suites) -> None:
     results = load_results(suites, args.out)
     if args.markdown:
         print(f"markdown: {markdown.write_markdown(args.markdown, suites, results)}")
+    if args.readme:
+        print(f"readme: {markdown.write_readme_summary(args.readme, suites, results)}")
     print(f"report: {report.write_report(args.out, suites, results)}")
 
 

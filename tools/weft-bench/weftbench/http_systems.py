@@ -4,7 +4,12 @@ bench/peers, each on 2 threads/workers, loaded by clients/http-load (ab or wrk; 
 responses and marks a run with errors invalid) or clients/http-idle (idle connections)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -32,6 +37,36 @@ def static_root() -> str:
         if not path.exists() or path.stat().st_size != size:
             path.write_bytes((bytes(range(256)) * (size // 256 + 1))[:size])
     return str(STATIC_ROOT)
+
+# The https suite's certificate: self-signed, ECDSA P-256 (the key type Let's Encrypt issues
+# by default), for 127.0.0.1 and localhost, made with the openssl CLI in a directory of this run
+# (tls_certificate) that every TLS server of the suite reads.
+TLS_DIR = Path(tempfile.gettempdir()) / f"weft-bench-tls-{os.getpid()}"
+TLS_CERT = str(TLS_DIR / "cert.pem")
+TLS_KEY = str(TLS_DIR / "key.pem")
+OPENSSL_REQ = ("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+               "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+               "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+
+
+@contextlib.contextmanager
+def tls_certificate(_mode: str):
+    """A suite session (Suite.session): TLS_CERT and TLS_KEY made for the suite's run and
+    removed after it. Starts no process (yields {}). When openssl fails it says so on stderr;
+    the servers then fail to start and every row says why."""
+    TLS_DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        try:
+            subprocess.run([*OPENSSL_REQ, "-keyout", TLS_KEY, "-out", TLS_CERT], check=True,
+                           capture_output=True, text=True)
+        except (OSError, subprocess.CalledProcessError) as e:
+            detail = getattr(e, "stderr", "") or str(e)
+            print(f"weft-bench: openssl req failed, no certificate: {detail.strip()[-300:]}",
+                  file=sys.stderr)
+        yield {}
+    finally:
+        shutil.rmtree(TLS_DIR, ignore_errors=True)
+
 
 SERVERS_NOTE = ("Servers: 2 threads/workers each (weft: hello_http --workers 2, io_uring, work "
                 "stealing; go: net/http, GOMAXPROCS 2; nginx: Debian's nginx-light, 2 worker "

@@ -8,6 +8,7 @@
 // this header needs no definition of publisher.
 
 #include <atomic>
+#include <chrono>
 #include <coroutine>
 #include <cstdint>
 #include <optional>
@@ -44,7 +45,8 @@ public:
         bool awaited = false;
         std::optional<result<ack>> outcome;
         std::atomic<int> state{0};
-        ack_awaiter* waiter = nullptr;  // valid while state == waiting
+        ack_awaiter* waiter = nullptr;                    // valid while state == waiting
+        std::chrono::steady_clock::time_point started{};  // with metrics only: the ack latency
     };
     static constexpr int slot_pending = 0;
     static constexpr int slot_completed = 1;

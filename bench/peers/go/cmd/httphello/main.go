@@ -1,12 +1,16 @@
 // Command httphello is the Go net/http peer for weft's HTTP benchmarks: the routes of
 // examples/hello_http.cpp, served by the standard library as a Go user would write them.
 //
-//	httphello [-h HOST] [-p PORT] [-t THREADS]
+//	httphello [-h HOST] [-p PORT] [-t THREADS] [-cert CHAIN.pem -key KEY.pem] [-h2c]
 //
 // GET / answers 200 "Hello, World!" (text/plain); POST /echo answers the request body. THREADS
-// sets GOMAXPROCS (0: number of CPUs). Prints "listening on HOST:PORT" once the listener is
-// bound; drains (http.Server.Shutdown) and exits 0 on SIGTERM/SIGINT. The listener sets
-// TCP_DEFER_ACCEPT as every HTTP server of the comparison does (package httplisten).
+// sets GOMAXPROCS (0: number of CPUs). With -cert and -key it serves HTTPS (crypto/tls at
+// net/http's defaults: TLS 1.2 minimum, HTTP/2 offered by ALPN to clients that ask for it). With
+// -h2c it also serves HTTP/2 with prior knowledge on the plaintext listener (net/http's
+// Protocols.SetUnencryptedHTTP2, Go 1.24), beside HTTP/1.1. Prints "listening on HOST:PORT"
+// once the listener is bound; drains (http.Server.Shutdown) and exits 0 on SIGTERM/SIGINT. The
+// listener sets TCP_DEFER_ACCEPT as every HTTP server of the comparison does (package
+// httplisten).
 package main
 
 import (
@@ -29,7 +33,14 @@ func main() {
 	host := flag.String("h", "127.0.0.1", "address to listen on")
 	port := flag.Int("p", 8080, "TCP port (0: any free port, the chosen one is printed)")
 	threads := flag.Int("t", 0, "GOMAXPROCS (0: number of CPUs)")
+	cert := flag.String("cert", "", "certificate chain (PEM): serve HTTPS")
+	key := flag.String("key", "", "private key (PEM) of -cert")
+	h2c := flag.Bool("h2c", false, "serve HTTP/2 with prior knowledge (h2c) too")
 	flag.Parse()
+	if (*cert == "") != (*key == "") {
+		fmt.Fprintln(os.Stderr, "httphello: -cert and -key go together")
+		os.Exit(2)
+	}
 	if *threads > 0 {
 		runtime.GOMAXPROCS(*threads)
 	}
@@ -69,6 +80,11 @@ func main() {
 	}
 	fmt.Printf("listening on %s\n", ln.Addr())
 	srv := &http.Server{Handler: mux}
+	if *h2c {
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
 	done := make(chan struct{})
 	go func() {
 		sig := make(chan os.Signal, 1)
@@ -77,7 +93,11 @@ func main() {
 		srv.Shutdown(context.Background())
 		close(done)
 	}()
-	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+	serve := func() error { return srv.Serve(ln) }
+	if *cert != "" {
+		serve = func() error { return srv.ServeTLS(ln, *cert, *key) }
+	}
+	if err := serve(); err != nil && err != http.ErrServerClosed {
 		fmt.Fprintln(os.Stderr, "httphello:", err)
 		os.Exit(1)
 	}

@@ -1,7 +1,12 @@
 //! hyper peer for weft-bench's HTTP suites (see ../../../README.md): the routes of
 //! examples/hello_http.cpp served by hyper 1.x's HTTP/1 server on the tokio runtime.
 //!
-//!     hyper [-h HOST] [-p PORT] [-t THREADS]
+//!     hyper [-h HOST] [-p PORT] [-t THREADS] [--cert CHAIN.pem --key KEY.pem] [--h2 1]
+//!
+//! With `--cert` and `--key` every connection is TLS (tokio-rustls with rustls's defaults: TLS
+//! 1.2 and 1.3, its default crypto provider, ALPN `http/1.1`), as hyper's own TLS examples set
+//! it up. With `--h2 1` every connection is HTTP/2 with prior knowledge (h2c: hyper's `http2`
+//! connection builder on tokio's executor, its default settings).
 //!
 //! `GET /` answers 200 `Hello, World!` (text/plain), `POST /echo` the request body (at most
 //! 1 MiB, else 413); other paths 404, other methods 405. One `tokio::spawn`ed task per
@@ -25,12 +30,14 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::signal::unix::{signal, SignalKind};
+use tokio_rustls::rustls;
+use tokio_rustls::TlsAcceptor;
 
 const BACKLOG: u32 = 4096;
 const BODY_LIMIT: usize = 1 << 20;
@@ -39,7 +46,9 @@ const HELLO: &[u8] = b"Hello, World!";
 const DEFER_ACCEPT_SECS: libc::c_int = 1;
 
 fn usage(msg: &str) -> ! {
-    eprintln!("hyper: {msg}\nusage: hyper [-h HOST] [-p PORT] [-t THREADS]");
+    eprintln!(
+        "hyper: {msg}\nusage: hyper [-h HOST] [-p PORT] [-t THREADS] [--cert F --key F] [--h2 1]"
+    );
     exit(2);
 }
 
@@ -77,6 +86,7 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infalli
 
 fn main() {
     let (mut host, mut port, mut threads) = ("127.0.0.1".to_string(), 8080u16, 0usize);
+    let (mut cert, mut key, mut h2) = (None, None, false);
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let Some(value) = it.next() else { usage(&format!("{flag}: missing value")) };
@@ -86,9 +96,17 @@ fn main() {
             "-t" => {
                 threads = value.parse().unwrap_or_else(|_| usage(&format!("bad thread count {value:?}")))
             }
+            "--cert" => cert = Some(value),
+            "--key" => key = Some(value),
+            "--h2" => h2 = value == "1",
             _ => usage(&format!("unknown option {flag:?}")),
         }
     }
+    let tls = match (cert, key) {
+        (Some(cert), Some(key)) => Some(tls_acceptor(&cert, &key)),
+        (None, None) => None,
+        _ => usage("--cert and --key go together"),
+    };
     let addr: SocketAddr = match (host.as_str(), port).to_socket_addrs() {
         Ok(mut addrs) => addrs.next().unwrap_or_else(|| usage("host resolves to no address")),
         Err(e) => fail(&format!("resolving {host:?}"), e),
@@ -109,7 +127,7 @@ fn main() {
         let _ = out.flush();
         drop(out);
         // In a spawned task, for the reason tokio-echo gives (spawns from a worker stay local).
-        tokio::spawn(accept_loop(listener));
+        tokio::spawn(accept_loop(listener, tls, h2));
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
@@ -147,19 +165,60 @@ fn defer_accept(socket: &TcpSocket, secs: libc::c_int) -> std::io::Result<()> {
     }
 }
 
+/// A rustls server configuration with the chain and key of two PEM files, ALPN http/1.1.
+fn tls_acceptor(cert: &str, key: &str) -> TlsAcceptor {
+    let open = |path: &str| {
+        std::fs::File::open(path).map(std::io::BufReader::new).unwrap_or_else(|e| fail(path, e))
+    };
+    let chain = rustls_pemfile::certs(&mut open(cert))
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_else(|e| fail(cert, e));
+    let key = rustls_pemfile::private_key(&mut open(key))
+        .unwrap_or_else(|e| fail(key, e))
+        .unwrap_or_else(|| usage(&format!("{key}: no private key")));
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap_or_else(|e| fail("certificate", std::io::Error::other(e)));
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    TlsAcceptor::from(std::sync::Arc::new(config))
+}
+
+/// Serves one connection (plain or TLS) as HTTP/1.1, or HTTP/2 with prior knowledge (`h2`).
+async fn serve<S>(io: S, h2: bool)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    if h2 {
+        let _ = http2::Builder::new(TokioExecutor::new())
+            .serve_connection(TokioIo::new(io), service_fn(handle))
+            .await;
+    } else {
+        let _ = http1::Builder::new()
+            .pipeline_flush(true)
+            .serve_connection(TokioIo::new(io), service_fn(handle))
+            .await;
+    }
+}
+
 /// Accepts forever; accept errors (EMFILE, ...) back off 5 ms doubling to 1 s, as tokio-echo.
-async fn accept_loop(listener: TcpListener) {
+async fn accept_loop(listener: TcpListener, tls: Option<TlsAcceptor>, h2: bool) {
     let mut backoff = Duration::ZERO;
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
                 backoff = Duration::ZERO;
                 let _ = stream.set_nodelay(true);
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let _ = http1::Builder::new()
-                        .pipeline_flush(true)
-                        .serve_connection(TokioIo::new(stream), service_fn(handle))
-                        .await;
+                    match tls {
+                        Some(acceptor) => {
+                            if let Ok(stream) = acceptor.accept(stream).await {
+                                serve(stream, h2).await;
+                            }
+                        }
+                        None => serve(stream, h2).await,
+                    }
                 });
             }
             Err(e) => {
