@@ -531,7 +531,7 @@ auto h2_client_connection::exchange(std::shared_ptr<h2_client_stream> s,
             }
             {
                 const std::lock_guard lock(mu_);
-                if (s->closed || s->error) {
+                if (s->closed || s->error || s->in_end) {
                     break;  // answered (or failed) before the body was all sent
                 }
                 s->out.assign(*piece);
@@ -542,7 +542,9 @@ auto h2_client_connection::exchange(std::shared_ptr<h2_client_stream> s,
             for (;;) {
                 {
                     const std::lock_guard lock(mu_);
-                    if (s->closed || s->error || s->out_taken == s->out.size()) {
+                    // A response already complete (an early 413, say) ends the upload: the
+                    // server may never open its window for the rest (RFC 9113 8.1).
+                    if (s->closed || s->error || s->in_end || s->out_taken == s->out.size()) {
                         break;
                     }
                 }
@@ -580,9 +582,9 @@ auto h2_client_connection::read(const std::shared_ptr<h2_client_stream>& s)
         {
             const std::lock_guard lock(mu_);
             if (!s->in.empty()) {
-                s->out = std::move(s->in.front());  // the request body is sent: out is free
+                s->reading = std::move(s->in.front());
                 s->in.pop_front();
-                n = s->out.size();
+                n = s->reading.size();
             } else if (s->error) {
                 co_return s->error;
             } else if (s->in_end) {
@@ -593,7 +595,7 @@ auto h2_client_connection::read(const std::shared_ptr<h2_client_stream>& s)
         }
         if (n > 0) {
             post({action::kind::consumed, s, n});  // the window opens as the body is read
-            co_return std::string_view{s->out};
+            co_return std::string_view{s->reading};
         }
         if (auto w = co_await wait_change(*s); !w) {
             co_return w.error();

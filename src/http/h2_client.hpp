@@ -54,6 +54,9 @@ struct h2_client_stream {
     client_response head;
     bool head_done = false;
     std::deque<std::string> in;  // body pieces not read yet
+    /// The piece read() returned last (the request's task only): apart from `out`, which the
+    /// reader may still be sending from when a response came before the whole request body.
+    std::string reading;
     bool in_end = false;
     bool closed = false;
     /// Why the stream failed: connection_reset (reset by the server), message_size, the

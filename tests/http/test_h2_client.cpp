@@ -246,7 +246,10 @@ class frame_server {
 public:
     using script = std::function<task<void>(int, tls_stream&, frame_server&)>;
 
-    explicit frame_server(const wt::issued_cert& leaf) {
+    /// `entries`: the server's SETTINGS, sent first on every connection.
+    explicit frame_server(const wt::issued_cert& leaf,
+                          std::vector<std::pair<std::uint16_t, std::uint32_t>> entries = {})
+        : hello_(settings(std::move(entries))) {
         tls_server_options to;
         to.certificate = leaf.as_certificate();
         to.alpn = {"h2"};
@@ -275,8 +278,7 @@ public:
                     if (!t) {
                         co_return;
                     }
-                    const std::string hello = settings();
-                    if (!co_await t->write_all(std::as_bytes(std::span{hello}))) {
+                    if (!co_await t->write_all(std::as_bytes(std::span{self.hello_}))) {
                         co_return;
                     }
                     co_await sc(i, *t, self);
@@ -329,7 +331,26 @@ public:
         co_return static_cast<bool>(co_await t.write_all(std::as_bytes(std::span{out})));
     }
 
+    /// A 200 response's HEADERS and `body` as DATA without END_STREAM: the response is open.
+    static auto begin(tls_stream& t, std::int32_t stream, std::string_view body) -> task<bool> {
+        const std::string out =
+            frame(f_headers, end_headers, stream, "\x88") + frame(f_data, 0, stream, body);
+        co_return static_cast<bool>(co_await t.write_all(std::as_bytes(std::span{out})));
+    }
+
+    /// The rest of an open response: `body` with END_STREAM.
+    static auto end(tls_stream& t, std::int32_t stream, std::string_view body) -> task<bool> {
+        const std::string out = frame(f_data, end_stream, stream, body);
+        co_return static_cast<bool>(co_await t.write_all(std::as_bytes(std::span{out})));
+    }
+
+    /// Sends `bytes` as they are.
+    static auto send(tls_stream& t, std::string_view bytes) -> task<bool> {
+        co_return static_cast<bool>(co_await t.write_all(std::as_bytes(std::span{bytes})));
+    }
+
 private:
+    std::string hello_;
     std::optional<tls_context> ctx_;
 };
 
@@ -354,12 +375,13 @@ auto answer_all(std::string body) -> frame_server::script {
     };
 }
 
-TEST_P(h2_client, goaway_retries_idempotent_requests_above_its_last_stream) {
+TEST_P(h2_client, goaway_mid_response_retries_idempotent_requests_above_its_last_stream) {
     runtime rt{options()};
     frame_server server{leaf_};
     client_pool pool{pool_options()};
-    // The first connection: once three requests came, GOAWAY naming the first as the last it
-    // processes, and that one answered; the next connections answer everything.
+    // The first connection: once three requests came, the first's response begun, GOAWAY
+    // naming the first as the last it processes, then the first's response ended; the next
+    // connections answer everything.
     auto script = [](int i, tls_stream& t, frame_server& self) -> task<void> {
         if (i > 0) {
             co_await answer_all("two")(i, t, self);
@@ -376,9 +398,9 @@ TEST_P(h2_client, goaway_retries_idempotent_requests_above_its_last_stream) {
                 ids.push_back(f->stream);
             }
         }
-        const std::string goaway = frame(f_goaway, 0, 0, u32(ids[0]) + u32(0));
-        if (!co_await t.write_all(std::as_bytes(std::span{goaway})) ||
-            !co_await frame_server::answer(t, ids[0], "one")) {
+        if (!co_await frame_server::begin(t, ids[0], "o") ||
+            !co_await frame_server::send(t, frame(f_goaway, 0, 0, u32(ids[0]) + u32(0))) ||
+            !co_await frame_server::end(t, ids[0], "ne")) {
             co_return;
         }
         while (co_await frame_server::next(t, buf, self)) {
@@ -433,6 +455,141 @@ TEST_P(h2_client, a_lost_connection_fails_every_request_in_flight) {
     }));
     EXPECT_EQ(failed.load(), 3);
     EXPECT_EQ(server.accepted.load(), 1);  // not retried: they may have been processed
+}
+
+TEST_P(h2_client, a_server_that_never_opens_its_window_fails_the_upload_by_its_timeout) {
+    runtime rt{options()};
+    // No DATA may be sent on any stream, and one stream at a time: a stream the client kept
+    // after its request gave up would hold the only slot.
+    frame_server server{leaf_, {{4 /* INITIAL_WINDOW_SIZE */, 0}, {3 /* MAX_CONCURRENT */, 1}}};
+    auto o = pool_options();
+    o.request_timeout = 300ms;
+    client_pool pool{o};
+    std::atomic<std::int32_t> upload{0};
+    std::atomic<int> resets{0};
+    auto script = [&](int, tls_stream& t, frame_server& self) -> task<void> {
+        std::string buf;
+        while (auto f = co_await frame_server::next(t, buf, self)) {
+            if (f->type == f_headers && (f->flags & end_stream) == 0) {
+                upload.store(f->stream);  // its body waits for a window never opened
+            } else if (f->type == f_headers && !co_await frame_server::answer(t, f->stream, "ok")) {
+                co_return;
+            } else if (f->type == f_rst && f->stream == upload.load()) {
+                resets.fetch_add(1);
+            }
+        }
+    };
+    result<client_response> up = std::error_code{};
+    result<client_response> after = std::error_code{};
+    rt.block_on(beside(server, script, [&]() -> task<void> {
+        up = co_await pool.post(server.url("/up"), std::string(256 * 1024, 'u'), "text/plain");
+        // The reset goes out before this request's HEADERS, which the single slot waits for.
+        after = co_await pool.get(server.url("/after"));
+    }));
+    EXPECT_EQ(up.error(), std::errc::timed_out);
+    EXPECT_EQ(resets.load(), 1);  // the stream given up is reset, its slot freed
+    EXPECT_TRUE(after && after->body == "ok") << (after ? "" : after.error().message());
+    EXPECT_EQ(server.accepted.load(), 1);
+}
+
+TEST_P(h2_client, a_stream_reset_mid_response_leaves_the_others_running) {
+    runtime rt{options()};
+    frame_server server{leaf_};
+    client_pool pool{pool_options()};
+    // Three responses begun together; the second reset (CANCEL), then the others ended.
+    auto script = [](int, tls_stream& t, frame_server& self) -> task<void> {
+        std::string buf;
+        std::vector<std::int32_t> ids;
+        while (ids.size() < 3) {
+            auto f = co_await frame_server::next(t, buf, self);
+            if (!f) {
+                co_return;
+            }
+            if (f->type == f_headers) {
+                ids.push_back(f->stream);
+            }
+        }
+        for (const std::int32_t id : ids) {
+            if (!co_await frame_server::begin(t, id, "part-")) {
+                co_return;
+            }
+        }
+        if (!co_await frame_server::send(t, rst_stream(ids[1], 8 /* CANCEL */)) ||
+            !co_await frame_server::end(t, ids[0], "whole") ||
+            !co_await frame_server::end(t, ids[2], "whole")) {
+            co_return;
+        }
+        while (auto f = co_await frame_server::next(t, buf, self)) {
+            if (f->type == f_headers && !co_await frame_server::answer(t, f->stream, "later")) {
+                co_return;
+            }
+        }
+    };
+    std::vector<result<client_response>> got(3, std::error_code{});
+    result<client_response> later = std::error_code{};
+    rt.block_on(beside(server, script, [&]() -> task<void> {
+        co_await with_scope([&](scope& s) -> task<void> {
+            for (auto& r : got) {
+                s.spawn([&]() -> task<void> { r = co_await pool.get(server.url("/")); });
+            }
+            co_return;
+        });
+        later = co_await pool.get(server.url("/later"));
+    }));
+    int whole = 0;
+    int reset = 0;
+    for (const auto& r : got) {
+        whole += r && r->body == "part-whole" ? 1 : 0;
+        reset += !r && r.error() == std::errc::connection_reset ? 1 : 0;
+    }
+    EXPECT_EQ(whole, 2);
+    EXPECT_EQ(reset, 1);
+    EXPECT_TRUE(later && later->body == "later");
+    EXPECT_EQ(server.accepted.load(), 1);  // the connection stayed in service
+}
+
+TEST_P(h2_client, a_connection_closed_mid_response_fails_it_and_the_next_opens_another) {
+    runtime rt{options()};
+    frame_server server{leaf_};
+    client_pool pool{pool_options()};
+    // The first connection begins a response and closes; the next answer everything.
+    auto script = [](int i, tls_stream& t, frame_server& self) -> task<void> {
+        if (i > 0) {
+            co_await answer_all("whole")(i, t, self);
+            co_return;
+        }
+        std::string buf;
+        while (auto f = co_await frame_server::next(t, buf, self)) {
+            if (f->type == f_headers) {
+                (void)co_await frame_server::begin(t, f->stream, std::string(1000, 'p'));
+                co_return;
+            }
+        }
+    };
+    std::size_t received = 0;
+    std::error_code ended_with;
+    result<client_response> next = std::error_code{};
+    rt.block_on(beside(server, script, [&]() -> task<void> {
+        client_request req{.url = server.url("/cut")};
+        auto s = co_await pool.open(std::move(req));
+        EXPECT_TRUE(s);
+        while (s) {
+            auto p = co_await s->read();
+            if (!p || p->empty()) {
+                ended_with = p ? std::error_code{} : p.error();
+                break;
+            }
+            received += p->size();
+        }
+        next = co_await pool.get(server.url("/next"));
+    }));
+    // What was read before the loss is the server's (the rest dropped with the connection);
+    // the read ends in an error, never as the end of a shorter body.
+    EXPECT_LE(received, 1000U);
+    EXPECT_TRUE(ended_with);
+    EXPECT_TRUE(next && next->body == "whole") << (next ? "" : next.error().message());
+    EXPECT_EQ(server.accepted.load(), 2);
+    EXPECT_EQ(pool.stats().http2_connections, 2U);
 }
 
 WEFT_TEST_ON_BOTH_BACKENDS(h2_client);
