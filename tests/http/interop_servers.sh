@@ -36,8 +36,9 @@ nginx_conf() {  # http port, https port
     local root=$dir/root
     mkdir -p "$root/static" "$root/sub" "$dir/logs"
     printf 'hello from nginx\n' >"$root/static/hello.txt"
-    # Larger than every HTTP/2 window either side opens at once.
-    head -c 4194304 /dev/zero | tr '\0' 'x' >"$root/static/large.txt"
+    # Larger than every HTTP/2 window either side opens at once; bytes of every value, which
+    # the tests compare with this file.
+    head -c 4194304 /dev/urandom >"$root/static/large.bin"
     # Large enough for several chunks once sub_filter rewrites it (no Content-Length then).
     for i in $(seq 2000); do printf 'line %d: hello world\n' "$i"; done >"$root/sub/big.txt"
     # Started as root, nginx's workers would run as nobody, who may not read this directory.
@@ -81,6 +82,8 @@ http {
         }
         location = /echo-back { return 200 \$http_x_echo_body; }
         location = /status { stub_status; }
+        # PUT stores the body as a file (WebDAV), which a GET then returns.
+        location /put/ { dav_methods PUT; create_full_put_path on; client_max_body_size 16m; }
     }
 }
 CONF
