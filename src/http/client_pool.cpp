@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "char_class.hpp"
+#include "h2_client.hpp"
 #include "response_reader.hpp"
 #include "weft/io/connect.hpp"
 #include "weft/io/error.hpp"
@@ -32,6 +33,8 @@ public:
                 return "too many redirects";
             case client_errc::redirect_downgrade:
                 return "redirect from https to http refused";
+            case client_errc::unprocessed:
+                return "the server did not process the request (HTTP/2 GOAWAY or refused stream)";
         }
         return "unknown HTTP client error";
     }
@@ -225,14 +228,33 @@ struct client_pool_state {
         explicit origin_pool(std::size_t n) : slots(static_cast<std::ptrdiff_t>(n)) {}
         semaphore slots;
         std::deque<std::unique_ptr<pooled_connection>> idle;  // oldest first
+        std::shared_ptr<h2_client_connection> h2;             // the origin's HTTP/2 connection
+        bool h1_only = false;                                 // ALPN chose http/1.1
+        std::shared_ptr<event> opening;  // set when the connection being opened is known
     };
 
     explicit client_pool_state(client_options o)
         : options(std::move(o)), budget(options.retry_ratio, options.retry_min_per_second) {
         options.tls.handshake_timeout = options.tls_handshake_timeout;
         if (options.tls.alpn.empty()) {
-            options.tls.alpn = {"http/1.1"};
+            options.tls.alpn = options.http2 ? std::vector<std::string>{"h2", "http/1.1"}
+                                             : std::vector<std::string>{"http/1.1"};
         }
+    }
+
+    ~client_pool_state() {
+        for (auto& [key, o] : origins) {
+            if (o->h2) {
+                o->h2->close();  // its reader sends GOAWAY and ends
+            }
+        }
+    }
+    client_pool_state(const client_pool_state&) = delete;
+    auto operator=(const client_pool_state&) -> client_pool_state& = delete;
+
+    auto offers_h2() const -> bool {
+        return std::find(options.tls.alpn.begin(), options.tls.alpn.end(), "h2") !=
+               options.tls.alpn.end();
     }
 
     auto origin(const std::string& key) -> origin_pool& {
@@ -294,6 +316,7 @@ struct client_pool_state {
     std::atomic<std::uint64_t> opened{0};
     std::atomic<std::uint64_t> requests{0};
     std::atomic<std::uint64_t> retries{0};
+    std::atomic<std::uint64_t> h2_opened{0};
 };
 
 }  // namespace detail
@@ -522,13 +545,176 @@ auto exchange(detail::client_pool_state& st, const url_parts& u, const client_re
     }
 }
 
+/// A response body read from its HTTP/2 stream; the stream is reset if dropped before its end.
+class h2_body final : public detail::client_body_source {
+public:
+    h2_body(std::shared_ptr<detail::h2_client_connection> c,
+            std::shared_ptr<detail::h2_client_stream> s)
+        : c_(std::move(c)), s_(std::move(s)) {}
+    h2_body(const h2_body&) = delete;
+    auto operator=(const h2_body&) -> h2_body& = delete;
+    ~h2_body() override { c_->finish(s_); }
+
+    auto read() -> task<result<std::string_view>> override { return c_->read(s_); }
+
+private:
+    std::shared_ptr<detail::h2_client_connection> c_;
+    std::shared_ptr<detail::h2_client_stream> s_;
+};
+
+/// The origin's HTTP/2 connection, opened if there is none (one opening at a time: the others
+/// wait for it); nullptr when the origin chose http/1.1, whose first connection is then idle.
+auto h2_connection_for(detail::client_pool_state& st, const url_parts& u)
+    -> task<result<std::shared_ptr<detail::h2_client_connection>>> {
+    auto& origin = st.origin(u.origin());
+    for (;;) {
+        std::shared_ptr<event> other;
+        {
+            const std::lock_guard lock(st.m);
+            if (origin.h2 && origin.h2->usable()) {
+                co_return origin.h2;
+            }
+            origin.h2.reset();
+            if (origin.h1_only) {
+                co_return std::shared_ptr<detail::h2_client_connection>{};
+            }
+            if (origin.opening) {
+                other = origin.opening;
+            } else {
+                origin.opening = std::make_shared<event>();
+            }
+        }
+        if (other) {
+            if (auto w = co_await other->wait(); !w) {
+                co_return w.error();
+            }
+            continue;
+        }
+        auto c = co_await open(st, u);
+        std::shared_ptr<detail::h2_client_connection> h2;
+        if (c && (*c)->tls && (*c)->tls->alpn() == "h2") {
+            h2 = std::make_shared<detail::h2_client_connection>(
+                std::move(*(*c)->tls), detail::h2_client_connection::settings{
+                                           .limits = {.head = st.options.max_response_head,
+                                                      .body = st.options.max_response_body},
+                                           .read_timeout = st.options.read_timeout,
+                                           .idle_timeout = st.options.idle_timeout});
+            h2->start();
+            st.h2_opened.fetch_add(1, std::memory_order_relaxed);
+        }
+        std::shared_ptr<event> done;
+        {
+            const std::lock_guard lock(st.m);
+            done = std::exchange(origin.opening, nullptr);
+            if (h2) {
+                origin.h2 = h2;
+            } else if (c) {
+                origin.h1_only = true;
+            }
+        }
+        if (c && !h2) {
+            st.put_idle(origin, std::move(*c));  // for the first request of http/1.1
+        }
+        done->set();
+        if (!c) {
+            co_return c.error();
+        }
+        co_return h2;
+    }
+}
+
+/// One request as a stream of an HTTP/2 connection, up to its response head.
+auto h2_exchange(detail::client_pool_state& st,
+                 const std::shared_ptr<detail::h2_client_connection>& conn,
+                 const url_parts& u,
+                 const client_request& req) -> task<result<client_stream>> {
+    auto s = std::make_shared<detail::h2_client_stream>();
+    s->fields = {{":method", req.method},
+                 {":scheme", "https"},
+                 {":authority", u.authority},
+                 {":path", u.target}};
+    for (const auto& [n, v] : req.headers) {
+        std::string name = n;
+        for (char& ch : name) {
+            ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        }
+        // HTTP/1.1 connection management and Host (:authority) are not sent (RFC 9113 8.2.2).
+        if (name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
+            name == "transfer-encoding" || name == "upgrade" || name == "host" ||
+            name == "content-length") {
+            continue;
+        }
+        s->fields.emplace_back(std::move(name), v);
+    }
+    std::function<task<result<std::string_view>>()> whole;
+    const std::function<task<result<std::string_view>>()>* body = nullptr;
+    if (req.body_stream) {
+        body = &req.body_stream;
+        if (req.body_length) {
+            s->fields.emplace_back("content-length", std::to_string(*req.body_length));
+        }
+    } else if (!req.body.empty() || req.method == "POST" || req.method == "PUT") {
+        s->fields.emplace_back("content-length", std::to_string(req.body.size()));
+        if (!req.body.empty()) {
+            // In pieces of at most 64 KiB, as a producer would give them.
+            whole = [&req, at = std::size_t{0}]() mutable -> task<result<std::string_view>> {
+                const std::string_view rest = std::string_view{req.body}.substr(at);
+                const std::string_view piece = rest.substr(0, 64 * 1024);
+                at += piece.size();
+                co_return piece;
+            };
+            body = &whole;
+        }
+    }
+    auto r = co_await conn->exchange(s, body);
+    if (!r) {
+        co_return r.error();
+    }
+    auto stream_body = std::make_unique<h2_body>(conn, s);
+    client_response head = std::move(s->head);
+    head.http2 = true;
+    if (const auto length = head.header("content-length")) {
+        std::uint64_t n = 0;
+        const auto [p, ec] = std::from_chars(length->data(), length->data() + length->size(), n);
+        if (ec == std::errc{} && n > st.options.max_response_body) {
+            co_return std::make_error_code(std::errc::message_size);  // before any of it is read
+        }
+    }
+    co_return client_stream{std::move(head), std::move(stream_body)};
+}
+
+/// A request to `u`'s origin: on its HTTP/2 connection when it has agreed h2, else on a
+/// pooled HTTP/1.1 connection.
+auto dispatch(detail::client_pool_state& st, const url_parts& u, const client_request& req)
+    -> task<result<client_stream>> {
+    if (u.https && st.offers_h2()) {
+        for (bool retried = false;; retried = true) {
+            auto conn = co_await h2_connection_for(st, u);
+            if (!conn) {
+                co_return conn.error();
+            }
+            if (!*conn) {
+                break;
+            }
+            auto r = co_await h2_exchange(st, *conn, u, req);
+            if (!r && r.error() == client_errc::unprocessed && !retried && idempotent(req.method) &&
+                !req.body_stream && st.budget.try_retry()) {
+                st.retries.fetch_add(1, std::memory_order_relaxed);
+                continue;
+            }
+            co_return r;
+        }
+    }
+    co_return co_await exchange(st, u, req);
+}
+
 auto run(detail::client_pool_state& st, client_request req) -> task<result<client_stream>> {
     for (int redirects = 0;; ++redirects) {
         auto u = parse_url(req.url);
         if (!u) {
             co_return make_error_code(client_errc::bad_url);
         }
-        auto r = co_await exchange(st, *u, req);
+        auto r = co_await dispatch(st, *u, req);
         if (!r || st.options.max_redirects <= 0 || !is_redirect(r->response().status)) {
             co_return r;
         }
@@ -684,6 +870,7 @@ auto client_pool::stats() const -> client_pool_stats {
     out.connections_opened = s_->opened.load(std::memory_order_relaxed);
     out.requests = s_->requests.load(std::memory_order_relaxed);
     out.retries = s_->retries.load(std::memory_order_relaxed);
+    out.http2_connections = s_->h2_opened.load(std::memory_order_relaxed);
     const std::lock_guard lock(s_->m);
     out.idle = s_->idle_count;
     return out;

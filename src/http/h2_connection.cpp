@@ -270,7 +270,9 @@ auto h2_connection::on_begin_headers(const nghttp2_frame& f) -> int {
                                         NGHTTP2_REFUSED_STREAM);
         return 0;
     }
-    auto s = std::make_shared<h2_stream>(*this, f.hd.stream_id, c_.st_.opts.limits);
+    // The head is parsed under the largest body limit of any route, as on HTTP/1.1: a
+    // Content-Length is held to the route's own limit in start(), once the route is known.
+    auto s = std::make_shared<h2_stream>(*this, f.hd.stream_id, c_.st_.head_limits);
     s->body_limit = c_.st_.opts.limits.body;  // the route's, once known (start())
     streams_[f.hd.stream_id] = s;
     (void)nghttp2_session_set_stream_user_data(session_, f.hd.stream_id, s.get());

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts and stops the servers test_http_client_interop runs weft's pooled client against, each
 # by its PID on private ports, with a test CA and a certificate for 127.0.0.1 made here with the
-# openssl CLI (tls/ca.pem is what the tests trust):
+# openssl CLI (tls/ca.pem is what the tests trust); both offer h2 and http/1.1 over TLS:
 #   interop_servers.sh start nginx DIR HTTP_PORT HTTPS_PORT   Debian's nginx, config written here
 #   interop_servers.sh start go DIR HTTP_PORT HTTPS_PORT      interop_go/ built with `go build`
 #   interop_servers.sh stop nginx|go DIR                      SIGTERM to that PID, then SIGKILL
@@ -36,6 +36,9 @@ nginx_conf() {  # http port, https port
     local root=$dir/root
     mkdir -p "$root/static" "$root/sub" "$dir/logs"
     printf 'hello from nginx\n' >"$root/static/hello.txt"
+    # Larger than every HTTP/2 window either side opens at once; bytes of every value, which
+    # the tests compare with this file.
+    head -c 4194304 /dev/urandom >"$root/static/large.bin"
     # Large enough for several chunks once sub_filter rewrites it (no Content-Length then).
     for i in $(seq 2000); do printf 'line %d: hello world\n' "$i"; done >"$root/sub/big.txt"
     # Started as root, nginx's workers would run as nobody, who may not read this directory.
@@ -58,7 +61,7 @@ http {
     keepalive_timeout 30s;
     server {
         listen 127.0.0.1:$1;
-        listen 127.0.0.1:$2 ssl;
+        listen 127.0.0.1:$2 ssl http2;
         ssl_certificate $dir/tls/server.pem;
         ssl_certificate_key $dir/tls/server.key;
         root $root;
@@ -79,6 +82,8 @@ http {
         }
         location = /echo-back { return 200 \$http_x_echo_body; }
         location = /status { stub_status; }
+        # PUT stores the body as a file (WebDAV), which a GET then returns.
+        location /put/ { dav_methods PUT; create_full_put_path on; client_max_body_size 16m; }
     }
 }
 CONF

@@ -2,16 +2,20 @@
 // server (interop_go/), which the CTest fixtures start on private ports (interop_servers.sh)
 // with a test CA of their own. Per server: keep-alive reuse counted by the server, bodies byte
 // for byte, a POST, a chunked body, redirects, a retry after the server closed an idle
-// connection, and HTTPS trusted and refused.
+// connection, HTTPS trusted and refused, and HTTP/2 over TLS (many requests as streams of one
+// connection, bodies larger than the windows).
 
 #include <gtest/gtest.h>
 #include <openssl/x509_vfy.h>
 
+#include <array>
 #include <chrono>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "weft/core/scope.hpp"
 #include "weft/http/client_pool.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
@@ -114,6 +118,26 @@ auto printable_body() -> std::string {
     }
     out += "end";
     return out;
+}
+
+/// `n` bytes of every value in an order no shifted, repeated or dropped piece passes for.
+auto patterned(std::size_t n) -> std::string {
+    std::string out(n, '\0');
+    std::uint32_t x = 2463534242U;  // xorshift32
+    for (char& c : out) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        c = static_cast<char>(x);
+    }
+    return out;
+}
+
+auto file_bytes(const std::string& path) -> std::string {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
 }
 
 // ---- nginx ----------------------------------------------------------------------------------
@@ -252,6 +276,58 @@ TEST(client_interop_nginx, https_with_the_test_ca_and_refused_without) {
             << refused.error().message();
     }());
     EXPECT_EQ(trusted.stats().connections_opened, 1U);
+}
+
+TEST(client_interop_nginx, h2_fifty_concurrent_requests_and_large_bodies_on_one_connection) {
+    weft::runtime rt;
+    http::client_pool pool{{.tls = {.ca_pem = nginx.ca_pem()}}};  // offers h2 and http/1.1
+    const std::string file =
+        file_bytes(std::string(WEFT_INTEROP_DIR) + "/nginx/root/static/large.bin");
+    const std::string up = patterned(std::size_t{4} << 20);
+    int ok = 0;
+    std::string downloaded;
+    std::string stored;
+    rt.block_on([&]() -> task<void> {
+        const long before = co_await nginx_accepts(pool);  // plain http: its own connection
+        co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+            for (int i = 0; i < 50; ++i) {
+                s.spawn([&]() -> task<void> {
+                    auto r = co_await pool.get(nginx.secure_url("/static/hello.txt"));
+                    if (r && r->status == 200 && r->http2 && r->body == "hello from nginx\n") {
+                        ++ok;
+                    }
+                });
+            }
+            co_return;
+        });
+        // Larger than the windows: read as it arrives, each read opening the window again.
+        http::client_request s_req{.url = nginx.secure_url("/static/large.bin")};
+        auto s = co_await pool.open(std::move(s_req));
+        EXPECT_TRUE(s && s->response().http2) << (s ? "" : s.error().message());
+        if (s) {
+            auto body = co_await s->read_all();
+            downloaded = body ? std::move(*body) : std::string{};
+        }
+        // Two uploads larger than nginx's windows in turn, each stored by nginx and read back.
+        const std::array<std::string, 2> names{"/put/one.bin", "/put/two.bin"};
+        for (const std::string& name : names) {
+            http::client_request put_req{
+                .method = "PUT", .url = nginx.secure_url(name), .body = up};
+            auto put = co_await pool.request(std::move(put_req));
+            EXPECT_TRUE(put && put->http2 && (put->status == 201 || put->status == 204))
+                << describe(put);
+            auto back = co_await pool.get(nginx.secure_url(name));
+            EXPECT_TRUE(back && back->status == 200) << describe(back);
+            stored += back ? back->body : std::string{};
+        }
+        const long after = co_await nginx_accepts(pool);
+        EXPECT_EQ(after, before + 1);  // one TLS connection for the 55 requests
+    }());
+    EXPECT_EQ(ok, 50);
+    EXPECT_EQ(file.size(), std::size_t{4} << 20);
+    EXPECT_TRUE(downloaded == file) << downloaded.size() << " bytes, not the file's";
+    EXPECT_TRUE(stored == up + up) << stored.size() << " bytes, not the two uploads";
+    EXPECT_EQ(pool.stats().http2_connections, 1U);
 }
 
 // ---- Go net/http ----------------------------------------------------------------------------
@@ -405,6 +481,53 @@ TEST(client_interop_go, https_with_the_test_ca_and_refused_without) {
             << refused.error().message();
     }());
     EXPECT_EQ(trusted.stats().connections_opened, 2U);  // the http origin and the https one
+}
+
+TEST(client_interop_go, h2_fifty_concurrent_requests_and_large_bodies_on_one_connection) {
+    weft::runtime rt;
+    http::client_pool pool{{.tls = {.ca_pem = go.ca_pem()}}};  // offers h2 and http/1.1
+    int ok = 0;
+    const std::string up = patterned(std::size_t{4} << 20);  // many of Go's windows
+    constexpr std::size_t piece = 64 * 1024;
+    std::string streamed;
+    std::string whole;
+    rt.block_on([&]() -> task<void> {
+        const long before = co_await go_conns(pool);  // plain http: its own connection
+        co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+            for (int i = 0; i < 50; ++i) {
+                s.spawn([&]() -> task<void> {
+                    auto r = co_await pool.get(go.secure_url("/hello"));
+                    if (r && r->status == 200 && r->http2 && r->body == "hello from go\n") {
+                        ++ok;
+                    }
+                });
+            }
+            co_return;
+        });
+        // The same bytes uploaded twice in turn, produced piece by piece then given whole; Go
+        // echoes each (a download as large).
+        http::client_request r_req{
+            .method = "POST",
+            .url = go.secure_url("/echo"),
+            .body_stream = [&,
+                            at = std::size_t{0}]() mutable -> task<weft::result<std::string_view>> {
+                const std::string_view next = std::string_view{up}.substr(at, piece);
+                at += next.size();
+                co_return next;
+            }};
+        auto r = co_await pool.request(std::move(r_req));
+        EXPECT_TRUE(r && r->status == 200 && r->http2) << describe(r);
+        streamed = r ? std::move(r->body) : std::string{};
+        auto w = co_await pool.post(go.secure_url("/echo"), up, "application/octet-stream");
+        EXPECT_TRUE(w && w->status == 200 && w->http2) << describe(w);
+        whole = w ? std::move(w->body) : std::string{};
+        const long after = co_await go_conns(pool);
+        EXPECT_EQ(after, before + 1);  // one TLS connection for the 52 requests
+    }());
+    EXPECT_EQ(ok, 50);
+    EXPECT_TRUE(streamed == up) << streamed.size() << " bytes echoed, not the upload";
+    EXPECT_TRUE(whole == up) << whole.size() << " bytes echoed, not the upload";
+    EXPECT_EQ(pool.stats().http2_connections, 1U);
 }
 
 }  // namespace

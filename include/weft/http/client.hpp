@@ -25,6 +25,7 @@ struct client_response {
     std::string body;
     bool chunked = false;    ///< the body came chunked
     bool keep_alive = true;  ///< the server keeps the connection open after it
+    bool http2 = false;      ///< it came on an HTTP/2 stream (version_minor is then 1)
 
     /// The first value of `name` (ASCII case-insensitive).
     [[nodiscard]] auto header(std::string_view name) const -> std::optional<std::string_view>;

@@ -28,6 +28,9 @@ enum class client_errc {
     bad_url = 1,         ///< not an absolute http:// or https:// URL
     too_many_redirects,  ///< more than client_options::max_redirects
     redirect_downgrade,  ///< a redirect from https to http (client_options::allow_downgrade)
+    /// The server did not process the request (HTTP/2: above a GOAWAY's last stream, or
+    /// REFUSED_STREAM); an idempotent one was sent again once, this one was not.
+    unprocessed,
 };
 
 [[nodiscard]] auto client_category() noexcept -> const std::error_category&;
@@ -69,8 +72,13 @@ struct client_options {
     int retry_min_per_second = 3;
     /// How host names are resolved.
     resolve_options resolve{};
-    /// https origins: verification on, the system trust store, ALPN http/1.1 (an empty alpn
-    /// offers http/1.1).
+    /// https origins: ALPN offers h2 and http/1.1 (http/1.1 alone when false). With h2 agreed,
+    /// the origin has one connection whose streams carry its requests concurrently, as many at
+    /// once as the server's SETTINGS_MAX_CONCURRENT_STREAMS allows (the rest wait their turn);
+    /// max_per_host does not apply to it. An origin that chose http/1.1 keeps it.
+    bool http2 = true;
+    /// https origins: verification on, the system trust store. An empty alpn is filled from
+    /// `http2`; a given one is offered as it is.
     tls_client_options tls{};
     /// A client span (named by the method, with http.request.method, url.full and
     /// http.response.status_code) for each request that carries a valid trace context, in
@@ -107,7 +115,8 @@ struct client_pool_stats {
     std::uint64_t connections_opened = 0;
     std::uint64_t requests = 0;
     std::uint64_t retries = 0;
-    std::size_t idle = 0;
+    std::size_t idle = 0;                 ///< idle HTTP/1.1 connections
+    std::uint64_t http2_connections = 0;  ///< connections opened on which h2 was agreed
 };
 
 namespace detail {
@@ -118,6 +127,12 @@ struct client_pool_state;
 /// (http:// and https://, verified with SNI and ALPN through weft::tls); resolves names with
 /// weft::resolve and connects with weft::connect (both families, staggered). HTTP/2 is used
 /// where the server agrees to it by ALPN (client_options::http2).
+///
+/// HTTP/2: an origin that agreed h2 has one connection at a time; its reader task drives it
+/// and each request is a stream on it. A request above the last stream of a GOAWAY, or refused
+/// (REFUSED_STREAM), is sent again once on the origin's next connection if it is idempotent
+/// (client_errc::unprocessed otherwise); a stream reset by the server fails its request alone
+/// (connection_reset); the connection lost fails every request in flight on it.
 ///
 /// Reuse: after a response read whole on a connection the server keeps open, the connection
 /// goes back to its origin's idle list; one that failed, or whose response was cut short or

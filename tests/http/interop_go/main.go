@@ -9,10 +9,11 @@
 //	GET  /close       "closing" with Connection: close (the server closes after it)
 //	GET  /drop        "dropped" as a keep-alive response, then the connection closed unannounced
 //	GET  /conns       the connections accepted so far (both listeners)
+//
+// HTTPS offers h2 and http/1.1 by ALPN (net/http's own HTTP/2).
 package main
 
 import (
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -91,8 +92,6 @@ func server(h http.Handler) *http.Server {
 				accepted.Add(1)
 			}
 		},
-		// HTTP/1.1 only over TLS: the client offers http/1.1 by ALPN.
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
 	}
 }
 
