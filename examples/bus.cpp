@@ -12,7 +12,12 @@
 // The publisher and the subscriber record the bus's metrics into a registry that an HTTP
 // server serves at /metrics (weft::http::metrics_handler) on 127.0.0.1 (a free port, printed);
 // after the round trip the program reads its own /metrics and fails unless the publish and the
-// delivery are counted there.
+// delivery are counted there, and that it parses as Prometheus text.
+// Traces: the publish is a producer span "publish orders" whose context the event carries
+// (its traceparent header), the delivery a consumer span "process orders" in the same trace.
+// With OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (or OTEL_EXPORTER_OTLP_ENDPOINT) set they are sent to
+// that OpenTelemetry collector over OTLP/HTTP; unset, they stay in memory and the program
+// fails unless both are there, in one trace.
 //
 // NATS: --url defaults to nats://127.0.0.1:4222 (scripts/brokers.sh start nats serves
 // nats://127.0.0.1:14222). Kafka: --url is bootstrap.servers, default 127.0.0.1:9092.
@@ -23,9 +28,11 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <weft/bus/memory_broker.hpp>
 #include <weft/bus/publisher.hpp>
 #include <weft/bus/subscriber.hpp>
+#include <weft/bus/trace_headers.hpp>
 #include <weft/http.hpp>
 #include <weft/weft.hpp>
 #if defined(WEFT_EXAMPLE_NATS)
@@ -34,6 +41,8 @@
 #if defined(WEFT_EXAMPLE_KAFKA)
 #include <weft/bus/kafka_backend.hpp>
 #endif
+
+#include "observability.hpp"
 
 namespace {
 
@@ -66,19 +75,43 @@ auto make_backend(std::string_view name, [[maybe_unused]] const std::string& url
     throw std::invalid_argument("bus: --backend takes memory, nats or kafka");
 }
 
-/// Reads deliveries until the one with `id`; acks each. The subscription's first error ends it.
-auto receive(bus::subscription& s, const bus::message_id& id) -> weft::task<bus::envelope> {
+/// Reads deliveries until the one with `id`; acks each, in a "process" span of `tr`. The
+/// subscription's first error ends it.
+auto receive(bus::subscription& s, const bus::message_id& id, weft::trace::tracer& tr)
+    -> weft::task<bus::envelope> {
     for (;;) {
         auto d = co_await s.next();
         if (!d) {
             throw std::system_error(d.error(), "next");
         }
         bus::envelope got = d->message();
+        if (got.id != id) {
+            (void)d->ack();  // an earlier run's event
+            continue;
+        }
+        auto span = bus::start_process_span(&tr, got, "bus-example");
         (void)d->ack();
-        if (got.id == id) {
-            co_return got;
+        co_return got;
+    }
+}
+
+/// The publish and the process span, in one trace.
+auto spans_show_the_round_trip(weft::trace::tracer& tr) -> bool {
+    std::vector<weft::trace::span_data> spans;
+    (void)tr.take(spans, 100);
+    const weft::trace::span_data* publish = nullptr;
+    const weft::trace::span_data* process = nullptr;
+    for (const auto& sp : spans) {
+        if (sp.name == "publish orders") {
+            publish = &sp;
+        } else if (sp.name == "process orders") {
+            process = &sp;
         }
     }
+    const bool ok = publish != nullptr && process != nullptr && publish->trace == process->trace;
+    std::printf("traces: the publish and the process span %s\n",
+                ok ? "are in one trace" : "are MISSING");
+    return ok;
 }
 
 /// GETs `addr`'s /metrics and checks the round trip is counted there.
@@ -94,6 +127,7 @@ auto metrics_show_the_round_trip(const weft::socket_address& addr, std::string_v
     }
     const std::string b(backend);
     const bool ok =
+        example::is_prometheus_text(r->body) &&
         r->body.find("weft_bus_published_total{backend=\"" + b + "\"} 1\n") != std::string::npos &&
         r->body.find("weft_bus_publish_acked_total{backend=\"" + b + "\"} 1\n") !=
             std::string::npos &&
@@ -104,7 +138,8 @@ auto metrics_show_the_round_trip(const weft::socket_address& addr, std::string_v
     co_return ok;
 }
 
-auto round_trip(bus::backend& backend, weft::metrics::registry& reg) -> weft::task<int>;
+auto round_trip(bus::backend& backend, weft::metrics::registry& reg, weft::trace::tracer& tr)
+    -> weft::task<int>;
 
 /// The round trip with /metrics served beside it.
 auto run(bus::backend& backend) -> weft::task<int> {
@@ -118,19 +153,32 @@ auto run(bus::backend& backend) -> weft::task<int> {
     }
     const auto addr = l->local_address().value();
     std::printf("metrics at http://%s/metrics\n", addr.to_string().c_str());
+    const auto traces = example::traces::from_environment("bus-example");
+    weft::trace::tracer local{{.service_name = "bus-example"}};
+    weft::trace::tracer& tr = traces ? traces->tracer : local;
     int status = 1;
     co_await weft::with_scope([&](weft::scope& scope) -> weft::task<void> {
+        if (traces) {
+            scope.spawn(traces->exporter.run());
+        }
         scope.spawn(srv.serve(*l));
-        status = co_await round_trip(backend, reg);
+        status = co_await round_trip(backend, reg, tr);
         if (status == 0 && !co_await metrics_show_the_round_trip(addr, backend.name())) {
             status = 1;
         }
+        if (status == 0 && !traces && !spans_show_the_round_trip(tr)) {
+            status = 1;
+        }
         co_await srv.shutdown();
+        if (traces) {
+            traces->exporter.stop();  // sends the spans, then run() returns
+        }
     });
     co_return status;
 }
 
-auto round_trip(bus::backend& backend, weft::metrics::registry& reg) -> weft::task<int> {
+auto round_trip(bus::backend& backend, weft::metrics::registry& reg, weft::trace::tracer& tr)
+    -> weft::task<int> {
     bus::subscriber sub{backend, {.metrics = &reg}};
     // A group of its own: every run reads the topic from what the broker holds.
     auto s =
@@ -141,12 +189,15 @@ auto round_trip(bus::backend& backend, weft::metrics::registry& reg) -> weft::ta
     }
 
     bus::publisher pub{backend, {.metrics = &reg}};
-    const bus::envelope sent{.id = bus::message_id::generate(),
-                             .topic = "orders",
-                             .key = "order-42",
-                             .type = "order.placed",
-                             .payload = R"({"total": 12})"};
-    auto a = co_await pub.publish(sent);  // once the broker has it
+    bus::envelope sent{.id = bus::message_id::generate(),
+                       .topic = "orders",
+                       .key = "order-42",
+                       .type = "order.placed",
+                       .payload = R"({"total": 12})"};
+    auto publish_span = bus::start_publish_span(&tr, sent);
+    bus::set_trace_context(sent, publish_span.context());  // the event's creation context
+    auto a = co_await pub.publish(sent);                   // once the broker has it
+    publish_span.end();
     (void)co_await pub.close();
     if (!a) {
         std::fprintf(stderr, "bus: publish: %s\n", a.error().message().c_str());
@@ -156,7 +207,7 @@ auto round_trip(bus::backend& backend, weft::metrics::registry& reg) -> weft::ta
                 std::string(a->stream.view()).c_str(),
                 static_cast<unsigned long long>(a->sequence));
 
-    auto got = co_await weft::with_timeout(10s, receive(*s, sent.id));
+    auto got = co_await weft::with_timeout(10s, receive(*s, sent.id, tr));
     if (!got) {
         std::fprintf(stderr, "bus: the event did not arrive: %s\n", got.error().message().c_str());
         co_return 1;

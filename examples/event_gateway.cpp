@@ -14,13 +14,20 @@
 // broker; --bus nats publishes to NATS JetStream (file storage), where an event survives a
 // crash of this process between its ack and the outbox's delete (and is then published again
 // with the same id: JetStream drops it, the inbox would skip it).
+// GET /metrics serves the server's, the runtime's and the outbox's metrics (Prometheus text).
+// Traces: with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (or OTEL_EXPORTER_OTLP_ENDPOINT) set, each
+// order is one trace sent to that OpenTelemetry collector over OTLP/HTTP: the server span
+// "POST /orders", the relay's "publish orders" and the consumer's "process orders" (the
+// request's context travels in the event's traceparent header); unset, traces are off.
 // --self-check (what CTest runs, also without arguments) uses temporary files and a free port,
-// posts orders with weft's HTTP client and exits 0 once every order was handled exactly once
-// and the outbox is empty.
+// posts orders with weft's HTTP client and exits 0 once every order was handled exactly once,
+// the outbox is empty, /metrics parses and each order made its three spans in one trace (kept
+// in memory: no collector needed).
 
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -32,6 +39,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <weft/bus/memory_broker.hpp>
 #include <weft/bus/outbox_collector.hpp>
 #include <weft/bus/publisher.hpp>
@@ -39,8 +47,11 @@
 #include <weft/bus/sqlite_outbox.hpp>
 #include <weft/bus/sqlite_txn.hpp>
 #include <weft/bus/subscriber.hpp>
+#include <weft/bus/trace_headers.hpp>
 #include <weft/http.hpp>
 #include <weft/weft.hpp>
+
+#include "observability.hpp"
 #if defined(WEFT_EXAMPLE_NATS)
 #include <weft/bus/nats_backend.hpp>
 #endif
@@ -91,11 +102,13 @@ auto count(sqlite3* db, const char* sql) -> long {
 }
 
 /// The gateway: the order database (its own connection, one transaction at a time), the
-/// outbox on the same file, and the consumer's database with its inbox.
+/// outbox on the same file, and the consumer's database with its inbox. Spans go to `tr`
+/// (none when null).
 class gateway {
 public:
-    explicit gateway(const std::string& path)
-        : outbox_(path),
+    gateway(const std::string& path, weft::trace::tracer* tr)
+        : tracer_(tr),
+          outbox_(path, {.relay = {.tracer = tr}}),
           app_(open_db(path)),
           consumer_(open_db(path + "-consumer.db")),
           inbox_(consumer_) {
@@ -114,12 +127,14 @@ public:
     }
 
     auto outbox() -> bus::sqlite_outbox& { return outbox_; }
+    [[nodiscard]] auto tracer() const noexcept -> weft::trace::tracer* { return tracer_; }
     [[nodiscard]] auto handled() const noexcept -> long { return handled_.load(); }
     [[nodiscard]] auto duplicates() const noexcept -> long { return duplicates_.load(); }
 
     /// POST /orders: the order row and its event in one transaction (blocking; run on the
     /// blocking pool). Returns the order's id, or 0 on a database error.
-    auto place_order(const std::string& body) -> std::int64_t {
+    /// The event carries `ctx` (the request's span) in its traceparent header.
+    auto place_order(const std::string& body, const weft::trace::context& ctx) -> std::int64_t {
         std::lock_guard lock(app_mu_);
         bus::sqlite_txn txn{app_};
         sqlite3_stmt* ins = nullptr;
@@ -141,6 +156,7 @@ public:
         env.key = "order-" + std::to_string(id);
         env.type = "order_created";
         env.payload = R"({"id": )" + std::to_string(id) + R"(, "order": )" + body + "}";
+        bus::set_trace_context(env, ctx);
         if (!outbox_.stage(txn, std::move(env))) {
             return 0;
         }
@@ -152,6 +168,8 @@ public:
 
     /// The consumer's side of one delivery (blocking): recorded and handled once per id.
     void handle(bus::delivery d) {
+        // A child of the request that staged the event; ends when this returns.
+        auto span = bus::start_process_span(tracer_, d.message(), "order-log");
         std::lock_guard lock(consumer_mu_);
         bus::sqlite_txn txn{consumer_};
         auto r = inbox_.handle(
@@ -208,7 +226,9 @@ public:
                       if (!body || body->empty()) {
                           co_return http::response::text("an order needs a body\n", 400);
                       }
-                      auto job = [this, b = std::move(*body)] { return place_order(b); };
+                      auto job = [this, b = std::move(*body), ctx = req.trace_context()] {
+                          return place_order(b, ctx);
+                      };
                       auto id = co_await weft::spawn_blocking(std::move(job));
                       if (!id || *id == 0) {
                           co_return http::response::text("could not store the order\n", 500);
@@ -228,6 +248,7 @@ public:
     }
 
 private:
+    weft::trace::tracer* tracer_;
     bus::sqlite_outbox outbox_;
     sqlite3* app_;
     sqlite3* consumer_;
@@ -243,6 +264,7 @@ auto run(const config& cfg,
          bus::backend& broker,
          gateway& gw,
          weft::metrics::registry reg,
+         example::traces* traces,
          std::function<weft::task<int>(http::server&)> body) -> weft::task<int> {
     bus::publisher pub{broker, {.max_pending = 256}};
     bus::subscriber sub{broker, {.ack_wait = 5s}};
@@ -252,13 +274,16 @@ auto run(const config& cfg,
         co_return 1;
     }
     // GET /metrics: the server's requests, the runtime and the outbox (weft_outbox_*).
-    http::server srv{{.metrics = reg}};
+    http::server srv{{.metrics = reg, .tracer = gw.tracer()}};
     gw.add_routes(srv);
     srv.route(http::method::get, "/metrics", http::metrics_handler(reg));
     const auto outbox_metrics =
         bus::collect_outbox(reg, "orders", [&gw] { return gw.outbox().metrics(); });
     int status = 0;
     co_await weft::with_scope([&](weft::scope& sc) -> weft::task<void> {
+        if (traces != nullptr) {
+            sc.spawn(traces->exporter.run());
+        }
         sc.spawn([&]() -> weft::task<void> {
             auto r = co_await gw.outbox().run_relay(pub);
             if (!r) {
@@ -269,6 +294,9 @@ auto run(const config& cfg,
         status = co_await body(srv);
         gw.outbox().stop_relay();
         s->close();
+        if (traces != nullptr) {
+            traces->exporter.stop();  // sends the spans left, then run() returns
+        }
     });
     (void)co_await pub.close();
     (void)cfg;
@@ -298,6 +326,41 @@ auto serve(unsigned port, http::server& srv) -> weft::task<int> {
         }
     });
     co_return status;
+}
+
+/// Each order's trace: the server span "POST /orders" (one more for the empty order, refused),
+/// and in its trace the relay's "publish orders" and the consumer's "process orders". The last
+/// spans may end just after the order was counted handled: they are awaited (bounded).
+auto one_trace_per_order(weft::trace::tracer& tr, int orders) -> weft::task<bool> {
+    std::vector<weft::trace::span_data> spans;
+    auto complete = [&] {
+        std::vector<weft::trace::trace_id> requests;
+        for (const auto& sp : spans) {
+            if (sp.name == "POST /orders") {
+                requests.push_back(sp.trace);
+            }
+        }
+        auto in_a_request = [&](std::string_view name) {
+            int n = 0;
+            for (const auto& sp : spans) {
+                n += sp.name == name &&
+                             std::find(requests.begin(), requests.end(), sp.trace) != requests.end()
+                         ? 1
+                         : 0;
+            }
+            return n;
+        };
+        return std::ssize(requests) == orders + 1 && in_a_request("publish orders") == orders &&
+               in_a_request("process orders") == orders;
+    };
+    for (int waited = 0; waited < 10'000; waited += 5) {
+        (void)tr.take(spans, 10'000);
+        if (complete()) {
+            co_return true;
+        }
+        (void)co_await weft::sleep_for(5ms);
+    }
+    co_return false;
 }
 
 auto self_check(gateway& gw, http::server& srv) -> weft::task<int> {
@@ -337,6 +400,9 @@ auto self_check(gateway& gw, http::server& srv) -> weft::task<int> {
                          std::to_string(orders) + "\n") == std::string::npos) {
             fail("GET /metrics does not show every order published");
         }
+        if (!m || !example::is_prometheus_text(m->body)) {
+            fail("GET /metrics is not Prometheus text");
+        }
         co_await srv.shutdown();
     });
     if (gw.handled() != orders) {
@@ -351,6 +417,9 @@ auto self_check(gateway& gw, http::server& srv) -> weft::task<int> {
     auto pending = gw.outbox().pending_rows();
     if (!pending || *pending != 0) {
         fail("the outbox is not empty");
+    }
+    if (!co_await one_trace_per_order(*gw.tracer(), orders)) {
+        fail("not every order made its spans (request, publish, process) in one trace");
     }
     std::printf("event_gateway: %d orders, %ld handled, %ld duplicates skipped; self-check %s\n",
                 orders, gw.handled(), gw.duplicates(), failures == 0 ? "passed" : "FAILED");
@@ -409,16 +478,21 @@ auto main(int argc, char** argv) -> int {
     int status = 1;
     try {
         auto broker = make_broker(cfg);  // NATS connects here: before the runtime starts
-        gateway gw{cfg.db};
+        // The self-check keeps its spans in memory; serving, they go to the collector, if any.
+        weft::trace::tracer local{{.service_name = "event_gateway"}};
+        const auto traces =
+            cfg.self_check ? nullptr : example::traces::from_environment("event_gateway");
+        gateway gw{cfg.db, cfg.self_check ? &local : (traces ? &traces->tracer : nullptr)};
         weft::runtime rt{{.workers = 2}};
         weft::metrics::registry reg;
         const auto runtime_metrics = weft::metrics::collect_runtime(reg, rt);
-        status = rt.block_on(run(cfg, *broker, gw, reg, [&](http::server& srv) -> weft::task<int> {
-            if (cfg.self_check) {
-                return self_check(gw, srv);
-            }
-            return serve(*cfg.port, srv);
-        }));
+        status = rt.block_on(
+            run(cfg, *broker, gw, reg, traces.get(), [&](http::server& srv) -> weft::task<int> {
+                if (cfg.self_check) {
+                    return self_check(gw, srv);
+                }
+                return serve(*cfg.port, srv);
+            }));
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
         status = 1;

@@ -2,6 +2,9 @@
 // serves: GET / -> 200 "Hello, World!" (text/plain), POST /echo -> the request body back (read
 // whole, so a body framing error surfaces as a 4xx), GET /metrics -> the server's and the
 // runtime's metrics (Prometheus text, or OpenMetrics when the Accept field asks for it).
+// Traces: with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (or OTEL_EXPORTER_OTLP_ENDPOINT) set, a server
+// span per request, named by its route ("GET /", "POST /echo"), continuing the caller's
+// traceparent, is sent to that OpenTelemetry collector over OTLP/HTTP; unset, traces are off.
 //
 //   hello_http [--port N] [--workers N] [--per-core] [--max-connections N] [--no-metrics]
 //
@@ -12,7 +15,8 @@
 // /metrics route (the cost of metrics is hello_http against hello_http --no-metrics).
 // Without --port it checks itself: it
 // serves on a free port, sends requests with weft's client (keep-alive, pipelined, chunked,
-// 404/405, a malformed request) and exits 0 if every answer is right.
+// 404/405, a malformed request) and exits 0 if every answer is right, /metrics parses as
+// Prometheus text and each request made its span (kept in memory: no collector needed).
 // WEFT_IO_BACKEND=io_uring|epoll picks the backend.
 
 #include <csignal>
@@ -21,16 +25,21 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <weft/http.hpp>
 #include <weft/weft.hpp>
+
+#include "observability.hpp"
 
 namespace {
 
 namespace http = weft::http;
 
-/// The server's options: metrics recorded into `reg` unless it is empty.
-auto options_for(const std::optional<weft::metrics::registry>& reg) -> http::server_options {
-    return {.metrics = reg};
+/// The server's options: metrics recorded into `reg` unless it is empty; a span per request
+/// in `tr` unless it is null.
+auto options_for(const std::optional<weft::metrics::registry>& reg, weft::trace::tracer* tr)
+    -> http::server_options {
+    return {.metrics = reg, .tracer = tr};
 }
 
 void add_routes(http::server& srv, const std::optional<weft::metrics::registry>& reg) {
@@ -49,7 +58,8 @@ void add_routes(http::server& srv, const std::optional<weft::metrics::registry>&
 auto serve_until_signal(unsigned port,
                         std::size_t max_connections,
                         std::optional<weft::metrics::registry> reg) -> weft::task<int> {
-    http::server_options o = options_for(reg);
+    const auto traces = example::traces::from_environment("hello_http");
+    http::server_options o = options_for(reg, traces ? &traces->tracer : nullptr);
     o.max_connections = max_connections;
     o.on_listening = [](const weft::socket_address& a) {
         std::printf("listening on %s\n", a.to_string().c_str());
@@ -64,6 +74,9 @@ auto serve_until_signal(unsigned port,
     }
     int status = 0;
     co_await weft::with_scope([&](weft::scope& s) -> weft::task<void> {
+        if (traces) {
+            s.spawn(traces->exporter.run());
+        }
         s.spawn([&]() -> weft::task<void> {
             auto r = co_await srv.listen(*addr);
             if (!r) {
@@ -75,6 +88,9 @@ auto serve_until_signal(unsigned port,
         auto sig = co_await weft::wait_for_signal({SIGINT, SIGTERM});
         if (sig) {
             co_await srv.shutdown();  // stops accepting; listen() returns once drained
+        }
+        if (traces) {
+            traces->exporter.stop();  // sends the spans left, then run() returns
         }
     });
     co_return status;
@@ -88,7 +104,8 @@ auto check(bool ok, const char* what, int& failures) -> void {
 }
 
 auto self_check(weft::metrics::registry reg) -> weft::task<int> {
-    http::server srv{options_for(reg)};
+    weft::trace::tracer tr{{.service_name = "hello_http"}};
+    http::server srv{options_for(reg, &tr)};
     add_routes(srv, reg);
     auto l = weft::tcp_listener::bind(weft::socket_address::parse("127.0.0.1", 0).value());
     if (!l) {
@@ -127,8 +144,22 @@ auto self_check(weft::metrics::registry reg) -> weft::task<int> {
                               "status=\"2xx\"} 2\n") != std::string::npos &&
                   r.body.find("weft_runtime_workers ") != std::string::npos,
               "GET /metrics", failures);
+        check(example::is_prometheus_text(r.body), "GET /metrics parses", failures);
         co_await srv.shutdown();
     });
+    // A server span per request, named by its route: GET / (twice), POST /echo (twice),
+    // GET /metrics; the 404 and 405 by their method alone.
+    std::vector<weft::trace::span_data> spans;
+    (void)tr.take(spans, 100);
+    auto named = [&](std::string_view name) {
+        std::size_t n = 0;
+        for (const auto& sp : spans) {
+            n += sp.name == name && sp.kind == weft::trace::span_kind::server ? 1 : 0;
+        }
+        return n;
+    };
+    check(named("GET /") == 2 && named("POST /echo") == 2 && named("GET /metrics") == 1,
+          "a span per request", failures);
     std::printf("hello_http (%s): self-check %s\n",
                 std::string(weft::to_string(weft::current_io_backend())).c_str(),
                 failures == 0 ? "passed" : "FAILED");

@@ -541,6 +541,13 @@ void h2_connection::start(const std::shared_ptr<h2_stream>& s) {
 auto h2_connection::run_stream(std::shared_ptr<h2_stream> s) -> task<void> {
     request& req = *s->req;
     const router::match& m = s->route;
+    // As on HTTP/1.1: metrics, the access log and a server span per request, named by its
+    // route's pattern and continuing the caller's traceparent.
+    const auto started = c_.st_.request_started();
+    trace::span span = c_.st_.request_span(m.route, s->parser.head());
+    if (span.recording()) {
+        req.trace_ = &span.context();
+    }
     response r;
     bool failed = false;
     std::exception_ptr failure;
@@ -573,6 +580,8 @@ auto h2_connection::run_stream(std::shared_ptr<h2_stream> s) -> task<void> {
         report_failure("handler", *s, failure);
         r = response::text("Internal Server Error\n", 500);  // this stream only
     }
+    c_.st_.request_done(m.route, s->parser.head(), r.status(), started);
+    server::state::end_request_span(span, r.status());
     std::function<task<result<void>>(body_writer&)> produce;
     const bool head_only = s->parser.head().method() == method::head;
     if (r.form() == body_form::stream && !head_only && status_has_body(r.status())) {

@@ -20,6 +20,7 @@
 #include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
 #include "weft/tls/tls_stream.hpp"
+#include "weft/trace/tracer.hpp"
 
 namespace weft::http::test {
 namespace {
@@ -44,6 +45,7 @@ protected:
     std::atomic<int> handled_{0};
     event release_;  // what /wait handlers wait for
     server_stats stats_;
+    trace::context seen_;  // what /items/{id} saw
 
     void routes(server& srv) {
         srv.route(method::get, "/", [this](request& req) -> task<response> {
@@ -87,6 +89,10 @@ protected:
             handled_.fetch_add(1);
             (void)co_await release_.wait();
             co_return response::text("released");
+        });
+        srv.route(method::get, "/items/{id}", [this](request& req) -> task<response> {
+            seen_ = req.trace_context();
+            co_return response::text("item");
         });
         srv.route(method::get, "/big", [](request&) -> task<response> {
             co_return response::text(std::string(1024 * 1024, 'z'));
@@ -244,6 +250,55 @@ TEST_P(http2, handler_exception_is_500_on_its_stream_alone) {
     });
     EXPECT_EQ(failed.status, 500);
     EXPECT_EQ(after.status, 200);
+}
+
+// As on HTTP/1.1 (tests/trace/test_trace_http.cpp): a server span per stream, named by the
+// route's pattern, continuing the traceparent of the request's fields; the handler's context
+// is that span's; a 404 is a root span named by the method; a handler's failure is an error.
+TEST_P(http2, a_server_span_per_stream_continues_the_callers_trace) {
+    constexpr const char* caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    trace::tracer tr;
+    std::vector<int> statuses;
+    run({.tracer = &tr}, [&](socket_address addr, server&) -> task<void> {
+        auto s = (co_await tcp_stream::connect(addr)).value();
+        h2_peer p{s};
+        (co_await p.start()).value();
+        const std::string block =
+            p.request_block("GET", "/items/7", {{"traceparent", caller}, {"tracestate", "rojo=1"}});
+        (co_await p.send(frame(f_headers, end_headers | end_stream, 1, block))).value();
+        statuses.push_back((co_await p.read_response(1)).value().status);
+        (co_await p.send_request(3, "GET", "/nowhere")).value();
+        statuses.push_back((co_await p.read_response(3)).value().status);
+        (co_await p.send_request(5, "GET", "/throw")).value();
+        statuses.push_back((co_await p.read_response(5)).value().status);
+    });
+    EXPECT_EQ(statuses, (std::vector<int>{200, 404, 500}));
+    std::vector<trace::span_data> spans;
+    ASSERT_EQ(tr.take(spans, 10), 3U);
+    const auto in = *trace::parse_traceparent(caller);
+    const auto& s = spans[0];
+    EXPECT_EQ(s.name, "GET /items/{id}");
+    EXPECT_EQ(s.kind, trace::span_kind::server);
+    EXPECT_EQ(s.trace, in.trace);
+    EXPECT_EQ(s.parent, in.span);
+    EXPECT_EQ(s.state, "rojo=1");
+    EXPECT_EQ(seen_.trace, in.trace);
+    EXPECT_EQ(seen_.span, s.id);
+    auto attribute = [](const trace::span_data& d, std::string_view key) {
+        for (const auto& a : d.attributes) {
+            if (a.key == key) {
+                return a.value;
+            }
+        }
+        return decltype(trace::attribute::value){};
+    };
+    EXPECT_EQ(std::get<std::string>(attribute(s, "http.route")), "/items/{id}");
+    EXPECT_EQ(std::get<std::int64_t>(attribute(s, "http.response.status_code")), 200);
+    EXPECT_EQ(spans[1].name, "GET");
+    EXPECT_FALSE(spans[1].parent.valid());
+    EXPECT_EQ(std::get<std::int64_t>(attribute(spans[1], "http.response.status_code")), 404);
+    EXPECT_EQ(spans[2].name, "GET /throw");
+    EXPECT_EQ(spans[2].status, trace::status_code::error);
 }
 
 TEST_P(http2, drain_sends_goaway_and_finishes_open_streams) {

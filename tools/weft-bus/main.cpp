@@ -5,10 +5,13 @@
 //     weft-bus dead show    --sqlite app.db 42
 //     weft-bus dead requeue --sqlite app.db 42
 //     weft-bus dead drop    --sqlite app.db 42
+//     weft-bus dead requeue --pg "host=db user=app" [--table weft_outbox] [--partitions 16] 42
 //     weft-bus dead list    --nats nats://127.0.0.1:4222 --topic orders.dead-letter [--stream S]
+//     weft-bus dead drop    --kafka 127.0.0.1:9092 --topic orders.dead-letter [--group G] 0:17
 //
 // Exit status: 0 done; 1 the store refused or has no such dead letter; 2 a usage error.
 
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -22,22 +25,37 @@
 #if defined(WEFT_BUS_TOOL_NATS)
 #include "weft/bus/nats_dead_letters.hpp"
 #endif
+#if defined(WEFT_BUS_TOOL_KAFKA)
+#include "weft/bus/kafka_dead_letters.hpp"
+#endif
+#if defined(WEFT_BUS_TOOL_PG)
+#include "weft/bus/pg_dead_letters.hpp"
+#endif
 
 namespace {
 
 constexpr const char* usage =
     "usage: weft-bus dead list|show|requeue|drop [REF] STORE [--limit N]\n"
     "STORE: --sqlite FILE [--table NAME]   an outbox's <table>_dead (default weft_outbox)\n"
-    "       --nats URL --topic DEAD_TOPIC [--stream NAME]   a JetStream dead-letter topic\n";
+    "       --pg CONNINFO [--table NAME] [--partitions N]   a PostgreSQL outbox's <table>_dead\n"
+    "             (N: the outbox's partitions, default 16; requeue files the row under them)\n"
+    "       --nats URL --topic DEAD_TOPIC [--stream NAME]   a JetStream dead-letter topic\n"
+    "       --kafka BROKERS --topic DEAD_TOPIC [--group NAME]   a Kafka dead-letter topic\n"
+    "             (REF <partition>:<offset>; the group records what is settled, default\n"
+    "             weft-dead-letters)\n";
 
 struct arguments {
     std::string command;
     std::string ref;
     std::string sqlite;
     std::string table = "weft_outbox";
+    std::string pg;
+    std::uint32_t partitions = 16;
     std::string nats;
     std::string topic;
     std::string stream;
+    std::string kafka;
+    std::string group = "weft-dead-letters";
     std::size_t limit = 100;
 };
 
@@ -63,8 +81,26 @@ auto parse(int argc, char** argv, arguments& a) -> bool {
             if (!value(a.table)) {
                 return false;
             }
+        } else if (args[i] == "--pg") {
+            if (!value(a.pg)) {
+                return false;
+            }
+        } else if (args[i] == "--partitions") {
+            std::string n;
+            if (!value(n)) {
+                return false;
+            }
+            a.partitions = static_cast<std::uint32_t>(std::stoul(n));
         } else if (args[i] == "--nats") {
             if (!value(a.nats)) {
+                return false;
+            }
+        } else if (args[i] == "--kafka") {
+            if (!value(a.kafka)) {
+                return false;
+            }
+        } else if (args[i] == "--group") {
+            if (!value(a.group)) {
                 return false;
             }
         } else if (args[i] == "--topic") {
@@ -92,7 +128,11 @@ auto parse(int argc, char** argv, arguments& a) -> bool {
         a.command != "drop") {
         return false;
     }
-    const bool one_store = a.sqlite.empty() != (a.nats.empty() || a.topic.empty());
+    const int stores = static_cast<int>(!a.sqlite.empty()) + static_cast<int>(!a.pg.empty()) +
+                       static_cast<int>(!a.nats.empty()) + static_cast<int>(!a.kafka.empty());
+    // A broker's dead letters are a topic; an outbox's, its table's.
+    const bool broker = !a.nats.empty() || !a.kafka.empty();
+    const bool one_store = stores == 1 && broker == !a.topic.empty();
     return one_store && needs_ref == !a.ref.empty();
 }
 
@@ -135,6 +175,23 @@ auto main(int argc, char** argv) -> int {
         std::unique_ptr<weft::bus::dead_letters> store;
         if (!a.sqlite.empty()) {
             store = std::make_unique<weft::bus::sqlite_dead_letters>(a.sqlite, a.table);
+        } else if (!a.pg.empty()) {
+#if defined(WEFT_BUS_TOOL_PG)
+            store = std::make_unique<weft::bus::pg_dead_letters>(weft::bus::pg_outbox_options{
+                .conninfo = a.pg, .table = a.table, .partitions = a.partitions});
+#else
+            std::cerr << "weft-bus: built without PostgreSQL\n";
+            return 2;
+#endif
+        } else if (!a.kafka.empty()) {
+#if defined(WEFT_BUS_TOOL_KAFKA)
+            store = std::make_unique<weft::bus::kafka_dead_letters>(
+                weft::bus::kafka_dead_letters_options{
+                    .brokers = a.kafka, .topic = a.topic, .group = a.group});
+#else
+            std::cerr << "weft-bus: built without Kafka\n";
+            return 2;
+#endif
         } else {
 #if defined(WEFT_BUS_TOOL_NATS)
             store =
