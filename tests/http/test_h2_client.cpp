@@ -29,6 +29,9 @@ namespace {
 using namespace std::chrono_literals;
 namespace wt = weft::test;
 
+// What a request's result holds until the request has answered (a result's error is never
+// empty: an empty code fails result's own assertion).
+const std::error_code unanswered = std::make_error_code(std::errc::no_message);
 constexpr std::size_t large = 4 * 1024 * 1024;  // many windows (64 KiB to 1 MiB) of either side
 
 template <typename Ready>
@@ -406,9 +409,9 @@ TEST_P(h2_client, goaway_mid_response_retries_idempotent_requests_above_its_last
         while (co_await frame_server::next(t, buf, self)) {
         }
     };
-    result<client_response> first = std::error_code{};
-    result<client_response> post = std::error_code{};
-    result<client_response> get = std::error_code{};
+    result<client_response> first = unanswered;
+    result<client_response> post = unanswered;
+    result<client_response> get = unanswered;
     rt.block_on(beside(server, script, [&]() -> task<void> {
         co_await with_scope([&](scope& s) -> task<void> {
             s.spawn([&]() -> task<void> { first = co_await pool.get(server.url("/1")); });
@@ -479,8 +482,8 @@ TEST_P(h2_client, a_server_that_never_opens_its_window_fails_the_upload_by_its_t
             }
         }
     };
-    result<client_response> up = std::error_code{};
-    result<client_response> after = std::error_code{};
+    result<client_response> up = unanswered;
+    result<client_response> after = unanswered;
     rt.block_on(beside(server, script, [&]() -> task<void> {
         up = co_await pool.post(server.url("/up"), std::string(256 * 1024, 'u'), "text/plain");
         // The reset goes out before this request's HEADERS, which the single slot waits for.
@@ -525,8 +528,8 @@ TEST_P(h2_client, a_stream_reset_mid_response_leaves_the_others_running) {
             }
         }
     };
-    std::vector<result<client_response>> got(3, std::error_code{});
-    result<client_response> later = std::error_code{};
+    std::vector<result<client_response>> got(3, unanswered);
+    result<client_response> later = unanswered;
     rt.block_on(beside(server, script, [&]() -> task<void> {
         co_await with_scope([&](scope& s) -> task<void> {
             for (auto& r : got) {
@@ -568,7 +571,7 @@ TEST_P(h2_client, a_connection_closed_mid_response_fails_it_and_the_next_opens_a
     };
     std::size_t received = 0;
     std::error_code ended_with;
-    result<client_response> next = std::error_code{};
+    result<client_response> next = unanswered;
     rt.block_on(beside(server, script, [&]() -> task<void> {
         client_request req{.url = server.url("/cut")};
         auto s = co_await pool.open(std::move(req));
