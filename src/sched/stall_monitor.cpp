@@ -79,7 +79,13 @@ stall_monitor::stall_monitor(runtime_core& rt)
         dumps_seen_ = g_dump_requests.load(std::memory_order_relaxed);
         install(rt.opts.dump_signal, on_dump_signal);
     }
+    // The constructor returns once the thread runs. Its start is a virtual call into the
+    // thread's state, which UBSan checks by probing the vtable's memory through a pipe: started
+    // later, it could fall in a moment the program has used every descriptor (a server at its
+    // limit), and the probe's failure reads as an invalid object.
     thread_ = std::thread([this] { run(); });
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return started_; });
 }
 
 stall_monitor::~stall_monitor() {
@@ -97,6 +103,8 @@ void stall_monitor::run() {
         tick = std::clamp(threshold_ / 2, std::chrono::milliseconds{1}, tick);
     }
     std::unique_lock lock(mu_);
+    started_ = true;
+    cv_.notify_all();
     while (!stop_) {
         cv_.wait_for(lock, tick);
         if (stop_) {

@@ -56,7 +56,8 @@ private:
     std::uint64_t dumps_seen_ = 0;
     std::mutex mu_;
     std::condition_variable cv_;
-    bool stop_ = false;  // guarded by mu_
+    bool stop_ = false;     // guarded by mu_
+    bool started_ = false;  // guarded by mu_: the thread runs
     std::thread thread_;
 };
 
