@@ -118,7 +118,7 @@ protected:
 TEST_P(h2_client, fifty_concurrent_requests_are_streams_of_one_connection) {
     runtime rt{options()};
     client_pool pool{pool_options()};
-    int ok = 0;
+    std::atomic<int> ok{0};  // counted on every worker
     run(rt, {}, [&](std::string base) -> task<void> {
         co_await with_scope([&](scope& s) -> task<void> {
             for (int i = 0; i < 50; ++i) {
@@ -134,7 +134,7 @@ TEST_P(h2_client, fifty_concurrent_requests_are_streams_of_one_connection) {
             release_.set();
         });
     });
-    EXPECT_EQ(ok, 50);
+    EXPECT_EQ(ok.load(), 50);
     EXPECT_EQ(stats_.accepted, 1U);
     EXPECT_EQ(pool.stats().connections_opened, 1U);
     EXPECT_EQ(pool.stats().http2_connections, 1U);
@@ -145,7 +145,7 @@ TEST_P(h2_client, the_servers_stream_limit_queues_the_rest) {
     client_pool pool{pool_options()};
     server_options o;
     o.http2.max_concurrent_streams = 4;
-    int ok = 0;
+    std::atomic<int> ok{0};  // counted on every worker
     run(rt, std::move(o), [&](std::string base) -> task<void> {
         co_await with_scope([&](scope& s) -> task<void> {
             for (int i = 0; i < 20; ++i) {
@@ -162,7 +162,7 @@ TEST_P(h2_client, the_servers_stream_limit_queues_the_rest) {
             release_.set();
         });
     });
-    EXPECT_EQ(ok, 20);  // none refused: the client held them back, not the server
+    EXPECT_EQ(ok.load(), 20);  // none refused: the client held them back, not the server
     EXPECT_EQ(stats_.accepted, 1U);
 }
 
@@ -170,7 +170,7 @@ TEST_P(h2_client, a_stream_reset_fails_its_request_alone) {
     runtime rt{options()};
     client_pool pool{pool_options()};
     std::error_code reset;
-    int ok = 0;
+    std::atomic<int> ok{0};  // counted on every worker
     run(rt, {}, [&](std::string base) -> task<void> {
         co_await with_scope([&](scope& s) -> task<void> {
             s.spawn([&]() -> task<void> {
@@ -190,7 +190,7 @@ TEST_P(h2_client, a_stream_reset_fails_its_request_alone) {
         EXPECT_TRUE(after && after->body == "hello");
     });
     EXPECT_EQ(reset, std::errc::connection_reset);
-    EXPECT_EQ(ok, 5);
+    EXPECT_EQ(ok.load(), 5);
     EXPECT_EQ(stats_.accepted, 1U);
 }
 
