@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -23,6 +24,26 @@ namespace {
 
 auto not_found() -> std::error_code {
     return std::make_error_code(std::errc::no_such_file_or_directory);
+}
+
+// What a broker answers while a partition's leader is being elected or the group coordinator
+// loads its state (a topic just created, a broker just restarted): it passes, so a call asks
+// again until its bound instead of reporting a refusal.
+auto transient(rd_kafka_resp_err_t err) -> bool {
+    switch (err) {
+        case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+        case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+        case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+        case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+        case RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE:
+        case RD_KAFKA_RESP_ERR_NOT_COORDINATOR:
+        case RD_KAFKA_RESP_ERR__WAIT_COORD:
+            return true;
+        default:
+            return false;
+    }
 }
 
 struct record_ref {
@@ -159,24 +180,52 @@ struct kafka_dead_letters::state {
         return static_cast<int>(options.timeout.count());
     }
 
+    // `call(ms)` (one request to the broker, bounded by ms) again while its error is transient,
+    // each try bounded by what is left of the call's timeout.
+    template <typename Call>
+    auto with_retries(Call call) const -> rd_kafka_resp_err_t {
+        using clock = std::chrono::steady_clock;
+        const auto deadline = clock::now() + options.timeout;
+        for (;;) {
+            const auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+            const rd_kafka_resp_err_t err =
+                call(static_cast<int>(std::max<std::int64_t>(left.count(), 1)));
+            if (!transient(err) || clock::now() + retry_pause >= deadline) {
+                return err;
+            }
+            std::this_thread::sleep_for(retry_pause);
+        }
+    }
+    static constexpr std::chrono::milliseconds retry_pause{50};
+
     // The number of partitions of the topic.
     auto partitions() -> result<std::int32_t> {
         rd_kafka_topic_t* rkt = rd_kafka_topic_new(consumer, options.topic.c_str(), nullptr);
-        const rd_kafka_metadata_t* md = nullptr;
-        const rd_kafka_resp_err_t err = rd_kafka_metadata(consumer, 0, rkt, &md, timeout_ms());
+        std::int32_t n = 0;
+        const rd_kafka_resp_err_t err = with_retries([&](int ms) {
+            const rd_kafka_metadata_t* md = nullptr;
+            rd_kafka_resp_err_t e = rd_kafka_metadata(consumer, 0, rkt, &md, ms);
+            if (e != RD_KAFKA_RESP_ERR_NO_ERROR) {
+                return e;
+            }
+            e = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+            if (md->topic_cnt == 1) {
+                const rd_kafka_metadata_topic_t& t = md->topics[0];
+                e = t.err;
+                n = t.partition_cnt;
+                for (int i = 0; i < t.partition_cnt && e == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+                    if (transient(t.partitions[i].err)) {
+                        e = t.partitions[i].err;  // a partition still without its leader
+                    }
+                }
+            }
+            rd_kafka_metadata_destroy(md);
+            return e;
+        });
         rd_kafka_topic_destroy(rkt);
         if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
             return kafka_error(err);
-        }
-        std::int32_t n = 0;
-        rd_kafka_resp_err_t topic_err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-        if (md->topic_cnt == 1) {
-            topic_err = md->topics[0].err;
-            n = md->topics[0].partition_cnt;
-        }
-        rd_kafka_metadata_destroy(md);
-        if (topic_err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            return kafka_error(topic_err);
         }
         return n;
     }
@@ -184,15 +233,20 @@ struct kafka_dead_letters::state {
     // The first and one past the last offset the partition holds.
     auto watermarks(std::int32_t partition, std::int64_t& low, std::int64_t& high)
         -> std::error_code {
-        const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-            consumer, options.topic.c_str(), partition, &low, &high, timeout_ms());
+        const rd_kafka_resp_err_t err = with_retries([&](int ms) {
+            return rd_kafka_query_watermark_offsets(consumer, options.topic.c_str(), partition,
+                                                    &low, &high, ms);
+        });
         return err == RD_KAFKA_RESP_ERR_NO_ERROR ? std::error_code() : kafka_error(err);
     }
 
     auto marks(std::int32_t partition) -> result<settled_marks> {
         rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(1);
         rd_kafka_topic_partition_list_add(parts, options.topic.c_str(), partition);
-        rd_kafka_resp_err_t err = rd_kafka_committed(consumer, parts, timeout_ms());
+        rd_kafka_resp_err_t err = with_retries([&](int ms) {
+            const rd_kafka_resp_err_t e = rd_kafka_committed(consumer, parts, ms);
+            return e != RD_KAFKA_RESP_ERR_NO_ERROR ? e : parts->elems[0].err;
+        });
         settled_marks out;
         if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
             const rd_kafka_topic_partition_t& p = parts->elems[0];
