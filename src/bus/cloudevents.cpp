@@ -7,9 +7,9 @@
 #include <optional>
 
 #include "envelope_id_text.hpp"
-#include "utf8.hpp"
 #include "weft/bus/envelope_codec.hpp"
 #include "weft/bus/errc.hpp"
+#include "weft/core/detail/json_text.hpp"
 
 namespace weft::bus::cloudevents {
 namespace {
@@ -36,7 +36,8 @@ auto valid_chars(std::string_view n) noexcept -> bool {
 /// What a writer sends: the MUST and the SHOULD (at most 20 characters).
 auto valid_name(std::string_view n) noexcept -> bool { return n.size() <= 20 && valid_chars(n); }
 
-using detail::valid_utf8;
+using weft::detail::append_json_string;
+using weft::detail::valid_utf8;
 
 auto lower_equal(std::string_view a, std::string_view b) noexcept -> bool {
     if (a.size() != b.size()) {
@@ -290,25 +291,6 @@ private:
     std::string_view in_;
     std::size_t pos_ = 0;
 };
-
-void json_string(std::string_view s, std::string& out) {
-    static constexpr char digits[] = "0123456789abcdef";
-    out.push_back('"');
-    for (const char c : s) {
-        const auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out.push_back('\\');
-            out.push_back(c);
-        } else if (u < 0x20) {
-            out += "\\u00";
-            out.push_back(digits[u >> 4]);
-            out.push_back(digits[u & 0xF]);
-        } else {
-            out.push_back(c);
-        }
-    }
-    out.push_back('"');
-}
 
 void base64_encode(std::string_view s, std::string& out) {
     static constexpr char table[] =
@@ -764,15 +746,15 @@ void to_structured(const envelope& env, std::string_view default_source, std::st
     out += env.id.to_string();
     out += "\",\"source\":";
     const header* source = env.find_header("source");
-    json_string(source != nullptr ? std::string_view(source->value) : default_source, out);
+    append_json_string(out, source != nullptr ? std::string_view(source->value) : default_source);
     out += ",\"type\":";
-    json_string(env.type, out);
+    append_json_string(out, env.type);
     out += ",\"time\":\"";
     write_time(env.time, out);
     out += '"';
     if (!env.key.empty()) {
         out += ",\"subject\":";
-        json_string(env.key, out);
+        append_json_string(out, env.key);
     }
     for (const header& h : env.headers) {
         if (h.name == "source") {
@@ -781,7 +763,7 @@ void to_structured(const envelope& env, std::string_view default_source, std::st
         out += ",\"";
         out += h.name;  // a valid name needs no escaping
         out += "\":";
-        json_string(h.value, out);
+        append_json_string(out, h.value);
     }
     const header* ct = env.find_header("datacontenttype");
     json_reader whole{env.payload};

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <ctime>
 
-#include "utf8.hpp"
 #include "weft/bus/errc.hpp"
+#include "weft/core/detail/json_text.hpp"
 
 namespace weft::bus {
 namespace {
@@ -105,44 +105,8 @@ auto to_unix_ns(std::chrono::system_clock::time_point t) noexcept -> std::int64_
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
-using detail::valid_utf8;
-
-/// A JSON string. Text that is not valid UTF-8 has its bytes >= 0x80 written as \u00XX (read as
-/// Latin-1), so the output is valid JSON whatever the input.
-void json_string(std::string& out, std::string_view s) {
-    static constexpr char digits[] = "0123456789abcdef";
-    const bool utf8 = valid_utf8(s);
-    out.push_back('"');
-    for (const char c : s) {
-        const auto u = static_cast<unsigned char>(c);
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (u < 0x20 || u == 0x7F || (u >= 0x80 && !utf8)) {
-                    out += "\\u00";
-                    out.push_back(digits[u >> 4]);
-                    out.push_back(digits[u & 0xF]);
-                } else {
-                    out.push_back(c);
-                }
-        }
-    }
-    out.push_back('"');
-}
+using weft::detail::append_json_string;
+using weft::detail::valid_utf8;
 
 void base64(std::string& out, std::string_view s) {
     static constexpr char table[] =
@@ -297,11 +261,11 @@ auto to_json(const envelope& env) -> std::string {
     out += "{\"id\":\"";
     out += env.id.to_string();
     out += "\",\"topic\":";
-    json_string(out, env.topic);
+    append_json_string(out, env.topic);
     out += ",\"key\":";
-    json_string(out, env.key);
+    append_json_string(out, env.key);
     out += ",\"type\":";
-    json_string(out, env.type);
+    append_json_string(out, env.type);
     out += ",\"time\":\"";
     rfc3339(out, env.time);
     out += "\",\"headers\":[";
@@ -310,15 +274,15 @@ auto to_json(const envelope& env) -> std::string {
             out.push_back(',');
         }
         out.push_back('[');
-        json_string(out, env.headers[i].name);
+        append_json_string(out, env.headers[i].name);
         out.push_back(',');
-        json_string(out, env.headers[i].value);
+        append_json_string(out, env.headers[i].value);
         out.push_back(']');
     }
     out += "],";
     if (valid_utf8(env.payload)) {
         out += "\"payload\":";
-        json_string(out, env.payload);
+        append_json_string(out, env.payload);
     } else {
         out += "\"payload_base64\":\"";
         base64(out, env.payload);

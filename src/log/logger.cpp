@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "weft/core/detail/json_text.hpp"
+
 namespace weft::log {
 
 namespace {
@@ -43,40 +45,6 @@ auto reserved(std::string_view k) noexcept -> bool {
     return k == "ts" || k == "level" || k == "msg" || k == "trace_id" || k == "span_id";
 }
 
-constexpr char hex_digits[] = "0123456789abcdef";
-
-/// A JSON string's contents (RFC 8259: quote, backslash and control characters escaped).
-void json_escaped(std::string& out, std::string_view s) {
-    for (char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20 || c == 0x7f) {
-                    out += "\\u00";
-                    out += hex_digits[c >> 4];
-                    out += hex_digits[c & 0xf];
-                } else {
-                    out += ch;
-                }
-        }
-    }
-}
-
 /// A logfmt value: bare when it has no space, `=`, `"`, backslash or control character (and
 /// is not empty), else quoted with those escaped.
 void logfmt_value(std::string& out, std::string_view s) {
@@ -93,7 +61,7 @@ void logfmt_value(std::string& out, std::string_view s) {
         return;
     }
     out += '"';
-    json_escaped(out, s);  // the same escapes
+    weft::detail::append_json_escaped(out, s);  // the same escapes
     out += '"';
 }
 
@@ -169,7 +137,7 @@ void append_key(std::string& out, std::string_view k, bool json) {
         if (reserved(k)) {
             out += '_';
         }
-        json_escaped(out, k);
+        weft::detail::append_json_escaped(out, k);
         out += "\":";
     } else {
         out += ' ';
@@ -189,7 +157,7 @@ void append_key(std::string& out, std::string_view k, bool json) {
 void append_string(std::string& out, std::string_view v, bool json) {
     if (json) {
         out += '"';
-        json_escaped(out, v);
+        weft::detail::append_json_escaped(out, v);
         out += '"';
     } else {
         logfmt_value(out, v);

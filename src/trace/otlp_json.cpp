@@ -5,29 +5,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "weft/core/detail/json_text.hpp"
+
 namespace weft::trace {
 
 namespace {
-
-constexpr char hex_digits[] = "0123456789abcdef";
-
-void escaped(std::string& out, std::string_view s) {
-    out += '"';
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += ch;
-        } else if (c < 0x20 || c == 0x7f) {
-            out += "\\u00";
-            out += hex_digits[c >> 4];
-            out += hex_digits[c & 0xf];
-        } else {
-            out += ch;
-        }
-    }
-    out += '"';
-}
 
 template <typename Int>
 void number(std::string& out, Int v) {
@@ -45,14 +27,14 @@ void quoted_number(std::string& out, Int v) {
 
 void any_value(std::string& out, const attribute& a) {
     out += R"({"key":)";
-    escaped(out, a.key);
+    weft::detail::append_json_string(out, a.key);
     out += R"(,"value":{)";
     std::visit(
         [&](const auto& v) {
             using T = std::decay_t<decltype(v)>;
             if constexpr (std::is_same_v<T, std::string>) {
                 out += R"("stringValue":)";
-                escaped(out, v);
+                weft::detail::append_json_string(out, v);
             } else if constexpr (std::is_same_v<T, std::int64_t>) {
                 out += R"("intValue":)";
                 quoted_number(out, v);
@@ -91,10 +73,10 @@ void one_span(std::string& out, const span_data& s) {
     }
     if (!s.state.empty()) {
         out += R"(,"traceState":)";
-        escaped(out, s.state);
+        weft::detail::append_json_string(out, s.state);
     }
     out += R"(,"name":)";
-    escaped(out, s.name);
+    weft::detail::append_json_string(out, s.name);
     out += R"(,"kind":)";
     number(out, static_cast<int>(s.kind));
     out += R"(,"startTimeUnixNano":)";
@@ -112,7 +94,7 @@ void one_span(std::string& out, const span_data& s) {
     number(out, static_cast<int>(s.status));
     if (!s.status_message.empty()) {
         out += R"(,"message":)";
-        escaped(out, s.status_message);
+        weft::detail::append_json_string(out, s.status_message);
     }
     out += "}}";
 }
@@ -124,7 +106,7 @@ auto otlp_json(std::span<const span_data> spans, std::string_view service_name) 
     out.reserve(256 + spans.size() * 384);
     out +=
         R"({"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":)";
-    escaped(out, service_name);
+    weft::detail::append_json_string(out, service_name);
     out += R"(}}]},"scopeSpans":[{"scope":{"name":"weft"},"spans":[)";
     for (std::size_t i = 0; i < spans.size(); ++i) {
         if (i != 0) {

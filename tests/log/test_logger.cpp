@@ -145,4 +145,15 @@ TEST(format_record, json_and_logfmt_escape_and_prefix_reserved_keys) {
               "ratio=0.25 _msg=\"user's msg\" ctl=\"\\u0001\\n\"\n");
 }
 
+// A field that is not UTF-8 (bytes a client sent) still makes a valid JSON line, its bytes
+// above 0x7F written as \u00XX: a log shipper refuses a line it cannot parse.
+TEST(format_record, text_that_is_not_utf8_is_escaped_byte_by_byte) {
+    const field fs[] = {{"path", std::string_view("/\xff\xc3", 3)}, {"name", "caf\xc3\xa9"}};
+    std::string json;
+    weft::log::format_record(json, log_format::json, level::info, "m", fs, 2, {});
+    EXPECT_EQ(without_time(json),
+              "\"level\":\"info\",\"msg\":\"m\",\"path\":\"/"
+              "\\u00ff\\u00c3\",\"name\":\"caf\xc3\xa9\"}\n");
+}
+
 }  // namespace

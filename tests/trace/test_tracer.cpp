@@ -95,12 +95,25 @@ TEST(otlp_json, ids_are_hex_and_64_bit_numbers_strings) {
         j,
         R"({"resourceSpans":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"svc"}}]},)"
         R"("scopeSpans":[{"scope":{"name":"weft"},"spans":[{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736",)"
-        R"("spanId":"00f067aa0ba902b7","name":"say \"hi\"\u000a","kind":2,)"
+        R"("spanId":"00f067aa0ba902b7","name":"say \"hi\"\n","kind":2,)"
         R"("startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000000000001",)"
         R"("attributes":[{"key":"http.route","value":{"stringValue":"/a"}},)"
         R"({"key":"http.response.status_code","value":{"intValue":"404"}},)"
         R"({"key":"ok","value":{"boolValue":true}},{"key":"ratio","value":{"doubleValue":0.5}}],)"
         R"("status":{"code":2}}]}]}]})");
+}
+
+// A span whose strings are not UTF-8 (a request path sent with raw bytes) still exports as
+// valid JSON: a collector refuses a whole batch for one malformed string. Such a string's bytes
+// above 0x7F are written as \u00XX; well-formed UTF-8 passes as it is.
+TEST(otlp_json, strings_that_are_not_utf8_are_escaped_byte_by_byte) {
+    weft::trace::span_data d;
+    d.name = "caf\xc3\xa9";
+    d.kind = span_kind::server;
+    d.attributes = {{"url.path", std::string("/\xff\xfe\xc3")}};
+    const std::string j = weft::trace::otlp_json({&d, 1}, "svc");
+    EXPECT_NE(j.find("\"name\":\"caf\xc3\xa9\""), std::string::npos) << j;
+    EXPECT_NE(j.find("{\"stringValue\":\"/\\u00ff\\u00fe\\u00c3\"}"), std::string::npos) << j;
 }
 
 }  // namespace
