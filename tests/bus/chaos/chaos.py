@@ -320,6 +320,18 @@ def check(app, log_path, consumer_db, consumer_runs):
     return res, bad
 
 
+def publish_timeouts(work):
+    """Outcomes the relays' traces (relay.N.log, E lines) report as a publish timeout. With a
+    per-key window above 1 each can put later events of its key ahead of it at the broker (the
+    client drops the timed-out one and goes on with its partition): an order break to expect."""
+    n = 0
+    for name in os.listdir(work):
+        if name.startswith("relay.") and name.endswith(".log"):
+            with open(os.path.join(work, name), errors="replace") as f:
+                n += sum(1 for line in f if line.startswith("E ") and "timed out" in line)
+    return n
+
+
 def wait_drained(app, log_path, events, timeout, settle=None):
     """Until the outbox is empty and the consumer processed `events` distinct ids; with
     `settle`, also returns once the outbox is empty and nothing new was processed for that many
@@ -588,6 +600,11 @@ def main():
         res.update(stats)
         res.update({"crash_" + k: v for k, v in sorted(crash_hits.items())})
         res["relay_starts"] = relay.starts
+        res["publish_timeouts"] = publish_timeouts(work)
+        if res["order_breaks"] and res["publish_timeouts"] and args.window > 1:
+            bad.append("%d publishes timed out: the broker was away longer than the relay's "
+                       "publish timeout, which a window above 1 needs it to outlast"
+                       % res["publish_timeouts"])
         res["consumer_starts"] = consumer.starts
         if broker.restart_seconds:
             res["broker_restart_s_max"] = "%.1f" % max(broker.restart_seconds)

@@ -332,9 +332,14 @@ auto connect(const std::string& url, const std::string& topic, const std::string
                 o.brokers = url.substr(kafka_scheme.size());
                 o.topics = {topic};
                 o.partitions = 4;
-                // Longer than a broker restart here (the JVM's start): a publish waits it out
-                // in the client rather than failing and being retried by the relay.
-                o.publish_timeout = 20'000ms;
+                // Far longer than a broker restart (the JVM's start and its log recovery,
+                // which a loaded machine stretches past 20 s): a publish waits it out in the
+                // client rather than failing and being retried by the relay. With a per-key
+                // window above 1 this is what keeps each key's order at the broker: librdkafka
+                // drops a message at its timeout and goes on with the later ones of its
+                // partition, so one timed out while a later one of its key waits is stored
+                // after it (the relay counts such a gap in window_gaps, see the outbox guide).
+                o.publish_timeout = 120'000ms;
                 return std::make_unique<kafka_backend>(o);
 #else
                 throw std::runtime_error("chaos_node was built without Kafka");
