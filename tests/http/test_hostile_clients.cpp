@@ -156,16 +156,44 @@ auto request_and_a_partial_one_client(socket_address addr) -> task<bool> {
     co_return closed;
 }
 
+// Until the server has timed out `dropped` connections; operation_canceled when cancelled first
+// (so that with_timeout reports its deadline as timed_out).
+auto timed_out_reaches(server& srv, std::uint64_t dropped) -> task<result<void>> {
+    while (srv.stats().timed_out < dropped) {
+        auto slept = co_await sleep_for(5ms);
+        if (!slept) {
+            co_return slept.error();
+        }
+    }
+    co_return result<void>{};
+}
+
+// What the server has done, for a failure message: whether the request was read and answered
+// (requests), the response written (writes), the connection dropped (timed_out).
+auto describe(const server_stats& s) -> std::string {
+    return "accepted " + std::to_string(s.accepted) + ", open " + std::to_string(s.open) +
+           ", requests " + std::to_string(s.requests) + ", writes " + std::to_string(s.writes) +
+           ", timed_out " + std::to_string(s.timed_out) + ", deadline_moves " +
+           std::to_string(s.deadline_moves);
+}
+
 // Asks for a large response and does not read it until the server has timed out `dropped`
 // connections, this one among them: then whatever the socket still holds, and the close (the
-// server's FIN waits behind the bytes it could not send, so only reading can see it).
+// server's FIN waits behind the bytes it could not send, so only reading can see it). The wait
+// for the timeouts is bounded far beyond any timeout these tests set: a send timeout that never
+// fires fails the test by name instead of hanging it.
 auto non_reading_client(socket_address addr, server& srv, std::uint64_t dropped) -> task<bool> {
     auto c = (co_await client::connect(addr)).value();
     const int rcvbuf = 64 * 1024;
     (void)::setsockopt(c.stream().native_handle(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     (co_await c.send("GET", "/big")).value();
-    while (srv.stats().timed_out < dropped) {
-        (void)co_await sleep_for(5ms);
+    const auto reached = co_await with_timeout(20s, timed_out_reaches(srv, dropped));
+    if (!reached || !*reached) {
+        ADD_FAILURE() << "the server did not drop " << dropped
+                      << " connection(s) at their timeouts while a client did not read a "
+                         "response it asked for; server: "
+                      << describe(srv.stats());
+        co_return false;
     }
     auto r = co_await with_timeout(20s, c.read_until_close());
     if (!r) {
