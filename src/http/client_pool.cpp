@@ -13,6 +13,7 @@
 #include "response_reader.hpp"
 #include "weft/io/connect.hpp"
 #include "weft/io/error.hpp"
+#include "weft/sched/runtime_clock.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sync/semaphore.hpp"
 #include "weft/tls/tls_stream.hpp"
@@ -20,7 +21,9 @@
 namespace weft::http {
 namespace {
 
-using clock = std::chrono::steady_clock;
+// The runtime's clock: a pool on a test clock ages its idle connections and its retry window
+// in test time.
+using clock = runtime_clock;
 
 class client_category_impl final : public std::error_category {
 public:
@@ -139,24 +142,38 @@ auto is_redirect(int status) -> bool {
     return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
-/// One connection to an origin: plain TCP, or TLS over it.
+/// One connection to an origin: plain TCP, or a byte_stream (client_options::connect_stream),
+/// or TLS over either. Plain streams are taken as http::client takes them: the byte_stream
+/// when there is one, the socket otherwise.
 struct pooled_connection {
     tcp_stream tcp;
+    std::unique_ptr<byte_stream> other;
     std::optional<tls_stream> tls;
     std::string buf;             // received, not yet consumed
     std::uint64_t received = 0;  // bytes received since the request was sent
     clock::time_point idle_since{};
 
     auto write_all(std::string_view s) -> task<result<void>> {
-        return tls ? tls->write_all(as_bytes(s)) : tcp.write_all(as_bytes(s));
+        if (tls) {
+            return tls->write_all(as_bytes(s));
+        }
+        return other ? other->write_all(as_bytes(s)) : tcp.write_all(as_bytes(s));
     }
     auto write_all(std::span<const std::span<const std::byte>> parts) -> task<result<void>> {
-        return tls ? tls->write_all(parts) : tcp.write_all(parts);
+        if (tls) {
+            return tls->write_all(parts);
+        }
+        return other ? other->write_all(parts) : tcp.write_all(parts);
+    }
+    auto read_some(std::span<std::byte> buf) -> task<result<std::size_t>> {
+        if (tls) {
+            return tls->read_some(buf);
+        }
+        return other ? other->read_some(buf) : tcp.read_some(buf);
     }
     auto fill() -> task<result<void>> {
         char tmp[16384];
-        auto span = std::as_writable_bytes(std::span{tmp});
-        auto n = tls ? co_await tls->read_some(span) : co_await tcp.read_some(span);
+        auto n = co_await read_some(std::as_writable_bytes(std::span{tmp}));
         if (!n) {
             co_return n.error();
         }
@@ -343,8 +360,22 @@ private:
     semaphore* s_;
 };
 
-auto open(detail::client_pool_state& st, const url_parts& u)
-    -> task<result<std::unique_ptr<pooled_connection>>> {
+/// The plain stream of a new connection to `u`'s origin, within connect_timeout: through
+/// client_options::connect_stream when set (in `c.other`), else over TCP (in `c.tcp`).
+auto connect_plain(detail::client_pool_state& st, const url_parts& u, pooled_connection& c)
+    -> task<result<void>> {
+    if (st.options.connect_stream) {
+        auto s = co_await with_timeout(st.options.connect_timeout,
+                                       st.options.connect_stream(u.host, u.port));
+        if (!s) {
+            co_return s.error();
+        }
+        if (!*s) {
+            co_return s->error();
+        }
+        c.other = std::move(**s);
+        co_return result<void>{};
+    }
     connect_options co;
     co.resolve = st.options.resolve;
     auto tcp = co_await with_timeout(st.options.connect_timeout, connect(u.host, u.port, co));
@@ -354,15 +385,24 @@ auto open(detail::client_pool_state& st, const url_parts& u)
     if (!*tcp) {
         co_return tcp->error();
     }
+    c.tcp = std::move(**tcp);
+    co_return result<void>{};
+}
+
+auto open(detail::client_pool_state& st, const url_parts& u)
+    -> task<result<std::unique_ptr<pooled_connection>>> {
     auto c = std::make_unique<pooled_connection>();
+    if (auto plain = co_await connect_plain(st, u, *c); !plain) {
+        co_return plain.error();
+    }
     if (u.https) {
-        auto tls = co_await tls_stream::connect(std::move(**tcp), st.tls(), u.host);
+        auto handshake = c->other ? tls_stream::connect(std::move(c->other), st.tls(), u.host)
+                                  : tls_stream::connect(std::move(c->tcp), st.tls(), u.host);
+        auto tls = co_await std::move(handshake);
         if (!tls) {
             co_return tls.error();
         }
         c->tls.emplace(std::move(*tls));
-    } else {
-        c->tcp = std::move(**tcp);
     }
     st.opened.fetch_add(1, std::memory_order_relaxed);
     co_return c;

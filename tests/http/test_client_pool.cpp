@@ -1,6 +1,8 @@
 // http::client_pool against weft's own server and against scripted servers that misbehave on
 // purpose (a closed idle connection, a slow answer, ambiguous framing, a huge head, a body cut
-// short, a redirect loop), on both backends; over TLS with certificates made by the test.
+// short, a redirect loop), on both backends; over TLS with certificates made by the test. The
+// timeouts (request, idle, read) run against scripted servers on weft::testing's simulated
+// network, on the test clock: they take no wall time.
 
 #include <gtest/gtest.h>
 
@@ -17,6 +19,9 @@
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
+#include "weft/sync/event.hpp"
+#include "weft/testing/sim_network.hpp"
+#include "weft/testing/test_clock.hpp"
 #include "weft/tls/error.hpp"
 
 namespace {
@@ -30,8 +35,10 @@ auto listen_any() -> weft::tcp_listener {
     return weft::tcp_listener::bind(weft::socket_address::parse("127.0.0.1", 0).value()).value();
 }
 
-/// Reads one request (head and Content-Length body) from `s`; false when the peer closed.
-auto read_request(weft::tcp_stream& s, std::string& buf) -> task<bool> {
+/// Reads one request (head and Content-Length body) from `s` (a tcp_stream or a byte_stream);
+/// false when the peer closed.
+template <typename Stream>
+auto read_request(Stream& s, std::string& buf) -> task<bool> {
     for (;;) {
         if (const auto end = buf.find("\r\n\r\n"); end != std::string::npos) {
             std::size_t len = 0;
@@ -52,34 +59,50 @@ auto read_request(weft::tcp_stream& s, std::string& buf) -> task<bool> {
     }
 }
 
-auto write(weft::tcp_stream& s, std::string_view text) -> task<bool> {
+template <typename Stream>
+auto write(Stream& s, std::string_view text) -> task<bool> {
     co_return static_cast<bool>(co_await s.write_all(std::as_bytes(std::span{text})));
 }
 
+auto accept_on(weft::tcp_listener& l) -> task<weft::result<weft::tcp_stream>> { return l.accept(); }
+auto accept_on(std::unique_ptr<weft::byte_listener>& l)
+    -> task<weft::result<std::unique_ptr<weft::byte_stream>>> {
+    return l->accept();
+}
+auto stream_of(weft::tcp_stream& s) -> weft::tcp_stream& { return s; }
+auto stream_of(std::unique_ptr<weft::byte_stream>& s) -> weft::byte_stream& { return *s; }
+
 /// A server whose every connection runs `script(index, stream)`; counts connections and
-/// requests (the scripts count requests through `requests`).
-struct scripted_server {
-    using script = std::function<task<void>(int, weft::tcp_stream&, scripted_server&)>;
-    weft::tcp_listener listener = listen_any();
+/// requests (the scripts count requests through `requests`). On TCP (scripted_server), or on a
+/// simulated network as host "shop", port 80 (sim_scripted_server).
+template <typename Listener, typename Stream>
+struct basic_scripted_server {
+    using script = std::function<task<void>(int, Stream&, basic_scripted_server&)>;
+    Listener listener;
+    std::string origin;  // the URLs' scheme and authority
     std::atomic<int> accepted{0};
     std::atomic<int> requests{0};
     std::atomic<int> closed{0};  // connections whose script ended and which the server closed
 
+    basic_scripted_server()
+        : listener(listen_any()),
+          origin("http://127.0.0.1:" + std::to_string(listener.local_address().value().port())) {}
+    explicit basic_scripted_server(weft::testing::sim_network& net)
+        : listener(net.listen("shop", 80)), origin("http://shop") {}
+
     [[nodiscard]] auto url(std::string_view path = "/") const -> std::string {
-        return "http://127.0.0.1:" + std::to_string(listener.local_address().value().port()) +
-               std::string(path);
+        return origin + std::string(path);
     }
     auto serve(script s) -> task<void> {
         co_await weft::with_scope([&](weft::scope& sc) -> task<void> {
             for (;;) {
-                auto c = co_await listener.accept();
+                auto c = co_await accept_on(listener);
                 if (!c) {
                     co_return;
                 }
                 const int index = accepted.fetch_add(1);
-                sc.spawn([](script s, int i, weft::tcp_stream conn,
-                            scripted_server& self) -> task<void> {
-                    co_await s(i, conn, self);
+                sc.spawn([](script s, int i, auto conn, basic_scripted_server& self) -> task<void> {
+                    co_await s(i, stream_of(conn), self);
                     { auto done = std::move(conn); }
                     self.closed.fetch_add(1);
                 }(s, index, std::move(*c), *this));
@@ -88,9 +111,13 @@ struct scripted_server {
     }
 };
 
+using scripted_server = basic_scripted_server<weft::tcp_listener, weft::tcp_stream>;
+using sim_scripted_server =
+    basic_scripted_server<std::unique_ptr<weft::byte_listener>, weft::byte_stream>;
+
 /// Runs `body` beside `server.serve(script)`, then stops the server.
-template <typename Body>
-auto beside(scripted_server& server, scripted_server::script script, Body body) -> task<void> {
+template <typename Server, typename Body>
+auto beside(Server& server, typename Server::script script, Body body) -> task<void> {
     co_await weft::with_scope([&](weft::scope& s) -> task<void> {
         s.spawn(server.serve(std::move(script)));
         co_await body();
@@ -100,8 +127,9 @@ auto beside(scripted_server& server, scripted_server::script script, Body body) 
 
 /// Answers every request on a connection with `hello`, keep-alive, until the peer closes;
 /// closes after `per_connection` requests when that is > 0.
-auto keep_alive_script(int per_connection) -> scripted_server::script {
-    return [per_connection](int, weft::tcp_stream& s, scripted_server& self) -> task<void> {
+template <typename Server = scripted_server>
+auto keep_alive_script(int per_connection) -> typename Server::script {
+    return [per_connection](int, auto& s, Server& self) -> task<void> {
         std::string buf;
         for (int n = 0; per_connection == 0 || n < per_connection; ++n) {
             if (!co_await read_request(s, buf)) {
@@ -240,29 +268,10 @@ TEST_P(client_pool, retries_stop_when_the_budget_is_spent) {
     EXPECT_EQ(pool.stats().retries, 0U);
 }
 
-TEST_P(client_pool, a_slow_answer_hits_the_request_timeout) {
-    weft::runtime rt{options()};
-    scripted_server server;
-    http::client_pool pool{{.request_timeout = 200ms}};
-    auto silent = [](int, weft::tcp_stream& s, scripted_server& self) -> task<void> {
-        std::string buf;
-        if (co_await read_request(s, buf)) {
-            self.requests.fetch_add(1);
-            (void)co_await read_request(s, buf);  // never answers; ends when the client closes
-        }
-    };
-    rt.block_on(beside(server, silent, [&]() -> task<void> {
-        auto r = co_await pool.get(server.url());
-        EXPECT_EQ(r.error(), std::errc::timed_out);
-        co_await until([&] { return server.closed.load() >= 1; });  // the client closed it
-    }));
-    EXPECT_EQ(server.requests.load(), 1);
-    EXPECT_EQ(pool.stats().idle, 0U);
-}
-
 /// Answers the first request of every connection with `response` and closes.
-auto answer_once(std::string response) -> scripted_server::script {
-    return [response](int, weft::tcp_stream& s, scripted_server& self) -> task<void> {
+template <typename Server = scripted_server>
+auto answer_once(std::string response) -> typename Server::script {
+    return [response](int, auto& s, Server& self) -> task<void> {
         std::string buf;
         if (co_await read_request(s, buf)) {
             self.requests.fetch_add(1);
@@ -328,58 +337,6 @@ TEST_P(client_pool, a_truncated_chunked_body_is_an_error_and_not_reused) {
     }));
     EXPECT_EQ(pool.stats().connections_opened, 2U);  // the cut connection was not reused
     EXPECT_EQ(pool.stats().retries, 0U);             // bytes had come back: not a stale one
-}
-
-TEST_P(client_pool, the_request_over_the_per_host_limit_waits) {
-    weft::runtime rt{options()};
-    scripted_server server;
-    http::client_pool pool{{.max_per_host = 2}};
-    std::atomic<bool> open_gate{false};
-    auto gated = [&open_gate](int, weft::tcp_stream& s, scripted_server& self) -> task<void> {
-        std::string buf;
-        while (co_await read_request(s, buf)) {
-            self.requests.fetch_add(1);
-            co_await until([&] { return open_gate.load(); });
-            if (!co_await write(s, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")) {
-                co_return;
-            }
-        }
-    };
-    std::atomic<int> ok{0};  // the three requests may finish on different workers
-    rt.block_on(beside(server, gated, [&]() -> task<void> {
-        co_await weft::with_scope([&](weft::scope& s) -> task<void> {
-            for (int i = 0; i < 3; ++i) {
-                s.spawn([&]() -> task<void> {
-                    if (auto r = co_await pool.get(server.url()); r && r->status == 200) {
-                        ++ok;
-                    }
-                });
-            }
-            co_await until([&] { return server.requests.load() == 2; });
-            (void)co_await weft::sleep_for(50ms);  // room for a third connection, if allowed
-            EXPECT_EQ(server.accepted.load(), 2);
-            EXPECT_EQ(server.requests.load(), 2);
-            open_gate = true;
-        });
-    }));
-    EXPECT_EQ(ok.load(), 3);
-    EXPECT_EQ(pool.stats().connections_opened, 2U);
-    EXPECT_EQ(server.requests.load(), 3);
-}
-
-TEST_P(client_pool, an_idle_connection_past_its_timeout_is_not_reused) {
-    weft::runtime rt{options()};
-    scripted_server server;
-    http::client_pool pool{{.idle_timeout = 50ms}};
-    rt.block_on(beside(server, keep_alive_script(0), [&]() -> task<void> {
-        EXPECT_TRUE(co_await pool.get(server.url()));
-        EXPECT_TRUE(co_await pool.get(server.url()));  // reused at once
-        EXPECT_EQ(pool.stats().connections_opened, 1U);
-        (void)co_await weft::sleep_for(120ms);  // past the idle timeout
-        EXPECT_TRUE(co_await pool.get(server.url()));
-        EXPECT_EQ(pool.stats().connections_opened, 2U);
-        co_await until([&] { return server.closed.load() >= 1; });  // the evicted one closed
-    }));
 }
 
 TEST_P(client_pool, the_idle_limit_closes_the_oldest) {
@@ -461,29 +418,6 @@ TEST_P(client_pool, a_body_sent_a_byte_at_a_time_is_read_as_it_arrives) {
     EXPECT_EQ(pieces, 5);
     EXPECT_EQ(pool.stats().connections_opened, 1U);
     EXPECT_EQ(server.accepted.load(), 1);
-}
-
-TEST_P(client_pool, a_stall_mid_chunk_times_out_and_the_connection_is_closed) {
-    weft::runtime rt{options()};
-    scripted_server server;
-    http::client_pool pool{{.read_timeout = 100ms}};
-    rt.block_on(beside(server,
-                       answer_once("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                                   "a\r\nhel"),
-                       [&]() -> task<void> {
-                           http::client_request st_req{.url = server.url()};
-                           auto st = co_await pool.open(std::move(st_req));
-                           EXPECT_TRUE(st);
-                           auto first = co_await st->read();
-                           EXPECT_TRUE(first && *first == "hel");
-                           auto stalled = co_await st->read();
-                           EXPECT_EQ(stalled.error(), std::errc::timed_out);
-                           co_await until([&] { return server.closed.load() >= 1; });
-                           auto whole = co_await pool.get(server.url());  // the same stall
-                           EXPECT_EQ(whole.error(), std::errc::timed_out);
-                       }));
-    EXPECT_EQ(pool.stats().idle, 0U);
-    EXPECT_EQ(pool.stats().connections_opened, 2U);
 }
 
 TEST_P(client_pool, a_malformed_chunk_size_is_bad_message) {
@@ -622,6 +556,126 @@ TEST_P(client_pool, a_connection_is_reused_only_after_its_body_was_read_whole) {
     }));
     EXPECT_EQ(pool.stats().connections_opened, 2U);
     EXPECT_EQ(server.accepted.load(), 2);
+}
+
+// ---- timeouts, on the test clock over a simulated network ------------------------------------
+
+/// Options whose connections go over `net`, from host "client".
+auto over(weft::testing::sim_network& net, http::client_options o) -> http::client_options {
+    o.connect_stream = [&net](std::string_view host, std::uint16_t port) {
+        return net.connect("client", host, port);
+    };
+    return o;
+}
+
+/// Sleeps a millisecond of test time until `ready()`: a yield would keep the runtime busy, and
+/// its clock moves only while every task waits.
+template <typename Ready>
+auto settle_until(Ready ready) -> task<void> {
+    while (!ready()) {
+        (void)co_await weft::sleep_for(1ms);
+    }
+}
+
+TEST(client_pool_on_test_clock, a_slow_answer_hits_the_request_timeout) {
+    weft::runtime rt{weft::testing::test_clock_runtime()};
+    weft::testing::sim_network net{{.latency = 1ms}};
+    sim_scripted_server server{net};
+    http::client_pool pool{over(net, {.request_timeout = 30s})};
+    auto silent = [](int, weft::byte_stream& s, sim_scripted_server& self) -> task<void> {
+        std::string buf;
+        if (co_await read_request(s, buf)) {
+            self.requests.fetch_add(1);
+            (void)co_await read_request(s, buf);  // never answers; ends when the client closes
+        }
+    };
+    rt.block_on(beside(server, silent, [&]() -> task<void> {
+        auto r = co_await pool.get(server.url());
+        EXPECT_EQ(r.error(), std::errc::timed_out);
+        co_await settle_until([&] { return server.closed.load() >= 1; });  // the client closed it
+    }));
+    EXPECT_EQ(server.requests.load(), 1);
+    EXPECT_EQ(pool.stats().idle, 0U);
+}
+
+TEST(client_pool_on_test_clock, the_request_over_the_per_host_limit_waits) {
+    weft::runtime rt{weft::testing::test_clock_runtime()};
+    weft::testing::sim_network net{{.latency = 1ms}};
+    sim_scripted_server server{net};
+    http::client_pool pool{over(net, {.max_per_host = 2})};
+    weft::event open_gate;
+    auto gated = [&open_gate](int, weft::byte_stream& s, sim_scripted_server& self) -> task<void> {
+        std::string buf;
+        while (co_await read_request(s, buf)) {
+            self.requests.fetch_add(1);
+            (void)co_await open_gate.wait();
+            if (!co_await write(s, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")) {
+                co_return;
+            }
+        }
+    };
+    int ok = 0;
+    rt.block_on(beside(server, gated, [&]() -> task<void> {
+        co_await weft::with_scope([&](weft::scope& s) -> task<void> {
+            for (int i = 0; i < 3; ++i) {
+                s.spawn([&]() -> task<void> {
+                    if (auto r = co_await pool.get(server.url()); r && r->status == 200) {
+                        ++ok;
+                    }
+                });
+            }
+            co_await settle_until([&] { return server.requests.load() == 2; });
+            // Room for a third connection, if one were allowed (within the request timeout).
+            (void)co_await weft::sleep_for(10s);
+            EXPECT_EQ(server.accepted.load(), 2);
+            EXPECT_EQ(server.requests.load(), 2);
+            open_gate.set();
+        });
+    }));
+    EXPECT_EQ(ok, 3);
+    EXPECT_EQ(pool.stats().connections_opened, 2U);
+    EXPECT_EQ(server.requests.load(), 3);
+}
+
+TEST(client_pool_on_test_clock, an_idle_connection_past_its_timeout_is_not_reused) {
+    weft::runtime rt{weft::testing::test_clock_runtime()};
+    weft::testing::sim_network net{{.latency = 1ms}};
+    sim_scripted_server server{net};
+    http::client_pool pool{over(net, {.idle_timeout = 30s})};
+    rt.block_on(beside(server, keep_alive_script<sim_scripted_server>(0), [&]() -> task<void> {
+        EXPECT_TRUE(co_await pool.get(server.url()));
+        (void)co_await weft::sleep_for(29s);  // within the idle timeout
+        EXPECT_TRUE(co_await pool.get(server.url()));
+        EXPECT_EQ(pool.stats().connections_opened, 1U);
+        (void)co_await weft::sleep_for(31s);  // past it
+        EXPECT_TRUE(co_await pool.get(server.url()));
+        EXPECT_EQ(pool.stats().connections_opened, 2U);
+        co_await settle_until([&] { return server.closed.load() >= 1; });  // the evicted one
+    }));
+}
+
+TEST(client_pool_on_test_clock, a_stall_mid_chunk_times_out_and_the_connection_is_closed) {
+    weft::runtime rt{weft::testing::test_clock_runtime()};
+    weft::testing::sim_network net{{.latency = 1ms}};
+    sim_scripted_server server{net};
+    http::client_pool pool{over(net, {.read_timeout = 30s})};
+    rt.block_on(beside(server,
+                       answer_once<sim_scripted_server>(
+                           "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\na\r\nhel"),
+                       [&]() -> task<void> {
+                           http::client_request st_req{.url = server.url()};
+                           auto st = co_await pool.open(std::move(st_req));
+                           EXPECT_TRUE(st);
+                           auto first = co_await st->read();
+                           EXPECT_TRUE(first && *first == "hel");
+                           auto stalled = co_await st->read();
+                           EXPECT_EQ(stalled.error(), std::errc::timed_out);
+                           co_await settle_until([&] { return server.closed.load() >= 1; });
+                           auto whole = co_await pool.get(server.url());  // the same stall
+                           EXPECT_EQ(whole.error(), std::errc::timed_out);
+                       }));
+    EXPECT_EQ(pool.stats().idle, 0U);
+    EXPECT_EQ(pool.stats().connections_opened, 2U);
 }
 
 // ---- HTTPS ---------------------------------------------------------------------------------

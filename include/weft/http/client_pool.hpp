@@ -17,6 +17,7 @@
 #include "weft/core/task.hpp"
 #include "weft/http/client.hpp"
 #include "weft/http/client_stream.hpp"
+#include "weft/io/byte_stream.hpp"
 #include "weft/io/resolve.hpp"
 #include "weft/tls/tls_context.hpp"
 #include "weft/trace/tracer.hpp"
@@ -72,6 +73,18 @@ struct client_options {
     int retry_min_per_second = 3;
     /// How host names are resolved.
     resolve_options resolve{};
+    /// Opens the connection to an origin in place of resolving and connecting over TCP: a
+    /// byte_stream to the URL's host (as written) and port, such as weft::testing's simulated
+    /// network gives. `host` stays valid until the returned task has completed. An https origin
+    /// runs TLS over it; connect_timeout bounds it as it bounds a TCP connect. Empty (the
+    /// default): TCP.
+    ///
+    ///     o.connect_stream = [&net](std::string_view host, std::uint16_t port) {
+    ///         return net.connect("client", host, port);
+    ///     };
+    std::function<task<result<std::unique_ptr<byte_stream>>>(std::string_view host,
+                                                             std::uint16_t port)>
+        connect_stream{};
     /// https origins: ALPN offers h2 and http/1.1 (http/1.1 alone when false). With h2 agreed,
     /// the origin has one connection whose streams carry its requests concurrently, as many at
     /// once as the server's SETTINGS_MAX_CONCURRENT_STREAMS allows (the rest wait their turn);
