@@ -1,6 +1,7 @@
 // WebSocket (RFC 6455) against hostile peers: frames crafted byte by byte by a raw client, so
 // every refusal is seen on the wire as the close code the server sends. Each case runs on both
-// backends. Timeouts are short; the tests assert what was closed and with which code, never
+// backends. The send, idle and close timeouts run on weft::testing's simulated network and test
+// clock, so they take no wall time; the tests assert what was closed and with which code, never
 // when.
 
 #include <gtest/gtest.h>
@@ -25,6 +26,8 @@
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
+#include "weft/testing/sim_network.hpp"
+#include "weft/testing/test_clock.hpp"
 
 namespace weft::http::test {
 namespace {
@@ -35,14 +38,16 @@ using namespace std::string_view_literals;
 constexpr std::uint64_t frame_limit = 1024;
 constexpr std::uint64_t message_limit = 4096;
 
-auto ws_options() -> websocket_options {
+// Short timeouts over TCP; on the test clock (`test_clock`) seconds, which take no wall time
+// there (all below the 20 s raw_peer::ended waits).
+auto ws_options(bool test_clock = false) -> websocket_options {
     websocket_options o;
     o.max_frame = frame_limit;
     o.max_message = message_limit;
-    o.ping_interval = 50ms;
-    o.idle_timeout = 300ms;
-    o.send_timeout = 200ms;
-    o.close_timeout = 200ms;
+    o.ping_interval = test_clock ? std::chrono::milliseconds{2s} : 50ms;
+    o.idle_timeout = test_clock ? std::chrono::milliseconds{10s} : 300ms;
+    o.send_timeout = test_clock ? std::chrono::milliseconds{5s} : 200ms;
+    o.close_timeout = test_clock ? std::chrono::milliseconds{5s} : 200ms;
     o.subprotocols = {"chat.v2", "chat.v1"};
     return o;
 }
@@ -57,8 +62,8 @@ auto deflate_options(bool takeover) -> websocket_options {
 }
 
 // A peer that never reads is also silent: only the send timeout may end it here.
-auto flood_options() -> websocket_options {
-    websocket_options o = ws_options();
+auto flood_options(bool test_clock = false) -> websocket_options {
+    websocket_options o = ws_options(test_clock);
     o.ping_interval = 0ms;
     o.idle_timeout = 1h;
     return o;
@@ -172,37 +177,27 @@ public:
     static auto open(socket_address addr,
                      std::string_view path = "/echo",
                      std::string_view fields = {}) -> task<raw_peer> {
-        raw_peer p{(co_await tcp_stream::connect(addr)).value()};
-        std::string req = "GET " + std::string{path} +
-                          " HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                          "Sec-WebSocket-Version: 13\r\n" +
-                          std::string{fields} + "\r\n";
-        (co_await p.s_.write_all(as_bytes(req))).value();
-        for (;;) {
-            const auto end = p.buf_.find("\r\n\r\n");
-            if (end != std::string::npos) {
-                p.head_ = p.buf_.substr(0, end);
-                p.buf_.erase(0, end + 4);
-                break;
-            }
-            if (!co_await p.fill()) {
-                throw std::runtime_error("no handshake answer");
-            }
-        }
-        co_return p;
+        co_return co_await handshake(raw_peer{(co_await tcp_stream::connect(addr)).value()}, path,
+                                     fields);
+    }
+    /// Over `net` (weft::testing), from host "client" to the server on host "server", port 80.
+    static auto open(testing::sim_network& net,
+                     std::string_view path = "/echo",
+                     std::string_view fields = {}) -> task<raw_peer> {
+        co_return co_await handshake(
+            raw_peer{(co_await net.connect("client", "server", 80)).value()}, path, fields);
     }
 
     [[nodiscard]] auto head() const -> const std::string& { return head_; }
 
     auto send(std::string bytes) -> task<bool> {
-        auto r = co_await s_.write_all(as_bytes(bytes));
+        auto r = co_await write_all(as_bytes(bytes));
         co_return r.has_value();
     }
     /// Sends `bytes` one byte per write, each a receive of its own on the server.
     auto send_bytewise(std::string bytes) -> task<bool> {
         for (std::size_t i = 0; i < bytes.size(); ++i) {
-            auto r = co_await s_.write_all(as_bytes(std::string_view{bytes}.substr(i, 1)));
+            auto r = co_await write_all(as_bytes(std::string_view{bytes}.substr(i, 1)));
             if (!r) {
                 co_return false;
             }
@@ -282,9 +277,38 @@ public:
 
 private:
     explicit raw_peer(tcp_stream s) : s_(std::move(s)) {}
+    explicit raw_peer(std::unique_ptr<byte_stream> s) : other_(std::move(s)) {}
+
+    static auto handshake(raw_peer p, std::string_view path, std::string_view fields)
+        -> task<raw_peer> {
+        std::string req = "GET " + std::string{path} +
+                          " HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                          "Sec-WebSocket-Version: 13\r\n" +
+                          std::string{fields} + "\r\n";
+        (co_await p.write_all(as_bytes(req))).value();
+        for (;;) {
+            const auto end = p.buf_.find("\r\n\r\n");
+            if (end != std::string::npos) {
+                p.head_ = p.buf_.substr(0, end);
+                p.buf_.erase(0, end + 4);
+                break;
+            }
+            if (!co_await p.fill()) {
+                throw std::runtime_error("no handshake answer");
+            }
+        }
+        co_return p;
+    }
+    auto write_all(std::span<const std::byte> b) -> task<result<void>> {
+        return other_ ? other_->write_all(b) : s_.write_all(b);
+    }
+    auto read_some(std::span<std::byte> b) -> task<result<std::size_t>> {
+        return other_ ? other_->read_some(b) : s_.read_some(b);
+    }
     auto fill() -> task<bool> {
         char b[4096];
-        auto n = co_await s_.read_some(std::as_writable_bytes(std::span{b}));
+        auto n = co_await read_some(std::as_writable_bytes(std::span{b}));
         if (!n) {
             co_return false;
         }
@@ -293,6 +317,7 @@ private:
     }
 
     tcp_stream s_;
+    std::unique_ptr<byte_stream> other_;  // on a simulated network
     std::string buf_;
     std::string head_;
 };
@@ -313,60 +338,88 @@ struct seen {
 
 class websocket_server : public weft::test::backend_test {
 protected:
+    // The routes every case is served: the echo, its compressed variants, an origin check, a
+    // handler that throws, and a flood that never stops sending (the echo's and the flood's
+    // timeouts for the test clock when `test_clock`).
+    void add_routes(server& srv, bool test_clock) {
+        auto echo = [this](websocket& ws) -> task<void> {
+            for (;;) {
+                auto m = co_await ws.receive();
+                if (!m) {
+                    break;
+                }
+                auto w = co_await ws.send(m->data, m->text);
+                if (!w) {
+                    break;
+                }
+            }
+            seen_.ended.fetch_add(1);
+            seen_.handler_done.set();
+        };
+        srv.websocket("/echo", echo, ws_options(test_clock));
+        srv.websocket("/z", echo, deflate_options(false));
+        srv.websocket("/zt", echo, deflate_options(true));
+        websocket_options strict = ws_options();
+        strict.check_origin = [](std::string_view origin) {
+            return origin == "https://good.example";
+        };
+        srv.websocket(
+            "/strict", [](websocket&) -> task<void> { co_return; }, std::move(strict));
+        srv.websocket(
+            "/throw",
+            [](websocket& ws) -> task<void> {
+                (void)co_await ws.receive();
+                throw std::runtime_error("handler failure under test");
+            },
+            ws_options());
+        srv.websocket(
+            "/flood",
+            [this](websocket& ws) -> task<void> {
+                const std::string chunk(1000, 'f');
+                for (;;) {
+                    auto w = co_await ws.send(chunk);
+                    if (!w) {
+                        seen_.send_error.store(w.error().value());
+                        break;
+                    }
+                }
+                seen_.handler_done.set();
+            },
+            flood_options(test_clock));
+    }
+
     template <typename Body>
     void run(Body body, server_options so = {}) {
         runtime rt{options()};
         rt.block_on([&]() -> task<void> {
             server srv{std::move(so)};
-            auto echo = [this](websocket& ws) -> task<void> {
-                for (;;) {
-                    auto m = co_await ws.receive();
-                    if (!m) {
-                        break;
-                    }
-                    auto w = co_await ws.send(m->data, m->text);
-                    if (!w) {
-                        break;
-                    }
-                }
-                seen_.ended.fetch_add(1);
-                seen_.handler_done.set();
-            };
-            srv.websocket("/echo", echo, ws_options());
-            srv.websocket("/z", echo, deflate_options(false));
-            srv.websocket("/zt", echo, deflate_options(true));
-            websocket_options strict = ws_options();
-            strict.check_origin = [](std::string_view origin) {
-                return origin == "https://good.example";
-            };
-            srv.websocket(
-                "/strict", [](websocket&) -> task<void> { co_return; }, std::move(strict));
-            srv.websocket(
-                "/throw",
-                [](websocket& ws) -> task<void> {
-                    (void)co_await ws.receive();
-                    throw std::runtime_error("handler failure under test");
-                },
-                ws_options());
-            srv.websocket(
-                "/flood",
-                [this](websocket& ws) -> task<void> {
-                    const std::string chunk(1000, 'f');
-                    for (;;) {
-                        auto w = co_await ws.send(chunk);
-                        if (!w) {
-                            seen_.send_error.store(w.error().value());
-                            break;
-                        }
-                    }
-                    seen_.handler_done.set();
-                },
-                flood_options());
+            add_routes(srv, false);
             auto l = tcp_listener::bind(socket_address::parse("127.0.0.1", 0).value()).value();
             const auto addr = l.local_address().value();
             co_await with_scope([&](scope& s) -> task<void> {
                 s.spawn(srv.serve(l));
                 co_await body(addr, srv);
+                co_await srv.shutdown();
+            });
+            stats_ = srv.stats();
+        }());
+    }
+
+    // run(), with the server on a simulated network (host "server", port 80; raw_peer::open(net)
+    // reaches it) and the runtime on a test clock: its timeouts take no wall time.
+    template <typename Body>
+    void run_on_test_clock(Body body, server_options so = {}) {
+        runtime_options ro = options(1);
+        ro.clock = testing::test_clock_runtime().clock;
+        runtime rt{ro};
+        rt.block_on([&]() -> task<void> {
+            testing::sim_network net{{.latency = 1ms}};
+            server srv{std::move(so)};
+            add_routes(srv, true);
+            auto l = net.listen("server", 80);
+            co_await with_scope([&](scope& s) -> task<void> {
+                s.spawn(srv.serve(*l));
+                co_await body(net, srv);
                 co_await srv.shutdown();
             });
             stats_ = srv.stats();
@@ -515,8 +568,8 @@ TEST_P(websocket_server, handler_that_throws_closes_1011) {
 }
 
 TEST_P(websocket_server, peer_that_never_reads_is_dropped_by_the_send_timeout) {
-    run([&](socket_address addr, server&) -> task<void> {
-        auto p = co_await raw_peer::open(addr, "/flood");
+    run_on_test_clock([&](testing::sim_network& net, server&) -> task<void> {
+        auto p = co_await raw_peer::open(net, "/flood");
         (void)co_await seen_.handler_done.wait();  // the peer reads nothing meanwhile
         const bool ok5 = static_cast<bool>(co_await p.ended());
         EXPECT_TRUE(ok5);
@@ -526,8 +579,8 @@ TEST_P(websocket_server, peer_that_never_reads_is_dropped_by_the_send_timeout) {
 
 TEST_P(websocket_server, peer_that_stops_answering_pings_is_dropped_by_the_idle_timeout) {
     int pings = 0;
-    run([&](socket_address addr, server&) -> task<void> {
-        auto p = co_await raw_peer::open(addr);
+    run_on_test_clock([&](testing::sim_network& net, server&) -> task<void> {
+        auto p = co_await raw_peer::open(net);
         for (;;) {  // reads, never answers
             auto f = co_await p.next(true);
             if (!f) {
@@ -583,10 +636,10 @@ TEST_P(websocket_server, drain_drops_a_peer_that_never_sends_its_close) {
     std::uint16_t code = 0;
     bool ended = false;
     server_options so;
-    so.drain_timeout = 20s;  // far past close_timeout: the drop is the session's own bound
-    run(
-        [&](socket_address addr, server& srv) -> task<void> {
-            auto p = co_await raw_peer::open(addr);
+    so.drain_timeout = 1h;  // far past close_timeout: the drop is the session's own bound
+    run_on_test_clock(
+        [&](testing::sim_network& net, server& srv) -> task<void> {
+            auto p = co_await raw_peer::open(net);
             co_await with_scope([&](scope& s) -> task<void> {
                 s.spawn(srv.shutdown());
                 code = co_await p.close_code();  // then silence
