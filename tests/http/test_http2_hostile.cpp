@@ -2,10 +2,11 @@
 // bounded work: rapid reset (CVE-2023-44487), a CONTINUATION flood, an HPACK bomb, SETTINGS and
 // PING floods from a client that never reads, a client that never opens its window, and
 // streams past the concurrency limit. Timeouts are short; the tests assert what was closed,
-// refused or answered (and how many handlers ran), never when.
+// refused or answered (and how many handlers ran), never when. The cases that end at a timeout
+// (a peer that never reads, a window never opened) run on weft::testing's simulated network and
+// test clock: they take no wall time.
 
 #include <gtest/gtest.h>
-#include <sys/socket.h>
 
 #include <atomic>
 #include <string>
@@ -17,6 +18,8 @@
 #include "weft/io/tcp_listener.hpp"
 #include "weft/sched/runtime.hpp"
 #include "weft/sync/event.hpp"
+#include "weft/testing/sim_network.hpp"
+#include "weft/testing/test_clock.hpp"
 
 namespace weft::http::test {
 namespace {
@@ -44,23 +47,49 @@ protected:
     event release_;
     server_stats stats_;
 
+    void add_routes(server& srv) {
+        srv.route(method::get, "/", [this](request&) -> task<response> {
+            handled_.fetch_add(1);
+            co_return response::text("Hello, World!");
+        });
+        srv.route(method::get, "/wait", [this](request&) -> task<response> {
+            handled_.fetch_add(1);
+            (void)co_await release_.wait();
+            co_return response::text("released");
+        });
+        srv.route(method::get, "/big", [](request&) -> task<response> {
+            co_return response::text(std::string(1024 * 1024, 'z'));
+        });
+    }
+
+    // run(), with the server on a simulated network (host "server", port 80) whose connections
+    // hold 64 KiB each way, and the runtime on a test clock: its timeouts take no wall time.
+    template <typename Body>
+    void run_on_test_clock(server_options o, Body body) {
+        runtime_options ro = options(1);
+        ro.clock = testing::test_clock_runtime().clock;
+        runtime rt{ro};
+        rt.block_on([&]() -> task<void> {
+            testing::sim_network net{{.latency = 1ms, .buffer_bytes = 64 * 1024}};
+            server srv{std::move(o)};
+            add_routes(srv);
+            auto l = net.listen("server", 80);
+            co_await with_scope([&](scope& s) -> task<void> {
+                s.spawn(srv.serve(*l));
+                co_await body(net, srv);
+                release_.set();
+                co_await srv.shutdown();
+            });
+            stats_ = srv.stats();
+        }());
+    }
+
     template <typename Body>
     void run(server_options o, Body body) {
         runtime rt{options()};
         rt.block_on([&]() -> task<void> {
             server srv{std::move(o)};
-            srv.route(method::get, "/", [this](request&) -> task<response> {
-                handled_.fetch_add(1);
-                co_return response::text("Hello, World!");
-            });
-            srv.route(method::get, "/wait", [this](request&) -> task<response> {
-                handled_.fetch_add(1);
-                (void)co_await release_.wait();
-                co_return response::text("released");
-            });
-            srv.route(method::get, "/big", [](request&) -> task<response> {
-                co_return response::text(std::string(1024 * 1024, 'z'));
-            });
+            add_routes(srv);
             auto l = tcp_listener::bind(socket_address::parse("127.0.0.1", 0).value()).value();
             const auto addr = l.local_address().value();
             co_await with_scope([&](scope& s) -> task<void> {
@@ -76,7 +105,8 @@ protected:
 
 // Sends `chunk` until a write fails (the server closed) or `max_bytes` went out: true when the
 // server closed first. Reads nothing.
-auto flood(tcp_stream& s, const std::string& chunk, std::size_t max_bytes) -> task<bool> {
+template <typename Stream>
+auto flood(Stream& s, const std::string& chunk, std::size_t max_bytes) -> task<bool> {
     h2_peer p{s};
     for (std::size_t sent = 0; sent < max_bytes; sent += chunk.size()) {
         auto w = co_await with_timeout(20s, p.send(chunk));
@@ -193,10 +223,9 @@ TEST_P(http2_hostile, hpack_bomb_is_431_and_no_handler) {
 // send timeout closes the connection. Acks owed are bounded by what one receive holds.
 TEST_P(http2_hostile, ping_flood_never_read_is_closed) {
     bool closed = false;
-    run(hostile_options(), [&](socket_address addr, server&) -> task<void> {
-        auto s = (co_await tcp_stream::connect(addr)).value();
-        const int rcvbuf = 64 * 1024;
-        (void)::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    run_on_test_clock(hostile_options(), [&](testing::sim_network& net, server&) -> task<void> {
+        auto c = (co_await net.connect("client", "server", 80)).value();
+        byte_stream& s = *c;
         h2_peer p{s};
         (co_await p.start()).value();
         std::string chunk;
@@ -211,10 +240,9 @@ TEST_P(http2_hostile, ping_flood_never_read_is_closed) {
 
 TEST_P(http2_hostile, settings_flood_never_read_is_closed) {
     bool closed = false;
-    run(hostile_options(), [&](socket_address addr, server&) -> task<void> {
-        auto s = (co_await tcp_stream::connect(addr)).value();
-        const int rcvbuf = 64 * 1024;
-        (void)::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    run_on_test_clock(hostile_options(), [&](testing::sim_network& net, server&) -> task<void> {
+        auto c = (co_await net.connect("client", "server", 80)).value();
+        byte_stream& s = *c;
         h2_peer p{s};
         (co_await p.start()).value();
         std::string chunk;
@@ -230,8 +258,9 @@ TEST_P(http2_hostile, settings_flood_never_read_is_closed) {
 TEST_P(http2_hostile, zero_window_stall_times_out) {
     bool closed = false;
     std::size_t data = 0;
-    run(hostile_options(), [&](socket_address addr, server&) -> task<void> {
-        auto s = (co_await tcp_stream::connect(addr)).value();
+    run_on_test_clock(hostile_options(), [&](testing::sim_network& net, server&) -> task<void> {
+        auto c = (co_await net.connect("client", "server", 80)).value();
+        byte_stream& s = *c;
         h2_peer p{s};
         std::vector<std::pair<std::uint16_t, std::uint32_t>> closed_window = {{0x4, 0}};
         (co_await p.start(closed_window)).value();  // INITIAL_WINDOW_SIZE 0, never raised
