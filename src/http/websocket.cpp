@@ -22,6 +22,7 @@
 #include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
 #include "weft/sync/mutex.hpp"
+#include "weft/tls/tls_byte_stream.hpp"
 #include "weft/tls/tls_stream.hpp"
 
 // NOTE: as in connection.cpp, every co_await is a statement of its own, never inside a
@@ -162,6 +163,7 @@ struct websocket::impl {
     // client: the streams and the options the transport and opts point into (heap: stable)
     std::optional<tcp_stream> own_tcp;
     std::optional<tls_stream> own_tls;
+    std::unique_ptr<byte_stream> own_stream;  // connected over a byte_stream (TLS or not)
     std::optional<detail::transport> own_t;
     websocket_options own_opts;
 
@@ -467,39 +469,17 @@ auto websocket::compressed() const noexcept -> bool { return p_->deflate.has_val
 
 // ---- client -----------------------------------------------------------------------------
 
-auto websocket::connect(socket_address addr,
-                        std::string host,
-                        std::string path,
-                        websocket_options o,
-                        std::vector<std::string> protocols) -> task<result<websocket>> {
-    auto tcp = co_await tcp_stream::connect(addr);
-    if (!tcp) {
-        co_return tcp.error();
-    }
-    auto p = std::make_unique<impl>(nullptr, nullptr, true);
-    p->own_opts = std::move(o);
-    p->opts = &p->own_opts;
-    if (p->own_opts.tls) {
-        auto s = co_await tls_stream::connect(std::move(*tcp), *p->own_opts.tls, host);
-        if (!s) {
-            co_return s.error();
-        }
-        p->own_tls.emplace(std::move(*s));
-        p->own_t.emplace(*p->own_tls);
-    } else {
-        p->own_tcp.emplace(std::move(*tcp));
-        p->own_t.emplace(*p->own_tcp);
-    }
-    p->t = &*p->own_t;
+namespace {
 
+// The client's side of the opening handshake on `p`'s transport: the upgrade request (Host:
+// `host_field`), then the server's answer checked; the session once it agrees.
+auto client_handshake(std::unique_ptr<websocket::impl> p,
+                      std::string host_field,
+                      std::string path,
+                      std::vector<std::string> protocols) -> task<result<websocket>> {
     unsigned char raw[16];
     random_bytes(raw, sizeof raw);
     const std::string key = base64(raw, sizeof raw);
-    // Host names the port unless it is the scheme's default (RFC 9110 7.2).
-    std::string host_field = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-    if (addr.port() != (p->own_opts.tls ? 443 : 80)) {
-        host_field += ":" + std::to_string(addr.port());
-    }
     std::string req = "GET " + path + " HTTP/1.1\r\nHost: " + host_field +
                       "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: " + key +
                       "\r\nSec-WebSocket-Version: 13\r\n";
@@ -590,6 +570,64 @@ auto websocket::connect(socket_address addr,
     }
     p->in_pos = end + 4;
     co_return websocket{std::move(p)};
+}
+
+}  // namespace
+
+auto websocket::connect(socket_address addr,
+                        std::string host,
+                        std::string path,
+                        websocket_options o,
+                        std::vector<std::string> protocols) -> task<result<websocket>> {
+    auto tcp = co_await tcp_stream::connect(addr);
+    if (!tcp) {
+        co_return tcp.error();
+    }
+    auto p = std::make_unique<impl>(nullptr, nullptr, true);
+    p->own_opts = std::move(o);
+    p->opts = &p->own_opts;
+    if (p->own_opts.tls) {
+        auto s = co_await tls_stream::connect(std::move(*tcp), *p->own_opts.tls, host);
+        if (!s) {
+            co_return s.error();
+        }
+        p->own_tls.emplace(std::move(*s));
+        p->own_t.emplace(*p->own_tls);
+    } else {
+        p->own_tcp.emplace(std::move(*tcp));
+        p->own_t.emplace(*p->own_tcp);
+    }
+    p->t = &*p->own_t;
+    // Host names the port unless it is the scheme's default (RFC 9110 7.2).
+    std::string host_field = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    if (addr.port() != (p->own_opts.tls ? 443 : 80)) {
+        host_field += ":" + std::to_string(addr.port());
+    }
+    co_return co_await client_handshake(std::move(p), std::move(host_field), std::move(path),
+                                        std::move(protocols));
+}
+
+auto websocket::connect(std::unique_ptr<byte_stream> s,
+                        std::string host,
+                        std::string path,
+                        websocket_options o,
+                        std::vector<std::string> protocols) -> task<result<websocket>> {
+    auto p = std::make_unique<impl>(nullptr, nullptr, true);
+    p->own_opts = std::move(o);
+    p->opts = &p->own_opts;
+    if (p->own_opts.tls) {
+        // As the server serves TLS over a byte_stream: the TLS stream as a byte_stream.
+        auto t = co_await tls_stream::connect(std::move(s), *p->own_opts.tls, host);
+        if (!t) {
+            co_return t.error();
+        }
+        s = std::make_unique<tls_byte_stream>(std::move(*t));
+    }
+    p->own_stream = std::move(s);
+    p->own_t.emplace(*p->own_stream);
+    p->t = &*p->own_t;
+    co_return co_await client_handshake(std::move(p), std::move(host), std::move(path),
+                                        std::move(protocols));
 }
 
 // ---- server -----------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 
 #include "weft/core/result.hpp"
 #include "weft/core/task.hpp"
+#include "weft/io/byte_stream.hpp"
 #include "weft/io/socket_address.hpp"
 #include "weft/tls/tls_context.hpp"
 
@@ -140,6 +141,15 @@ public:
     /// Connects to `addr`, upgrading a GET of `path` (`host` for Host, SNI and the TLS name
     /// check; wss when o.tls is set). `protocols`: Sec-WebSocket-Protocol offered, if any.
     [[nodiscard]] static auto connect(socket_address addr,
+                                      std::string host,
+                                      std::string path,
+                                      websocket_options o = {},
+                                      std::vector<std::string> protocols = {})
+        -> task<result<websocket>>;
+    /// connect() over a connected byte_stream (weft::testing's simulated network): the same
+    /// handshake and session; `host` is the Host field as sent (with a port, if any) and, with
+    /// o.tls, the SNI and TLS name.
+    [[nodiscard]] static auto connect(std::unique_ptr<byte_stream> s,
                                       std::string host,
                                       std::string path,
                                       websocket_options o = {},
