@@ -116,8 +116,8 @@ auto connection::serve_stream(std::shared_ptr<server::state> st, std::unique_ptr
 }
 
 // serve_tls over a byte_stream: the connection takes the TLS stream as a byte_stream of
-// plaintext (no socket to pace: the send timeout bounds each write, as on any byte_stream).
-// HTTP/1.1 only: h2 by ALPN needs the socket's pacing. NOTE: never inlined, as serve_tls.
+// plaintext (no socket to pace: the send timeout bounds each write, as on any byte_stream),
+// HTTP/1.1 or h2 as ALPN chose. NOTE: never inlined, as serve_tls.
 [[gnu::noinline]] auto connection::serve_stream_tls(server::state& st,
                                                     std::unique_ptr<byte_stream> s) -> task<void> {
     auto t = co_await tls_stream::accept(std::move(s), *st.opts.tls);
@@ -126,13 +126,15 @@ auto connection::serve_stream(std::shared_ptr<server::state> st, std::unique_ptr
         st.leave(nullptr);  // ended before it was registered
         co_return;
     }
-    if (t->alpn() == "h2") {
-        st.leave(nullptr);
+    const bool h2 = t->alpn() == "h2";
+    if (h2 && !st.opts.http2.enabled) {
+        st.leave(nullptr);  // a context that offers h2 to a server that does not speak it
         co_return;
     }
     tls_byte_stream plain{std::move(*t)};
     transport tr{plain};
     connection c{st, tr};
+    c.h2_ = h2;
     co_await c.run();
     (void)plain.shutdown_write();
 }

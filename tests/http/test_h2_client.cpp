@@ -21,6 +21,8 @@
 #include "weft/sched/timer.hpp"
 #include "weft/sched/yield.hpp"
 #include "weft/sync/event.hpp"
+#include "weft/testing/sim_network.hpp"
+#include "weft/testing/test_clock.hpp"
 #include "weft/tls/tls_stream.hpp"
 
 namespace weft::http::test {
@@ -140,32 +142,6 @@ TEST_P(h2_client, fifty_concurrent_requests_are_streams_of_one_connection) {
     EXPECT_EQ(pool.stats().http2_connections, 1U);
 }
 
-TEST_P(h2_client, the_servers_stream_limit_queues_the_rest) {
-    runtime rt{options()};
-    client_pool pool{pool_options()};
-    server_options o;
-    o.http2.max_concurrent_streams = 4;
-    std::atomic<int> ok{0};  // counted on every worker
-    run(rt, std::move(o), [&](std::string base) -> task<void> {
-        co_await with_scope([&](scope& s) -> task<void> {
-            for (int i = 0; i < 20; ++i) {
-                s.spawn([&]() -> task<void> {
-                    auto r = co_await pool.get(base + "/wait");
-                    if (r && r->status == 200) {
-                        ++ok;
-                    }
-                });
-            }
-            co_await until([&] { return waiting_.load() == 4; });
-            (void)co_await sleep_for(50ms);  // room for a fifth stream, if the client sent one
-            EXPECT_EQ(waiting_.load(), 4);
-            release_.set();
-        });
-    });
-    EXPECT_EQ(ok.load(), 20);  // none refused: the client held them back, not the server
-    EXPECT_EQ(stats_.accepted, 1U);
-}
-
 TEST_P(h2_client, a_stream_reset_fails_its_request_alone) {
     runtime rt{options()};
     client_pool pool{pool_options()};
@@ -268,24 +244,19 @@ public:
                std::string(path);
     }
 
-    auto serve(script sc) -> task<void> {
+    auto serve(script sc) -> task<void> { return serve_from(listener, std::move(sc)); }
+
+    /// serve() from another listener: a simulated network's (byte_listener).
+    template <typename Listener>
+    auto serve_from(Listener& l, script sc) -> task<void> {
         co_await with_scope([&](scope& s) -> task<void> {
             for (;;) {
-                auto c = co_await listener.accept();
+                auto c = co_await l.accept();
                 if (!c) {
                     co_return;
                 }
                 const int index = accepted.fetch_add(1);
-                s.spawn([](frame_server& self, script sc, int i, tcp_stream tcp) -> task<void> {
-                    auto t = co_await tls_stream::accept(std::move(tcp), *self.ctx_);
-                    if (!t) {
-                        co_return;
-                    }
-                    if (!co_await t->write_all(std::as_bytes(std::span{self.hello_}))) {
-                        co_return;
-                    }
-                    co_await sc(i, *t, self);
-                }(*this, sc, index, std::move(*c)));
+                s.spawn(run_script(*this, sc, index, std::move(*c)));
             }
         });
     }
@@ -353,6 +324,18 @@ public:
     }
 
 private:
+    template <typename Stream>
+    static auto run_script(frame_server& self, script sc, int i, Stream raw) -> task<void> {
+        auto t = co_await tls_stream::accept(std::move(raw), *self.ctx_);
+        if (!t) {
+            co_return;
+        }
+        if (!co_await t->write_all(std::as_bytes(std::span{self.hello_}))) {
+            co_return;
+        }
+        co_await sc(i, *t, self);
+    }
+
     std::string hello_;
     std::optional<tls_context> ctx_;
 };
@@ -460,41 +443,6 @@ TEST_P(h2_client, a_lost_connection_fails_every_request_in_flight) {
     EXPECT_EQ(server.accepted.load(), 1);  // not retried: they may have been processed
 }
 
-TEST_P(h2_client, a_server_that_never_opens_its_window_fails_the_upload_by_its_timeout) {
-    runtime rt{options()};
-    // No DATA may be sent on any stream, and one stream at a time: a stream the client kept
-    // after its request gave up would hold the only slot.
-    frame_server server{leaf_, {{4 /* INITIAL_WINDOW_SIZE */, 0}, {3 /* MAX_CONCURRENT */, 1}}};
-    auto o = pool_options();
-    o.request_timeout = 300ms;
-    client_pool pool{o};
-    std::atomic<std::int32_t> upload{0};
-    std::atomic<int> resets{0};
-    auto script = [&](int, tls_stream& t, frame_server& self) -> task<void> {
-        std::string buf;
-        while (auto f = co_await frame_server::next(t, buf, self)) {
-            if (f->type == f_headers && (f->flags & end_stream) == 0) {
-                upload.store(f->stream);  // its body waits for a window never opened
-            } else if (f->type == f_headers && !co_await frame_server::answer(t, f->stream, "ok")) {
-                co_return;
-            } else if (f->type == f_rst && f->stream == upload.load()) {
-                resets.fetch_add(1);
-            }
-        }
-    };
-    result<client_response> up = unanswered;
-    result<client_response> after = unanswered;
-    rt.block_on(beside(server, script, [&]() -> task<void> {
-        up = co_await pool.post(server.url("/up"), std::string(256 * 1024, 'u'), "text/plain");
-        // The reset goes out before this request's HEADERS, which the single slot waits for.
-        after = co_await pool.get(server.url("/after"));
-    }));
-    EXPECT_EQ(up.error(), std::errc::timed_out);
-    EXPECT_EQ(resets.load(), 1);  // the stream given up is reset, its slot freed
-    EXPECT_TRUE(after && after->body == "ok") << (after ? "" : after.error().message());
-    EXPECT_EQ(server.accepted.load(), 1);
-}
-
 TEST_P(h2_client, a_stream_reset_mid_response_leaves_the_others_running) {
     runtime rt{options()};
     frame_server server{leaf_};
@@ -596,6 +544,119 @@ TEST_P(h2_client, a_connection_closed_mid_response_fails_it_and_the_next_opens_a
 }
 
 WEFT_TEST_ON_BOTH_BACKENDS(h2_client);
+
+// The server's stream limit (4) holds the client's other requests back, on a simulated network
+// and a test clock: the 50 ms left for a fifth stream take no wall time, and since the clock
+// moves only once every task waits, a fifth stream the client had sent would have reached its
+// handler by then.
+TEST(h2_client_on_sim, the_servers_stream_limit_queues_the_rest) {
+    const wt::issued_cert ca = wt::make_ca("weft h2 client CA");
+    const wt::issued_cert leaf = wt::make_leaf("server", &ca);
+    tls_server_options to;
+    to.certificate = leaf.as_certificate();
+    to.alpn = {"h2", "http/1.1"};
+    server_options o;
+    o.tls = tls_context::server(to);
+    o.http2.max_concurrent_streams = 4;
+    std::atomic<int> waiting{0};
+    int waiting_after_pause = 0;
+    event release;
+    std::atomic<int> ok{0};
+    server_stats stats;
+    client_pool_stats pool_stats;
+    runtime rt{testing::test_clock_runtime()};
+    rt.block_on([&]() -> task<void> {
+        testing::sim_network net{{.latency = 1ms}};
+        client_options co{.tls = {.ca_pem = ca.cert_pem()}};
+        co.connect_stream = [&net](std::string_view host, std::uint16_t port) {
+            return net.connect("client", host, port);
+        };
+        client_pool pool{std::move(co)};
+        server srv{std::move(o)};
+        srv.route(method::get, "/wait", [&](request&) -> task<response> {
+            waiting.fetch_add(1);
+            (void)co_await release.wait();
+            co_return response::text("released");
+        });
+        auto l = net.listen("server", 443);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn(srv.serve(*l));
+            co_await with_scope([&](scope& requests) -> task<void> {
+                for (int i = 0; i < 20; ++i) {
+                    requests.spawn([&]() -> task<void> {
+                        auto r = co_await pool.get("https://server/wait");
+                        if (r && r->status == 200) {
+                            ++ok;
+                        }
+                    });
+                }
+                while (waiting.load() < 4) {
+                    (void)co_await sleep_for(1ms);  // test time: the network's latency passes
+                }
+                (void)co_await sleep_for(50ms);  // room for a fifth stream, if one was sent
+                waiting_after_pause = waiting.load();
+                release.set();
+            });
+            co_await srv.shutdown();
+        });
+        stats = srv.stats();
+        pool_stats = pool.stats();
+    }());
+    EXPECT_EQ(waiting_after_pause, 4);
+    EXPECT_EQ(ok.load(), 20);  // none refused: the client held them back, not the server
+    EXPECT_EQ(stats.accepted, 1U);
+    EXPECT_EQ(pool_stats.http2_connections, 1U);
+}
+
+// A server that never opens its window for a request body: the upload fails by its request
+// timeout (on a test clock: no wall time), its stream is reset and its slot, the server's only
+// one, serves the next request.
+TEST(h2_client_on_sim, a_server_that_never_opens_its_window_fails_the_upload_by_its_timeout) {
+    const wt::issued_cert ca = wt::make_ca("weft h2 client CA");
+    const wt::issued_cert leaf = wt::make_leaf("server", &ca);
+    // No DATA may be sent on any stream, and one stream at a time: a stream the client kept
+    // after its request gave up would hold the only slot.
+    frame_server server{leaf, {{4 /* INITIAL_WINDOW_SIZE */, 0}, {3 /* MAX_CONCURRENT */, 1}}};
+    std::atomic<std::int32_t> upload{0};
+    std::atomic<int> resets{0};
+    auto script = [&](int, tls_stream& t, frame_server& self) -> task<void> {
+        std::string buf;
+        while (auto f = co_await frame_server::next(t, buf, self)) {
+            if (f->type == f_headers && (f->flags & end_stream) == 0) {
+                upload.store(f->stream);  // its body waits for a window never opened
+            } else if (f->type == f_headers && !co_await frame_server::answer(t, f->stream, "ok")) {
+                co_return;
+            } else if (f->type == f_rst && f->stream == upload.load()) {
+                resets.fetch_add(1);
+            }
+        }
+    };
+    result<client_response> up = unanswered;
+    result<client_response> after = unanswered;
+    runtime rt{testing::test_clock_runtime()};
+    rt.block_on([&]() -> task<void> {
+        testing::sim_network net{{.latency = 1ms}};
+        client_options o{.tls = {.ca_pem = ca.cert_pem()}};
+        o.request_timeout = 30s;
+        o.connect_stream = [&net](std::string_view host, std::uint16_t port) {
+            return net.connect("client", host, port);
+        };
+        client_pool pool{std::move(o)};
+        auto l = net.listen("server", 443);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn(server.serve_from(*l, script));
+            up =
+                co_await pool.post("https://server/up", std::string(256 * 1024, 'u'), "text/plain");
+            // The reset goes out before this request's HEADERS, which the single slot waits for.
+            after = co_await pool.get("https://server/after");
+            s.request_stop();
+        });
+    }());
+    EXPECT_EQ(up.error(), std::errc::timed_out);
+    EXPECT_EQ(resets.load(), 1);  // the stream given up is reset, its slot freed
+    EXPECT_TRUE(after && after->body == "ok") << (after ? "" : after.error().message());
+    EXPECT_EQ(server.accepted.load(), 1);
+}
 
 }  // namespace
 }  // namespace weft::http::test

@@ -19,6 +19,8 @@
 #include "weft/sched/runtime.hpp"
 #include "weft/sched/timer.hpp"
 #include "weft/sync/event.hpp"
+#include "weft/testing/sim_network.hpp"
+#include "weft/testing/test_clock.hpp"
 #include "weft/tls/tls_stream.hpp"
 #include "weft/trace/tracer.hpp"
 
@@ -363,9 +365,14 @@ TEST_P(http2, h2_by_alpn_over_tls) {
     EXPECT_EQ(b.body, std::string(streamed_size, 's'));
 }
 
-TEST_P(http2, idle_connection_closes_after_keep_alive_timeout_over_tls) {
+WEFT_TEST_ON_BOTH_BACKENDS(http2);
+
+// h2 by ALPN over TLS over a simulated connection, on a test clock that auto-advances: the
+// keep-alive timeout closes an idle connection in no wall time, and a PING answered while idle
+// (a write) does not lift its deadline.
+TEST(http2_on_sim, idle_connection_closes_after_keep_alive_timeout_over_tls) {
     const wt::issued_cert ca = wt::make_ca("weft h2 CA");
-    const wt::issued_cert leaf = wt::make_leaf("localhost", &ca);
+    const wt::issued_cert leaf = wt::make_leaf("server", &ca);
     tls_server_options to;
     to.certificate = leaf.as_certificate();
     to.alpn = {"h2"};
@@ -376,25 +383,38 @@ TEST_P(http2, idle_connection_closes_after_keep_alive_timeout_over_tls) {
     co.ca_pem = ca.cert_pem();
     co.alpn = {"h2"};
     const auto client_ctx = tls_context::client(co);
+    std::string alpn;
     h2_peer<tls_stream>::response got;
     bool closed = false;
-    run(std::move(o), [&](socket_address addr, server&) -> task<void> {
-        auto tcp = (co_await tcp_stream::connect(addr)).value();
-        auto t = (co_await tls_stream::connect(std::move(tcp), client_ctx, "localhost")).value();
-        h2_peer p{t};
-        (co_await p.start()).value();
-        (co_await p.send_request(1, "GET", "/")).value();
-        got = (co_await p.read_response(1)).value();
-        // A PING answered while idle (a write) must not lift the idle deadline.
-        (co_await p.send(frame(f_ping, 0, 0, "12345678"))).value();
-        closed = co_await p.read_until_close();
-    });
+    server_stats stats;
+    runtime rt{testing::test_clock_runtime()};
+    rt.block_on([&]() -> task<void> {
+        testing::sim_network net{{.latency = 1ms}};
+        server srv{std::move(o)};
+        srv.route(method::get, "/",
+                  [](request&) -> task<response> { co_return response::text("Hello over h2"); });
+        auto l = net.listen("server", 443);
+        co_await with_scope([&](scope& s) -> task<void> {
+            s.spawn(srv.serve(*l));
+            auto raw = (co_await net.connect("client", "server", 443)).value();
+            auto t = (co_await tls_stream::connect(std::move(raw), client_ctx, "server")).value();
+            alpn = t.alpn();
+            h2_peer p{t};
+            (co_await p.start()).value();
+            (co_await p.send_request(1, "GET", "/")).value();
+            got = (co_await p.read_response(1)).value();
+            (co_await p.send(frame(f_ping, 0, 0, "12345678"))).value();
+            closed = co_await p.read_until_close();
+            co_await srv.shutdown();
+        });
+        stats = srv.stats();
+    }());
+    EXPECT_EQ(alpn, "h2");
     EXPECT_EQ(got.status, 200);
+    EXPECT_EQ(got.body, "Hello over h2");
     EXPECT_TRUE(closed);
-    EXPECT_GE(stats_.timed_out, 1U);
+    EXPECT_GE(stats.timed_out, 1U);
 }
-
-WEFT_TEST_ON_BOTH_BACKENDS(http2);
 
 }  // namespace
 }  // namespace weft::http::test
