@@ -485,8 +485,24 @@ auto h2_connection::read_body(std::int32_t id,
 
 // ---- requests and responses -----------------------------------------------------------
 
+void h2_connection::discard_body(h2_stream& s) {
+    std::size_t unread = 0;
+    {
+        std::lock_guard lock(mu_);
+        s.handler_done = true;
+        for (const std::string& piece : s.in) {
+            unread += piece.size();
+        }
+        s.in.clear();
+    }
+    if (unread > 0) {
+        (void)nghttp2_session_consume(session_, s.id, unread);
+    }
+}
+
 void h2_connection::answer(h2_stream& s, int status, std::string_view why) {
     c_.st_.rejected.fetch_add(1, std::memory_order_relaxed);
+    discard_body(s);  // no handler will read it
     std::string body{why};
     body += '\n';
     s.resp = response::text(std::move(body), status);
@@ -709,18 +725,7 @@ void h2_connection::apply(std::vector<action>& acts) {
                     (void)nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id,
                                                     NGHTTP2_INTERNAL_ERROR);
                 }
-                std::size_t unread = 0;
-                {
-                    std::lock_guard lock(mu_);
-                    s.handler_done = true;
-                    for (const std::string& piece : s.in) {
-                        unread += piece.size();
-                    }
-                    s.in.clear();
-                }
-                if (unread > 0) {
-                    (void)nghttp2_session_consume(session_, s.id, unread);
-                }
+                discard_body(s);
                 break;
             }
         }

@@ -152,6 +152,9 @@ private:
     void apply(std::vector<action>& acts);
     void submit(h2_stream& s);
     void answer(h2_stream& s, int status, std::string_view why);
+    /// Nobody reads `s`'s body from now on (its handler ended, or it never had one): what
+    /// came is given back to the window, what comes is dropped as it arrives.
+    void discard_body(h2_stream& s);
     auto flush() -> task<bool>;
     auto wait_input() -> task<std::optional<result<bytes>>>;
     void set_timeouts();

@@ -255,6 +255,53 @@ TEST_P(http2_hostile, settings_flood_never_read_is_closed) {
     EXPECT_GE(stats_.timed_out, 1U);
 }
 
+// A request the server answers without running a handler (CONNECT: 501) whose client goes
+// on sending a body: the server discards that data and gives its window back, rather than
+// holding it unread (and the stream's window shut) until the stream ends.
+TEST_P(http2_hostile, data_after_an_answer_without_a_handler_is_discarded) {
+    int status = 0;
+    std::uint64_t given_back = 0;  // WINDOW_UPDATE increments, stream 1 and the connection
+    run_on_test_clock(hostile_options(), [&](testing::sim_network& net, server&) -> task<void> {
+        auto c = (co_await net.connect("client", "server", 80)).value();
+        byte_stream& s = *c;
+        h2_peer p{s};
+        (co_await p.start()).value();
+        (co_await p.settle()).value();
+        // :method CONNECT and :authority (HPACK literals with the static table's names 2 and
+        // 1), no :scheme or :path, and no END_STREAM: a tunnel's first bytes would follow.
+        const std::string block = std::string{"\x02\x07"} + "CONNECT" + "\x01\x0a" + "server:443";
+        (co_await p.send(frame(f_headers, end_headers, 1, block))).value();
+        for (;;) {
+            auto f = (co_await p.read_frame(20s)).value();
+            if (f.type == f_headers && f.stream == 1) {
+                header_list h;
+                if (p.decode(f.payload, h) && !h.empty()) {
+                    status = std::stoi(h.front().second);
+                }
+            }
+            if (f.stream == 1 && (f.flags & end_stream) != 0) {
+                break;  // the answer is complete
+            }
+        }
+        const std::string piece(16 * 1024, 'd');
+        for (int i = 0; i < 3; ++i) {
+            (co_await p.send(frame(f_data, 0, 1, piece))).value();
+        }
+        while (given_back < 32 * 1024) {
+            auto f = co_await p.read_frame(20s);
+            if (!f) {
+                break;  // timed out (test time) or closed: the window was not given back
+            }
+            if (f->type == f_window_update && (f->stream == 1 || f->stream == 0)) {
+                given_back += get_u32(f->payload, 0) & 0x7fffffffU;
+            }
+        }
+    });
+    EXPECT_EQ(status, 501);
+    EXPECT_GE(given_back, 32U * 1024);
+    EXPECT_EQ(handled_.load(), 0);
+}
+
 TEST_P(http2_hostile, zero_window_stall_times_out) {
     bool closed = false;
     std::size_t data = 0;
