@@ -19,6 +19,7 @@
 #include "weft/core/scope.hpp"
 #include "weft/core/when_any.hpp"
 #include "weft/http/parse_error.hpp"
+#include "weft/sched/yield.hpp"
 
 namespace weft::http::detail {
 
@@ -910,10 +911,17 @@ auto h2_connection::serve() -> task<void> {
                         ended_by_goaway_ = co_await flush();
                         break;
                     }
+                    const bool started = !to_start_.empty();
                     for (const auto& st : to_start_) {
                         start(st);
                     }
                     to_start_.clear();
+                    if (started) {
+                        // The handlers just spawned run first: those that answer without
+                        // waiting post their responses before this loop takes the actions,
+                        // and one write carries them all, not one write and wake-up each.
+                        co_await yield();
+                    }
                 }
                 {
                     std::lock_guard lock(mu_);
