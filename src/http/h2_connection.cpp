@@ -138,6 +138,17 @@ auto body_left(h2_stream& s) -> std::uint64_t {
     }
 }
 
+// Drops the body bytes received and not read (under mu_); returns how many, for the windows.
+auto drop_unread(h2_stream& s) -> std::size_t {
+    std::size_t unread = 0;
+    for (std::size_t i = s.in_next; i < s.in.size(); ++i) {
+        unread += s.in[i].size();
+    }
+    s.in.clear();
+    s.in_next = 0;
+    return unread;
+}
+
 }  // namespace
 
 auto h2_preface_start(std::string_view first) noexcept -> bool {
@@ -376,7 +387,7 @@ auto h2_connection::on_data_chunk(std::int32_t id, std::string_view data) -> int
             drop = true;  // nobody will read it
         } else if (s.in_total > s.body_limit) {
             s.in_too_large = true;
-            s.in.clear();
+            (void)drop_unread(s);
             drop = true;
         } else {
             s.in.emplace_back(data);
@@ -410,10 +421,7 @@ auto h2_connection::on_stream_close(std::int32_t id, std::uint32_t code) -> int 
         if (!s->in_end) {
             s->in_failed = true;
         }
-        for (const std::string& piece : s->in) {
-            unread += piece.size();
-        }
-        s->in.clear();
+        unread = drop_unread(*s);
     }
     if (unread > 0) {
         (void)nghttp2_session_consume_connection(session_, unread);
@@ -491,10 +499,7 @@ void h2_connection::discard_body(h2_stream& s) {
     {
         std::lock_guard lock(mu_);
         s.handler_done = true;
-        for (const std::string& piece : s.in) {
-            unread += piece.size();
-        }
-        s.in.clear();
+        unread = drop_unread(s);
     }
     if (unread > 0) {
         (void)nghttp2_session_consume(session_, s.id, unread);
@@ -745,9 +750,12 @@ auto h2_connection::body_read(h2_stream& s) -> task<result<std::string_view>> {
             if (s.in_too_large) {
                 co_return make_error_code(parse_error::body_too_large);
             }
-            if (!s.in.empty()) {
-                s.reading = std::move(s.in.front());
-                s.in.pop_front();
+            if (s.in_next < s.in.size()) {
+                s.reading = std::move(s.in[s.in_next++]);
+                if (s.in_next == s.in.size()) {
+                    s.in.clear();
+                    s.in_next = 0;
+                }
                 n = s.reading.size();
             } else if (s.in_end) {
                 s.read_end = true;

@@ -74,8 +74,10 @@ struct h2_stream : std::enable_shared_from_this<h2_stream> {
     std::uint64_t body_limit = 0;  // [loop]
 
     // Request body: DATA received and not yet read by the handler. Bounded by the stream's
-    // flow-control window: WINDOW_UPDATE follows the handler's reads. [mu]
-    std::deque<std::string> in;
+    // flow-control window: WINDOW_UPDATE follows the handler's reads. in[in_next..] is
+    // unread; a vector, since a deque allocates even empty, on every stream. [mu]
+    std::vector<std::string> in;
+    std::size_t in_next = 0;
     std::string reading;          // the piece read() returned last (its view's storage) [task]
     std::uint64_t delivered = 0;  // body bytes read() returned [task]
     bool read_end = false;        // read() returned the end [task]
