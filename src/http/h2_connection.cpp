@@ -203,6 +203,39 @@ private:
     std::shared_ptr<h2_stream> s_;
 };
 
+h2_stream_pool::~h2_stream_pool() {
+    for (void* p : kept_) {
+        ::operator delete(p);
+    }
+}
+
+auto h2_stream_pool::take(std::size_t n) -> void* {
+    {
+        std::lock_guard lock(mu_);
+        if (size_ == 0) {
+            size_ = n;
+            kept_.reserve(kept_max);
+        }
+        if (n == size_ && !kept_.empty()) {
+            void* p = kept_.back();
+            kept_.pop_back();
+            return p;
+        }
+    }
+    return ::operator new(n);
+}
+
+void h2_stream_pool::give(void* p, std::size_t n) noexcept {
+    {
+        std::lock_guard lock(mu_);
+        if (n == size_ && kept_.size() < kept_max) {
+            kept_.push_back(p);  // reserved: never allocates
+            return;
+        }
+    }
+    ::operator delete(p);
+}
+
 h2_connection::h2_connection(connection& c, bytes first)
     : c_(c),
       first_(std::move(first)),
@@ -284,7 +317,8 @@ auto h2_connection::on_begin_headers(const nghttp2_frame& f) -> int {
     }
     // The head is parsed under the largest body limit of any route, as on HTTP/1.1: a
     // Content-Length is held to the route's own limit in start(), once the route is known.
-    auto s = std::make_shared<h2_stream>(*this, f.hd.stream_id, c_.st_.head_limits);
+    auto s = std::allocate_shared<h2_stream>(h2_stream_pool::allocator<h2_stream>{stream_pool_},
+                                             *this, f.hd.stream_id, c_.st_.head_limits);
     s->body_limit = c_.st_.opts.limits.body;  // the route's, once known (start())
     streams_[f.hd.stream_id] = s;
     (void)nghttp2_session_set_stream_user_data(session_, f.hd.stream_id, s.get());

@@ -104,6 +104,47 @@ struct h2_stream : std::enable_shared_from_this<h2_stream> {
     bool handler_done = false;  // [mu]
 };
 
+/// The memory of a connection's streams, kept for the next ones: a stream with its shared_ptr
+/// count is larger than malloc's per-thread cache takes (1,032 bytes in glibc), so each new
+/// one went through malloc's bins and each free through its coalescing. Keeps at most
+/// `kept_max` blocks (about 21 KB a connection) of the one size it serves. Any thread may give a
+/// block back: the last holder of a stream may be its handler task, on another worker. Outlives the
+/// streams.
+class h2_stream_pool {
+public:
+    h2_stream_pool() = default;
+    h2_stream_pool(const h2_stream_pool&) = delete;
+    auto operator=(const h2_stream_pool&) -> h2_stream_pool& = delete;
+    ~h2_stream_pool();
+
+    [[nodiscard]] auto take(std::size_t n) -> void*;
+    void give(void* p, std::size_t n) noexcept;
+
+    /// An allocator over the pool, for std::allocate_shared.
+    template <typename T>
+    struct allocator {
+        using value_type = T;
+        h2_stream_pool* pool;
+        explicit allocator(h2_stream_pool& p) noexcept : pool(&p) {}
+        // Implicit: allocate_shared rebinds the allocator to its control block's type.
+        template <typename U>
+        allocator(const allocator<U>& o) noexcept : pool(o.pool) {}
+        [[nodiscard]] auto allocate(std::size_t n) -> T* {
+            return static_cast<T*>(pool->take(n * sizeof(T)));
+        }
+        void deallocate(T* p, std::size_t n) noexcept { pool->give(p, n * sizeof(T)); }
+        friend auto operator==(const allocator& a, const allocator& b) noexcept -> bool {
+            return a.pool == b.pool;
+        }
+    };
+
+private:
+    static constexpr std::size_t kept_max = 16;
+    std::mutex mu_;            // guards the fields below
+    std::size_t size_ = 0;     // of every block kept; set by the first take
+    std::vector<void*> kept_;  // capacity kept_max from the first take: give never allocates
+};
+
 /// The HTTP/2 side of a connection (see the file comment). Serves until the session ends: both
 /// sides done after a GOAWAY, a protocol error, the client gone, or the connection's deadline.
 class h2_connection {
@@ -167,6 +208,7 @@ private:
     nghttp2_session* session_ = nullptr;
     const socket_address* peer_ = nullptr;
 
+    h2_stream_pool stream_pool_;  // before every holder of a stream: destroyed after them
     std::unordered_map<std::int32_t, std::shared_ptr<h2_stream>> streams_;  // open in nghttp2
     std::vector<std::shared_ptr<h2_stream>> to_start_;  // requests complete in this receive
     std::uint32_t running_ = 0;                         // handler tasks not yet done
