@@ -2,6 +2,7 @@
 # Starts, stops and reports the message brokers weft::bus's integration tests run against.
 # Usage: scripts/brokers.sh start|stop|status [nats|kafka|postgres|nats-cluster|nats-tls|all]
 #        (default: all)
+#        scripts/brokers.sh install              nats-server and Kafka's jars, as `start` would
 #        scripts/brokers.sh kill nats            SIGKILL the server (a crash); `start` restarts it
 #        scripts/brokers.sh kill nats-cluster N  SIGKILL node N (0, 1, 2); `start` restarts it
 #
@@ -95,16 +96,22 @@ pid_alive() {  # pid file -> 0 if that process runs
     [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null
 }
 
+# Fixtures start in parallel: one install at a time (two `go install`s of the same server would
+# build it twice), the others then find it installed. The lock is released before any server
+# starts, so no server inherits it.
 nats_install() {
     local bin=$bin_dir/nats-server
-    if [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "${nats_version#v}"; then
-        return 0
-    fi
-    command -v go >/dev/null || die "nats: go is not installed (needed to install nats-server $nats_version)"
-    echo "brokers: installing nats-server $nats_version into $bin_dir"
     mkdir -p "$bin_dir"
-    GOBIN=$bin_dir go install "github.com/nats-io/nats-server/v2@$nats_version" ||
-        die "nats: go install of nats-server $nats_version failed"
+    exec {install_lock}>"$bin_dir/.install.lock"
+    flock "$install_lock"
+    if ! { [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "${nats_version#v}"; }; then
+        command -v go >/dev/null ||
+            die "nats: go is not installed (needed to install nats-server $nats_version)"
+        echo "brokers: installing nats-server $nats_version into $bin_dir"
+        GOBIN=$bin_dir go install "github.com/nats-io/nats-server/v2@$nats_version" ||
+            die "nats: go install of nats-server $nats_version failed"
+    fi
+    exec {install_lock}>&-
 }
 
 nats_healthy() {  # http port [query] -> 0 once that server's /healthz answers ok
@@ -395,9 +402,13 @@ nats_tls_stop() {
     echo "brokers: nats-tls stopped (pid $pid)"
 }
 
-kafka_install() {
+kafka_install() {  # under the same lock as nats_install
     local stamp=$kafka_lib/.weft-kafka-$kafka_version
+    mkdir -p "$bin_dir"
+    exec {install_lock}>"$bin_dir/.install.lock"
+    flock "$install_lock"
     if [ -f "$stamp" ]; then
+        exec {install_lock}>&-
         return 0
     fi
     command -v java >/dev/null || die "kafka: java is not installed (JDK 17 runs the broker)"
@@ -411,6 +422,7 @@ kafka_install() {
         die "kafka: mvn dependency:copy-dependencies failed (log above)"
     fi
     touch "$stamp"
+    exec {install_lock}>&-
 }
 
 kafka_ready() {
@@ -716,6 +728,11 @@ fi
 
 action=${1:-}
 which=${2:-all}
+if [ "$action" = install ]; then  # what `start` would fetch first (scripts/setup.sh runs it)
+    nats_install
+    kafka_install
+    exit 0
+fi
 if [ "$which" = nats-tls ] || [ "$action" = certs ]; then
     case "$action" in
         start) nats_tls_start ;;

@@ -26,6 +26,7 @@
 #   go:    h2spec (HTTP/2 conformance); the OpenTelemetry Collector of the end-to-end trace
 #          test (built by the OpenTelemetry Collector Builder: the otlp receiver, the file
 #          exporter)
+#   brokers: nats-server and Kafka's jars (`scripts/brokers.sh install`, into .cache/)
 #   peers: Go and Rust toolchains are expected on the machine; their modules/crates are
 #          fetched by `go build` / `cargo build` through the normal registries.
 set -euo pipefail
@@ -106,3 +107,7 @@ if [ ! -x "$otelcol_bin" ]; then
     (cd "$otelcol_dir" && GOFLAGS=-buildvcs=false ./builder --config "$otelcol_manifest")
     install -m 755 "$otelcol_dir/dist/weft-otelcol" "$otelcol_bin"
 fi
+
+# What scripts/brokers.sh fetches before a broker's first start (nats-server, Kafka's jars),
+# fetched here once rather than by whichever test fixture starts first.
+bash "$(dirname "$0")/brokers.sh" install

@@ -14,8 +14,8 @@
 // tests where the factory has no stop_broker / start_broker, report skipped. Timing:
 // short ack timeouts drive redelivery, but every assertion is on counts and order, never on
 // elapsed time. Topics are unique per test, so a shared broker does not mix tests.
-// The tests are in conformance.cpp, which each backend's test binary compiles beside its
-// INSTANTIATE_TEST_SUITE_P.
+// The tests are in conformance.cpp, compiled once (tests/CMakeLists.txt) and linked into each
+// backend's test binary beside its INSTANTIATE_TEST_SUITE_P.
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,10 @@
 #pragma once
 
-// The Go program of the interop tests (tests/interop/go), built once per test process with
-// `go build`; and running a command with its output in the test log.
+// The Go program of the interop tests (tests/interop/go, built by the build: tests/CMakeLists.txt);
+// and running a command with its output in the test log.
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -34,16 +35,10 @@ inline auto output_of(const std::string& command) -> std::string {
     return out;
 }
 
-/// The built program's path (WEFT_INTEROP_GO_BIN, one per test binary: two may build at once), or
-/// "" when `go build` failed (its output is in the log).
+/// The built program's path (WEFT_INTEROP_GO_BIN), or "" when it is not there.
 inline auto go_program() -> std::string {
-    static const std::string bin = [] {
-        const std::string out = WEFT_INTEROP_GO_BIN;
-        const int rc =
-            run("cd '" + std::string(WEFT_INTEROP_GO_DIR) + "' && go build -o '" + out + "' .");
-        return rc == 0 ? out : std::string();
-    }();
-    return bin;
+    const std::string bin = WEFT_INTEROP_GO_BIN;
+    return ::access(bin.c_str(), X_OK) == 0 ? bin : std::string();
 }
 
 }  // namespace weft::interop

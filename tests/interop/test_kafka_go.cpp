@@ -40,7 +40,7 @@ auto make_kafka(const std::string& topic) -> std::unique_ptr<kafka_backend> {
 
 TEST(interop_go, a_go_service_reads_every_attribute_weft_published_on_kafka) {
     const std::string go = go_program();
-    ASSERT_FALSE(go.empty()) << "go build failed";
+    ASSERT_FALSE(go.empty()) << "the Go program was not built: " WEFT_INTEROP_GO_BIN;
     const std::string t = "weft-interop-to-go-" + message_id::generate().to_string();
     auto b = make_kafka(t);
     const message_id id = message_id::generate();
@@ -65,7 +65,7 @@ TEST(interop_go, a_go_service_reads_every_attribute_weft_published_on_kafka) {
 
 TEST(interop_go, weft_reads_the_record_a_go_service_produced) {
     const std::string go = go_program();
-    ASSERT_FALSE(go.empty()) << "go build failed";
+    ASSERT_FALSE(go.empty()) << "the Go program was not built: " WEFT_INTEROP_GO_BIN;
     const std::string t = "weft-interop-from-go-" + message_id::generate().to_string();
     auto b = make_kafka(t);
     const message_id id = message_id::generate();

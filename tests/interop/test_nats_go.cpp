@@ -1,8 +1,8 @@
 // weft and a service written without it (tests/interop/go: Go, nats.go only) read each other's
 // events through a real nats-server (the fixture's, WEFT_NATS_URL): the Go program checks every
 // CloudEvents attribute and the payload of an event weft published, and weft checks the event
-// the Go program published. The Go program is built here with `go build` (modules through the
-// Go module proxy; scripts/setup.sh installs Go). A failed build fails the test, never skips it.
+// the Go program published. The build makes the Go program; a missing one fails the test, never
+// skips it.
 
 #include <gtest/gtest.h>
 
@@ -38,7 +38,7 @@ auto make_nats() -> std::unique_ptr<nats_backend> {
 
 TEST(interop_go, a_go_service_reads_every_attribute_weft_published) {
     const std::string go = go_program();
-    ASSERT_FALSE(go.empty()) << "go build failed";
+    ASSERT_FALSE(go.empty()) << "the Go program was not built: " WEFT_INTEROP_GO_BIN;
     auto b = make_nats();
     const std::string t = "weft.interop.to-go-" + message_id::generate().to_string();
     const message_id id = message_id::generate();
@@ -63,7 +63,7 @@ TEST(interop_go, a_go_service_reads_every_attribute_weft_published) {
 
 TEST(interop_go, weft_reads_the_event_a_go_service_published) {
     const std::string go = go_program();
-    ASSERT_FALSE(go.empty()) << "go build failed";
+    ASSERT_FALSE(go.empty()) << "the Go program was not built: " WEFT_INTEROP_GO_BIN;
     auto b = make_nats();
     const std::string t = "weft.interop.from-go-" + message_id::generate().to_string();
     const message_id id = message_id::generate();
