@@ -7,12 +7,15 @@ so that CI compiles the documentation's code (tests/CMakeLists.txt, CTest `doc_s
 Writes DIR/<page>_<line>.cpp for each block (a `#line` directive first, so a compiler error
 names the page and its line) and DIR/snippets.cmake, one call per block:
 
-    weft_doc_snippet(NAME FILE MAIN|OBJECT COMPONENTS...)
+    weft_doc_snippet(NAME FILE MAIN|OBJECT PCH COMPONENTS...)
 
 A block with `main(` is a program: built and linked against weft. Any other block is compiled
 (an object library, not linked), so it must be a whole translation unit: its includes, and its
 code at namespace scope. COMPONENTS are the optional libraries a block includes (bus_sqlite,
-bus_pg, bus_nats, bus_kafka, testing); a block is skipped when the build lacks one.
+bus_pg, bus_nats, bus_kafka, testing); a block is skipped when the build lacks one. PCH names
+the precompiled header a block starts from: `weft_http` (weft.hpp and http.hpp) for a block that
+includes both, `weft` (weft.hpp) for one that includes weft.hpp alone, else `none`; a block
+never sees a header it does not include itself.
 
 A block whose info string is `cpp fragment` is not extracted: for the rare excerpt that cannot
 stand alone (the page then says where the whole program is). Files are rewritten only when
@@ -31,6 +34,8 @@ COMPONENT_HEADERS = {
     "bus_kafka": re.compile(r"weft/bus/kafka_backend"),
     "testing": re.compile(r"weft/testing/"),
 }
+WEFT_HPP = re.compile(r"^\s*#\s*include\s*<weft/weft\.hpp>", re.M)
+HTTP_HPP = re.compile(r"^\s*#\s*include\s*<weft/http\.hpp>", re.M)
 FENCE = re.compile(r"^(\s*)```(.*)$")
 
 
@@ -91,7 +96,10 @@ def main() -> int:
             wanted.add(src.name)
             kind = "MAIN" if re.search(r"\bmain\s*\(", code) else "OBJECT"
             comps = [c for c, rx in COMPONENT_HEADERS.items() if rx.search(code)]
-            calls.append(f"weft_doc_snippet({name} ${{CMAKE_CURRENT_LIST_DIR}}/{src.name} {kind}"
+            pch = "none"
+            if WEFT_HPP.search(code):
+                pch = "weft_http" if HTTP_HPP.search(code) else "weft"
+            calls.append(f"weft_doc_snippet({name} ${{CMAKE_CURRENT_LIST_DIR}}/{src.name} {kind} {pch}"
                          + "".join(f" {c}" for c in comps) + ")")
 
     for stale in args.out.glob("doc_*.cpp"):
