@@ -99,11 +99,18 @@ pid_alive() {  # pid file -> 0 if that process runs
 # Fixtures start in parallel: one install at a time (two `go install`s of the same server would
 # build it twice), the others then find it installed. The lock is released before any server
 # starts, so no server inherits it.
+install_lock() {
+    mkdir -p "$bin_dir"
+    exec {install_lock_fd}>"$bin_dir/.install.lock"
+    flock "$install_lock_fd"
+}
+install_unlock() {
+    exec {install_lock_fd}>&-
+}
+
 nats_install() {
     local bin=$bin_dir/nats-server
-    mkdir -p "$bin_dir"
-    exec {install_lock}>"$bin_dir/.install.lock"
-    flock "$install_lock"
+    install_lock
     if ! { [ -x "$bin" ] && "$bin" --version 2>/dev/null | grep -q "${nats_version#v}"; }; then
         command -v go >/dev/null ||
             die "nats: go is not installed (needed to install nats-server $nats_version)"
@@ -111,7 +118,7 @@ nats_install() {
         GOBIN=$bin_dir go install "github.com/nats-io/nats-server/v2@$nats_version" ||
             die "nats: go install of nats-server $nats_version failed"
     fi
-    exec {install_lock}>&-
+    install_unlock
 }
 
 nats_healthy() {  # http port [query] -> 0 once that server's /healthz answers ok
@@ -402,13 +409,11 @@ nats_tls_stop() {
     echo "brokers: nats-tls stopped (pid $pid)"
 }
 
-kafka_install() {  # under the same lock as nats_install
+kafka_install() {
     local stamp=$kafka_lib/.weft-kafka-$kafka_version
-    mkdir -p "$bin_dir"
-    exec {install_lock}>"$bin_dir/.install.lock"
-    flock "$install_lock"
+    install_lock
     if [ -f "$stamp" ]; then
-        exec {install_lock}>&-
+        install_unlock
         return 0
     fi
     command -v java >/dev/null || die "kafka: java is not installed (JDK 17 runs the broker)"
@@ -422,7 +427,7 @@ kafka_install() {  # under the same lock as nats_install
         die "kafka: mvn dependency:copy-dependencies failed (log above)"
     fi
     touch "$stamp"
-    exec {install_lock}>&-
+    install_unlock
 }
 
 kafka_ready() {
