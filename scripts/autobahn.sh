@@ -14,7 +14,10 @@
 # through the suite's Python 2 (216 cases: far past the CI budget), so a subset runs ($deflate):
 # every test data set of 12.* (JSON, a bitmap, German text, HTML, a PDF) at 4 KiB, and 12.1.11
 # (8 KiB messages in 256-byte fragments); every negotiation of 13.* (takeover or not, windows
-# of 9 and 15 bits, the fallback offer list) at 16 B and at 4 KiB.
+# of 9 and 15 bits, the fallback offer list) at 16 B, and at 4 KiB those where the message
+# outgrows the window: the default offer and the 9-bit windows, with and without takeover.
+# 9.*'s 16 MiB messages (9.1.6, 9.2.6) are left out: the 8 MiB ones take the same paths, and
+# the Python 2 side spends 10 s masking and checking each.
 # Processes are started here and stopped by their PIDs; ports are free ones the kernel picks.
 set -euo pipefail
 
@@ -59,8 +62,10 @@ trap cleanup EXIT
 cases='"1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "9.*", "10.*"'
 deflate='"12.1.5", "12.2.5", "12.3.5", "12.4.5", "12.5.5", "12.1.11"'
 for i in 1 2 3 4 5 6 7; do  # a pattern with * matches as a prefix ("13.*.1" takes 13.1.1x)
-    deflate+=", \"13.$i.1\", \"13.$i.5\""
+    deflate+=", \"13.$i.1\""
 done
+deflate+=', "13.1.5", "13.3.5", "13.5.5"'
+excluded='"9.1.6", "9.2.6"'
 
 rm -rf "$out"
 mkdir -p "$out"
@@ -75,7 +80,7 @@ wait_for_port "$port"
 cat >"$out/fuzzingclient.json" <<EOF
 {"outdir": "$out/server",
  "servers": [{"agent": "weft", "url": "ws://127.0.0.1:$port"}],
- "cases": [$cases, $deflate], "exclude-cases": [], "exclude-agent-cases": {}}
+ "cases": [$cases, $deflate], "exclude-cases": [$excluded], "exclude-agent-cases": {}}
 EOF
 (cd "$out" && exec "${wstest[@]}" -m fuzzingclient -s "$out/fuzzingclient.json") >"$out/fuzzingclient.log" 2>&1
 cleanup
@@ -85,7 +90,7 @@ pids=()
 port=$(free_port)
 cat >"$out/fuzzingserver.json" <<EOF
 {"url": "ws://127.0.0.1:$port", "outdir": "$out/client",
- "cases": [$cases, $deflate], "exclude-cases": [], "exclude-agent-cases": {}}
+ "cases": [$cases, $deflate], "exclude-cases": [$excluded], "exclude-agent-cases": {}}
 EOF
 (cd "$out" && exec "${wstest[@]}" -m fuzzingserver -s "$out/fuzzingserver.json" -u 0) >"$out/fuzzingserver.log" 2>&1 &
 pids+=($!)
