@@ -60,6 +60,9 @@ auto database_side(relay_store& store,
     };
     for (;;) {
         const bool stopping = stop.requested() || token.stop_requested() || pipe.ended();
+        if (stopping) {
+            pipe.wake();  // it ends once the outcomes of what is in flight are in
+        }
         if (pipe.take_finished(unfinished) != 0) {
             crash_point("after_ack");
         }
@@ -74,7 +77,13 @@ auto database_side(relay_store& store,
         const bool claim = !stopping && !dry && store.can_claim() && pipe.wants_rows();
         if (unfinished.empty() && !claim) {
             if (stopping) {
-                break;
+                // A stop waits for the pump, whose last outcomes may finish rows to delete
+                // here; a cancellation ends at once (what is in flight stays staged).
+                if (pipe.ended() || token.stop_requested()) {
+                    break;
+                }
+                co_await wait_for_event(notified, o.max_poll);
+                continue;
             }
             const std::int64_t oldest = pipe.oldest_staged_ms();
             counters.oldest_pending_staged_ms.store(oldest, std::memory_order_relaxed);

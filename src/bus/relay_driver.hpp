@@ -28,9 +28,11 @@ namespace weft::bus::detail {
 ///   max_backoff); when the store lost its claim (relay_store::lost) every row held is
 ///   forgotten first: they stay staged, published again by whoever claims them (at least
 ///   once).
-/// - Ends at stop_relay (`stop`) or when the awaiting task is stopped: ok; rows finished are
-///   deleted first where the store still can. Ends when the publisher closed (it refuses every
-///   send, its results channel is closed): `publisher_closed`, the rows held left staged.
+/// - Ends at stop_relay (`stop`): ok, once the outcomes of the sends in flight are in and the
+///   rows they finished are deleted (where the store still can). Ends when the awaiting task
+///   is stopped: ok, at once (rows in flight stay staged). Ends when the publisher closed (it
+///   refuses every send, its results channel is closed): `publisher_closed`, the rows held
+///   left staged.
 /// `counters.window` is set to the window used.
 auto run_relay(relay_store& store,
                publisher& pub,

@@ -511,6 +511,11 @@ void relay_pipeline::reset() {
     s.pump_wake.set();
 }
 
+void relay_pipeline::wake() {
+    std::lock_guard lock(s_->mu);
+    s_->pump_wake.set();
+}
+
 void relay_pipeline::close() {
     std::lock_guard lock(s_->mu);
     s_->closed = true;
@@ -533,7 +538,10 @@ auto relay_pipeline::pump() -> task<void> {
         std::chrono::milliseconds wait{0};
         {
             std::lock_guard lock(s.mu);
-            if (s.closed || s.stop.requested()) {
+            // Stopping: nothing more is sent (fill), and the outcomes of what is in flight are
+            // read first, so that what the broker took is deleted rather than sent again by
+            // the next relay (which would then write the key beside this one's late sends).
+            if (s.closed || (s.stop.requested() && s.in_flight == 0)) {
                 break;
             }
             s.unpark_due();

@@ -94,6 +94,8 @@ public:
     /// Forgets every row (the database side lost its claim: a PostgreSQL session ended). The
     /// outcomes of what was in flight are dropped when they come.
     void reset();
+    /// Wakes pump() (the relay is stopping: it ends once nothing is in flight).
+    void wake();
     /// Ends pump() (at its next wake: at once when nothing is in flight, else at the next
     /// outcome). Sending stops at once.
     void close();
@@ -103,8 +105,9 @@ public:
     /// rows held stay staged, and the relay ends with that error.
     [[nodiscard]] auto publisher_closed() const -> bool;
 
-    /// Reads outcomes and keeps the windows full until close(), the relay's stop or
-    /// cancellation, or the publisher's results() closing. One pump per pipeline.
+    /// Reads outcomes and keeps the windows full until close(), cancellation, the publisher's
+    /// results() closing, or the relay's stop once the outcome of every send is in (a stop
+    /// sends nothing more). One pump per pipeline.
     auto pump() -> task<void>;
 
 private:

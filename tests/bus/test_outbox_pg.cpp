@@ -422,9 +422,11 @@ TEST(pg_outbox, a_stopped_relays_partitions_go_to_the_next) {
 // same with a window of 8 per key (each relay with a publisher of its own, a broker keeping a
 // per-key prefix, its faults per publisher and transient as a real broker's: a key refused to
 // one publisher stays refused to it until the refused event is stored, by either relay:
-// producer_prefix_broker); the second relay leaves with events in flight, which the first
-// publishes again (stop_relay's contract): counted published twice, stored once (the broker
-// drops a repeated id).
+// producer_prefix_broker): events a relay re-sends after a refusal (the window's later ones,
+// which the broker had taken) are counted published twice and stored once (the broker drops a
+// repeated id). Without a window every event is counted published once: a leaving relay
+// deletes what it was told was published before it lets its partitions go (stop_relay reads
+// the outcomes of what it has in flight), so the other never sends it again.
 void rebalance_case(bool windowed) {
     memory_broker broker;
     weft::bus::testing::producer_prefix_broker prefix{broker, windowed ? 7U : 0U};
@@ -509,7 +511,7 @@ void rebalance_case(bool windowed) {
         const int per_key = rounds.load();
         EXPECT_GT(r.b.metrics().published, 0U);
         if (windowed) {
-            // Events in flight when the second left were published again by the first.
+            // Events of a window re-sent after a refusal were counted published twice.
             const auto ma = r.a.metrics();
             const auto mb = r.b.metrics();
             EXPECT_GT(ma.retries + mb.retries, 0U);

@@ -770,6 +770,62 @@ TEST(sqlite_outbox, metrics_report_the_oldest_pending_age) {
     EXPECT_EQ(outbox.metrics().published, 3U);
 }
 
+/// A relay asked to stop while the broker holds every publish it sent unacknowledged (3 keys,
+/// 4 events each, all in one claim): it sends nothing more, and returns only once the broker
+/// answered, having deleted the rows it took. The next relay sends the rest and nothing twice:
+/// every event is counted published once. A relay that returned at once, or read those late
+/// outcomes without deleting the rows, leaves them to the next relay, which publishes them
+/// again (15 counted with a window of 1).
+void expect_stop_reads_what_is_in_flight(std::uint32_t window) {
+    temp_dir dir;
+    const auto path = dir.file("app.db");
+    memory_broker broker;
+    weft::bus::testing::prefix_broker prefix{broker};
+    sqlite_outbox outbox{path, {.relay = {.max_unacked_per_key = window, .broker = &prefix}}};
+    app_db app{path};
+    stage_many(app, outbox, 3, 4);
+    const std::uint64_t in_flight = 3 * window;
+    broker.pause();
+    weft::runtime rt{{.workers = 2}};
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{prefix};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        // The batch's rows are sent together, every key's window at once.
+        while (outbox.metrics().peak_unacked_per_key < window) {
+            (void)co_await weft::sleep_for(1ms);
+        }
+        outbox.stop_relay();
+        // Time for a relay that does not wait to get past its last deletion (the broker's
+        // answers come after it); one that waits passes whenever they come.
+        (void)co_await weft::sleep_for(50ms);
+        broker.resume();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(outbox.metrics().published, in_flight);
+    EXPECT_EQ(outbox.pending_rows().value(), 12U - in_flight);
+    EXPECT_EQ(broker.stored("orders"), in_flight);
+    rt.block_on([&]() -> weft::task<void> {
+        publisher pub{prefix};
+        auto relay = weft::spawn(outbox.run_relay(pub));
+        co_await wait_published(outbox, 12);
+        outbox.stop_relay();
+        (co_await std::move(relay)).value();
+        (co_await pub.close()).value();
+    }());
+    EXPECT_EQ(outbox.metrics().published, 12U);
+    EXPECT_EQ(outbox.pending_rows().value(), 0U);
+    EXPECT_EQ(broker.stored("orders"), 12U);
+}
+
+TEST(sqlite_outbox, a_stopped_relay_deletes_what_was_in_flight_before_it_returns) {
+    expect_stop_reads_what_is_in_flight(1);
+}
+
+TEST(sqlite_outbox, a_stopped_windowed_relay_deletes_what_was_in_flight_before_it_returns) {
+    expect_stop_reads_what_is_in_flight(4);
+}
+
 /// Runs `outbox`'s relay on a publisher closed before it starts, with one row staged, under a
 /// timeout that only a relay that neither fails nor ends reaches.
 void expect_closed_publisher_ends_the_relay(relay_options relay) {

@@ -98,8 +98,10 @@ public:
     /// A SQLite error (SQLITE_BUSY past busy_timeout, or worse) is tried again after a
     /// back-off. Reads `pub.results()`: give the relay a publisher of its own.
     auto run_relay(publisher& pub) -> task<result<void>>;
-    /// Asks a running relay to return: it finishes no further publishes (an event in flight may
-    /// still reach the broker and is published again by the next relay). Asked before a
+    /// Asks a running relay to return: it sends nothing more, waits for the outcomes of the
+    /// events it has in flight (at most the publisher's delivery timeout), deletes those the
+    /// broker took and returns. Stop the awaiting task instead to return at once: events in
+    /// flight then stay staged, and the next relay publishes them again. Asked before a
     /// spawned run_relay has started, it ends that run as soon as it starts; a run clears the
     /// stop when it returns, so the next one starts afresh.
     void stop_relay() noexcept;
