@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -15,6 +16,24 @@
 #include "weft/sched/spawn_blocking.hpp"
 
 namespace weft::bus {
+
+namespace {
+
+// How long the broker keeps a silent member in its group; also the bound of a closing
+// member's wait for its first assignment (serve_group).
+constexpr std::chrono::milliseconds session_timeout{6000};
+
+// Whether the coordinator has answered the member's JoinGroup (it has a member id).
+auto has_member_id(rd_kafka_t* rk) -> bool {
+    char* id = rd_kafka_memberid(rk);
+    const bool joined = id != nullptr && *id != '\0';
+    if (id != nullptr) {
+        rd_kafka_mem_free(rk, id);
+    }
+    return joined;
+}
+
+}  // namespace
 
 kafka_consumer::kafka_consumer(std::shared_ptr<kafka_backend::connection> conn,
                                consumer_config config)
@@ -81,7 +100,7 @@ auto kafka_consumer::open() -> std::error_code {
                            // A member keeps its partitions while others join or leave.
                            {"partition.assignment.strategy", "cooperative-sticky"},
                            {"heartbeat.interval.ms", std::to_string(o.heartbeat_interval.count())},
-                           {"session.timeout.ms", "6000"},
+                           {"session.timeout.ms", std::to_string(session_timeout.count())},
                            {"fetch.wait.max.ms", "100"}});
     } catch (const std::system_error& e) {
         return e.code();
@@ -153,6 +172,17 @@ void kafka_consumer::serve_group(rd_kafka_t* rk, rd_kafka_queue_t* msgs) noexcep
             rd_kafka_message_destroy(m);
         }
     }
+    // librdkafka 2.0.2 aborts (an assertion in the cooperative-sticky assignor, fixed in
+    // 2.3.0) when a member is destroyed after its JoinGroup was answered and before its first
+    // assignment, whose callback creates the assignor's state: a member that has joined
+    // waits for that assignment, at most a session timeout (the broker then drops it anyway).
+    const auto give_up = std::chrono::steady_clock::now() + session_timeout;
+    while (!assigned_once_ && has_member_id(rk) && std::chrono::steady_clock::now() < give_up) {
+        rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+        if (m != nullptr) {
+            rd_kafka_message_destroy(m);
+        }
+    }
     rd_kafka_queue_io_event_enable(msgs, -1, nullptr, 0);
     rd_kafka_consumer_close(rk);  // leaves the group: its partitions go to the others now
     rd_kafka_queue_destroy(msgs);
@@ -168,6 +198,7 @@ void kafka_consumer::on_rebalance(rd_kafka_t* rk,
     const bool cooperative = std::string_view(rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE";
     rd_kafka_error_t* error = nullptr;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        self->assigned_once_ = true;
         // Before the assignment starts the fetchers: a partition queue the application
         // forwarded stays forwarded (librdkafka would forward it to the consumer queue).
         for (int i = 0; i < partitions->cnt; ++i) {

@@ -208,6 +208,9 @@ private:
     // Set (release) by close_client; the group thread reads it (acquire) between polls.
     std::atomic<bool> stop_group_{false};
     std::thread group_thread_;
+    // Group thread only (serve_group and the rebalance callback): an assignment, even an
+    // empty one, has come since the member joined.
+    bool assigned_once_ = false;
 
     std::mutex mu_;
     std::unordered_map<std::uint64_t, entry> entries_;              // guarded by mu_: by entry id
