@@ -286,9 +286,10 @@ auto heap_in_use() -> std::size_t { return ::mallinfo2().uordblks; }
 // is counted, and the heap does not grow with them: LeakSanitizer (the ASan run of this test)
 // reports any allocation a connection leaves unreachable, and what stays reachable (a list or
 // cache that keeps every connection's SSL or buffers, several KiB each) would show as the heap
-// growing between two batches past warm-up. The bound is 2 KiB per connection: between
-// batches the heap moves by up to about 130 KiB on io_uring (buffers in flight) even when
-// nothing is kept.
+// growing over two batches past warm-up. The bound is 2 KiB per connection of those two
+// batches: the heap read between batches moves by up to about 270 KiB with nothing kept
+// (buffers in flight on io_uring, and what each thread's malloc cache holds at that moment,
+// which the schedule decides), so one batch's bound (240 KiB) was within that noise.
 TEST_P(https, connections_leave_no_memory_behind) {
     weft::tls_client_options co;
     co.ca_pem = ca_.cert_pem();
@@ -355,12 +356,13 @@ TEST_P(https, connections_leave_no_memory_behind) {
         co_await batch();
         after_first = co_await heap_when_idle(2);
         co_await batch();
-        after_second = co_await heap_when_idle(3);
+        co_await batch();
+        after_second = co_await heap_when_idle(4);
     });
-    EXPECT_EQ(answered, 3 * rounds);
-    EXPECT_EQ(stats_.requests, static_cast<std::uint64_t>(3 * rounds));
-    EXPECT_EQ(stats_.tls_failed, static_cast<std::uint64_t>(3 * rounds));  // the mid-handshake
-    EXPECT_LE(after_second, after_first + std::size_t{3 * rounds} * 2048)
+    EXPECT_EQ(answered, 4 * rounds);
+    EXPECT_EQ(stats_.requests, static_cast<std::uint64_t>(4 * rounds));
+    EXPECT_EQ(stats_.tls_failed, static_cast<std::uint64_t>(4 * rounds));  // the mid-handshake
+    EXPECT_LE(after_second, after_first + std::size_t{2 * 3 * rounds} * 2048)
         << "heap in use grew from " << after_first << " to " << after_second;
 }
 
