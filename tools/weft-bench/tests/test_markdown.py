@@ -84,6 +84,22 @@ class MarkdownTest(unittest.TestCase):
             self.assertIn("## coflux:", target.read_text())
             self.assertTrue(said.getvalue().rstrip().splitlines()[-1].startswith("report: "))
 
+    def test_a_suite_not_run_keeps_its_section_and_the_run_one_is_replaced(self):
+        other = Suite("other", "Other suite", None, systems=SUITE.systems,
+                      metrics=SUITE.metrics, scenarios=SUITE.scenarios)
+        faster = {**RESULT, "rows": [measured("weft", 41.0, [41.0, 41.0, 41.0])]}
+        with tempfile.TemporaryDirectory() as d:
+            path = Path(d) / "benchmarks.md"
+            markdown.write_markdown(path, [SUITE, other],
+                                    {"demo": RESULT, "other": {**RESULT, "suite": "other"}})
+            first = path.read_text()
+            markdown.write_markdown(path, [SUITE, other], {"demo": faster})
+            second = path.read_text()
+        self.assertEqual(first.split("## other:")[1], second.split("## other:")[1])
+        self.assertLess(second.index("## demo:"), second.index("## other:"))
+        self.assertIn("**41**", second.split("## other:")[0])
+        self.assertNotIn("**50**", second.split("## other:")[0])
+
 
 class ReadmeSummaryTest(unittest.TestCase):
     def test_one_line_per_target_between_the_markers_only(self):
@@ -100,6 +116,21 @@ class ReadmeSummaryTest(unittest.TestCase):
         # the best peer of the row is tbb (60 ns: lower is better), not go; tbb won a round
         self.assertEqual(lines, ["| demo: spawn `tasks=10`, ns_per_task (ns, lower is better) | "
                                  "50 | tbb 60 | 0.833× | beats go, tbb | tie |"])
+
+    def test_a_suite_not_run_keeps_its_lines(self):
+        other = Suite("other", "Other suite", None, systems=SUITE.systems,
+                      metrics=SUITE.metrics, scenarios=SUITE.scenarios)
+        with tempfile.TemporaryDirectory() as d:
+            readme = Path(d) / "README.md"
+            readme.write_text(markdown.README_BEGIN + "\n" + markdown.README_END + "\n")
+            both = {"demo": RESULT, "other": {**RESULT, "suite": "other"}}
+            markdown.write_readme_summary(readme, [SUITE, other], both)
+            first = readme.read_text()
+            markdown.write_readme_summary(readme, [SUITE, other], {"other": both["other"]})
+            second = readme.read_text()
+        self.assertEqual(first, second)
+        self.assertEqual(len([x for x in second.splitlines() if x.startswith("| demo:")]), 1)
+        self.assertEqual(len([x for x in second.splitlines() if x.startswith("| other:")]), 1)
 
     def test_a_readme_without_markers_is_an_error(self):
         with tempfile.TemporaryDirectory() as d:

@@ -95,12 +95,32 @@ def suite_table(suite: Suite, result: dict) -> list[str]:
     return lines + [""]
 
 
+def kept_sections(path: Path) -> dict[str, list[str]]:
+    """The suites' sections of an existing page (suite name -> its lines), or none."""
+    if not path.exists():
+        return {}
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if line.startswith("## ") and ": " in line:
+            current = line[3:].split(": ", 1)[0]
+            sections[current] = []
+        if current is not None:
+            sections[current].append(line)
+    return sections
+
+
 def write_markdown(path: Path, suites: list[Suite], results: dict[str, dict]) -> Path:
-    """`path` from `results` (suite name -> result JSON), the suites in their order."""
-    shown = [s for s in suites if s.name in results]
+    """`path` from `results` (suite name -> result JSON), the suites in their order. A suite
+    without results keeps its section from the page already at `path`, with its own command,
+    date and machine, so that running one suite again updates its section only."""
+    kept = kept_sections(path)
     lines = [HEADER]
-    for suite in shown:
-        lines += suite_table(suite, results[suite.name])
+    for suite in suites:
+        if suite.name in results:
+            lines += suite_table(suite, results[suite.name])
+        elif suite.name in kept:
+            lines += kept[suite.name]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
@@ -158,12 +178,20 @@ def summary_lines(suites: list[Suite], results: dict[str, dict]) -> list[str]:
 
 
 def write_readme_summary(path: Path, suites: list[Suite], results: dict[str, dict]) -> Path:
-    """Replaces the lines between README_BEGIN and README_END in `path` with the summary."""
+    """Replaces the lines between README_BEGIN and README_END in `path` with the summary. A
+    suite without results keeps its lines from the summary already there."""
     text = path.read_text(encoding="utf-8")
     begin, end = text.find(README_BEGIN), text.find(README_END)
     if begin < 0 or end < begin:
         raise ValueError(f"{path}: no '{README_BEGIN}' ... '{README_END}' markers")
-    body = "\n".join(summary_lines([s for s in suites if s.name in results], results))
+    old_lines = text[begin + len(README_BEGIN):end].strip("\n").split("\n")
+    table = summary_lines([], {})  # the table's head
+    for suite in suites:
+        if suite.name in results:
+            table += summary_lines([suite], results)[2:]
+        else:
+            table += [line for line in old_lines if line.startswith(f"| {cell(suite.name)}: ")]
+    body = "\n".join(table)
     path.write_text(text[:begin + len(README_BEGIN)] + "\n" + body + "\n" + text[end:],
                     encoding="utf-8")
     return path
