@@ -283,8 +283,13 @@ auto sched_worker::take_inbox() -> void* {
         inbox_taken_.swap(inbox_);
         inbox_nonempty_.store(false, std::memory_order_relaxed);
     }
+    // One look for parked workers after the batch, not one per task (push_quiet's contract):
+    // the fence after the last push orders every earlier one too.
     for (std::size_t i = inbox_taken_.size(); i-- > 1;) {
-        push(std::coroutine_handle<>::from_address(inbox_taken_[i]));
+        push_quiet(std::coroutine_handle<>::from_address(inbox_taken_[i]));
+    }
+    if (inbox_taken_.size() > 1) {
+        notify_idle();
     }
     void* first = inbox_taken_.empty() ? nullptr : inbox_taken_[0];
     inbox_taken_.clear();
@@ -298,9 +303,12 @@ auto sched_worker::take_injected() -> void* {
         return nullptr;
     }
     // Run the oldest now; queue the rest (pushed newest-first so the next pops keep FIFO order
-    // among them).
+    // among them), with one look for parked workers after the batch.
     for (std::size_t i = n; i-- > 1;) {
-        push(std::coroutine_handle<>::from_address(batch[i]));
+        push_quiet(std::coroutine_handle<>::from_address(batch[i]));
+    }
+    if (n > 1) {
+        notify_idle();
     }
     return batch[0];
 }
@@ -406,6 +414,7 @@ auto sched_worker::steal_once() -> void* {
         std::int64_t want = (victim.queued() + 1) / 2;
         want = std::min<std::int64_t>(want, static_cast<std::int64_t>(max_batch));
         void* first = nullptr;
+        bool queued = false;
         for (std::int64_t i = 0; i < want; ++i) {
             void* entry = victim.steal_one();
             if (entry == nullptr) {
@@ -414,11 +423,17 @@ auto sched_worker::steal_once() -> void* {
             void* a = untag(entry);
             if (first == nullptr) {
                 first = a;
-            } else if (is_io_ready(entry)) {
+                continue;
+            }
+            if (is_io_ready(entry)) {
                 push_io_ready(std::coroutine_handle<>::from_address(a));  // still oldest first
             } else {
-                push(std::coroutine_handle<>::from_address(a));
+                push_quiet(std::coroutine_handle<>::from_address(a));
             }
+            queued = true;
+        }
+        if (queued) {
+            notify_idle();  // one look for parked workers per batch, not per task
         }
         if (first != nullptr) {
             return first;
