@@ -65,10 +65,13 @@ public:
                 return false;
             }
             // A ready join of a spawned task counts against the turn's budget: a loop that
-            // only ever joins finished tasks still lets the others run (forks skip this: their
-            // join is the fork-join fast path).
+            // only ever joins finished tasks still lets the others run (forks skip this, and
+            // the look for the worker: their join is the fork-join fast path).
+            if (p.mode_ != detail::task_mode::spawned) {
+                return true;
+            }
             detail::worker_base* w = detail::current_worker();
-            return p.mode_ != detail::task_mode::spawned || w == nullptr || !w->consume_budget();
+            return w == nullptr || !w->consume_budget();
         }
         template <typename P>
         WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> waiter) -> bool {

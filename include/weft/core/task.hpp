@@ -149,22 +149,30 @@ public:
     }
 
 protected:
+    // The two modes of the fork-join fast path are handled inline, with no register saved; the
+    // others (a scoped child holds an exception_ptr across a call) go to complete_other.
     auto complete(std::coroutine_handle<> self) noexcept -> std::coroutine_handle<> {
+        if (mode_ == task_mode::forked) {
+            // complete() runs inside final_awaiter::await_suspend, which is never inlined into
+            // a coroutine: the direct thread_local read is current.
+            if (worker_base* w = tl_worker_unsafe_in_coroutines;
+                w != nullptr && w->pop_if(continuation_.address())) {
+                // Nobody stole the parent, so it has not run since the fork: no other thread
+                // can look at join_ yet.
+                join_.store(join_done, std::memory_order_relaxed);
+                return continuation_;
+            }
+            return finish_join(self);
+        }
+        if (mode_ == task_mode::awaited || mode_ == task_mode::awaited_foreign) {
+            return continuation_ ? continuation_ : std::noop_coroutine();
+        }
+        return complete_other(self);
+    }
+
+    [[gnu::noinline]] auto complete_other(std::coroutine_handle<> self) noexcept
+        -> std::coroutine_handle<> {
         switch (mode_) {
-            case task_mode::awaited:
-            case task_mode::awaited_foreign:
-                return continuation_ ? continuation_ : std::noop_coroutine();
-            case task_mode::forked:
-                // complete() runs inside final_awaiter::await_suspend, which is never inlined
-                // into a coroutine: the direct thread_local read is current.
-                if (worker_base* w = tl_worker_unsafe_in_coroutines;
-                    w != nullptr && w->pop_if(continuation_.address())) {
-                    // Nobody stole the parent, so it has not run since the fork: no other thread
-                    // can look at join_ yet.
-                    join_.store(join_done, std::memory_order_relaxed);
-                    return continuation_;
-                }
-                return finish_join(self);
             case task_mode::forked_sync:
                 join_.store(join_done, std::memory_order_relaxed);
                 return continuation_;
@@ -176,6 +184,10 @@ protected:
                 self.destroy();
                 return s->child_done(std::move(e));
             }
+            case task_mode::awaited:
+            case task_mode::awaited_foreign:
+            case task_mode::forked:
+                break;  // complete() took these
         }
         return std::noop_coroutine();
     }
@@ -203,7 +215,9 @@ private:
     }
     friend void destroy_unjoined(std::coroutine_handle<> self, promise_base& p) noexcept;
 
-    auto finish_join(std::coroutine_handle<> self) noexcept -> std::coroutine_handle<> {
+    // Out of line: the fork fast path in complete() then saves no register.
+    [[gnu::noinline]] auto finish_join(std::coroutine_handle<> self) noexcept
+        -> std::coroutine_handle<> {
         if (task_record* r = record()) {
             r->done.store(true, std::memory_order_relaxed);
         }

@@ -181,6 +181,7 @@ public:
     }
 
     /// Owner thread: pops `h` if it is the bottom element (a fork's parent that nobody stole).
+    /// Inline: every fork's completion calls it.
     auto pop_if(void* h) noexcept -> bool {
         if (untag(deque_.peek_bottom()) != h) {
             return false;
@@ -193,8 +194,8 @@ public:
         if (got == h) {
             return true;
         }
-        if (got != nullptr) {  // cannot happen (only thieves shrink it), but never lose work
-            push(std::coroutine_handle<>::from_address(got));
+        if (got != nullptr) [[unlikely]] {
+            requeue(got);
         }
         return false;
     }
@@ -259,6 +260,12 @@ protected:
         }
         budget_ = budget_per_turn;
         return false;
+    }
+
+    /// pop_if took an entry that was not the one it wanted: cannot happen (only thieves shrink
+    /// the deque, from the top), but never lose work. Out of line, off the fork path.
+    [[gnu::noinline, gnu::cold]] void requeue(void* entry) {
+        push(std::coroutine_handle<>::from_address(entry));
     }
 
     work_deque deque_;
