@@ -3,10 +3,22 @@ with the rows the seed left "to be tested" (Linux io_uring and epoll) filled in.
 measured with weft's bench_client (one thread, epoll), the server's own CPU per request beside
 the QPS: on 2 shared cores the client is the limit, so CPU per request is what separates them."""
 from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Derived, Input, Metric,
-                             Scenario, Seed, Server, Suite, System, Target)
+                             Ratio, Scenario, Seed, Server, Suite, System, Target)
 
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
 CLIENT = "{bin}/bench_client"
+PEERS = ("go", "tokio", "asio", "asio-per-core")
+
+
+def qps_drop(c_from, c_to):
+    """What a system loses in echo QPS from c_from to c_to connections, in percent of its
+    c_from figure (negative: it gains). Target: at most the best peer's drop. Read from the
+    rows every system ran, not weft's g++ variant of them."""
+    return Derived("echo", {"c": f"{c_to} vs {c_from}"}, "qps_drop_percent",
+                   inputs={"small": Input("echo", {"c": c_from, "weft": None}, "qps"),
+                           "large": Input("echo", {"c": c_to, "weft": None}, "qps")},
+                   formula=lambda m: (m["small"] - m["large"]) * 100 / m["small"],
+                   target=Target(ratios=(Ratio(PEERS, 1.0),)))
 
 
 def server(cmd):
@@ -50,6 +62,7 @@ SUITE = Suite(
     ),
     metrics={
         "qps": Metric("req/s", HIGHER),
+        "qps_drop_percent": Metric("%"),
         **PAIR_CPU_METRICS,
         "mb_per_s": Metric("MB/s", HIGHER),
         "p50_us": Metric("us"),
@@ -63,7 +76,7 @@ SUITE = Suite(
                                                         "errors"),
                   quick={"d": 1},
                   seed={"qps": Seed(q, f"{q:,} QPS (seed 003, kqueue, -c {c})")},
-                  targets={"qps": Target(beats=("go", "tokio", "asio", "asio-per-core")),
+                  targets={"qps": Target(beats=PEERS),
                            "errors": Target(at_most=0)})
          for c, q in ((100, 279_569), (500, 275_722), (1000, 263_878))]
         + [Scenario(mode, {"c": c, "s": 256, "d": 5}, ("qps", *PAIR_CPU_ROWS, "errors"),
@@ -78,6 +91,7 @@ SUITE = Suite(
         + [Scenario("idle", {"c": c, "d": 2}, ("server_rss_kib",), quick={"d": 1})
            for c in (1000, 10000)]),
     derived=(
+        qps_drop(100, 1000),
         Derived("idle", {"c": "10000 vs 1000"}, "bytes_per_idle_conn",
                 inputs={"small": Input("idle", {"c": 1000}, "server_rss_kib"),
                         "large": Input("idle", {"c": 10000}, "server_rss_kib")},

@@ -1,11 +1,12 @@
 """The galay-net echo rows again with a load client from outside weft: Go's echoclient (one
 thread, as weft's bench_client), so that the servers' ranking does not rest on weft's own client
 (weft is the client of every galay-net row, and its scheduling shapes their latency)."""
-from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Metric, Scenario, Server,
-                             Suite, System, Target)
+from weftbench.suite import (HIGHER, PAIR_CPU_METRICS, PAIR_CPU_ROWS, Derived, Input, Metric,
+                             Ratio, Scenario, Server, Suite, System, Target)
 
 PEER_BUILD = "bash bench/peers/build.sh {peers}"
 CLIENT = "{peers}/go-echoclient"
+PEERS = ("go", "tokio", "asio-per-core")
 
 
 def server(cmd):
@@ -32,6 +33,7 @@ SUITE = Suite(
     ),
     metrics={
         "qps": Metric("req/s", HIGHER),
+        "qps_drop_percent": Metric("%"),
         **PAIR_CPU_METRICS,
         "p99_us": Metric("us"),
         "errors": Metric("count"),
@@ -40,7 +42,17 @@ SUITE = Suite(
         Scenario("echo", {"c": c, "s": 256, "d": 5}, ("qps", *PAIR_CPU_ROWS, "p99_us",
                                                        "errors"),
                  quick={"d": 1},
-                 targets={"qps": Target(beats=("go", "tokio", "asio-per-core")),
+                 targets={"qps": Target(beats=PEERS),
                           "errors": Target(at_most=0)})
         for c in (100, 1000)),
+    # What each server loses in QPS from 100 to 1,000 connections under the same outside
+    # client, in percent of its 100-connection figure: at most the best peer's (galay-net's
+    # row of the same name, where weft's own client loads every server).
+    derived=(
+        Derived("echo", {"c": "1000 vs 100"}, "qps_drop_percent",
+                inputs={"small": Input("echo", {"c": 100, "weft": None}, "qps"),
+                        "large": Input("echo", {"c": 1000, "weft": None}, "qps")},
+                formula=lambda m: (m["small"] - m["large"]) * 100 / m["small"],
+                target=Target(ratios=(Ratio(PEERS, 1.0),))),
+    ),
 )

@@ -28,6 +28,10 @@ class CompareTest(unittest.TestCase):
     def test_ratio(self):
         self.assertAlmostEqual(stats.ratio(30.0, 60.0), 0.5)
         self.assertIsNone(stats.ratio(None, 60.0))
+        self.assertEqual(stats.ratio(0.0, 60.0), 0.0)
+        self.assertIsNone(stats.ratio(30.0, 0.0))
+        self.assertIsNone(stats.ratio(29.0, -1.9))  # signed figures: no multiple
+        self.assertIsNone(stats.ratio(-1.9, 29.0))
         self.assertIsNone(stats.ratio(30.0, None))
         self.assertIsNone(stats.ratio(30.0, 0.0))
 
@@ -109,6 +113,22 @@ class DerivedTest(unittest.TestCase):
     def test_params_match_as_text(self):
         self.assertTrue(stats.params_contain({"D": "5", "C": 8}, {"D": 5}))
         self.assertFalse(stats.params_contain({"D": 20}, {"D": 5}))
+
+    def test_a_key_given_as_none_must_be_absent(self):
+        self.assertTrue(stats.params_contain({"c": 100, "s": 256}, {"c": 100, "weft": None}))
+        self.assertFalse(stats.params_contain({"c": 100, "weft": "g++"},
+                                              {"c": 100, "weft": None}))
+
+    def test_a_signed_figure_against_the_best_peer(self):
+        """A drop in percent (galay-net's qps_drop_percent): a peer that gains has a negative
+        drop, which a Ratio of 1.0 still compares, with no multiple in its reason."""
+        from weftbench.suite import Ratio
+        t = Target(ratios=(Ratio(("go", "tokio"), 1.0),))
+        met, why = stats.check_target(t, 29.0, {"go": 24.0, "tokio": -1.9}, LOWER)
+        self.assertFalse(met)
+        self.assertIn("29 against tokio's -1.9, not ≤ 1x", why)
+        self.assertTrue(stats.check_target(t, -3.0, {"go": 24.0, "tokio": -1.9}, LOWER)[0])
+        self.assertTrue(stats.check_target(t, 20.0, {"go": 24.0, "tokio": 37.0}, LOWER)[0])
 
 
 class FormatTest(unittest.TestCase):

@@ -3,7 +3,7 @@ import ssl
 import unittest
 from pathlib import Path
 
-from weftbench import http_systems, runner
+from weftbench import http_systems, runner, stats
 from weftbench.suite import SUBJECT, Scenario, System, load_suites
 
 SUITES = load_suites(Path(__file__).resolve().parent.parent / "suites")
@@ -51,6 +51,33 @@ class SuiteFilesTest(unittest.TestCase):
                 if d.target:
                     named = set(d.target.beats) | {p for r in d.target.ratios for p in r.peers}
                     self.assertIn(named, (set(), peers), f"{suite.name}/{d.scenario}")
+
+    def test_the_echo_drop_is_judged_against_every_peer(self):
+        """galay-net and galay-net-ext: weft's QPS may drop from 100 to 1,000 connections by
+        at most the best peer's drop, read from the rows every system ran (galay-net's weft=g++
+        variant of the echo rows is weft's too, and must not stand in for them)."""
+        by_name = {s.name: s for s in SUITES}
+        for name in ("galay-net", "galay-net-ext"):
+            suite = by_name[name]
+            drop = next(d for d in suite.derived if d.metric == "qps_drop_percent")
+            self.assertEqual((drop.scenario, dict(drop.params)), ("echo", {"c": "1000 vs 100"}))
+            peers = {s.name for s in suite.systems} - {SUBJECT}
+            self.assertEqual([set(r.peers) for r in drop.target.ratios], [peers])
+            self.assertEqual([r.factor for r in drop.target.ratios], [1.0])
+            self.assertEqual(suite.metric("qps_drop_percent").better, "lower")
+
+            def row(system, c, qps, **extra):
+                return {"system": system, "scenario": "echo", "metric": "qps", "value": qps,
+                        "runs": 3, "params": {"c": c, "s": 256, "d": 1, **extra}}
+            rows = [row("weft", 100, 90_000), row("weft", 1000, 63_000),
+                    row("weft", 100, 70_000, weft="g++"), row("weft", 1000, 70_000, weft="g++"),
+                    row("tokio", 100, 60_000), row("tokio", 1000, 61_200)]
+            out = {r["system"]: r for r in stats.derive(drop, rows)}
+            self.assertAlmostEqual(out["weft"]["value"], 30.0, msg=name)
+            self.assertAlmostEqual(out["tokio"]["value"], -2.0, msg=name)
+            met, why = stats.check_target(drop.target, out["weft"]["value"],
+                                          {"tokio": out["tokio"]["value"]}, "lower")
+            self.assertIsNot(met, True, name)
 
     def test_the_seed_multiple_is_context_not_a_target(self):
         for suite in SUITES:

@@ -34,8 +34,10 @@ def best_of(figures: Mapping[str, float], direction: str) -> tuple[str, float] |
 
 
 def ratio(subject: float | None, other: float | None) -> float | None:
-    """subject / other, None when either is missing or the division means nothing."""
-    if subject is None or other is None or other == 0:
+    """subject / other, None when either is missing or the division means nothing: a zero or
+    negative divisor, or a negative subject (a derived row's signed figure, such as a drop
+    that is a gain for one system: 29 % against -2 % is no multiple)."""
+    if subject is None or other is None or other <= 0 or subject < 0:
         return None
     return subject / other
 
@@ -145,8 +147,10 @@ def check_target(target: Target, subject: float | None, peers: Mapping[str, floa
         sign = "≤" if lower else "≥"
         tied = within_spread(subject_row, peer_rows.get(best[0]), r.factor,
                              lambda x: x <= 1.0 if lower else x >= 1.0)
-        judge(within, f"{fmt(subject)} is {subject / best[1]:.3g}x {best[0]}'s "
-                      f"{fmt(best[1])}, not {sign} {r.factor:g}x",
+        times = ratio(subject, best[1])
+        judge(within, (f"{fmt(subject)} is {times:.3g}x {best[0]}'s " if times is not None
+                       else f"{fmt(subject)} against {best[0]}'s ") +
+              f"{fmt(best[1])}, not {sign} {r.factor:g}x",
               f"{sign} {r.factor:g}x {best[0]}", tied)
     if failed:
         return False, "; ".join(failed)
@@ -171,7 +175,10 @@ def describe_target(target: Target, unit: str) -> str:
 
 
 def params_contain(params: Mapping[str, object], subset: Mapping[str, object]) -> bool:
-    return all(str(params.get(k)) == str(v) for k, v in subset.items())
+    """Whether `params` has every key of `subset` with the same value, compared as text; a key
+    whose value is None must be absent (the main row, not a variant that adds the key)."""
+    return all(k not in params if v is None else str(params.get(k)) == str(v)
+               for k, v in subset.items())
 
 
 def derive(derived: Derived, rows: Iterable[dict]) -> list[dict]:

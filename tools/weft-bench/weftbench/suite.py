@@ -96,7 +96,9 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Input:
-    """A median a derived row reads: the row of `scenario` whose params contain `params`."""
+    """A median a derived row reads: the row of `scenario` whose params contain `params`. A
+    key given as None must be absent: {"c": 100, "weft": None} reads the row every system
+    ran, not weft's variant of it that adds weft=g++."""
     scenario: str
     params: Mapping[str, object]
     metric: str
