@@ -319,38 +319,45 @@ auto sched_worker::next_task() -> void* {
         tick = true;  // shuffle.hpp: the injector and the oldest task looked at early
     }
     if (tick || yielded_) {
-        if (tick) {
-            until_fairness_ = fairness_interval;
-        }
-        const bool yielded = std::exchange(yielded_, false);
-        if (tick && rt_.gathers_io) {
-            note_load();
-        }
-        fire_timers();
-        driver_->poll();
-        if (void* h = take_inbox()) {
-            return h;
-        }
-        if (void* h = take_injected()) {
-            return h;
-        }
-        // After a yield, the task the yielder woke (a consumer it fed, waiting in the LIFO
-        // slot, which nobody else may take) goes before the yielder, which may be the oldest.
-        if (void* h = yielded ? take_lifo() : nullptr) {
-            return h;
-        }
-        if (void* h = untag(deque_.steal())) {  // our own oldest task, past the LIFO stream
-            // Work is waiting here: let a parked worker come for it (on the periodic tick; a
-            // yield's pick wakes nobody, see yield_turn).
-            // Not on the IO home (runtime_options::consolidate_io): the load fits it; its
-            // helpers come when it saturates and the receives spread.
-            if (tick && stealable_ && deque_.size() != 0 && !current_worker_is_io_home()) {
-                on_push();
-            }
+        if (void* h = fair_pick(tick)) {
             return h;
         }
     }
     return pop();
+}
+
+auto sched_worker::fair_pick(bool tick) -> void* {
+    if (tick) {
+        until_fairness_ = fairness_interval;
+    }
+    const bool yielded = std::exchange(yielded_, false);
+    if (tick && rt_.gathers_io) {
+        note_load();
+    }
+    fire_timers();
+    driver_->poll();
+    if (void* h = take_inbox()) {
+        return h;
+    }
+    if (void* h = take_injected()) {
+        return h;
+    }
+    // After a yield, the task the yielder woke (a consumer it fed, waiting in the LIFO slot,
+    // which nobody else may take) goes before the yielder, which may be the oldest.
+    if (void* h = yielded ? take_lifo() : nullptr) {
+        return h;
+    }
+    if (void* h = untag(deque_.steal())) {  // our own oldest task, past the LIFO stream
+        // Work is waiting here: let a parked worker come for it (on the periodic tick; a
+        // yield's pick wakes nobody, see yield_turn).
+        // Not on the IO home (runtime_options::consolidate_io): the load fits it; its helpers
+        // come when it saturates and the receives spread.
+        if (tick && stealable_ && deque_.size() != 0 && !current_worker_is_io_home()) {
+            on_push();
+        }
+        return h;
+    }
+    return nullptr;
 }
 
 auto sched_worker::next_seeded() -> void* {

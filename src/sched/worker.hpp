@@ -160,6 +160,11 @@ private:
     [[nodiscard]] auto others_may_wait() const noexcept -> bool override;
     void run();
     auto next_task() -> void*;
+    /// next_task's look past the LIFO stream (a fairness tick, or the pick after a yield):
+    /// timers, IO, posted and injected work, the LIFO slot after a yield, the deque's oldest
+    /// task; nullptr if none of them has one. Out of line, so that the common pick (pop) keeps
+    /// no stack frame for it.
+    [[gnu::noinline]] auto fair_pick(bool tick) -> void*;
     /// runtime_options::seed: gathers everything runnable into ready_ and takes one at random.
     auto next_seeded() -> void*;
     auto find_work() -> void*;
