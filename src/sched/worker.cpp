@@ -339,7 +339,11 @@ auto sched_worker::fair_pick(bool tick) -> void* {
     if (void* h = take_inbox()) {
         return h;
     }
-    if (void* h = take_injected()) {
+    // One injected task, not a batch (Go and tokio take one here too): the tick is there so that
+    // remote submissions do not starve behind a local stream. A batch on every tick outgrew a
+    // busy worker's deque, whose overflow sent the surplus back through the injector. A worker
+    // whose deque runs dry takes a batch (find_work).
+    if (void* h = nullptr; rt_.take_injected(&h, 1) != 0) {
         return h;
     }
     // After a yield, the task the yielder woke (a consumer it fed, waiting in the LIFO slot,
