@@ -121,7 +121,7 @@ impl Runtime {
         self.local[me].fetch_add(1, Release);
         // @worker_base.hpp"void notify_idle() noexcept {"
         if !MUTANT {
-            // @worker_base.hpp"std::atomic_thread_fence(std::memory_order_seq_cst);"
+            // @worker_base.hpp"seq_cst_fence();" (a locked OR on x86-64: a full fence there)
             fence(SeqCst);
         }
         // @worker_base.hpp"if (idle_hint_->load(std::memory_order_relaxed) != 0) {"
