@@ -17,7 +17,9 @@ class SuiteFilesTest(unittest.TestCase):
         for suite in SUITES:
             for lim in suite.limits:
                 self.assertTrue(any(lim.applies(scn.name, scn.params, lim.metric)
-                                    and lim.metric in scn.targets for scn in suite.scenarios),
+                                    and lim.metric in scn.targets for scn in suite.scenarios)
+                                or any(lim.applies(d.scenario, d.params, d.metric) and d.target
+                                       for d in suite.derived),
                                 f"{suite.name}: {lim.scenario} {lim.metric}")
 
     def test_declarations_refer_to_known_names(self):
