@@ -59,9 +59,9 @@ SUITE = Suite(
     unplotted=("ops", "errors", "writes", "io_uring_enters"),
     timeout=120.0,
     limits=(Limit("wrk", "requests_per_s", "the server's user space per request: weft runs "
-                  "2,440 instructions a pipelined request where Asio's minimal framing runs "
+                  "2,400 instructions a pipelined request where Asio's minimal framing runs "
                   "1,170 (bench/http/profile/cg.sh, epoll, 1 worker). Of weft's, the parser "
-                  "is about 600 and the response head about 300; the rest is the connection's "
+                  "is about 600 and the response head about 250; the rest is the connection's "
                   "and server's per-request path (serve_request 450, metrics 120, router 125, "
                   "trace span 90, the handler's coroutine). Not its system calls: 1.03 per 16 "
                   "requests (sendmsg 0.98, io_uring_enter 0.06; multishot receives) against "
