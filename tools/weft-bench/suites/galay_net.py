@@ -100,9 +100,9 @@ SUITE = Suite(
     ),
     limits=(Limit("echo", "qps_drop_percent", "bench_client, the one-threaded client of every "
                   "row: from 100 to 1,000 connections its CPU per request grows by a third "
-                  "(against weft's server and tokio's alike) with the same 3 system calls a "
-                  "request (2 recvfrom, one finding nothing; 1 sendto) and 3,160 -> 3,338 "
-                  "user-space instructions: the kernel's cost of those calls over 10x the "
+                  "against weft's server and by half against tokio's, with the same 3 system "
+                  "calls a request (2 recvfrom, one finding nothing; 1 sendto) and 3,160 -> "
+                  "3,338 user-space instructions: the kernel's cost of those calls over 10x the "
                   "sockets. Servers that outran it at 100 connections (weft, asio-per-core) "
                   "meet it at 1,000; tokio's QPS at 100 was already below it. weft's server "
                   "stays under the client's CPU per request, and with an outside client "
