@@ -17,13 +17,14 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
 #include "h2_connection.hpp"
 #include "request_state.hpp"
 #include "response_head.hpp"
 #include "server_state.hpp"
 #include "websocket_route.hpp"
-#include "weft/core/scope.hpp"
+#include "weft/core/join_handle.hpp"
 #include "weft/io/buffer.hpp"
 #include "weft/io/error.hpp"
 #include "weft/io/file.hpp"
@@ -75,76 +76,175 @@ void report_failure(const char* who, const request_head& head, const std::except
 
 auto connection::serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void> {
     if (st->opts.tls) {
-        co_await serve_tls(*st, std::move(s));
-        co_return;
+        return serve_tls(std::move(st), std::move(s));
     }
-    transport tcp{s};
-    connection c{*st, tcp};
-    co_await c.run();
+    return run(std::move(st), std::move(s), false);
 }
 
 // NOTE: never inlined, and its own coroutine: a frame holds every local of every branch of its
 // body (g++ 12 gives each its own slot), so a plaintext connection's frame, which lives as long
-// as the connection, would otherwise carry a second connection and the TLS stream unused.
-[[gnu::noinline]] auto connection::serve_tls(server::state& st, tcp_stream s) -> task<void> {
-    auto t = co_await tls_stream::accept(std::move(s), *st.opts.tls);
+// as the connection, would otherwise carry the handshake's locals unused.
+[[gnu::noinline]] auto connection::serve_tls(std::shared_ptr<server::state> st, tcp_stream s)
+    -> task<void> {
+    auto t = co_await tls_stream::accept(std::move(s), *st->opts.tls);
     if (!t) {
-        st.tls_failed.fetch_add(1, std::memory_order_relaxed);
-        st.leave(nullptr);  // ended before it was registered
+        st->tls_failed.fetch_add(1, std::memory_order_relaxed);
+        st->leave(nullptr);  // ended before it was registered
         co_return;
     }
-    transport tls{*t};
-    connection c{st, tls};
-    c.h2_ = t->alpn() == "h2";  // chosen by the client: HTTP/2 from the first byte
-    if (c.h2_ && !st.opts.http2.enabled) {
-        st.leave(nullptr);  // a context that offers h2 to a server that does not speak it
+    const bool h2 = t->alpn() == "h2";  // chosen by the client: HTTP/2 from the first byte
+    if (h2 && !st->opts.http2.enabled) {
+        st->leave(nullptr);  // a context that offers h2 to a server that does not speak it
         co_return;
     }
-    co_await c.run();
-    (void)t->shutdown_write();  // close_notify, so the client reads a clean end
+    co_await run(std::move(st), std::move(*t), h2);
 }
 
 auto connection::serve_stream(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
     -> task<void> {
     if (st->opts.tls) {
-        co_await serve_stream_tls(*st, std::move(s));
-        co_return;
+        return serve_stream_tls(std::move(st), std::move(s));
     }
-    transport t{*s};
-    connection c{*st, t};
-    co_await c.run();
+    return run(std::move(st), std::move(s), false);
 }
 
 // serve_tls over a byte_stream: the connection takes the TLS stream as a byte_stream of
 // plaintext (no socket to pace: the send timeout bounds each write, as on any byte_stream),
 // HTTP/1.1 or h2 as ALPN chose. NOTE: never inlined, as serve_tls.
-[[gnu::noinline]] auto connection::serve_stream_tls(server::state& st,
+[[gnu::noinline]] auto connection::serve_stream_tls(std::shared_ptr<server::state> st,
                                                     std::unique_ptr<byte_stream> s) -> task<void> {
-    auto t = co_await tls_stream::accept(std::move(s), *st.opts.tls);
+    auto t = co_await tls_stream::accept(std::move(s), *st->opts.tls);
     if (!t) {
-        st.tls_failed.fetch_add(1, std::memory_order_relaxed);
-        st.leave(nullptr);  // ended before it was registered
+        st->tls_failed.fetch_add(1, std::memory_order_relaxed);
+        st->leave(nullptr);  // ended before it was registered
         co_return;
     }
     const bool h2 = t->alpn() == "h2";
-    if (h2 && !st.opts.http2.enabled) {
-        st.leave(nullptr);  // a context that offers h2 to a server that does not speak it
+    if (h2 && !st->opts.http2.enabled) {
+        st->leave(nullptr);  // a context that offers h2 to a server that does not speak it
         co_return;
     }
-    tls_byte_stream plain{std::move(*t)};
-    transport tr{plain};
-    connection c{st, tr};
-    c.h2_ = h2;
-    co_await c.run();
-    (void)plain.shutdown_write();
+    std::unique_ptr<byte_stream> plain = std::make_unique<tls_byte_stream>(std::move(*t));
+    co_await run(std::move(st), std::move(plain), h2, true);
 }
 
-connection::connection(server::state& st, transport& s) noexcept
-    : st_(st),
-      s_(s),
-      watch_period_(std::max(std::chrono::milliseconds{1},
-                             std::min({st.opts.header_timeout, st.opts.body_timeout,
-                                       st.opts.send_timeout, st.opts.keep_alive_timeout}))) {}
+namespace {
+
+// Makes the awaiting coroutine's stop `s`: what every operation it awaits from then on is
+// cancelled through (a task's stop is otherwise the one its awaiter or scope gave it).
+struct use_stop {
+    stop_state* s;
+    auto await_ready() noexcept -> bool { return false; }
+    template <typename P>
+    auto await_suspend(std::coroutine_handle<P> h) noexcept -> bool {
+        h.promise().stop_ = s;
+        return false;
+    }
+    void await_resume() noexcept {}
+};
+
+// A connection's first bytes `held`, with more received until there are enough to tell HTTP/2's
+// preface from an HTTP/1.1 request (see h2_preface_undecided).
+[[gnu::noinline]] auto receive_preface_start(transport& s, bytes held, receive_counts* counts)
+    -> task<result<bytes>> {
+    std::string start{reinterpret_cast<const char*>(held.data()), held.size()};
+    while (h2_preface_undecided(start)) {
+        auto more = co_await s.receive();
+        if (!more) {
+            co_return more.error();
+        }
+        if (counts != nullptr) {
+            counts->receives.fetch_add(1, std::memory_order_relaxed);
+            counts->bytes.fetch_add(more->size(), std::memory_order_relaxed);
+        }
+        start.append(reinterpret_cast<const char*>(more->data()), more->size());
+    }
+    co_return bytes::copy_of(std::as_bytes(std::span{start}));
+}
+
+auto transport_of(tcp_stream& s) noexcept -> transport { return transport{s}; }
+auto transport_of(tls_stream& s) noexcept -> transport { return transport{s}; }
+auto transport_of(std::unique_ptr<byte_stream>& s) noexcept -> transport { return transport{*s}; }
+
+}  // namespace
+
+// The connection's one coroutine, whatever its stream: its frame holds the stream, the
+// connection and the loop that waits, idle, for a request's first bytes, then serves requests
+// for as long as bytes of one are held. Only this frame, the watchdog's and the receive's live
+// across the idle wait: a request's own work is in serve_request(), whose frame (with those of
+// the coroutines it awaits, which the compiler may place inside it) exists only while a
+// request is served, and request_state is given back before the wait. `close_notify`: shut
+// the stream down for writing at the end (TLS over a byte_stream; a tls_stream always is).
+template <typename Stream>
+auto connection::run(std::shared_ptr<server::state> st, Stream s, bool h2, bool close_notify)
+    -> task<void> {
+    stop_state* const parent = co_await weft::detail::current_stop{};
+    connection c{*st, transport_of(s), parent};
+    c.h2_ = h2;
+    // Everything this coroutine awaits from here, and the watchdog, is cancelled through the
+    // connection's stop (linked to the server's).
+    co_await use_stop{&c.stop};
+    if (st->enter(&c)) {
+        join_handle<void> watching;
+        bool watched = false;
+        try {
+            watching = co_await fork(c.watchdog());
+            watched = true;
+            for (;;) {
+                if (c.pos_ == c.storage().size()) {
+                    if (!c.go_idle()) {
+                        break;  // draining
+                    }
+                    std::optional<result<bytes>> got;
+                    const bool first = c.fresh_;
+                    if (first) {
+                        c.fresh_ = false;
+                        got = c.receive_first();
+                    }
+                    if (!got) {  // (no co_await in a conditional expression: g++ 12 loses it)
+                        c.receive_armed_ = true;
+                        got = co_await c.s_.receive();
+                    }
+                    if (!c.wake(*got)) {
+                        break;  // drained while idle, or closed by the client, reset, timeout
+                    }
+                    if (first && (c.h2_ || st->opts.http2.enabled)) {
+                        const bool http1 = co_await c.start(**got);
+                        if (!http1) {
+                            break;  // served as HTTP/2, or failed before it was decided
+                        }
+                    } else {
+                        c.block_ = std::move(**got);
+                        c.rs_ = take_request_state(st->head_limits);
+                    }
+                }
+                const auto more = co_await c.serve_request();
+                if (!more) {
+                    break;
+                }
+            }
+        } catch (...) {
+            // A failure of this connection (out of memory, a bug in a handler that escaped
+            // handle()) ends it alone, never the server's other connections.
+        }
+        c.stop.request_stop();  // ends the watchdog
+        if (watched) {
+            co_await std::move(watching);
+        }
+    }
+    st->leave(&c);
+    co_await use_stop{parent};  // the connection's stop ends with it, here
+    if constexpr (std::is_same_v<Stream, tls_stream>) {
+        (void)s.shutdown_write();  // close_notify, so the client reads a clean end
+    } else if constexpr (std::is_same_v<Stream, std::unique_ptr<byte_stream>>) {
+        if (close_notify) {
+            (void)s->shutdown_write();
+        }
+    }
+}
+
+connection::connection(server::state& st, transport s, stop_state* parent) noexcept
+    : stop(parent), st_(st), s_(s) {}
 
 connection::~connection() {
     if (rs_ != nullptr) {
@@ -195,11 +295,17 @@ void connection::set_paced_deadline(std::chrono::milliseconds progress,
     deadline_.expires_at(deadline_timer::clock::now() + wait);
 }
 
+auto connection::watch_period() const noexcept -> std::chrono::milliseconds {
+    const server_options& o = st_.opts;
+    return std::max(std::chrono::milliseconds{1}, std::min({o.header_timeout, o.body_timeout,
+                                                            o.send_timeout, o.keep_alive_timeout}));
+}
+
 auto connection::watchdog() -> task<void> {
     for (;;) {
         // Capped at the shortest timeout from now, the wait is never armed past a deadline set
         // later, so every move of the deadline is a plain store (deadline_timer::wait).
-        const auto woke = co_await deadline_.wait(deadline_timer::clock::now() + watch_period_);
+        const auto woke = co_await deadline_.wait(deadline_timer::clock::now() + watch_period());
         if (!woke) {
             co_return;  // cancelled: the connection ended first
         }
@@ -212,28 +318,6 @@ auto connection::watchdog() -> task<void> {
         }
         // moved later since it was armed: wait again for the new deadline
     }
-}
-
-auto connection::run() -> task<void> {
-    try {
-        co_await with_scope([this](scope& cs) -> task<void> {
-            scope_stop_ = &cs.stop();
-            // Registered before the server can see the connection, removed when this body ends
-            // (a request_stop() on `stop` after that reaches nothing and needs nothing).
-            const stop_callback relay{&stop, [&cs] { cs.request_stop(); }};
-            if (!st_.enter(this)) {
-                co_return;
-            }
-            cs.spawn(watchdog());
-            co_await serve();
-            cs.request_stop();  // ends the watchdog
-        });
-    } catch (...) {
-        // A failure of this connection (out of memory, a bug in a handler that escaped
-        // handle()) ends it alone, never the server's other connections.
-    }
-    scope_stop_ = nullptr;
-    st_.leave(this);
 }
 
 auto connection::fill() -> task<result<void>> {
@@ -263,7 +347,7 @@ auto connection::fill() -> task<result<void>> {
             carry_ ^= 1;
         } else {
             rs_->carry[carry_].assign(rest);
-            head_block_ = std::move(block_);
+            rs_->head_block = std::move(block_);
             block_ = bytes{};
             in_carry_ = true;
         }
@@ -295,7 +379,9 @@ auto connection::fill() -> task<result<void>> {
 
 void connection::release_input() noexcept {
     block_ = bytes{};
-    head_block_ = bytes{};
+    if (rs_ != nullptr) {
+        rs_->head_block = bytes{};
+    }
     in_carry_ = false;
     head_apart_ = false;
 }
@@ -546,11 +632,11 @@ auto connection::body_read() -> task<result<std::string_view>> {
             case body_status::need_more:
                 break;
         }
-        body_pace_.bytes = rs_->body.received();
-        set_paced_deadline(st_.opts.body_timeout, body_pace_);
+        rs_->body_pace.bytes = rs_->body.received();
+        set_paced_deadline(st_.opts.body_timeout, rs_->body_pace);
         const auto since = deadline_timer::clock::now();
         const auto got = co_await fill();
-        body_pace_.waited += deadline_timer::clock::now() - since;
+        rs_->body_pace.waited += deadline_timer::clock::now() - since;
         clear_deadline();  // the handler's own time is not limited
         if (!got) {
             co_return got.error();
@@ -706,7 +792,7 @@ private:
         failure = std::current_exception();  // reported below (no co_await in a handler block)
     }
     if (failure) {
-        if (!scope_stop_->stop_requested()) {
+        if (!stop.stop_requested()) {
             report_failure("stream body", rs_->parser.head(), failure);
         }
         co_return false;
@@ -826,117 +912,81 @@ auto connection::linger_close() -> task<void> {
     }
 }
 
-namespace {
-
-// A connection's first bytes `held`, with more received until there are enough to tell HTTP/2's
-// preface from an HTTP/1.1 request (see h2_preface_undecided).
-[[gnu::noinline]] auto receive_preface_start(transport& s, bytes held, receive_counts* counts)
-    -> task<result<bytes>> {
-    std::string start{reinterpret_cast<const char*>(held.data()), held.size()};
-    while (h2_preface_undecided(start)) {
-        auto more = co_await s.receive();
-        if (!more) {
-            co_return more.error();
-        }
-        if (counts != nullptr) {
-            counts->receives.fetch_add(1, std::memory_order_relaxed);
-            counts->bytes.fetch_add(more->size(), std::memory_order_relaxed);
-        }
-        start.append(reinterpret_cast<const char*>(more->data()), more->size());
+// Nothing of a request is held, nothing is left to write (serve_request flushed when it
+// consumed the last byte): drops the buffers and the request state, and marks the connection
+// idle under the keep-alive timeout. False: the server is draining (the connection ends).
+auto connection::go_idle() noexcept -> bool {
+    release_input();
+    mark_ = head_end_ = pos_ = 0;
+    if (rs_ != nullptr) {
+        give_back_state();
     }
-    co_return bytes::copy_of(std::as_bytes(std::span{start}));
+    set_deadline(st_.opts.keep_alive_timeout);
+    // seq_cst, with shutdown()'s store of draining before it looks at the states: either it
+    // sees this connection idle and closes it, or this sees draining.
+    state.store(phase::idle, std::memory_order_seq_cst);
+    return !st_.draining.load(std::memory_order_seq_cst);
 }
 
-}  // namespace
-
-// The connection's loop: waits, idle, for a request's first bytes, then serves requests for as
-// long as bytes of one are held. Only this frame and fill()'s live across the idle wait: the
-// request's own work is in serve_request(), whose frame (with those of the coroutines it
-// awaits, which the compiler may place inside it) exists only while a request is served, and
-// request_state is given back before the wait.
-auto connection::serve() -> task<void> {
-    for (;;) {
-        if (pos_ == storage().size()) {
-            // Nothing of a request is held, nothing is left to write (serve_request flushed
-            // when it consumed the last byte): drop the buffers and wait.
-            release_input();
-            mark_ = head_end_ = pos_ = 0;
-            if (rs_ != nullptr) {
-                give_back_state();
-            }
-            set_deadline(st_.opts.keep_alive_timeout);
-            // seq_cst, with shutdown()'s store of draining before it looks at the states:
-            // either it sees this connection idle and closes it, or this sees draining.
-            state.store(phase::idle, std::memory_order_seq_cst);
-            if (st_.draining.load(std::memory_order_seq_cst)) {
-                co_return;
-            }
-            std::optional<result<bytes>> got;
-            const bool first = fresh_;
-            if (fresh_) {
-                fresh_ = false;
-                got = receive_first();
-            }
-            if (!got) {  // (no co_await in a conditional expression: g++ 12 loses its value)
-                receive_armed_ = true;
-                got = co_await s_.receive();
-            }
-            phase expected = phase::idle;
-            if (!state.compare_exchange_strong(expected, phase::busy, std::memory_order_seq_cst)) {
-                co_return;  // the drain closed this idle connection
-            }
-            if (!*got) {
-                co_return;  // closed by the client between requests, reset, timeout
-            }
-            // Counted as each receive arrives (a test paces its writes by these counts).
-            receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed);
-            if (counts != nullptr) {
-                counts->receives.fetch_add(1, std::memory_order_relaxed);
-                counts->bytes.fetch_add((*got)->size(), std::memory_order_relaxed);
-                counts->states_held.fetch_add(1, std::memory_order_relaxed);
-            }
-            if (!h2_ && first && st_.opts.http2.enabled &&
-                h2_preface_undecided(
-                    {reinterpret_cast<const char*>((*got)->data()), (*got)->size()})) {
-                set_deadline(st_.opts.header_timeout);  // a request's first bytes are held
-                got = co_await receive_preface_start(s_, std::move(**got), counts);
-                if (!*got) {
-                    if (counts != nullptr) {
-                        counts->states_held.fetch_sub(1, std::memory_order_relaxed);
-                    }
-                    co_return;
-                }
-            }
-            if (h2_ || (first && st_.opts.http2.enabled &&
-                        h2_preface_start(
-                            {reinterpret_cast<const char*>((*got)->data()), (*got)->size()}))) {
-                co_await serve_h2(std::move(**got));
-                co_return;
-            }
-            block_ = std::move(**got);
-            rs_ = take_request_state(st_.head_limits);
-        }
-        const auto more = co_await serve_request();
-        if (!more) {
-            co_return;
-        }
+// The idle wait ended with `got`: the connection is busy again, and a receive is counted as
+// it arrives (a test paces its writes by these counts). False: it ends (the drain closed it
+// while it was idle; the client closed it between requests, reset it, or it timed out).
+auto connection::wake(const result<bytes>& got) noexcept -> bool {
+    phase expected = phase::idle;
+    if (!state.compare_exchange_strong(expected, phase::busy, std::memory_order_seq_cst)) {
+        return false;
     }
+    if (!got) {
+        return false;
+    }
+    if (receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed)) {
+        counts->receives.fetch_add(1, std::memory_order_relaxed);
+        counts->bytes.fetch_add(got->size(), std::memory_order_relaxed);
+        counts->states_held.fetch_add(1, std::memory_order_relaxed);
+    }
+    return true;
+}
+
+// A connection's first bytes `got` (taken from the caller) where it may speak HTTP/2 (chosen by
+// ALPN, or the server takes HTTP/2 by its preface): serves it as HTTP/2 to its end (false), or
+// holds the bytes as an HTTP/1.1 request's (true). NOTE: never inlined, and a coroutine of its
+// own, so that run()'s frame, which lives as long as the connection, holds none of its locals.
+[[gnu::noinline]] auto connection::start(bytes& got) -> task<bool> {
+    if (!h2_ && h2_preface_undecided({reinterpret_cast<const char*>(got.data()), got.size()})) {
+        set_deadline(st_.opts.header_timeout);  // a request's first bytes are held
+        receive_counts* const counts = receive_counts_for_test.load(std::memory_order_relaxed);
+        auto more = co_await receive_preface_start(s_, std::move(got), counts);
+        if (!more) {
+            if (counts != nullptr) {
+                counts->states_held.fetch_sub(1, std::memory_order_relaxed);
+            }
+            co_return false;
+        }
+        got = std::move(*more);
+    }
+    if (h2_ || h2_preface_start({reinterpret_cast<const char*>(got.data()), got.size()})) {
+        co_await serve_h2(std::move(got));
+        co_return false;
+    }
+    block_ = std::move(got);
+    rs_ = take_request_state(st_.head_limits);
+    co_return true;
 }
 
 // One request, from bytes of it held at pos_: the head, the handler, the response. False:
 // the connection is done. NOTE: never inlined, so that its frame is never placed inside
-// serve()'s, which lives across the idle wait (clang's coroutine elision would).
+// run()'s, which lives across the idle wait (clang's coroutine elision would).
 [[gnu::noinline]] auto connection::serve_request() -> task<bool> {
     const server_options& o = st_.opts;
     rs_->parser.reset();
     if (head_apart_) {  // the previous request's head, held apart while it was served
-        head_block_ = bytes{};
+        rs_->head_block = bytes{};
         head_apart_ = false;
     }
     mark_ = head_end_ = pos_;
     // From the request's first byte (held now) until its head is complete, whatever is written
     // meanwhile: each wait for more of the head is under this one deadline.
-    header_deadline_ = deadline_timer::clock::now() + o.header_timeout;
+    rs_->header_deadline = deadline_timer::clock::now() + o.header_timeout;
     for (;;) {
         const parse_status ps = rs_->parser.parse(storage().substr(mark_));
         if (ps == parse_status::complete) {
@@ -951,7 +1001,7 @@ auto connection::serve() -> task<void> {
         if (!answered) {  // answer pipelined requests before waiting for more
             co_return false;
         }
-        deadline_.expires_at(header_deadline_);
+        deadline_.expires_at(rs_->header_deadline);
         auto got = co_await fill();
         if (!got) {
             co_return false;  // closed by the client within a request, reset, timeout
@@ -960,7 +1010,7 @@ auto connection::serve() -> task<void> {
     request_head& head = rs_->parser.head();
     head_end_ = mark_ + head.size();
     pos_ = head_end_;
-    version_minor_ = head.version_minor();
+    version_minor_ = static_cast<std::uint8_t>(head.version_minor());
     head_request_ = head.method() == method::head;
     if (head.method() == method::connect) {
         // No handler can take a tunnel (weft has no API for one), and a 2xx would keep the
@@ -985,7 +1035,7 @@ auto connection::serve() -> task<void> {
     rs_->body =
         framing.kind == body_kind::none ? body_decoder{} : body_decoder{framing, rs_->body_limits};
     continue_pending_ = head.expect_continue() && framing.kind != body_kind::none;
-    body_pace_ = {};
+    rs_->body_pace = {};
     close_ = !head.keep_alive();
     const bool client_closes = close_;  // HTTP/1.0 without keep-alive, or Connection: close
 
@@ -1026,7 +1076,7 @@ auto connection::serve() -> task<void> {
                                                            " is not a final response status"));
     }
     if (failed && rs_->body.error() == parse_error::none) {
-        if (scope_stop_->stop_requested()) {
+        if (stop.stop_requested()) {
             co_return false;  // timed out or drained: the socket is not ours to answer on
         }
         report_failure("handler", head, failure);

@@ -53,33 +53,24 @@ struct receive_counts {
 };
 inline std::atomic<receive_counts*> receive_counts_for_test{nullptr};
 
-/// The waiting a body read or a response write has done on its client, against
-/// server_options::min_rate: `waited` <= min_rate_grace + `bytes` / min_rate must hold.
-struct transfer_pace {
-    std::chrono::nanoseconds waited{0};
-    std::uint64_t bytes = 0;
-};
-
 class connection {
 public:
     enum class phase : std::uint8_t { busy, idle, closing };
 
-    /// Serves an accepted socket until it closes; never throws. The one frame of this task
-    /// holds the connection (run() is placed inside it) and the stream it uses. With the
-    /// server's TLS option, the TLS handshake comes first (a failed one ends it).
+    /// Serves an accepted socket until it closes; never throws. With the server's TLS option,
+    /// the TLS handshake comes first (a failed one ends it). The connection and its loop live
+    /// in one frame with the stream (run()).
     static auto serve_socket(std::shared_ptr<server::state> st, tcp_stream s) -> task<void>;
     /// serve_socket over a byte_stream (with the TLS option, TLS over it first).
     static auto serve_stream(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
         -> task<void>;
 
-    /// `s` is the caller's and must outlive the connection.
-    connection(server::state& st, transport& s) noexcept;
+    /// `s`'s stream must outlive the connection. `parent`: the stop of the task that serves it
+    /// (the server's), which stops the connection too.
+    connection(server::state& st, transport s, stop_state* parent) noexcept;
     connection(const connection&) = delete;
     auto operator=(const connection&) -> connection& = delete;
     ~connection();
-
-    /// Serves the connection until it closes; never throws.
-    auto run() -> task<void>;
 
     // For body_reader.
     auto body_read() -> task<result<std::string_view>>;
@@ -93,12 +84,11 @@ public:
     /// it. An address the kernel cannot give (the client gone) is the empty socket_address.
     auto peer() noexcept -> const socket_address&;
 
-    // For the server's drain (under the server's lock).
-    std::atomic<phase> state{phase::busy};
-    // What the drain and the watchdog cancel the connection through: a member, so it lives
-    // for as long as the connection is registered with the server (the scope's own stop ends
-    // with the scope, before leave()); while serve() runs it is relayed to the scope's stop.
-    stop_state stop;
+    // What the drain and the watchdog cancel the connection through, linked to the stop of the
+    // task that serves it: every operation of the connection and its watchdog are cancelled
+    // through it. A member, so it lives for as long as the connection is registered with the
+    // server.
+    linked_stop_state stop;
     connection* prev = nullptr;
     connection* next = nullptr;
     // Set while the connection speaks HTTP/2 (h2_connection.cpp): the drain sets the event
@@ -106,7 +96,7 @@ public:
     std::atomic<event*> drain_wake{nullptr};
 
 private:
-    friend class h2_connection;  // takes the connection over (serve()), with its deadline
+    friend class h2_connection;  // takes the connection over (run()), with its deadline
 
     // -- input: the received bytes of the current request --------------------------------
     // A request that arrives in one receive is parsed and served from that `bytes` block, with
@@ -117,7 +107,7 @@ private:
     // Once a head is parsed, the handler holds views of it (fields, path parameters) until the
     // request ends, so its bytes never move: when the body needs another receive, what is left
     // of the body is gathered in the other carry buffer and the head stays where it is, in
-    // head_block_ (the block it arrived in) or in the carry buffer it was gathered in
+    // rs_->head_block (the block it arrived in) or in the carry buffer it was gathered in
     // (head_apart_; mark_ == head_end_ == 0 then). The next request releases it.
     [[nodiscard]] auto storage() const noexcept -> std::string_view {
         return in_carry_
@@ -146,11 +136,18 @@ public:
                      transfer_pace& pace) -> task<result<void>>;
 
 private:
-    // serve_socket's TLS connections: the handshake, then the connection over it (`st` is kept
-    // alive by serve_socket, which awaits it).
-    static auto serve_tls(server::state& st, tcp_stream s) -> task<void>;
-    static auto serve_stream_tls(server::state& st, std::unique_ptr<byte_stream> s) -> task<void>;
-    auto serve() -> task<void>;
+    // serve_socket's TLS connections: the handshake, then run() over the TLS stream.
+    static auto serve_tls(std::shared_ptr<server::state> st, tcp_stream s) -> task<void>;
+    static auto serve_stream_tls(std::shared_ptr<server::state> st, std::unique_ptr<byte_stream> s)
+        -> task<void>;
+    // The connection over `s` (tcp_stream, tls_stream or a byte_stream), from its registration
+    // with the server to its end: one frame holds the stream, the connection and its loop.
+    template <typename Stream>
+    static auto run(std::shared_ptr<server::state> st, Stream s, bool h2, bool close_notify = false)
+        -> task<void>;
+    [[nodiscard]] auto go_idle() noexcept -> bool;
+    [[nodiscard]] auto wake(const result<bytes>& got) noexcept -> bool;
+    auto start(bytes& got) -> task<bool>;
     // HTTP/2 from `first` (the first bytes received) to the end (h2_connection.cpp).
     auto serve_h2(bytes first) -> task<void>;
     auto serve_request() -> task<bool>;
@@ -169,6 +166,8 @@ private:
     /// linger_timeout and 64 KiB), so that it reads what was sent rather than a reset.
     auto linger_close() -> task<void>;
     auto watchdog() -> task<void>;
+    // The shortest timeout: the watchdog's longest wait.
+    [[nodiscard]] auto watch_period() const noexcept -> std::chrono::milliseconds;
     void set_deadline(std::chrono::milliseconds d) noexcept;
     void clear_deadline() noexcept;
     // The deadline of the next wait on the client within a transfer paced by `pace`: `progress`
@@ -176,20 +175,15 @@ private:
     void set_paced_deadline(std::chrono::milliseconds progress, const transfer_pace& pace) noexcept;
 
     server::state& st_;
-    transport& s_;
+    transport s_;
     // Asked of the kernel and kept when a handler first wants it (see peer()): most connections
     // never ask, and an address held in every connection would add its 136 bytes to each
     // idle connection.
     std::unique_ptr<socket_address> peer_;
     deadline_timer deadline_;
-    std::chrono::milliseconds watch_period_;  // the shortest timeout: the watchdog's longest wait
 
-    request_state* rs_ = nullptr;       // held while bytes of a request are (see request_state)
-    stop_state* scope_stop_ = nullptr;  // the connection scope's, while serve() runs
+    request_state* rs_ = nullptr;  // held while bytes of a request are (see request_state)
     bytes block_;
-    bytes head_block_;  // the block of a head whose body is gathered apart (see storage())
-    transfer_pace body_pace_;
-    deadline_timer::clock::time_point header_deadline_{};
     std::size_t mark_ = 0;
     std::size_t head_end_ = 0;
     std::size_t pos_ = 0;
@@ -207,8 +201,15 @@ private:
     bool close_ = false;      // close after the current response
     bool lingering_ = false;  // the deadline now is the linger after an error
     bool h2_ = false;         // the TLS client chose "h2" by ALPN
-    int version_minor_ = 1;
-    std::size_t pending_ = 0;  // responses in rs_->out / rs_->segs
+    std::uint8_t version_minor_ = 1;
+
+public:
+    // For the server's drain (under the server's lock). Declared beside the flags above, in
+    // their word: elsewhere it would pad a word of its own in every idle connection's frame.
+    std::atomic<phase> state{phase::busy};
+
+private:
+    std::uint32_t pending_ = 0;  // responses in rs_->out / rs_->segs (at most max_pipelined)
 };
 
 }  // namespace weft::http::detail

@@ -868,7 +868,7 @@ auto h2_connection::wait_input() -> task<std::optional<result<bytes>>> {
     racers.push_back([](event& e) -> task<void> { (void)co_await e.wait(); }(wake_));
     (void)co_await when_any(std::move(racers));
     if (got && !*got && got->error() == std::errc::operation_canceled &&
-        !c_.scope_stop_->stop_requested()) {
+        !c_.stop.stop_requested()) {
         got.reset();  // the wake-up won: the receive was cancelled, nothing lost
     }
     co_return got;

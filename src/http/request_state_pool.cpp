@@ -53,6 +53,7 @@ void give_back_request_state(request_state* p) noexcept {
     }
     p->segs.clear();
     p->held.clear();
+    p->head_block = bytes{};
     request_state_cache& c = tl_states;
     if (c.free.size() < cached_states_max) {
         c.free.push_back(p);  // within the capacity reserved: does not allocate

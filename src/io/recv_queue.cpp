@@ -91,7 +91,7 @@ auto recv_awaiter::suspend(std::coroutine_handle<> h, stop_state* s) -> bool {
     return true;
 }
 
-auto recv_awaiter::await_resume() -> recv_outcome {
+auto recv_awaiter::await_resume() -> recv_outcome&& {
     if (registered_) {
         stop_->remove(this);  // waits for an on_stop running on another thread
         registered_ = false;

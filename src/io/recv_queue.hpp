@@ -63,7 +63,8 @@ public:
     WEFT_PUBLISHES_HANDLE auto await_suspend(std::coroutine_handle<P> h) -> bool {
         return suspend(h, stop_of(h));
     }
-    auto await_resume() -> recv_outcome;
+    /// The outcome, where it lies in this awaiter (moved from by whoever takes it).
+    auto await_resume() -> recv_outcome&&;
 
 private:
     friend class recv_queue;
@@ -150,6 +151,7 @@ private:
     static auto on_cqe(uring_op& op) noexcept -> bool;
 
     const int fd_;
+    bool out_of_buffers_ = false;  // guarded by mu_ (here, beside fd_: no word of padding)
     // Guarded by mu_:
     // Queued chunks: ready_[head_..]. A vector, not a deque: an idle stream allocates nothing
     // (a default std::deque allocates ~570 B, which doubled an idle connection's memory).
@@ -162,7 +164,6 @@ private:
     unsigned armed_worker_ = 0;
     std::uint32_t armed_epoch_ = 0;
     std::error_code end_;  // eof or an error, after the queued data
-    bool out_of_buffers_ = false;
 };
 
 }  // namespace weft::detail

@@ -248,7 +248,10 @@ using epoll_handle_ptr = std::unique_ptr<epoll_socket, epoll_socket_deleter>;
         rq.reset(new recv_queue(fd));
     }
     for (;;) {
-        recv_outcome o = co_await rq->next();
+        // The awaiter named and the outcome read where it lies in it: an idle connection waits
+        // in this frame, which would otherwise hold a second outcome.
+        recv_awaiter next = rq->next();
+        recv_outcome&& o = co_await next;
         if (!o.data.empty()) {
             co_return std::move(o.data);
         }
@@ -272,32 +275,31 @@ using epoll_handle_ptr = std::unique_ptr<epoll_socket, epoll_socket_deleter>;
     epoll_socket& h = handle_of(fd, hp);
     for (;;) {
         const stream_readiness snap = stream_snapshot(h, false);
-        if (snap.spent) {
-            // The last receive drained the socket and nothing came since: wait, take no buffer.
-            if (auto ec = co_await readiness(h, false, snap.seq); ec) {
-                co_return ec;
+        // Spent: the last receive drained the socket and nothing came since: wait, take no
+        // buffer.
+        if (!snap.spent) {
+            // A block from this thread's buffer pool (not a 4 KiB malloc per receive); it goes
+            // back to a pool when the last slice of it is dropped, or here before the wait: a
+            // waiting connection holds no buffer.
+            buffer b{chunk};
+            const ssize_t n = sys_recv(fd, b.prepare(chunk).data(), chunk, MSG_DONTWAIT);
+            if (n > 0) {
+                stream_moved(h, false, snap.seq, static_cast<std::size_t>(n), chunk);
+                b.commit(static_cast<std::size_t>(n));
+                co_return std::move(b).freeze();
             }
-            continue;
+            if (n == 0) {
+                co_return make_error_code(io_errc::eof);
+            }
+            if (errno == EINTR) {
+                continue;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                co_return errno_code();
+            }
         }
-        // A block from this thread's buffer pool (not a 4 KiB malloc per receive); it goes back
-        // to a pool when the last slice of it is dropped.
-        buffer b{chunk};
-        const ssize_t n = sys_recv(fd, b.prepare(chunk).data(), chunk, MSG_DONTWAIT);
-        if (n > 0) {
-            stream_moved(h, false, snap.seq, static_cast<std::size_t>(n), chunk);
-            b.commit(static_cast<std::size_t>(n));
-            co_return std::move(b).freeze();
-        }
-        if (n == 0) {
-            co_return make_error_code(io_errc::eof);
-        }
-        if (errno == EINTR) {
-            continue;
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            co_return errno_code();
-        }
-        b = buffer{};  // a waiting connection holds no buffer
+        // One wait for both cases: a frame keeps a slot for the awaiter of every co_await, and
+        // an idle connection waits in this one.
         if (auto ec = co_await readiness(h, false, snap.seq); ec) {
             co_return ec;
         }
