@@ -7,7 +7,7 @@ import unittest
 from pathlib import Path
 
 from weftbench import cli, markdown
-from weftbench.suite import Metric, Scenario, Seed, Suite, System, Target
+from weftbench.suite import Limit, Metric, Scenario, Seed, Suite, System, Target
 
 SUITE = Suite(
     "demo", "Demo suite", "001_x.txt",
@@ -83,6 +83,19 @@ class MarkdownTest(unittest.TestCase):
             self.assertEqual(status, 0)
             self.assertIn("## coflux:", target.read_text())
             self.assertTrue(said.getvalue().rstrip().splitlines()[-1].startswith("report: "))
+
+    def test_a_missed_target_shows_its_stated_limit_under_the_table(self):
+        limited = Suite(SUITE.name, SUITE.title, SUITE.seed_file, systems=SUITE.systems,
+                        metrics=SUITE.metrics, scenarios=SUITE.scenarios,
+                        limits=(Limit("spawn", "ns_per_task", "the allocator: 400 ns"),))
+        slow = {**RESULT, "rows": [measured("weft", 500.0, [500.0, 500.0, 500.0]),
+                                   *RESULT["rows"][2:4]]}
+        with tempfile.TemporaryDirectory() as d:
+            missed = markdown.write_markdown(Path(d) / "a.md", [limited], {"demo": slow})
+            tied = markdown.write_markdown(Path(d) / "b.md", [limited], {"demo": RESULT})
+            missed, tied = missed.read_text(), tied.read_text()
+        self.assertIn("- spawn `tasks=10` ns_per_task: the allocator: 400 ns", missed)
+        self.assertNotIn("the allocator", tied)  # a tie is not a miss
 
     def test_a_suite_not_run_keeps_its_section_and_the_run_one_is_replaced(self):
         other = Suite("other", "Other suite", None, systems=SUITE.systems,

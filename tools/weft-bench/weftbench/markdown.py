@@ -74,6 +74,7 @@ def suite_table(suite: Suite, result: dict) -> list[str]:
     lines.append("| scenario | params | metric | seed | weft | "
                  + "".join(f"{cell(p)} | " for p in shown) + "target | met |")
     lines.append("|" + "---|" * (7 + len(shown)))
+    bounds = []
     for key in keys:
         metric = suite.metric(key[2])
         weft = rows.get((key, SUBJECT))
@@ -81,6 +82,7 @@ def suite_table(suite: Suite, result: dict) -> list[str]:
         unit = (weft or {}).get("unit", metric.unit)
         better = "higher" if metric.better == HIGHER else "lower"
         verdict = target = ""
+        met = None
         if key in targets:
             peer_rows = {p: rows[key, p] for p in peers if (key, p) in rows}
             met, _ = stats.check_target(targets[key], weft and weft["value"],
@@ -92,6 +94,14 @@ def suite_table(suite: Suite, result: dict) -> list[str]:
                  f"**{stats.fmt(weft['value'])}**" if weft else "–",
                  *(peer_cell(weft, rows.get((key, p))) for p in shown), target, verdict]
         lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
+        if met is False:
+            params = next((r["params"] for r in result["rows"] if row_key(r) == key), {})
+            texts = [lim.text for lim in suite.limits if lim.applies(key[0], params, key[2])]
+            if texts:
+                bounds.append(f"- {key[0]} {'`' + key[1] + '` ' if key[1] else ''}{key[2]}: "
+                              + "; ".join(texts))
+    if bounds:
+        lines += ["", "What bounds the missed targets (the suite's stated limits):", "", *bounds]
     return lines + [""]
 
 
