@@ -19,9 +19,14 @@ namespace weft::bus {
 
 namespace {
 
-// How long the broker keeps a silent member in its group; also the bound of a closing
-// member's wait for its first assignment (serve_group).
+// How long the broker keeps a silent member in its group.
 constexpr std::chrono::milliseconds session_timeout{6000};
+// How long a rebalance waits for the group's members to rejoin before it goes on without the
+// missing ones (max.poll.interval.ms, the JoinGroup's rebalance timeout; librdkafka's default
+// is 300 s). A member's group thread polls every 100 ms whatever the application does
+// (serve_group), so a member that misses it is gone or frozen: waiting longer only holds the
+// group's other members, and each closing member's JoinGroup, up to 5 minutes.
+constexpr std::chrono::milliseconds rebalance_timeout{10000};
 
 // Whether the coordinator has answered the member's JoinGroup (it has a member id).
 auto has_member_id(rd_kafka_t* rk) -> bool {
@@ -101,6 +106,7 @@ auto kafka_consumer::open() -> std::error_code {
                            {"partition.assignment.strategy", "cooperative-sticky"},
                            {"heartbeat.interval.ms", std::to_string(o.heartbeat_interval.count())},
                            {"session.timeout.ms", std::to_string(session_timeout.count())},
+                           {"max.poll.interval.ms", std::to_string(rebalance_timeout.count())},
                            {"fetch.wait.max.ms", "100"}});
     } catch (const std::system_error& e) {
         return e.code();
@@ -175,8 +181,11 @@ void kafka_consumer::serve_group(rd_kafka_t* rk, rd_kafka_queue_t* msgs) noexcep
     // librdkafka 2.0.2 aborts (an assertion in the cooperative-sticky assignor, fixed in
     // 2.3.0) when a member is destroyed after its JoinGroup was answered and before its first
     // assignment, whose callback creates the assignor's state: a member that has joined
-    // waits for that assignment, at most a session timeout (the broker then drops it anyway).
-    const auto give_up = std::chrono::steady_clock::now() + session_timeout;
+    // waits for that assignment. Its rejoin may be held at the coordinator until the
+    // rebalance gives up on the members that do not come back (a rebalance timeout), and a
+    // LeaveGroup sent meanwhile queues behind that JoinGroup on the same connection: so the
+    // wait is a rebalance timeout and a session timeout, not a session timeout alone.
+    const auto give_up = std::chrono::steady_clock::now() + rebalance_timeout + session_timeout;
     while (!assigned_once_ && has_member_id(rk) && std::chrono::steady_clock::now() < give_up) {
         rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
         if (m != nullptr) {

@@ -60,14 +60,15 @@ namespace weft::bus {
 /// member's own (`group_thread_`) serves it at all times, whatever the application does: a
 /// member holding a delivery, or whose task waits elsewhere, still revokes, assigns and
 /// rejoins at once. (When next() alone served it, such a member stalled every rebalance of
-/// its group up to the broker's rebalance timeout, max.poll.interval.ms = 300 s, and a member
-/// closing meanwhile blocked in rd_kafka_consumer_close as long.) Messages go to `msgs_`: the
-/// rebalance callback forwards each assigned partition's queue there before assigning it, and
-/// next() takes them from it without waiting, or waits on its eventfd in the reactor. The
-/// group thread also closes the client (rd_kafka_consumer_close serves the last rebalance on
-/// the calling thread). Assignment is cooperative-sticky: a member joining or leaving never
-/// takes partitions from a member that keeps working, so a delivery held by in_progress stays
-/// where it is.
+/// its group up to the rebalance timeout, max.poll.interval.ms, and a member closing meanwhile
+/// blocked in rd_kafka_consumer_close as long. With the group thread's polls, a member that
+/// misses that timeout is gone or frozen, so it is 10 s, not librdkafka's 300.) Messages go to
+/// `msgs_`: the rebalance callback forwards each assigned partition's queue there before
+/// assigning it, and next() takes them from it without waiting, or waits on its eventfd in the
+/// reactor. The group thread also closes the client (rd_kafka_consumer_close serves the last
+/// rebalance on the calling thread). Assignment is cooperative-sticky: a member joining or
+/// leaving never takes partitions from a member that keeps working, so a delivery held by
+/// in_progress stays where it is.
 ///
 /// Lifetime: made by make(), whose shared_ptr hands the destruction (which joins the group
 /// thread, itself waiting in rd_kafka_consumer_close up to session.timeout.ms) to the
