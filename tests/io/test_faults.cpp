@@ -128,7 +128,10 @@ protected:
     }
     void TearDown() override {
         io_wait_test::TearDown();
-        EXPECT_EQ(open_fds(), fds_before_) << "descriptors leaked";
+        // At most as many: a leak is a descriptor more. The count is the whole process's, and
+        // one opened around SetUp by something else (an ASan run showed 11 before, 9 after)
+        // may be gone by now.
+        EXPECT_LE(open_fds(), fds_before_) << "descriptors leaked";
         EXPECT_EQ(weft::live_frames(), frames_before_) << "task frames leaked";
     }
 
