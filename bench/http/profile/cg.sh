@@ -2,9 +2,9 @@
 # Part of bench/http/profile (see README.md there). Run from the repository root.
 : "${WORK:=/tmp/weft-http-profile}" "${PEERS:=build/peers}" "${ROOT:=$WORK/root}"
 : "${BIN:=${WEFT_BIN:-build/release/examples}}"
-# NICE: the niceness of the server and wrk (19 by default). Counts do not depend on it, but on a
-# machine whose cores other work keeps busy a niced server under callgrind gets so little CPU
-# that a run answers a few hundred requests (NICE=0 then).
+# NICE: the niceness of the server and wrk (19 by default). Instruction counts do not depend on
+# it; set NICE=0 where other work keeps the cores busy, or a niced server under callgrind may
+# answer too few requests for a per-request figure.
 : "${NICE:=19}"
 mkdir -p "$WORK"
 # $1 name, rest: command. Measures instructions per request under wrk -t1 -c50 -d$DUR (counters zeroed after start-up),
