@@ -105,7 +105,8 @@ SUITE = Suite(
                   "3,338 user-space instructions: the kernel's cost of those calls over 10x the "
                   "sockets. Servers that outran it at 100 connections (weft, asio-per-core) "
                   "meet it at 1,000; tokio's QPS at 100 was already below it. weft's server "
-                  "stays under the client's CPU per request, and with an outside client "
-                  "(galay-net-ext) its drop is the smallest",
+                  "stays under the client's CPU per request; with an outside client "
+                  "(galay-net-ext) weft leads at both sizes, and its drop there has its own "
+                  "limit",
                   params={"c": "1000 vs 100"}),),
 )
