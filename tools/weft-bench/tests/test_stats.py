@@ -110,6 +110,43 @@ class DerivedTest(unittest.TestCase):
         self.assertFalse(out["go"]["noisy"])
         self.assertEqual(out["weft"]["params"], {"C": 8, "D": "20 vs 5"})
 
+    def test_rounds_that_pair_give_per_round_figures(self):
+        p5, p20 = {"C": 8, "D": 5}, {"C": 8, "D": 20}
+        rows = [{**row("weft", "pipeline", p5, "ns_per_pipeline", 1000, runs=3),
+                 "values": [1000.0, 900.0, 1100.0], "invalid_runs": 0},
+                {**row("weft", "pipeline", p20, "ns_per_pipeline", 2500, runs=3),
+                 "values": [2500.0, 2400.0, 3200.0], "invalid_runs": 0},
+                {**row("go", "pipeline", p5, "ns_per_pipeline", 1000, runs=3),
+                 "values": [1000.0, 900.0, 1100.0], "invalid_runs": 1},
+                {**row("go", "pipeline", p20, "ns_per_pipeline", 2500, runs=3),
+                 "values": [2500.0, 2400.0, 3200.0], "invalid_runs": 0}]
+        out = {r["system"]: r for r in stats.derive(self.handoff, rows)}
+        self.assertAlmostEqual(out["weft"]["value"], 100.0)  # the medians' formula
+        self.assertEqual(out["weft"]["values"], [100.0, 100.0, 140.0])
+        self.assertEqual((out["weft"]["min"], out["weft"]["max"]), (100.0, 140.0))
+        self.assertNotIn("values", out["go"])  # a run left out: the rounds do not pair
+        self.assertIsNone(out["go"]["min"])
+
+    def test_a_derived_miss_within_the_rounds_spread_is_a_tie(self):
+        """The QPS drop from 100 to 1,000 connections (galay-net-ext): weft's median drop above
+        the peer's, but below it in some rounds."""
+        from weftbench.suite import Ratio
+        t = Target(ratios=(Ratio(("asio",), 1.0),))
+        weft = {"values": [29.0, 10.0, 16.0, 20.0], "min": 10.0, "max": 29.0, "runs": 4,
+                "invalid_runs": 0}
+        asio = {"values": [9.0, 12.0, 8.0, 9.0], "min": 8.0, "max": 12.0, "runs": 4,
+                "invalid_runs": 0}
+        met, why = stats.check_target(t, 18.0, {"asio": 9.0}, LOWER, weft, {"asio": asio})
+        self.assertEqual(met, stats.TIE)
+        self.assertIn("not in every round", why)
+        asio["values"] = [5.0, 6.0, 5.0, 4.0]  # below weft's in every round: a miss
+        self.assertFalse(stats.check_target(t, 18.0, {"asio": 5.0}, LOWER, weft,
+                                            {"asio": asio})[0])
+        # a round where a peer gains (a negative drop): no per-round multiple, the ranges decide
+        asio["values"], asio["min"] = [9.0, -2.0, 8.0, 9.0], -2.0
+        self.assertEqual(stats.check_target(t, 18.0, {"asio": 8.5}, LOWER, weft,
+                                            {"asio": asio})[0], stats.TIE)
+
     def test_params_match_as_text(self):
         self.assertTrue(stats.params_contain({"D": "5", "C": 8}, {"D": 5}))
         self.assertFalse(stats.params_contain({"D": 20}, {"D": 5}))

@@ -113,10 +113,13 @@ def run_suites(chosen, settings: runner.Settings, progress: runner.Progress, out
 
 
 def load_results(suites, out: Path) -> dict[str, dict]:
-    """Every suite's JSON in DIR, so that suites run separately add up in one report."""
+    """Every suite's JSON in DIR, so that suites run separately add up in one report; its
+    derived rows computed again from its measured rows (runner.with_derived)."""
     results = {}
     for suite in suites:
         path = out / f"{suite.name}.json"
         if path.exists():
-            results[suite.name] = json.loads(path.read_text(encoding="utf-8"))
+            result = json.loads(path.read_text(encoding="utf-8"))
+            result["rows"] = runner.with_derived(suite, result["rows"])
+            results[suite.name] = result
     return results

@@ -198,6 +198,19 @@ def build_flags(peers_dir: Path) -> dict:
         return {"peers": f"unknown: no readable {peers_dir / 'BUILD-FLAGS.json'}"}
 
 
+def with_derived(suite: Suite, rows: list[dict]) -> list[dict]:
+    """`rows` with the suite's derived rows computed afresh from the measured ones (a derived
+    row already in `rows`, from a results file, is replaced: a report reads the formulas of
+    the suites as they are now), each row with its metric's unit and direction."""
+    rows = [r for r in rows if not r.get("derived_from")]
+    for d in suite.derived:
+        rows += stats.derive(d, rows)
+    for row in rows:
+        row.setdefault("unit", suite.metric(row["metric"]).unit)
+        row["better"] = suite.metric(row["metric"]).better
+    return rows
+
+
 def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
     """Every scenario on every runnable system, interleaved round by round -> the suite's JSON."""
     started = time.monotonic()
@@ -238,14 +251,9 @@ def run_suite(suite: Suite, settings: Settings, progress: Progress) -> dict:
                    stopped, dict(background), groups)
 
     rows = seed_rows(suite, plan) + measured_rows(suite, plan, samples, invalid)
-    for d in suite.derived:
-        rows += stats.derive(d, rows)
-        if d.seed:
-            rows.append(seed_row(suite, d.scenario, dict(d.params), d.metric, d.seed))
-    for row in rows:
-        row.setdefault("unit", suite.metric(row["metric"]).unit)
-        row["better"] = suite.metric(row["metric"]).better
-    result["rows"] = rows
+    rows += [seed_row(suite, d.scenario, dict(d.params), d.metric, d.seed)
+             for d in suite.derived if d.seed]
+    result["rows"] = with_derived(suite, rows)
     result["elapsed_s"] = round(time.monotonic() - started, 1)
     return result
 

@@ -53,7 +53,7 @@ def round_ratios(subject: Mapping | None, other: Mapping | None) -> list[float] 
     a, b = subject.get("values") or [], other.get("values") or []
     if len(a) < 2 or len(a) != len(b) or subject.get("invalid_runs") or other.get("invalid_runs"):
         return None
-    if any(y == 0 for y in b):
+    if any(y <= 0 for y in b) or any(x < 0 for x in a):  # signed figures: no multiple (ratio)
         return None
     return [x / y for x, y in zip(a, b)]
 
@@ -184,8 +184,12 @@ def params_contain(params: Mapping[str, object], subset: Mapping[str, object]) -
 def derive(derived: Derived, rows: Iterable[dict]) -> list[dict]:
     """One row per system that has a median for every input of `derived`.
 
-    Noisy when any input is; runs = the fewest runs among the inputs; min/max are not
-    meaningful for a formula of medians and stay None.
+    `value` is the formula over the inputs' medians. When the inputs' rounds pair (as many
+    valid runs each, at least 2: the rounds of one suite run), `values` is the formula within
+    each round and min/max their range, so a verdict on the row sees the rounds' spread as
+    any measured row's does (a drop from 100 to 1,000 connections is decided round by round,
+    not by two medians that may come from different rounds). Else min/max stay None.
+    Noisy when any input is; runs = the fewest runs among the inputs.
     """
     found: dict[str, dict[str, dict]] = {}
     for row in rows:
@@ -200,15 +204,29 @@ def derive(derived: Derived, rows: Iterable[dict]) -> list[dict]:
         if len(inputs) != len(derived.inputs):
             continue
         value = derived.formula({k: r["value"] for k, r in inputs.items()})
+        rounds = derived_rounds(derived, inputs)
         out.append({
             "scenario": derived.scenario, "params": dict(derived.params),
             "system": system, "metric": derived.metric, "value": value,
-            "min": None, "max": None, "runs": min(r["runs"] for r in inputs.values()),
+            **({"values": rounds, "min": min(rounds), "max": max(rounds), "invalid_runs": 0}
+               if rounds else {"min": None, "max": None}),
+            "runs": min(r["runs"] for r in inputs.values()),
             "other_cpu_percent": [], "noisy": any(r.get("noisy") for r in inputs.values()),
             "derived_from": {k: r["scenario"] + " " + format_params(r["params"])
                              for k, r in inputs.items()},
         })
     return sorted(out, key=lambda r: r["system"] != SUBJECT)
+
+
+def derived_rounds(derived: Derived, inputs: Mapping[str, Mapping]) -> list[float] | None:
+    """The formula of `derived` within each round of its inputs, or None when their rounds do
+    not pair (round_ratios' rule: as many runs each, at least 2, none left out as invalid)."""
+    runs = [r.get("values") or [] for r in inputs.values()]
+    if (len(runs[0]) < 2 or any(len(v) != len(runs[0]) for v in runs)
+            or any(r.get("invalid_runs") for r in inputs.values())):
+        return None
+    return [derived.formula({k: r["values"][i] for k, r in inputs.items()})
+            for i in range(len(runs[0]))]
 
 
 def format_params(params: Mapping[str, object]) -> str:
