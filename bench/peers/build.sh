@@ -17,7 +17,7 @@
 #                      $OUT/asio-http: minimal HTTP/1.1 framing over the same server,
 #                      --cert/--key: over asio::ssl (OpenSSL, libssl-dev);
 #                      $OUT/asio-echo-gxx: asio-echo built with g++, for its shared context)
-#                      $OUT/beast-http  C++/Boost.Beast (bench/peers/beast)
+#                      $OUT/beast-http  C++/Boost.Beast (bench/peers/beast; built with g++)
 #                      $OUT/nginx-hello Debian's nginx with nginx/nginx.conf (bench/peers/nginx/run.sh;
 #                                       -r ROOT: nginx/static.conf, files served with sendfile;
 #                                       -c CERT -k KEY: TLS; -2: HTTP/2)
@@ -32,8 +32,9 @@
 # Usage: bench/peers/build.sh [OUT]   (OUT defaults to build/peers, relative to the caller's cwd)
 #
 # Incremental: Go and cargo use their own caches (cargo's target dir is $OUT/tokio-target), CMake
-# builds in $OUT/<dir>-build (and $OUT/asio-gxx-build). A peer whose toolchain is missing is reported in
-# one line and skipped; the others are still built. Exit status 0 only if all of them were built.
+# builds in $OUT/<dir>-build (and $OUT/asio-gxx-build, $OUT/beast-gxx-build). A peer whose
+# toolchain is missing is reported in one line and skipped; the others are still built. Exit
+# status 0 only if all of them were built.
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -129,11 +130,13 @@ fi
 
 # --- CMake peers (oneTBB, Asio, Beast) ----------------------------------------------------------
 # Built Release (-O3 -DNDEBUG) with weft's compiler, clang 16 (scripts/bench.sh), so that no
-# comparison is between two compilers' code. One exception: Asio's coroutines built with clang 16
+# comparison is between two compilers' code. Two exceptions: Asio's coroutines built with clang 16
 # crash when a coroutine resumes on another thread of a shared io_context (asio-echo without
-# --per-core segfaulted within 2 s of echo load at c=100; --per-core, asio-http --per-core and
-# Beast's shared context ran clean), so the shared-context echo row uses asio-echo-gxx, built
-# with g++ 12, and weft-bench shows weft's g++ build beside it (galay-net, weft=g++).
+# --per-core segfaulted within 2 s of echo load at c=100; --per-core and asio-http --per-core
+# run clean), so the shared-context echo row uses asio-echo-gxx, built with g++ 12, and
+# weft-bench shows weft's g++ build beside it (galay-net, weft=g++). Beast's server, one
+# io_context on two threads, crashes the same way (SIGSEGV within 2 s of wrk -c100 keep-alive
+# load), so beast-http is built with g++ 12 too.
 # PEER_CXX / PEER_CXX_GXX override the two compilers.
 peer_cxx=${PEER_CXX:-clang++-16}
 peer_cxx_gxx=${PEER_CXX_GXX:-g++}
@@ -188,7 +191,8 @@ cmake_peer asio asio-echo ASIO_INCLUDE_DIR \
     "standalone Asio header asio.hpp not found (apt-get install libasio-dev, or pass its include dir via CMAKE_PREFIX_PATH/ASIO_INCLUDE_DIR)" \
     "$peer_cxx_gxx" asio-gxx-build -gxx
 cmake_peer beast beast-http Boost_DIR \
-    "Boost's CMake package (BoostConfig.cmake, with Beast) not found (apt-get install libboost-dev)"
+    "Boost's CMake package (BoostConfig.cmake, with Beast) not found (apt-get install libboost-dev)" \
+    "$peer_cxx_gxx" beast-gxx-build
 
 # --- nginx (Debian's package; nothing to compile: the launcher and its config are installed) ---
 if command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]; then
@@ -312,11 +316,12 @@ path, cxx, go, rustc, nginx, cc, natsc, rdkafka, gobus, natscli, ktools, java, g
 json.dump({
     "weft": "scripts/bench.sh: clang++-16, CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG); "
             "weft=g++ rows: bench_server built with g++ the same way (build/release-gxx)",
-    "asio, beast, tbb (C++)": f"{cxx or 'not found'}, weft's compiler; CMAKE_BUILD_TYPE=Release "
-                              "(-O3 -DNDEBUG)",
-    "asio-echo-gxx (galay-net's shared-context asio)":
+    "asio, tbb (C++)": f"{cxx or 'not found'}, weft's compiler; CMAKE_BUILD_TYPE=Release "
+                       "(-O3 -DNDEBUG)",
+    "asio-echo-gxx (galay-net's shared-context asio), beast":
         f"{gxx or 'not found'}; CMAKE_BUILD_TYPE=Release (-O3 -DNDEBUG): Asio's coroutines "
-        "built with clang 16 crash when they resume on another thread of a shared io_context",
+        "built with clang 16 crash when they resume on another thread of a shared io_context "
+        "(Beast's server is one)",
     "go": f"{go or 'not found'}; go build -trimpath (default optimisation)",
     "tokio, hyper, minihttp (Rust)": f"{rustc or 'not found'}; cargo build --release (opt-level 3, "
                            "thin LTO, codegen-units 1); hyper's TLS: tokio-rustls 0.26 at its "
