@@ -3,8 +3,8 @@
 : "${WORK:=/tmp/weft-http-profile}" "${PEERS:=build/peers}" "${ROOT:=$WORK/root}"
 : "${BIN:=${WEFT_BIN:-build/release/examples}}"
 # NICE: the niceness of the server and wrk (19 by default). Instruction counts do not depend on
-# it; set NICE=0 where other work keeps the cores busy, or a niced server under callgrind may
-# answer too few requests for a per-request figure.
+# it; set NICE=0 where other work keeps the cores busy, or a server at low priority under
+# callgrind may answer too few requests for a per-request figure.
 : "${NICE:=19}"
 mkdir -p "$WORK"
 # $1 name, rest: command. Measures instructions per request under wrk -t1 -c50 -d$DUR (counters zeroed after start-up),
